@@ -1,0 +1,3 @@
+//! # reins-agent
+//!
+//! Filled in by its own issue; see the README status table.
