@@ -78,3 +78,107 @@ impl ModelError {
 
 /// The crate's result type.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+impl ModelError {
+    /// Maps an HTTP error response to the right variant, keeping the provider's
+    /// `message`: 401/403 → [`Auth`](Self::Auth); 429 → [`RateLimited`](Self::RateLimited)
+    /// (with `retry_after`); 400/413/422 whose message speaks of the context window →
+    /// [`ContextTooLong`](Self::ContextTooLong); other 4xx →
+    /// [`BadRequest`](Self::BadRequest); 408 → [`Timeout`](Self::Timeout); 5xx (529
+    /// "overloaded" included) and anything else → [`Server`](Self::Server).
+    ///
+    /// ```
+    /// use reins_model::ModelError;
+    /// let e = ModelError::from_http_status(400, "This model's maximum context length is 8192 tokens".into(), None);
+    /// assert!(matches!(e, ModelError::ContextTooLong { .. }));
+    /// ```
+    pub fn from_http_status(status: u16, message: String, retry_after: Option<Duration>) -> Self {
+        match status {
+            401 | 403 => Self::Auth { message },
+            429 => Self::RateLimited {
+                retry_after,
+                message,
+            },
+            408 => Self::Timeout(message),
+            400 | 413 | 422 if is_context_overflow(&message) => Self::ContextTooLong { message },
+            400..=499 => Self::BadRequest { status, message },
+            _ => Self::Server { status, message },
+        }
+    }
+}
+
+/// Whether a provider's error message says the prompt does not fit the context window
+/// (the wording OpenAI, Anthropic, DashScope, DeepSeek and common local servers use).
+pub fn is_context_overflow(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "maximum context",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "range of input length",
+        "exceeds the context",
+        "context size",
+    ]
+    .iter()
+    .any(|needle| m.contains(needle))
+}
+
+/// Parses an HTTP `Retry-After` value given in seconds (integer or decimal). HTTP
+/// dates are not understood and give `None`, as do negative or absurd values.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && (0.0..=86_400.0).contains(&secs)).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_variants() {
+        let m = || "msg".to_owned();
+        assert!(matches!(
+            ModelError::from_http_status(401, m(), None),
+            ModelError::Auth { .. }
+        ));
+        assert!(matches!(
+            ModelError::from_http_status(403, m(), None),
+            ModelError::Auth { .. }
+        ));
+        assert_eq!(
+            ModelError::from_http_status(429, m(), Some(Duration::from_secs(3))).retry_after(),
+            Some(Duration::from_secs(3))
+        );
+        assert!(matches!(
+            ModelError::from_http_status(404, m(), None),
+            ModelError::BadRequest { status: 404, .. }
+        ));
+        assert!(matches!(
+            ModelError::from_http_status(
+                400,
+                "prompt is too long: 210000 tokens > 200000 maximum".into(),
+                None
+            ),
+            ModelError::ContextTooLong { .. }
+        ));
+        assert!(matches!(
+            ModelError::from_http_status(529, m(), None),
+            ModelError::Server { status: 529, .. }
+        ));
+        assert!(ModelError::from_http_status(503, m(), None).is_retryable());
+        assert!(!ModelError::from_http_status(400, m(), None).is_retryable());
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_only() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+}

@@ -1,19 +1,73 @@
 //! # reins-model
 //!
 //! The [`ChatModel`] trait every provider implements, the [`ChatRequest`] it takes,
-//! the [`ChatChunk`] stream it returns, and the [`ModelError`] it fails with.
+//! the [`ChatChunk`] stream it returns, and the [`ModelError`] it fails with — plus
+//! the pieces providers and agents share: [`MessageAccumulator`] (chunks → final
+//! message), [`RetryPolicy`] (backoff before the first chunk), the [`sse`] parser,
+//! and, behind the `testing` feature, `ScriptedModel`, a deterministic in-process
+//! model.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use reins_message::Msg;
+//! use reins_model::{ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, MessageAccumulator};
+//!
+//! /// A model that always says "hi".
+//! struct Hi;
+//!
+//! #[async_trait::async_trait]
+//! impl ChatModel for Hi {
+//!     fn model_name(&self) -> &str { "hi" }
+//!     async fn stream(&self, _req: ChatRequest) -> reins_model::Result<ChatStream> {
+//!         let chunks = [
+//!             ChatChunk::TextDelta { text: "h".into() },
+//!             ChatChunk::TextDelta { text: "i".into() },
+//!             ChatChunk::Finish { reason: FinishReason::Stop },
+//!         ];
+//!         Ok(Box::pin(futures::stream::iter(chunks.map(Ok))))
+//!     }
+//! }
+//!
+//! # futures::executor::block_on(async {
+//! // Stream it chunk by chunk ...
+//! let mut stream = Hi.stream(ChatRequest::new(vec![Msg::user("hello")])).await?;
+//! let mut acc = MessageAccumulator::new();
+//! while let Some(chunk) = stream.next().await {
+//!     acc.push(&chunk?)?;
+//! }
+//! assert_eq!(acc.finish().message.text(), "hi");
+//! // ... or all at once.
+//! let done = Hi.complete(ChatRequest::new(vec![Msg::user("hello")])).await?;
+//! assert_eq!(done.finish_reason, Some(FinishReason::Stop));
+//! # Ok::<(), reins_model::ModelError>(()) }).unwrap();
+//! ```
+//!
+//! ## Features
+//!
+//! | feature   | default | what it adds |
+//! |-----------|---------|--------------|
+//! | `testing` | no      | `ScriptedModel` and `ScriptedResponse`: a scripted model for tests, benchmarks and demos |
 
+mod accumulate;
 mod chunk;
 mod error;
 mod request;
+mod retry;
+#[cfg(feature = "testing")]
+mod scripted;
+pub mod sse;
 
 use std::pin::Pin;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 
+pub use accumulate::{Accumulated, MessageAccumulator};
 pub use chunk::{ChatChunk, FinishReason};
-pub use error::{ModelError, Result};
+pub use error::{ModelError, Result, is_context_overflow, parse_retry_after};
 pub use request::{ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
+pub use retry::RetryPolicy;
+#[cfg(feature = "testing")]
+pub use scripted::{ScriptedModel, ScriptedResponse};
 
 /// The stream of chunks a model returns.
 pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ChatChunk>> + Send>>;
@@ -28,6 +82,21 @@ pub trait ChatModel: Send + Sync {
     /// happen before the first chunk (auth, rate limits, ...) are returned here;
     /// errors after it arrive in the stream.
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream>;
+
+    /// Streams the request to its end and returns the accumulated message, usage
+    /// and finish reason.
+    ///
+    /// # Errors
+    /// Any error of [`stream`](Self::stream), an error item of the stream, or a
+    /// [`ModelError::MalformedStream`] from the accumulator.
+    async fn complete(&self, request: ChatRequest) -> Result<Accumulated> {
+        let mut stream = self.stream(request).await?;
+        let mut acc = MessageAccumulator::new();
+        while let Some(chunk) = stream.next().await {
+            acc.push(&chunk?)?;
+        }
+        Ok(acc.finish())
+    }
 }
 
 #[async_trait::async_trait]
