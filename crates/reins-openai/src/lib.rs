@@ -1,3 +1,52 @@
 //! # reins-openai
 //!
-//! Filled in by its own issue; see the README status table.
+//! A [`ChatModel`](reins_model::ChatModel) for every server that speaks the OpenAI
+//! Chat Completions API: OpenAI, Alibaba Cloud DashScope (compatible mode, `qwen-*`),
+//! DeepSeek, Ollama, vLLM, llama.cpp's server and the like.
+//!
+//! ```no_run
+//! use reins_message::Msg;
+//! use reins_model::{ChatModel, ChatRequest};
+//! use reins_openai::OpenAiChat;
+//!
+//! # async fn demo() -> reins_model::Result<()> {
+//! let model = OpenAiChat::dashscope("qwen-plus");            // DASHSCOPE_API_KEY
+//! // let model = OpenAiChat::compatible("http://127.0.0.1:8000/v1", "my-model");
+//! let done = model
+//!     .complete(ChatRequest::new(vec![Msg::system("Be brief."), Msg::user("Hi!")]))
+//!     .await?;
+//! println!("{} ({} tokens)", done.message.text(), done.usage.total_tokens());
+//! # Ok(()) }
+//! ```
+//!
+//! ## What is supported on the wire
+//!
+//! - Streaming with `stream_options.include_usage` (usage, cached and reasoning
+//!   tokens; DeepSeek's `prompt_cache_hit_tokens`).
+//! - Tool calls, parallel ones too: argument deltas by `index`; servers that reuse
+//!   index 0 for a parallel batch are handled; `tool_choice` (`auto`, `none`,
+//!   `required`, a named function).
+//! - `response_format`: JSON mode and JSON Schema; `temperature`, `max_tokens`,
+//!   `stop`, `seed`; [`ChatOptions::extra`](reins_model::ChatOptions) merged into the
+//!   body (e.g. `enable_thinking` for Qwen).
+//! - `reasoning_content` (DeepSeek, Qwen) and `reasoning` deltas as thinking.
+//! - Messages: the system prompt as a `system` message; tool results as `tool`
+//!   messages with their `tool_call_id`; images as `image_url` parts (URL or
+//!   base64 `data:` URL); base64 audio as `input_audio` parts.
+//! - `data: [DONE]`, error events and HTTP error bodies mapped to
+//!   [`ModelError`](reins_model::ModelError); retries (per
+//!   [`RetryPolicy`](reins_model::RetryPolicy)) only before the first chunk.
+//!
+//! Not sent: thinking on earlier assistant turns (unless
+//! [`OpenAiChat::with_reasoning_replay`]), message `name`s, images inside tool
+//! results on servers that do not accept content arrays in `tool` messages.
+//!
+//! ## Features
+//!
+//! This crate has no Cargo features.
+
+mod client;
+pub mod decode;
+mod wire;
+
+pub use client::{DEFAULT_TIMEOUT, OpenAiChat};

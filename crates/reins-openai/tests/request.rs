@@ -1,0 +1,158 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+//! The exact request bodies sent for a realistic conversation.
+
+mod support;
+
+use reins_message::{ContentBlock, MediaSource, Msg, ToolResult, ToolSpec, ToolUse};
+use reins_model::{ChatModel, ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
+use serde_json::{Map, Value, json};
+use support::*;
+use wiremock::MockServer;
+
+/// A system prompt, tools, a tool round trip (two parallel calls, one rejected), an
+/// image, and earlier thinking.
+pub fn conversation() -> ChatRequest {
+    let weather = ToolUse::new("call_1", "get_weather", json!({"city": "Paris"}));
+    let delete = ToolUse::new("call_2", "delete_file", json!({"path": "/tmp/x"}));
+    ChatRequest::new(vec![
+        Msg::system("You are a careful assistant."),
+        Msg::user("What's the weather in Paris? Also clean up /tmp/x."),
+        Msg::assistant("Let me check.")
+            .with_block(ContentBlock::thinking("Two tools are needed."))
+            .with_block(ContentBlock::ToolUse(weather.clone()))
+            .with_block(ContentBlock::ToolUse(delete.clone())),
+        Msg::tool_results([
+            ToolResult::success("call_1", "get_weather", "18°C, cloudy"),
+            ToolResult::rejected("call_2", "delete_file", Some("keep it".into())),
+        ]),
+        Msg::user("And what is in this picture?")
+            .with_block(ContentBlock::Image {
+                source: MediaSource::url("https://example.com/cat.png"),
+            })
+            .with_block(ContentBlock::Image {
+                source: MediaSource::base64("image/png", "iVBORw0KGgo="),
+            }),
+    ])
+    .with_tools(vec![
+        ToolSpec::new(
+            "get_weather",
+            "Current weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        ),
+        ToolSpec::new(
+            "delete_file",
+            "Delete a file",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
+    ])
+    .with_options(ChatOptions {
+        temperature: Some(0.5),
+        max_tokens: Some(512),
+        ..ChatOptions::default()
+    })
+}
+
+async fn sent_body(
+    req: ChatRequest,
+    configure: impl FnOnce(reins_openai::OpenAiChat) -> reins_openai::OpenAiChat,
+) -> Value {
+    let server = MockServer::start().await;
+    let done = sse(
+        &[r#"{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}"#],
+        true,
+    );
+    serve(&server, stream_response(done)).await;
+    configure(model(&server)).complete(req).await.unwrap();
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0]
+            .headers
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "application/json"
+    );
+    serde_json::from_slice(&reqs[0].body).unwrap()
+}
+
+#[tokio::test]
+async fn conversation_request_body() {
+    let body = sent_body(conversation(), |m| m).await;
+    insta::assert_json_snapshot!(body);
+}
+
+#[tokio::test]
+async fn options_tool_choice_response_format_and_reasoning_replay() {
+    let mut extra = Map::new();
+    extra.insert("enable_thinking".into(), json!(true));
+    let req = conversation()
+        .with_tool_choice(ToolChoice::Tool("get_weather".into()))
+        .with_options(ChatOptions {
+            stop: vec!["END".into()],
+            seed: Some(42),
+            response_format: Some(ResponseFormat::JsonSchema {
+                name: "answer".into(),
+                schema: json!({"type": "object"}),
+                strict: true,
+            }),
+            extra,
+            ..ChatOptions::default()
+        });
+    let body = sent_body(req, |m| {
+        m.with_reasoning_replay(true).with_usage_reporting(false)
+    })
+    .await;
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    assert_eq!(body["stop"], json!(["END"]));
+    assert_eq!(body["seed"], 42);
+    assert_eq!(body["enable_thinking"], true);
+    assert!(body.get("stream_options").is_none());
+    assert_eq!(
+        body["messages"][2]["reasoning_content"],
+        "Two tools are needed."
+    );
+
+    let json_mode = ChatRequest::new(vec![Msg::user("json please")]).with_options(ChatOptions {
+        response_format: Some(ResponseFormat::JsonObject),
+        ..ChatOptions::default()
+    });
+    let body = sent_body(json_mode, |m| m).await;
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+}
+
+#[tokio::test]
+async fn malformed_arguments_in_history_are_sent_as_an_empty_object() {
+    let bad = ToolUse {
+        id: "call_9".into(),
+        name: "write".into(),
+        input: Value::Null,
+        raw_input: Some("{\"path\": ".into()),
+    };
+    let req = ChatRequest::new(vec![
+        Msg::user("write it"),
+        Msg::new(
+            reins_message::Role::Assistant,
+            vec![ContentBlock::ToolUse(bad)],
+        ),
+        Msg::tool_results([ToolResult::error(
+            "call_9",
+            "write",
+            "arguments were not valid JSON",
+        )]),
+    ]);
+    let body = sent_body(req, |m| m).await;
+    assert_eq!(body["messages"][1]["content"], Value::Null);
+    assert_eq!(
+        body["messages"][1]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
+    assert_eq!(body["messages"][2]["tool_call_id"], "call_9");
+}

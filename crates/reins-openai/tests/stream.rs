@@ -1,0 +1,337 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+//! Streams replayed from a local server: text, tool calls, reasoning, usage,
+//! failures and retries.
+
+mod support;
+
+use std::time::Duration;
+
+use reins_message::{ContentBlock, Msg, Usage};
+use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
+use reins_openai::OpenAiChat;
+use serde_json::json;
+use support::*;
+use wiremock::MockServer;
+
+fn hi() -> ChatRequest {
+    ChatRequest::new(vec![Msg::user("hi")])
+}
+
+const TEXT: &[&str] = &[
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#,
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"content":", world"},"finish_reason":null}]}"#,
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":0}}}"#,
+];
+
+#[tokio::test]
+async fn plain_text_with_usage() {
+    let server = MockServer::start().await;
+    serve(&server, stream_response(sse(TEXT, true))).await;
+    let done = model(&server).complete(hi()).await.unwrap();
+    assert_eq!(done.message.text(), "Hello, world");
+    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(
+        done.usage,
+        Usage {
+            input_tokens: 12,
+            output_tokens: 3,
+            cache_read_tokens: 4,
+            ..Usage::default()
+        }
+    );
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0]
+            .headers
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "Bearer sk-test-secret-key"
+    );
+}
+
+#[tokio::test]
+async fn one_tool_call() {
+    let server = MockServer::start().await;
+    let events = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ation\": \"Paris\"}"}}]},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ];
+    serve(&server, stream_response(sse(&events, true))).await;
+    let done = model(&server).complete(hi()).await.unwrap();
+    let uses: Vec<_> = done.message.tool_uses().collect();
+    assert_eq!(uses.len(), 1);
+    assert_eq!(uses[0].id, "call_abc");
+    assert_eq!(uses[0].name, "get_weather");
+    assert_eq!(uses[0].input, json!({"location": "Paris"}));
+    assert_eq!(done.finish_reason, Some(FinishReason::ToolUse));
+}
+
+#[tokio::test]
+async fn two_parallel_tool_calls_interleaved() {
+    let server = MockServer::start().await;
+    let events = [
+        r#"{"choices":[{"index":0,"delta":{"content":"Checking both."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"time","arguments":"{\"tz\":"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Oslo\"}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"CET\"}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ];
+    serve(&server, stream_response(sse(&events, true))).await;
+    let done = model(&server).complete(hi()).await.unwrap();
+    let uses: Vec<_> = done.message.tool_uses().collect();
+    assert_eq!(done.message.text(), "Checking both.");
+    assert_eq!(uses.len(), 2);
+    assert_eq!(
+        (uses[0].id.as_str(), &uses[0].input),
+        ("call_1", &json!({"city": "Oslo"}))
+    );
+    assert_eq!(
+        (uses[1].id.as_str(), &uses[1].input),
+        ("call_2", &json!({"tz": "CET"}))
+    );
+}
+
+#[tokio::test]
+async fn reasoning_content_streams_as_thinking() {
+    let server = MockServer::start().await;
+    let events = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"The user greets"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":" me."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"Hi!","reasoning_content":null}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":6},"prompt_cache_hit_tokens":2}}"#,
+    ];
+    serve(&server, stream_response(sse(&events, true))).await;
+    let done = model(&server).complete(hi()).await.unwrap();
+    assert_eq!(
+        done.message.content,
+        vec![
+            ContentBlock::thinking("The user greets me."),
+            ContentBlock::text("Hi!")
+        ]
+    );
+    assert_eq!(done.usage.reasoning_tokens, 6);
+    assert_eq!(done.usage.cache_read_tokens, 2);
+}
+
+type Check = fn(&ModelError) -> bool;
+
+#[tokio::test]
+async fn http_errors_map_to_typed_errors_with_the_provider_message() {
+    let cases: Vec<(u16, &str, Check)> = vec![
+        (
+            401,
+            r#"{"error":{"message":"Incorrect API key provided: sk-test-secret-key.","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+            |e| matches!(e, ModelError::Auth { message } if message.contains("Incorrect API key") && !message.contains("sk-test-secret-key")),
+        ),
+        (
+            403,
+            r#"{"error":{"message":"not allowed","type":"permission_error"}}"#,
+            |e| matches!(e, ModelError::Auth { .. }),
+        ),
+        (
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            |e| matches!(e, ModelError::ContextTooLong { message } if message.contains("8192")),
+        ),
+        (
+            400,
+            r#"{"error":{"message":"Range of input length should be [1, 30720]","type":"InvalidParameter","code":"InvalidParameter"}}"#,
+            |e| matches!(e, ModelError::ContextTooLong { .. }),
+        ),
+        (
+            400,
+            r#"{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}"#,
+            |e| matches!(e, ModelError::BadRequest { status: 400, message } if message.contains("temperature")),
+        ),
+        (
+            404,
+            r#"{"error":"model \"nope\" not found, try pulling it first"}"#,
+            |e| matches!(e, ModelError::BadRequest { status: 404, message } if message.contains("pulling")),
+        ),
+    ];
+    for (status, body, check) in cases {
+        let server = MockServer::start().await;
+        serve(&server, error_response(status, body)).await;
+        let err = model(&server).stream(hi()).await.err().unwrap();
+        assert!(check(&err), "HTTP {status}: got {err:?}");
+        assert_eq!(
+            requests(&server).await,
+            1,
+            "HTTP {status} must not be retried"
+        );
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_then_success() {
+    let server = MockServer::start().await;
+    serve_once_then(
+        &server,
+        error_response(
+            429,
+            r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+        )
+        .insert_header("retry-after", "0"),
+        stream_response(sse(TEXT, true)),
+    )
+    .await;
+    let done = model(&server).complete(hi()).await.unwrap();
+    assert_eq!(done.message.text(), "Hello, world");
+    assert_eq!(requests(&server).await, 2);
+}
+
+#[tokio::test]
+async fn rate_limit_reports_retry_after_when_not_retried() {
+    let server = MockServer::start().await;
+    serve(
+        &server,
+        error_response(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+            .insert_header("retry-after", "7"),
+    )
+    .await;
+    let err = model(&server)
+        .with_retry(RetryPolicy::none())
+        .stream(hi())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(7)),
+            message: "Rate limit reached".into()
+        }
+    );
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn server_error_then_success_and_server_error_until_giving_up() {
+    let server = MockServer::start().await;
+    serve_once_then(
+        &server,
+        error_response(500, r#"{"error":{"message":"The server had an error"}}"#),
+        stream_response(sse(TEXT, true)),
+    )
+    .await;
+    assert_eq!(
+        model(&server).complete(hi()).await.unwrap().message.text(),
+        "Hello, world"
+    );
+    assert_eq!(requests(&server).await, 2);
+
+    let server = MockServer::start().await;
+    serve(&server, error_response(503, "upstream unavailable")).await;
+    let err = model(&server).stream(hi()).await.err().unwrap();
+    assert_eq!(
+        err,
+        ModelError::Server {
+            status: 503,
+            message: "upstream unavailable".into()
+        }
+    );
+    assert_eq!(requests(&server).await, 3);
+}
+
+#[tokio::test]
+async fn a_stream_cut_in_the_middle_fails_without_retry() {
+    let server = MockServer::start().await;
+    let mut body = sse(&TEXT[..3], false);
+    body.push_str("data: {\"choices\":[{\"index\":0,\"del");
+    serve(&server, stream_response(body)).await;
+    let items = collect(&model(&server), hi()).await.unwrap();
+    let (last, rest) = items.split_last().unwrap();
+    assert!(rest.iter().all(Result::is_ok));
+    assert_eq!(
+        rest.iter()
+            .filter_map(|c| match c {
+                Ok(ChatChunk::TextDelta { text }) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<String>(),
+        "Hello, world"
+    );
+    assert!(
+        matches!(last, Err(ModelError::MalformedStream(_))),
+        "{last:?}"
+    );
+    assert_eq!(requests(&server).await, 1);
+    assert!(model(&server).complete(hi()).await.is_err());
+}
+
+#[tokio::test]
+async fn a_malformed_event_is_reported_in_the_stream() {
+    let server = MockServer::start().await;
+    let body = sse(&[TEXT[1], "{not json", TEXT[3]], true);
+    serve(&server, stream_response(body)).await;
+    let items = collect(&model(&server), hi()).await.unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        items[0],
+        Ok(ChatChunk::TextDelta {
+            text: "Hello".into()
+        })
+    );
+    assert!(matches!(&items[1], Err(ModelError::MalformedStream(m)) if m.contains("{not json")));
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn an_error_event_before_output_is_retried_but_not_after() {
+    let overloaded = r#"{"error":{"message":"Service overloaded","type":"server_error"}}"#;
+    let server = MockServer::start().await;
+    serve_once_then(
+        &server,
+        stream_response(sse(&[overloaded], false)),
+        stream_response(sse(TEXT, true)),
+    )
+    .await;
+    assert_eq!(
+        model(&server).complete(hi()).await.unwrap().message.text(),
+        "Hello, world"
+    );
+    assert_eq!(requests(&server).await, 2);
+
+    let server = MockServer::start().await;
+    serve(&server, stream_response(sse(&[TEXT[1], overloaded], false))).await;
+    let items = collect(&model(&server), hi()).await.unwrap();
+    assert_eq!(
+        items[1],
+        Err(ModelError::Server {
+            status: 0,
+            message: "Service overloaded".into()
+        })
+    );
+    assert_eq!(items.len(), 2);
+    assert_eq!(requests(&server).await, 1);
+}
+
+#[tokio::test]
+async fn a_missing_key_fails_before_any_request_and_keys_stay_out_of_debug() {
+    let model = OpenAiChat::deepseek("deepseek-chat");
+    let env_set = std::env::var("DEEPSEEK_API_KEY").is_ok_and(|v| !v.trim().is_empty());
+    assert_eq!(model.has_api_key(), env_set);
+    if !env_set {
+        let err = model.stream(hi()).await.err().unwrap();
+        assert!(
+            matches!(&err, ModelError::Auth { message } if message.contains("DEEPSEEK_API_KEY"))
+        );
+    }
+    let keyed = OpenAiChat::openai("gpt-4o").with_api_key("sk-very-secret");
+    let debug = format!("{keyed:?}");
+    assert!(!debug.contains("sk-very-secret"), "{debug}");
+    assert!(debug.contains("<redacted>"));
+    assert_eq!(
+        OpenAiChat::ollama("llama3").base_url(),
+        "http://localhost:11434/v1"
+    );
+    assert!(OpenAiChat::ollama("llama3").has_api_key());
+}
