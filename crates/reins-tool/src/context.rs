@@ -1,0 +1,135 @@
+//! [`ToolContext`]: what a tool knows about the call it is serving.
+
+use reins_message::ContentBlock;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+/// A piece of partial output a tool emitted while running.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolChunk {
+    /// The id of the tool use being served.
+    pub tool_use_id: String,
+    /// The partial output.
+    pub block: ContentBlock,
+}
+
+/// What a tool is given with each call: who is calling, a cancellation token, and a
+/// way to stream partial output.
+///
+/// ```
+/// use reins_message::ContentBlock;
+/// use reins_tool::ToolContext;
+/// use tokio_util::sync::CancellationToken;
+///
+/// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+/// let token = CancellationToken::new();
+/// let ctx = ToolContext::new("session-1", "call_1")
+///     .with_cancel(token.clone())
+///     .with_chunk_sender(tx);
+/// ctx.emit(ContentBlock::text("10% done"));
+/// assert_eq!(rx.try_recv().unwrap().tool_use_id, "call_1");
+/// token.cancel();
+/// assert!(ctx.is_cancelled());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session the call belongs to.
+    pub session_id: String,
+    /// The id of the tool use being served.
+    pub tool_use_id: String,
+    /// Fires when the run is interrupted (or the call timed out). A cooperative tool
+    /// watches it and returns early; one that does not is aborted after a grace period.
+    pub cancel: CancellationToken,
+    chunks: Option<UnboundedSender<ToolChunk>>,
+}
+
+impl ToolContext {
+    /// A context with a fresh (never cancelled) token and no chunk receiver.
+    pub fn new(session_id: impl Into<String>, tool_use_id: impl Into<String>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            tool_use_id: tool_use_id.into(),
+            cancel: CancellationToken::new(),
+            chunks: None,
+        }
+    }
+
+    /// Uses this cancellation token.
+    #[must_use]
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+
+    /// Sends partial output ([`ToolContext::emit`]) to this channel.
+    #[must_use]
+    pub fn with_chunk_sender(mut self, tx: UnboundedSender<ToolChunk>) -> Self {
+        self.chunks = Some(tx);
+        self
+    }
+
+    /// Sends a piece of partial output to whoever listens (the agent turns it into an
+    /// `ActingChunk` hook event). Does nothing when nobody listens.
+    pub fn emit(&self, block: impl Into<ContentBlock>) {
+        if let Some(tx) = &self.chunks {
+            // A closed receiver means nobody listens any more; partial output is optional.
+            let _ = tx.send(ToolChunk {
+                tool_use_id: self.tool_use_id.clone(),
+                block: block.into(),
+            });
+        }
+    }
+
+    /// Whether the call has been asked to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when the call is asked to stop; use in `tokio::select!`.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Whether partial output has somewhere to go.
+    pub fn has_chunk_sender(&self) -> bool {
+        self.chunks.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// A copy for the executor, with a child token so a timeout can stop this call
+    /// without cancelling the caller's token.
+    pub(crate) fn child(&self) -> Self {
+        Self {
+            cancel: self.cancel.child_token(),
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emit_without_a_receiver_is_a_no_op() {
+        let ctx = ToolContext::new("s", "c");
+        ctx.emit("nobody listens");
+        assert!(!ctx.has_chunk_sender());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = ctx.with_chunk_sender(tx);
+        assert!(ctx.has_chunk_sender());
+        drop(rx);
+        ctx.emit("receiver gone");
+        assert!(!ctx.has_chunk_sender());
+    }
+
+    #[test]
+    fn child_tokens_follow_the_parent_but_not_back() {
+        let ctx = ToolContext::new("s", "c");
+        let child = ctx.child();
+        child.cancel.cancel();
+        assert!(!ctx.is_cancelled());
+        let child = ctx.child();
+        ctx.cancel.cancel();
+        assert!(child.is_cancelled());
+    }
+}
