@@ -1,0 +1,168 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+//! The exact request bodies sent for a realistic conversation.
+
+mod support;
+
+use reins_message::{ContentBlock, MediaSource, Msg, Role, ToolResult, ToolSpec, ToolUse};
+use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError, ResponseFormat, ToolChoice};
+use serde_json::{Map, Value, json};
+use support::*;
+use wiremock::MockServer;
+
+/// A system prompt, tools, a tool round trip (two parallel calls, one rejected,
+/// answered in a tool message followed by a user message), an image, and signed
+/// thinking that must be sent back.
+fn conversation() -> ChatRequest {
+    let weather = ToolUse::new("toolu_1", "get_weather", json!({"city": "Paris"}));
+    let delete = ToolUse::new("toolu_2", "delete_file", json!({"path": "/tmp/x"}));
+    ChatRequest::new(vec![
+        Msg::system("You are a careful assistant."),
+        Msg::user("What's the weather in Paris? Also clean up /tmp/x."),
+        Msg::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::Thinking {
+                    thinking: "Two tools are needed.".into(),
+                    signature: Some("sig-abc".into()),
+                },
+                ContentBlock::text("Let me check."),
+                ContentBlock::ToolUse(weather),
+                ContentBlock::ToolUse(delete),
+            ],
+        ),
+        Msg::tool_results([
+            ToolResult::success("toolu_1", "get_weather", "18°C, cloudy"),
+            ToolResult::rejected("toolu_2", "delete_file", Some("keep it".into())),
+        ]),
+        Msg::user("And what is in this picture?")
+            .with_block(ContentBlock::Image {
+                source: MediaSource::url("https://example.com/cat.png"),
+            })
+            .with_block(ContentBlock::Image {
+                source: MediaSource::base64("image/png", "iVBORw0KGgo="),
+            }),
+    ])
+    .with_tools(vec![
+        ToolSpec::new(
+            "get_weather",
+            "Current weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        ),
+        ToolSpec::new(
+            "delete_file",
+            "Delete a file",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
+    ])
+    .with_options(ChatOptions {
+        temperature: Some(0.5),
+        ..ChatOptions::default()
+    })
+}
+
+async fn sent_body(req: ChatRequest) -> Value {
+    let server = MockServer::start().await;
+    let mut events = vec![
+        message_start(1),
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"ok"}}"#
+            .to_owned(),
+    ];
+    events.extend(message_end("end_turn", 1));
+    let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+    serve(&server, stream_response(sse(&refs))).await;
+    let done = model(&server).complete(req).await.unwrap();
+    assert_eq!(done.message.text(), "ok");
+    let reqs = server.received_requests().await.unwrap();
+    assert_eq!(reqs.len(), 1);
+    serde_json::from_slice(&reqs[0].body).unwrap()
+}
+
+#[tokio::test]
+async fn conversation_request_body() {
+    insta::assert_json_snapshot!(sent_body(conversation()).await);
+}
+
+#[tokio::test]
+async fn options_and_tool_choice() {
+    let mut extra = Map::new();
+    extra.insert(
+        "thinking".into(),
+        json!({"type": "enabled", "budget_tokens": 1024}),
+    );
+    let req = conversation()
+        .with_tool_choice(ToolChoice::Required)
+        .with_options(ChatOptions {
+            max_tokens: Some(2000),
+            stop: vec!["END".into()],
+            seed: Some(1),
+            response_format: Some(ResponseFormat::JsonObject),
+            extra,
+            ..ChatOptions::default()
+        });
+    let body = sent_body(req).await;
+    assert_eq!(body["tool_choice"], json!({"type": "any"}));
+    assert_eq!(body["max_tokens"], 2000);
+    assert_eq!(body["stop_sequences"], json!(["END"]));
+    assert!(body.get("seed").is_none());
+    assert_eq!(body["thinking"]["budget_tokens"], 1024);
+    assert!(
+        body["system"]
+            .as_str()
+            .unwrap()
+            .ends_with("single JSON object and nothing else.")
+    );
+
+    let body = sent_body(ChatRequest::new(vec![Msg::user("hi")])).await;
+    assert_eq!(body["max_tokens"], 4096);
+    assert!(body.get("system").is_none() && body.get("tools").is_none());
+}
+
+#[tokio::test]
+async fn unsigned_thinking_and_malformed_arguments_are_sent_safely() {
+    let bad = ToolUse {
+        id: "toolu_9".into(),
+        name: "write".into(),
+        input: Value::Null,
+        raw_input: Some("{\"path\": ".into()),
+    };
+    let req = ChatRequest::new(vec![
+        Msg::user("write it"),
+        Msg::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::thinking("unsigned"),
+                ContentBlock::ToolUse(bad),
+            ],
+        ),
+        Msg::tool_results([ToolResult::error(
+            "toolu_9",
+            "write",
+            "arguments were not valid JSON",
+        )]),
+        Msg::assistant("Sorry."),
+        Msg::assistant("Try again?"),
+    ]);
+    let body = sent_body(req).await;
+    let msgs = body["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 4, "{body:#}");
+    assert_eq!(
+        msgs[1]["content"],
+        json!([{"type": "tool_use", "id": "toolu_9", "name": "write", "input": {}}])
+    );
+    assert_eq!(msgs[2]["content"][0]["is_error"], true);
+    assert_eq!(msgs[3]["content"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn audio_is_refused_before_any_request() {
+    let server = MockServer::start().await;
+    let req = ChatRequest::new(vec![Msg::new(
+        Role::User,
+        vec![ContentBlock::Audio {
+            source: MediaSource::base64("audio/wav", "UklGRg=="),
+        }],
+    )]);
+    let err = model(&server).stream(req).await.err().unwrap();
+    assert!(matches!(err, ModelError::InvalidRequest(m) if m.contains("audio")));
+    assert_eq!(requests(&server).await, 0);
+}
