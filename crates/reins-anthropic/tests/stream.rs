@@ -256,9 +256,11 @@ async fn an_error_event_before_output_is_retried_but_not_after() {
     let overloaded =
         r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
     let server = MockServer::start().await;
+    // The error comes after `message_start` (usage only): no output yet, so retry.
+    let start = message_start(3);
     serve_once_then(
         &server,
-        stream_response(sse(&[overloaded])),
+        stream_response(sse(&[start.as_str(), overloaded])),
         stream_response(body(&text_events())),
     )
     .await;
@@ -325,10 +327,11 @@ async fn a_malformed_event_is_reported_in_the_stream() {
             .into(),
     ];
     serve(&server, stream_response(body(&stray))).await;
-    let items = collect(&model(&server), hi()).await.unwrap();
-    assert!(
-        matches!(items.last().unwrap(), Err(ModelError::MalformedStream(m)) if m.contains("block 3"))
-    );
+    // Nothing but usage came before it, so the error is returned by `stream`
+    // itself; it is not retryable.
+    let err = model(&server).stream(hi()).await.err().unwrap();
+    assert!(matches!(err, ModelError::MalformedStream(m) if m.contains("block 3")));
+    assert_eq!(requests(&server).await, 1);
 }
 
 #[tokio::test]

@@ -223,20 +223,30 @@ where
         self
     }
 
-    /// Waits for the first chunk. An error before it is returned here (so the
-    /// caller can retry the request); otherwise the stream, the chunk still in it.
+    /// Waits for the first chunk of output (text, thinking, a tool call or the
+    /// finish; usage reports alone do not count). An error before it is returned
+    /// here, so the caller can retry the request; otherwise the stream, with
+    /// everything read so far still in it.
     ///
     /// # Errors
-    /// The first item, when it is an error.
+    /// The first error, when it comes before any output.
     pub async fn ready(mut self) -> Result<Self> {
-        match self.next().await {
-            Some(Ok(chunk)) => {
-                self.pending.push_front(chunk);
-                Ok(self)
+        let mut held = Vec::new();
+        loop {
+            match self.next().await {
+                Some(Ok(ChatChunk::Usage(u))) => held.push(ChatChunk::Usage(u)),
+                Some(Ok(chunk)) => {
+                    held.push(chunk);
+                    break;
+                }
+                Some(Err(e)) => return Err(e),
+                None => break,
             }
-            Some(Err(e)) => Err(e),
-            None => Ok(self),
         }
+        for chunk in held.into_iter().rev() {
+            self.pending.push_front(chunk);
+        }
+        Ok(self)
     }
 
     fn feed(&mut self, bytes: &[u8]) {
@@ -352,5 +362,68 @@ mod tests {
         let evs = all(&[b"data: \xFF\n\ndata: cut"]);
         assert_eq!(evs.len(), 1);
         assert_eq!(evs[0].data, "\u{FFFD}");
+    }
+
+    /// Each event's data is a chunk as JSON; `err` fails the stream.
+    struct JsonChunks;
+
+    impl SseDecoder for JsonChunks {
+        fn decode(&mut self, e: &SseEvent, out: &mut VecDeque<ChatChunk>) -> Result<bool> {
+            if e.data == "err" {
+                return Err(ModelError::Server {
+                    status: 0,
+                    message: "boom".into(),
+                });
+            }
+            out.push_back(
+                serde_json::from_str(&e.data)
+                    .map_err(|e| ModelError::MalformedStream(e.to_string()))?,
+            );
+            Ok(false)
+        }
+        fn end(&mut self, _: &mut VecDeque<ChatChunk>) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn body(s: &'static str) -> impl Stream<Item = Result<&'static [u8]>> + Unpin + Send {
+        futures::stream::iter([Ok(s.as_bytes())])
+    }
+
+    #[tokio::test]
+    async fn ready_holds_usage_and_returns_an_error_before_output() {
+        let usage = "data: {\"type\":\"usage\",\"input_tokens\":3}\n\n";
+        let text = "data: {\"type\":\"text_delta\",\"text\":\"hi\"}\n\n";
+        let s = SseChunkStream::new(body(usage), JsonChunks)
+            .ready()
+            .await
+            .unwrap();
+        assert_eq!(s.collect::<Vec<_>>().await.len(), 1);
+
+        let both: &'static str = Box::leak(format!("{usage}{text}data: err\n\n").into_boxed_str());
+        let s = SseChunkStream::new(body(both), JsonChunks)
+            .ready()
+            .await
+            .unwrap();
+        let items: Vec<_> = s.collect().await;
+        assert_eq!(items.len(), 3);
+        assert!(matches!(items[0], Ok(ChatChunk::Usage(_))));
+        assert!(items[2].is_err());
+
+        let early: &'static str = Box::leak(format!("{usage}data: err\n\n{text}").into_boxed_str());
+        let err = SseChunkStream::new(body(early), JsonChunks)
+            .ready()
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ModelError::Server { .. }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn silence_longer_than_the_idle_timeout_fails_the_stream() {
+        let silent = futures::stream::pending::<Result<&'static [u8]>>();
+        let mut s =
+            SseChunkStream::new(silent, JsonChunks).with_idle_timeout(Duration::from_secs(5));
+        assert!(matches!(s.next().await, Some(Err(ModelError::Timeout(_)))));
+        assert!(s.next().await.is_none());
     }
 }
