@@ -1,0 +1,243 @@
+//! [`Commit`]: one atomic change to a session.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use reins_message::Msg;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::store::{RequirementRecord, SessionState};
+
+/// One atomic change to a session, applied by [`MemoryStore::commit`](crate::MemoryStore::commit)
+/// in a single transaction. Its parts apply in this order:
+///
+/// 1. `remove` (every id must exist, else [`Error::MessageNotFound`]);
+/// 2. `replace` (rewrites messages in place by id, keeping their position);
+/// 3. `append` (in order; an id the session already holds is [`Error::DuplicateMessage`]);
+/// 4. `clear_requirements`;
+/// 5. `add_requirements` (an open requirement with the same id is
+///    [`Error::DuplicateRequirement`]; a decided one is replaced);
+/// 6. `decide` ([`Error::RequirementNotFound`] / [`Error::RequirementAlreadyDecided`]);
+/// 7. `run_state`.
+///
+/// Because removal comes before appending, a message may be removed and appended again
+/// with the same id in one commit (that is how [`Commit::rewrite`] moves a tail).
+///
+/// ```
+/// use reins_memory::Commit;
+/// use reins_message::Msg;
+///
+/// let c = Commit::at(3).append(Msg::user("hi")).run_state(Some(serde_json::json!({"step": 1})));
+/// assert_eq!(c.expected_version, 3);
+/// assert!(!c.is_empty());
+/// assert!(Commit::at(3).is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Commit {
+    /// The version the change is based on.
+    pub expected_version: u64,
+    /// Messages appended at the end, in order.
+    pub append: Vec<Msg>,
+    /// Ids of messages to delete.
+    pub remove: Vec<String>,
+    /// Messages rewritten in place, matched by id.
+    pub replace: Vec<Msg>,
+    /// Requirements to record.
+    pub add_requirements: Vec<RequirementRecord>,
+    /// Decisions for open requirements: (requirement id, decision).
+    pub decide: Vec<(String, Value)>,
+    /// Remove every requirement record first.
+    pub clear_requirements: bool,
+    /// `Some(v)` sets the run state to `v`; `None` leaves it as it is.
+    pub run_state: Option<Option<Value>>,
+}
+
+impl Commit {
+    /// An empty commit based on `version`.
+    pub fn at(version: u64) -> Self {
+        Self {
+            expected_version: version,
+            ..Self::default()
+        }
+    }
+
+    /// Replaces the stored transcript `before` by `after` with the smallest tail
+    /// rewrite: messages after their common prefix are removed and `after`'s tail is
+    /// appended. Repairs of the current turn therefore cost as much as the turn.
+    pub fn rewrite(version: u64, before: &[Msg], after: &[Msg]) -> Self {
+        let common = before.iter().zip(after).take_while(|(a, b)| a == b).count();
+        Self {
+            expected_version: version,
+            remove: before[common..].iter().map(|m| m.id.clone()).collect(),
+            append: after[common..].to_vec(),
+            ..Self::default()
+        }
+    }
+
+    /// Appends a message.
+    #[must_use]
+    pub fn append(mut self, message: Msg) -> Self {
+        self.append.push(message);
+        self
+    }
+
+    /// Appends messages, in order.
+    #[must_use]
+    pub fn append_all(mut self, messages: impl IntoIterator<Item = Msg>) -> Self {
+        self.append.extend(messages);
+        self
+    }
+
+    /// Deletes a message by id.
+    #[must_use]
+    pub fn remove(mut self, id: impl Into<String>) -> Self {
+        self.remove.push(id.into());
+        self
+    }
+
+    /// Rewrites a message in place (matched by its id).
+    #[must_use]
+    pub fn replace(mut self, message: Msg) -> Self {
+        self.replace.push(message);
+        self
+    }
+
+    /// Records a requirement.
+    #[must_use]
+    pub fn add_requirement(mut self, requirement: RequirementRecord) -> Self {
+        self.add_requirements.push(requirement);
+        self
+    }
+
+    /// Decides an open requirement.
+    #[must_use]
+    pub fn decide(mut self, id: impl Into<String>, decision: Value) -> Self {
+        self.decide.push((id.into(), decision));
+        self
+    }
+
+    /// Removes every requirement record (before any are added).
+    #[must_use]
+    pub fn clear_requirements(mut self) -> Self {
+        self.clear_requirements = true;
+        self
+    }
+
+    /// Sets (or, with `None`, clears) the run state.
+    #[must_use]
+    pub fn run_state(mut self, state: Option<Value>) -> Self {
+        self.run_state = Some(state);
+        self
+    }
+
+    /// Whether the commit changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.append.is_empty()
+            && self.remove.is_empty()
+            && self.replace.is_empty()
+            && self.add_requirements.is_empty()
+            && self.decide.is_empty()
+            && !self.clear_requirements
+            && self.run_state.is_none()
+    }
+
+    /// Applies the commit to `state` (the in-memory backend and tests use this; the
+    /// SQL backends do the same in SQL). On error `state` may be half-changed: apply
+    /// to a copy.
+    pub(crate) fn apply_to(self, state: &mut SessionState, now: DateTime<Utc>) -> Result<()> {
+        let session = state.id.clone();
+        for id in &self.remove {
+            let Some(pos) = state.messages.iter().position(|m| &m.id == id) else {
+                return Err(Error::MessageNotFound {
+                    session,
+                    id: id.clone(),
+                });
+            };
+            state.messages.remove(pos);
+        }
+        for msg in self.replace {
+            let Some(slot) = state.messages.iter_mut().find(|m| m.id == msg.id) else {
+                return Err(Error::MessageNotFound {
+                    session,
+                    id: msg.id,
+                });
+            };
+            *slot = msg;
+        }
+        if !self.append.is_empty() {
+            let mut ids: HashSet<&str> = state.messages.iter().map(|m| m.id.as_str()).collect();
+            for m in &self.append {
+                if !ids.insert(m.id.as_str()) {
+                    return Err(Error::DuplicateMessage {
+                        session,
+                        id: m.id.clone(),
+                    });
+                }
+            }
+        }
+        state.messages.extend(self.append);
+        if self.clear_requirements {
+            state.requirements.clear();
+        }
+        for r in self.add_requirements {
+            match state.requirements.iter().position(|x| x.id == r.id) {
+                Some(i) if state.requirements[i].is_open() => {
+                    return Err(Error::DuplicateRequirement { session, id: r.id });
+                }
+                Some(i) => {
+                    state.requirements.remove(i);
+                    state.requirements.push(r);
+                }
+                None => state.requirements.push(r),
+            }
+        }
+        for (id, decision) in self.decide {
+            let Some(r) = state.requirements.iter_mut().find(|r| r.id == id) else {
+                return Err(Error::RequirementNotFound { session, id });
+            };
+            if !r.is_open() {
+                return Err(Error::RequirementAlreadyDecided { session, id });
+            }
+            r.decision = Some(decision);
+            r.decided_at = Some(now);
+        }
+        if let Some(rs) = self.run_state {
+            state.run_state = rs;
+        }
+        state.version += 1;
+        state.updated_at = now;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_touches_only_the_tail() {
+        let a = Msg::user("a");
+        let b = Msg::assistant("b");
+        let c = Msg::assistant("c");
+        let b2 = Msg::assistant("b2");
+        let commit = Commit::rewrite(
+            4,
+            &[a.clone(), b.clone(), c.clone()],
+            &[a, b2.clone(), c.clone()],
+        );
+        assert_eq!(commit.remove, vec![b.id, c.id.clone()]);
+        assert_eq!(commit.append, vec![b2, c]);
+        assert_eq!(commit.expected_version, 4);
+    }
+
+    #[test]
+    fn failed_apply_reports_the_first_problem() {
+        let mut s = SessionState::new("s", Utc::now());
+        let err = Commit::at(0)
+            .decide("nope", Value::Null)
+            .apply_to(&mut s, Utc::now())
+            .unwrap_err();
+        assert!(matches!(err, Error::RequirementNotFound { ref id, .. } if id == "nope"));
+    }
+}

@@ -1,0 +1,262 @@
+//! [`InMemoryStore`]: sessions in process memory.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use reins_message::ToolResult;
+
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::store::{
+    Claim, LedgerEntry, LedgerState, MemoryStore, SessionState, SessionSummary, lease_end,
+};
+
+/// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
+/// another handle to the same sessions. Appending costs the same whatever the
+/// session's length; a commit that removes or replaces messages copies the session.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use reins_memory::{Commit, InMemoryStore, MemoryStore};
+/// use reins_message::Msg;
+///
+/// let store = InMemoryStore::new();
+/// let s = store.open_session("chat-1").await?;
+/// let v = store.commit("chat-1", Commit::at(s.version).append(Msg::user("hi"))).await?;
+/// assert_eq!(v, 1);
+/// assert_eq!(store.load_session("chat-1").await?.messages.len(), 1);
+/// # Ok::<(), reins_memory::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: BTreeMap<String, Entry>,
+    ledger: HashMap<(String, String), LedgerEntry>,
+    locks: HashMap<String, (String, DateTime<Utc>)>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    state: SessionState,
+    ids: HashSet<String>,
+}
+
+impl InMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied commit (commits
+        // validate before they mutate), so a poisoned lock is safe to reuse.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn apply(entry: &mut Entry, mut commit: Commit, now: DateTime<Utc>) -> Result<u64> {
+    if commit.remove.is_empty() && commit.replace.is_empty() {
+        // Append-only path: validate, then mutate; no copy of the transcript.
+        let mut fresh = HashSet::new();
+        for m in &commit.append {
+            if entry.ids.contains(&m.id) || !fresh.insert(m.id.as_str()) {
+                return Err(Error::DuplicateMessage {
+                    session: entry.state.id.clone(),
+                    id: m.id.clone(),
+                });
+            }
+        }
+        let append = std::mem::take(&mut commit.append);
+        let mut light = SessionState {
+            messages: Vec::new(),
+            requirements: entry.state.requirements.clone(),
+            run_state: None,
+            ..SessionState::new(entry.state.id.clone(), now)
+        };
+        let run_state = commit.run_state.take();
+        commit.apply_to(&mut light, now)?;
+        entry.ids.extend(append.iter().map(|m| m.id.clone()));
+        entry.state.messages.extend(append);
+        entry.state.requirements = light.requirements;
+        if let Some(rs) = run_state {
+            entry.state.run_state = rs;
+        }
+        entry.state.version += 1;
+        entry.state.updated_at = now;
+    } else {
+        let mut copy = entry.state.clone();
+        commit.apply_to(&mut copy, now)?;
+        entry.ids = copy.messages.iter().map(|m| m.id.clone()).collect();
+        entry.state = copy;
+    }
+    Ok(entry.state.version)
+}
+
+#[async_trait]
+impl MemoryStore for InMemoryStore {
+    async fn open_session(&self, id: &str) -> Result<SessionState> {
+        let mut inner = self.lock();
+        let entry = inner
+            .sessions
+            .entry(id.to_owned())
+            .or_insert_with(|| Entry {
+                state: SessionState::new(id, Utc::now()),
+                ids: HashSet::new(),
+            });
+        Ok(entry.state.clone())
+    }
+
+    async fn load_session(&self, id: &str) -> Result<SessionState> {
+        self.lock()
+            .sessions
+            .get(id)
+            .map(|e| e.state.clone())
+            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
+    }
+
+    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+        let mut inner = self.lock();
+        let entry = inner
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
+        if entry.state.version != commit.expected_version {
+            return Err(Error::Conflict {
+                session: id.to_owned(),
+                expected: commit.expected_version,
+                actual: entry.state.version,
+            });
+        }
+        if commit.is_empty() {
+            return Ok(entry.state.version);
+        }
+        apply(entry, commit, Utc::now())
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        Ok(self
+            .lock()
+            .sessions
+            .values()
+            .map(|e| SessionSummary {
+                id: e.state.id.clone(),
+                version: e.state.version,
+                message_count: e.state.messages.len() as u64,
+                updated_at: e.state.updated_at,
+                has_open_requirements: e.state.open_requirements().next().is_some(),
+            })
+            .collect())
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<()> {
+        let mut inner = self.lock();
+        inner.sessions.remove(id);
+        inner.ledger.retain(|(s, _), _| s != id);
+        inner.locks.remove(id);
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        session: &str,
+        tool_use_id: &str,
+        fingerprint: &str,
+        lease: Duration,
+        allow_takeover: bool,
+    ) -> Result<Claim> {
+        let now = Utc::now();
+        let mut inner = self.lock();
+        let key = (session.to_owned(), tool_use_id.to_owned());
+        let Some(entry) = inner.ledger.get_mut(&key) else {
+            inner.ledger.insert(
+                key,
+                LedgerEntry {
+                    tool_use_id: tool_use_id.to_owned(),
+                    fingerprint: fingerprint.to_owned(),
+                    state: LedgerState::Running,
+                    lease_until: lease_end(now, lease),
+                    result: None,
+                    attempts: 1,
+                },
+            );
+            return Ok(Claim::Granted);
+        };
+        if entry.fingerprint != fingerprint {
+            return Err(Error::FingerprintMismatch {
+                session: session.to_owned(),
+                tool_use_id: tool_use_id.to_owned(),
+                recorded: entry.fingerprint.clone(),
+                found: fingerprint.to_owned(),
+            });
+        }
+        if let (LedgerState::Finished, Some(result)) = (entry.state, &entry.result) {
+            return Ok(Claim::Finished(result.clone()));
+        }
+        if entry.lease_until > now {
+            return Ok(Claim::InFlight {
+                lease_until: entry.lease_until,
+            });
+        }
+        if !allow_takeover {
+            return Ok(Claim::Expired);
+        }
+        entry.lease_until = lease_end(now, lease);
+        entry.attempts = entry.attempts.saturating_add(1);
+        Ok(Claim::Granted)
+    }
+
+    async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
+        let mut inner = self.lock();
+        let key = (session.to_owned(), tool_use_id.to_owned());
+        let entry = inner
+            .ledger
+            .get_mut(&key)
+            .ok_or_else(|| Error::LedgerEntryNotFound {
+                session: session.to_owned(),
+                tool_use_id: tool_use_id.to_owned(),
+            })?;
+        if entry.state == LedgerState::Running {
+            entry.state = LedgerState::Finished;
+            entry.result = Some(result.clone());
+        }
+        Ok(())
+    }
+
+    async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
+        Ok(self
+            .lock()
+            .ledger
+            .get(&(session.to_owned(), tool_use_id.to_owned()))
+            .cloned())
+    }
+
+    async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
+        let now = Utc::now();
+        let mut inner = self.lock();
+        match inner.locks.get(session) {
+            Some((holder, until)) if holder != owner && *until > now => Ok(false),
+            _ => {
+                inner.locks.insert(
+                    session.to_owned(),
+                    (owner.to_owned(), lease_end(now, lease)),
+                );
+                Ok(true)
+            }
+        }
+    }
+
+    async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
+        let mut inner = self.lock();
+        if inner.locks.get(session).is_some_and(|(h, _)| h == owner) {
+            inner.locks.remove(session);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,291 @@
+//! The [`MemoryStore`] trait and the records it keeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use reins_message::{Msg, ToolResult};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::commit::Commit;
+use crate::error::Result;
+
+/// A session as stored: its messages, requirements and the agent's run state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The session id.
+    pub id: String,
+    /// Bumped by every non-empty commit; a new session is at version 0.
+    pub version: u64,
+    /// The transcript, oldest first.
+    pub messages: Vec<Msg>,
+    /// Requirements (pauses waiting for a person), oldest first.
+    pub requirements: Vec<RequirementRecord>,
+    /// The agent's opaque run state.
+    pub run_state: Option<Value>,
+    /// When the session was created.
+    pub created_at: DateTime<Utc>,
+    /// When the session was last committed to.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl SessionState {
+    /// An empty session at version 0.
+    pub fn new(id: impl Into<String>, now: DateTime<Utc>) -> Self {
+        Self {
+            id: id.into(),
+            version: 0,
+            messages: Vec::new(),
+            requirements: Vec::new(),
+            run_state: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The requirements still waiting for a decision.
+    pub fn open_requirements(&self) -> impl Iterator<Item = &RequirementRecord> {
+        self.requirements.iter().filter(|r| r.decision.is_none())
+    }
+}
+
+/// One line of [`MemoryStore::list_sessions`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// The session id.
+    pub id: String,
+    /// Its version.
+    pub version: u64,
+    /// How many messages it holds.
+    pub message_count: u64,
+    /// When it was last committed to.
+    pub updated_at: DateTime<Utc>,
+    /// Whether any requirement is waiting for a decision.
+    pub has_open_requirements: bool,
+}
+
+/// A stored requirement: a pause waiting for a person. `kind`, `payload` and
+/// `decision` are opaque to the store (the agent defines them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequirementRecord {
+    /// The requirement id (the tool use id).
+    pub id: String,
+    /// What kind of requirement it is.
+    pub kind: String,
+    /// What the agent needs to show or rebuild it.
+    pub payload: Value,
+    /// When it was raised.
+    pub created_at: DateTime<Utc>,
+    /// When it stops accepting decisions, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The decision, once given.
+    pub decision: Option<Value>,
+    /// When the decision was given.
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+impl RequirementRecord {
+    /// An open requirement raised now.
+    pub fn new(id: impl Into<String>, kind: impl Into<String>, payload: Value) -> Self {
+        Self {
+            id: id.into(),
+            kind: kind.into(),
+            payload,
+            created_at: Utc::now(),
+            expires_at: None,
+            decision: None,
+            decided_at: None,
+        }
+    }
+
+    /// Sets when it expires.
+    #[must_use]
+    pub fn with_expiry(mut self, at: DateTime<Utc>) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// Whether it still waits for a decision.
+    pub fn is_open(&self) -> bool {
+        self.decision.is_none()
+    }
+}
+
+/// The answer to [`MemoryStore::claim`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The caller holds the lease: run the tool, then [`MemoryStore::finish`].
+    Granted,
+    /// The call already finished; here is its recorded result. Do not run it again.
+    Finished(ToolResult),
+    /// Someone else holds an unexpired lease on the call.
+    InFlight {
+        /// When that lease runs out.
+        lease_until: DateTime<Utc>,
+    },
+    /// A lease ran out and the call never finished: whether it took effect is unknown.
+    /// Returned only when `allow_takeover` is false.
+    Expired,
+}
+
+/// Whether a ledger entry's call is still running or finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerState {
+    /// Claimed; no result recorded yet.
+    Running,
+    /// A result is recorded.
+    Finished,
+}
+
+impl LedgerState {
+    /// `running` or `finished`, as stored.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "running" => Some(Self::Running),
+            "finished" => Some(Self::Finished),
+            _ => None,
+        }
+    }
+}
+
+/// One tool call as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The tool use id.
+    pub tool_use_id: String,
+    /// The fingerprint of the arguments it was claimed with (see [`crate::fingerprint`]).
+    pub fingerprint: String,
+    /// Running or finished.
+    pub state: LedgerState,
+    /// When the current lease runs out.
+    pub lease_until: DateTime<Utc>,
+    /// The recorded result, once finished.
+    pub result: Option<ToolResult>,
+    /// How many times a lease was granted (1 + takeovers).
+    pub attempts: u32,
+}
+
+/// Where sessions live. One transaction per [`commit`](MemoryStore::commit); a stale
+/// writer gets [`Error::Conflict`](crate::Error::Conflict), never a silent overwrite.
+#[async_trait]
+pub trait MemoryStore: Send + Sync + 'static {
+    /// Loads the session, creating it (empty, version 0) when it does not exist.
+    async fn open_session(&self, id: &str) -> Result<SessionState>;
+
+    /// Loads the session; [`Error::SessionNotFound`](crate::Error::SessionNotFound)
+    /// when it does not exist.
+    async fn load_session(&self, id: &str) -> Result<SessionState>;
+
+    /// Applies `commit` in one transaction and returns the new version. The commit's
+    /// `expected_version` must equal the stored version. On any error nothing changes.
+    /// An empty commit writes nothing and returns the current version. See [`Commit`]
+    /// for the order in which its parts apply.
+    async fn commit(&self, id: &str, commit: Commit) -> Result<u64>;
+
+    /// Every session, ordered by id.
+    async fn list_sessions(&self) -> Result<Vec<SessionSummary>>;
+
+    /// Deletes the session with its messages, requirements, ledger entries and lock.
+    /// Deleting a session that does not exist is not an error.
+    async fn delete_session(&self, id: &str) -> Result<()>;
+
+    /// Claims a tool call in the ledger before running it (see [`Claim`]). A new call
+    /// is recorded as running with a lease of `lease`. A running call whose lease
+    /// expired is re-leased to this caller when `allow_takeover` is true (exactly one
+    /// of racing callers wins), otherwise [`Claim::Expired`] is returned. A claim whose
+    /// fingerprint differs from the recorded one fails with
+    /// [`Error::FingerprintMismatch`](crate::Error::FingerprintMismatch).
+    async fn claim(
+        &self,
+        session: &str,
+        tool_use_id: &str,
+        fingerprint: &str,
+        lease: Duration,
+        allow_takeover: bool,
+    ) -> Result<Claim>;
+
+    /// Records the final result of a claimed call. Finishing twice keeps the first
+    /// result and returns `Ok`.
+    async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()>;
+
+    /// The ledger entry of a tool call, if it was ever claimed.
+    async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>>;
+
+    /// Takes (or renews) the session's run lock for `lease`. True when acquired: no
+    /// lock was held, `owner` already held it, or the previous lease expired.
+    async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool>;
+
+    /// Releases the run lock if `owner` holds it (otherwise does nothing).
+    async fn unlock_session(&self, session: &str, owner: &str) -> Result<()>;
+}
+
+macro_rules! forward_store {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<T: MemoryStore + ?Sized> MemoryStore for $ty {
+            async fn open_session(&self, id: &str) -> Result<SessionState> {
+                (**self).open_session(id).await
+            }
+            async fn load_session(&self, id: &str) -> Result<SessionState> {
+                (**self).load_session(id).await
+            }
+            async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+                (**self).commit(id, commit).await
+            }
+            async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+                (**self).list_sessions().await
+            }
+            async fn delete_session(&self, id: &str) -> Result<()> {
+                (**self).delete_session(id).await
+            }
+            async fn claim(
+                &self,
+                session: &str,
+                tool_use_id: &str,
+                fingerprint: &str,
+                lease: Duration,
+                allow_takeover: bool,
+            ) -> Result<Claim> {
+                (**self)
+                    .claim(session, tool_use_id, fingerprint, lease, allow_takeover)
+                    .await
+            }
+            async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
+                (**self).finish(session, tool_use_id, result).await
+            }
+            async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
+                (**self).ledger_entry(session, tool_use_id).await
+            }
+            async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
+                (**self).try_lock_session(session, owner, lease).await
+            }
+            async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
+                (**self).unlock_session(session, owner).await
+            }
+        }
+    )*};
+}
+
+forward_store!(Arc<T>, Box<T>);
+
+/// The longest lease any backend records (100 years); longer ones are cut to it.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `now + lease` (at most [`MAX_LEASE`]).
+pub(crate) fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(lease.min(MAX_LEASE))
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}

@@ -1,0 +1,148 @@
+//! The conformance suite against `PostgresStore` (two pools on one server), plus
+//! PostgreSQL-specific checks. Needs `REINS_TEST_POSTGRES_URL`; without it the tests
+//! fail under `CI=true` and report themselves skipped elsewhere.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use reins_memory::{
+    Commit, Error, MemoryStore, POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore,
+};
+use reins_message::{Msg, new_id};
+
+const URL_VAR: &str = "REINS_TEST_POSTGRES_URL";
+
+/// The server URL, or `None` (after saying so loudly) when the tests must skip.
+fn url() -> Option<String> {
+    match std::env::var(URL_VAR) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!(
+                    "{URL_VAR} is not set, but CI=true: the PostgreSQL conformance suite must run in CI \
+                     (run it through `cargo xtask test`, which starts a throwaway server)"
+                );
+            }
+            eprintln!(
+                "SKIPPED: PostgreSQL store tests: {URL_VAR} is not set (run `cargo xtask test`, or point it at a scratch server)"
+            );
+            None
+        }
+    }
+}
+
+fn options() -> PostgresOptions {
+    PostgresOptions::default().max_connections(6)
+}
+
+async fn stores() -> Option<(PostgresStore, PostgresStore, ())> {
+    let url = url()?;
+    let a = PostgresStore::connect_with(&url, options()).await.unwrap();
+    let b = PostgresStore::connect_with(&url, options()).await.unwrap();
+    Some((a, b, ()))
+}
+
+/// A store in a schema of its own, for tests that damage the database.
+async fn private_store() -> Option<(PostgresStore, String, String)> {
+    let url = url()?;
+    let schema = format!("reins_test_{}", new_id().replace('-', ""));
+    let store = PostgresStore::connect_with(&url, options().schema(schema.clone()))
+        .await
+        .unwrap();
+    Some((store, url, schema))
+}
+
+conformance_tests!(stores);
+
+#[tokio::test]
+async fn corrupt_message_row_is_named() {
+    let Some((store, _, _)) = private_store().await else {
+        return;
+    };
+    store.open_session("s").await.unwrap();
+    store
+        .commit("s", Commit::at(0).append(Msg::user("fine")))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO reins_messages (session_id, seq, id, body) VALUES ('s', 1, 'bad-1', '{\"id\": \"bad-1\", \"role\": \"robot\"}')")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.load_session("s").await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::Corrupt { ref session, .. } if session == "s"),
+        "{text}"
+    );
+    assert!(text.contains("seq 1") && text.contains("bad-1"), "{text}");
+}
+
+#[tokio::test]
+async fn newer_schema_is_refused_and_left_alone() {
+    let Some((store, url, schema)) = private_store().await else {
+        return;
+    };
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        POSTGRES_SCHEMA_VERSION
+    );
+    store.open_session("s").await.unwrap();
+    sqlx::query("INSERT INTO reins_schema_version (version) VALUES (99)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = PostgresStore::connect_with(&url, options().schema(schema.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedSchema {
+                found: 99,
+                supported: POSTGRES_SCHEMA_VERSION
+            }
+        ),
+        "{err}"
+    );
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM reins_schema_version ORDER BY version")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(versions, vec![1, 99]);
+    assert!(store.load_session("s").await.is_ok());
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(store.pool())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn bad_schema_name_is_refused() {
+    let Some(url) = url() else { return };
+    let err = PostgresStore::connect_with(&url, options().schema("x\"; DROP TABLE y; --"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("schema name"), "{err}");
+}
+
+#[tokio::test]
+async fn workers_racing_to_migrate_a_fresh_schema_all_succeed() {
+    let Some(url) = url() else { return };
+    let schema = format!("reins_test_{}", new_id().replace('-', ""));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let (url, schema) = (url.clone(), schema.clone());
+        tasks.push(tokio::spawn(async move {
+            PostgresStore::connect_with(&url, options().schema(schema)).await
+        }));
+    }
+    for t in tasks {
+        let store = t.await.unwrap().unwrap();
+        assert_eq!(
+            store.schema_version().await.unwrap(),
+            POSTGRES_SCHEMA_VERSION
+        );
+    }
+}

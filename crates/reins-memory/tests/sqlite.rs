@@ -1,0 +1,170 @@
+//! The conformance suite against `SqliteStore` (two pools on one database file), plus
+//! SQLite-specific checks: corrupt rows, schema versions, durability, `:memory:`.
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use reins_memory::{
+    Commit, Durability, Error, MemoryStore, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore,
+};
+use reins_message::Msg;
+use tempfile::TempDir;
+
+async fn stores() -> Option<(SqliteStore, SqliteStore, TempDir)> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    let a = SqliteStore::open(&path).await.unwrap();
+    let b = SqliteStore::open_with(&path, SqliteOptions::default().durability(Durability::Full))
+        .await
+        .unwrap();
+    Some((a, b, dir))
+}
+
+conformance_tests!(stores);
+
+#[tokio::test]
+async fn in_memory_store_passes_a_round_trip() {
+    let store = SqliteStore::open(":memory:").await.unwrap();
+    store.open_session("s").await.unwrap();
+    store
+        .commit("s", Commit::at(0).append(Msg::user("hi")))
+        .await
+        .unwrap();
+    // the single connection keeps the database alive between calls
+    assert_eq!(store.load_session("s").await.unwrap().messages.len(), 1);
+    assert_eq!(store.schema_version().await.unwrap(), SQLITE_SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn sessions_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    let m = Msg::user("remember me");
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.open_session("s").await.unwrap();
+        store
+            .commit("s", Commit::at(0).append(m.clone()))
+            .await
+            .unwrap();
+        store.pool().close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let s = store.load_session("s").await.unwrap();
+    assert_eq!((s.version, s.messages), (1, vec![m]));
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn corrupt_message_row_is_named() {
+    let store = SqliteStore::in_memory().await.unwrap();
+    store.open_session("s").await.unwrap();
+    let good = Msg::user("fine");
+    store
+        .commit("s", Commit::at(0).append(good.clone()))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO reins_messages (session_id, seq, id, body) VALUES ('s', 1, 'bad-1', '{\"id\":\"bad-1\",\"role\":\"robot\",\"content\":[],\"created_at\":\"2026-01-01T00:00:00Z\"}')")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.load_session("s").await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::Corrupt { ref session, .. } if session == "s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("seq 1") && text.contains("bad-1") && text.contains("role"),
+        "{text}"
+    );
+    // a commit on the session still works and changes nothing else
+    let rows: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM reins_messages WHERE session_id = 's'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(rows, 2);
+}
+
+#[tokio::test]
+async fn corrupt_ledger_and_run_state_rows_are_named() {
+    let store = SqliteStore::in_memory().await.unwrap();
+    store.open_session("s").await.unwrap();
+    sqlx::query("UPDATE reins_sessions SET run_state = '{not json' WHERE id = 's'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.load_session("s").await.unwrap_err();
+    assert!(err.to_string().contains("run_state"), "{err}");
+
+    store
+        .claim("s", "c1", "fp", std::time::Duration::from_secs(60), false)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE reins_ledger SET state = 'exploded' WHERE tool_use_id = 'c1'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.ledger_entry("s", "c1").await.unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }));
+    assert!(err.to_string().contains("ledger row `c1`") && err.to_string().contains("exploded"));
+}
+
+#[tokio::test]
+async fn newer_schema_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.open_session("s").await.unwrap();
+        sqlx::query("INSERT INTO reins_schema_version (version) VALUES (99)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        store.pool().close().await;
+    }
+    let err = SqliteStore::open(&path).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedSchema {
+                found: 99,
+                supported: SQLITE_SCHEMA_VERSION
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("99"));
+    // nothing was changed: the version rows and the session are as they were
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM reins_schema_version ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(versions, vec![1, 99]);
+    let sessions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM reins_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 1);
+}
+
+#[tokio::test]
+async fn missing_database_without_create_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = SqliteOptions::default();
+    opts.create_if_missing = false;
+    let err = SqliteStore::open_with(dir.path().join("absent.db"), opts)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Database(_)), "{err}");
+}
