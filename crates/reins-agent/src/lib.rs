@@ -1,3 +1,77 @@
 //! # reins-agent
 //!
-//! Filled in by its own issue; see the README status table.
+//! The agent core: a sans-IO run state machine ([`Run`]) and the async runner
+//! ([`Session`]) that performs its steps — streaming the model, firing hooks,
+//! consulting the tool-call ledger, running tools, writing to the store — so that a
+//! run can be stopped, approved, rejected, interrupted and resumed, in this process or
+//! another, without corrupting the conversation or running a tool twice.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use reins_agent::{Agent, Decision, RunStatus};
+//! use reins_message::Msg;
+//! use reins_model::{ScriptedModel, ScriptedResponse};
+//! use reins_tool::{ToolPolicy, Toolkit};
+//! use serde_json::json;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct DeleteArgs {
+//!     /// The file to delete.
+//!     path: String,
+//! }
+//!
+//! let mut tools = Toolkit::new();
+//! tools.add(
+//!     Toolkit::function("delete_file", "Delete a file", |a: DeleteArgs, _ctx| async move {
+//!         Ok::<_, reins_tool::ToolError>(format!("deleted {}", a.path))
+//!     })
+//!     .policy(ToolPolicy::confirm()),
+//! )?;
+//! let model = ScriptedModel::new([
+//!     ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "temp.txt"})),
+//!     ScriptedResponse::text("temp.txt is gone."),
+//! ]);
+//! let agent = Agent::builder().model(model).toolkit(tools).build()?;
+//! let session = agent.session("user-7/chat-1").await?;
+//!
+//! // The model wants to delete a file: the run pauses for a person.
+//! let out = session.call(Msg::user("delete temp.txt")).await?;
+//! assert_eq!(out.status, RunStatus::Paused);
+//! assert_eq!(out.requirements[0].tool_use.name, "delete_file");
+//!
+//! // The person approves; the tool runs once and the model answers.
+//! let out = session.resolve(vec![Decision::approve("call_1")]).await?;
+//! assert_eq!(out.status, RunStatus::Completed);
+//! assert_eq!(out.message.text(), "temp.txt is gone.");
+//! # Ok(()) }
+//! ```
+//!
+//! ## Features
+//!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `sqlite`   | yes     | `reins_memory::SqliteStore` (the embedded default store) |
+//! | `postgres` | no      | `reins_memory::PostgresStore` |
+//! | `testing`  | no      | `reins_model::ScriptedModel`, for tests and offline demos |
+
+mod agent;
+mod drive;
+mod error;
+mod handle;
+mod output;
+mod requirement;
+pub mod run;
+mod session;
+mod snapshot;
+
+pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
+pub use drive::UNKNOWN_OUTCOME;
+pub use error::{AgentError, Result};
+pub use handle::{Interrupter, RunEvents, RunHandle};
+pub use output::{RunEvent, RunOutput, RunStatus};
+pub use reins_tool::Concurrency;
+pub use requirement::{Decision, Requirement, RequirementKind};
+pub use run::{Run, RunInput, RunState, Step};
+pub use session::Session;
+pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};

@@ -1,0 +1,339 @@
+//! [`Agent`] and its builder.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use reins_hook::{Hook, Hooks};
+use reins_memory::{InMemoryStore, MemoryStore};
+use reins_message::Msg;
+use reins_model::{ChatModel, ChatOptions};
+use reins_tool::{Concurrency, Toolkit};
+
+use crate::error::{AgentError, Result};
+use crate::output::RunOutput;
+use crate::run::RunConfig;
+use crate::session::{Session, SessionShared};
+use crate::snapshot::SessionSnapshot;
+
+/// The id of the session [`Agent::call`] uses.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// An agent: a model, tools, hooks and a store. Cheap to clone, `Send + Sync`; share
+/// it across tasks. Conversations live in [`Session`]s.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), reins_agent::AgentError> {
+/// use reins_agent::{Agent, RunStatus};
+/// use reins_message::Msg;
+/// use reins_model::{ScriptedModel, ScriptedResponse};
+///
+/// let model = ScriptedModel::new([ScriptedResponse::text("Hello!")]);
+/// let agent = Agent::builder().name("Greeter").model(model).build()?;
+/// let out = agent.call(Msg::user("hi")).await?;
+/// assert_eq!(out.status, RunStatus::Completed);
+/// assert_eq!(out.message.text(), "Hello!");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<AgentInner>,
+}
+
+pub(crate) struct AgentInner {
+    pub(crate) name: String,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) toolkit: Toolkit,
+    pub(crate) store: Arc<dyn MemoryStore>,
+    pub(crate) hooks: Hooks,
+    pub(crate) config: RunConfig,
+    pub(crate) options: ChatOptions,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) grace: Duration,
+    pub(crate) tool_lease: Duration,
+    pub(crate) session_lease: Duration,
+    pub(crate) summary_prompt: String,
+    /// Identifies this agent instance as a lock owner in the store.
+    pub(crate) owner: String,
+    /// Live sessions of this agent, so that two handles on one id share one state.
+    pub(crate) sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.inner.name)
+            .field("model", &self.inner.model.model_name())
+            .field("tools", &self.inner.toolkit.names())
+            .field("hooks", &self.inner.hooks.len())
+            .field("max_iters", &self.inner.config.max_iters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent.
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder::default()
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The tools.
+    pub fn toolkit(&self) -> &Toolkit {
+        &self.inner.toolkit
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.inner.store
+    }
+
+    /// Opens a session: loads it from the store, or creates it.
+    pub async fn session(&self, id: &str) -> Result<Session> {
+        if id.trim().is_empty() {
+            return Err(AgentError::InvalidInput(
+                "a session id cannot be empty".to_owned(),
+            ));
+        }
+        if let Some(shared) = self.live_session(id) {
+            return Ok(Session::from_shared(self.clone(), shared));
+        }
+        let state = self.inner.store.open_session(id).await?;
+        let shared = SessionShared::from_state(id, state, self.inner.config)?;
+        let shared = {
+            let mut map = self
+                .inner
+                .sessions
+                .lock()
+                .map_err(|_| AgentError::Internal("session map poisoned".to_owned()))?;
+            // Another task may have opened it meanwhile: keep theirs.
+            if let Some(existing) = map.get(id).and_then(Weak::upgrade) {
+                existing
+            } else {
+                map.retain(|_, w| w.strong_count() > 0);
+                map.insert(id.to_owned(), Arc::downgrade(&shared));
+                shared
+            }
+        };
+        Ok(Session::from_shared(self.clone(), shared))
+    }
+
+    fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
+        self.inner
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).and_then(Weak::upgrade))
+    }
+
+    /// Sends a message on the default session (`"default"`).
+    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
+        self.session(DEFAULT_SESSION).await?.call(msg).await
+    }
+
+    /// Imports a session snapshot (see [`Session::snapshot`]) into this agent's store
+    /// and opens it. Refuses to overwrite a session that already has messages.
+    pub async fn restore(&self, snapshot: SessionSnapshot) -> Result<Session> {
+        crate::snapshot::restore(self, snapshot).await
+    }
+}
+
+/// Builds an [`Agent`]; see [`Agent::builder`].
+#[must_use]
+pub struct AgentBuilder {
+    name: String,
+    system_prompt: Option<String>,
+    model: Option<Arc<dyn ChatModel>>,
+    toolkit: Toolkit,
+    store: Option<Arc<dyn MemoryStore>>,
+    hooks: Hooks,
+    config: RunConfig,
+    options: ChatOptions,
+    concurrency: Concurrency,
+    grace: Duration,
+    tool_lease: Duration,
+    session_lease: Duration,
+    summary_prompt: String,
+}
+
+impl Default for AgentBuilder {
+    fn default() -> Self {
+        Self {
+            name: "agent".to_owned(),
+            system_prompt: None,
+            model: None,
+            toolkit: Toolkit::new(),
+            store: None,
+            hooks: Hooks::new(),
+            config: RunConfig::default(),
+            options: ChatOptions::default(),
+            concurrency: Concurrency::Parallel,
+            grace: Duration::from_secs(2),
+            tool_lease: Duration::from_secs(300),
+            session_lease: Duration::from_secs(60),
+            summary_prompt: "You have reached the maximum number of reasoning steps for this \
+                             request. Do not call tools. Summarize what was done, what is left, \
+                             and what the user should do next."
+                .to_owned(),
+        }
+    }
+}
+
+impl AgentBuilder {
+    /// The agent's name (used as the assistant messages' `name`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The system prompt, sent first with every model request (not stored in sessions).
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The model (required).
+    pub fn model(mut self, model: impl ChatModel + 'static) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// The model, already shared.
+    pub fn model_arc(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The tools.
+    pub fn toolkit(mut self, toolkit: Toolkit) -> Self {
+        self.toolkit = toolkit;
+        self
+    }
+
+    /// Where sessions live (default: a fresh [`InMemoryStore`]).
+    pub fn store(mut self, store: impl MemoryStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The store, already shared.
+    pub fn store_arc(mut self, store: Arc<dyn MemoryStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Adds a hook (hooks run in `priority()` order, ties in the order added).
+    pub fn hook(mut self, hook: impl Hook + 'static) -> Self {
+        self.hooks.add(hook);
+        self
+    }
+
+    /// Reasoning steps per run before the agent summarizes and stops (default 10).
+    pub fn max_iters(mut self, n: u32) -> Self {
+        self.config.max_iters = n;
+        self
+    }
+
+    /// How long a requirement can be answered (default: no expiry).
+    pub fn requirement_ttl(mut self, ttl: Duration) -> Self {
+        self.config.requirement_ttl_secs = Some(ttl.as_secs().max(1));
+        self
+    }
+
+    /// Sends only the latest `turns` turns of history to the model (default: all of
+    /// it). The store keeps the whole transcript either way.
+    pub fn history_turns(mut self, turns: u32) -> Self {
+        self.config.history_turns = Some(turns.max(1));
+        self
+    }
+
+    /// Sampling options for every model request.
+    pub fn chat_options(mut self, options: ChatOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Parallel (default) or sequential tool execution.
+    pub fn tool_concurrency(mut self, c: Concurrency) -> Self {
+        self.concurrency = c;
+        self
+    }
+
+    /// How long an interrupted tool may take to stop on its own before it is aborted
+    /// (default 2 s).
+    pub fn interrupt_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long a tool call's ledger claim lasts before another process may consider
+    /// it dead (default 5 min; make it longer than your slowest tool).
+    pub fn tool_lease(mut self, lease: Duration) -> Self {
+        self.tool_lease = lease;
+        self
+    }
+
+    /// How long a run's session lock lasts without renewal (default 60 s; renewed
+    /// while the run is alive).
+    pub fn session_lease(mut self, lease: Duration) -> Self {
+        self.session_lease = lease;
+        self
+    }
+
+    /// The instruction sent for the final summary when `max_iters` is reached.
+    pub fn summary_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.summary_prompt = prompt.into();
+        self
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> Result<Agent> {
+        let model = self.model.ok_or_else(|| {
+            AgentError::Config("no model: call .model(..) with any ChatModel".to_owned())
+        })?;
+        if self.config.max_iters == 0 {
+            return Err(AgentError::Config(
+                "max_iters must be at least 1".to_owned(),
+            ));
+        }
+        if self.name.trim().is_empty() {
+            return Err(AgentError::Config(
+                "the agent's name cannot be empty".to_owned(),
+            ));
+        }
+        if self.session_lease < Duration::from_millis(100) {
+            return Err(AgentError::Config(
+                "session_lease must be at least 100 ms".to_owned(),
+            ));
+        }
+        let store = match self.store {
+            Some(s) => s,
+            None => Arc::new(InMemoryStore::new()),
+        };
+        Ok(Agent {
+            inner: Arc::new(AgentInner {
+                name: self.name,
+                system_prompt: self.system_prompt,
+                model,
+                toolkit: self.toolkit,
+                store,
+                hooks: self.hooks,
+                config: self.config,
+                options: self.options,
+                concurrency: self.concurrency,
+                grace: self.grace,
+                tool_lease: self.tool_lease,
+                session_lease: self.session_lease,
+                summary_prompt: self.summary_prompt,
+                owner: reins_message::new_id(),
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}

@@ -1,0 +1,646 @@
+//! The runner: one drive function that performs each [`Step`] of a [`Run`] — hooks,
+//! model streaming, the ledger, tools, the store — and publishes [`RunEvent`]s. It
+//! serves both `Session::call` (awaited) and `Session::start` (a `RunHandle`).
+
+use chrono::Utc;
+use futures::StreamExt;
+use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
+use reins_memory::{Claim, Error as StoreError, LedgerState};
+use reins_message::{Msg, Role, ToolResult, ToolUse};
+use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
+use reins_tool::{GateDecision, ToolCallOutcome, ToolContext};
+use tokio::sync::OwnedMutexGuard;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::error::{AgentError, Result};
+use crate::output::{RunEvent, RunOutput, RunStatus};
+use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step, ToolGate};
+use crate::session::{SessionCore, reload_if_needed};
+use reins_tool::Concurrency;
+
+/// The text a tool use gets when its process died while it ran.
+pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
+     it may or may not have taken effect";
+
+/// The session's lock in the store, renewed while the run is alive and released when
+/// dropped.
+pub(crate) struct StoreLock {
+    renew: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl StoreLock {
+    pub(crate) async fn acquire(agent: &Agent, session: &str) -> Result<Self> {
+        let inner = &agent.inner;
+        if !inner
+            .store
+            .try_lock_session(session, &inner.owner, inner.session_lease)
+            .await?
+        {
+            return Err(AgentError::SessionBusy {
+                session: session.to_owned(),
+            });
+        }
+        let renew = CancellationToken::new();
+        let (store, owner, lease, sid, stop) = (
+            inner.store.clone(),
+            inner.owner.clone(),
+            inner.session_lease,
+            session.to_owned(),
+            renew.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let every = lease / 3;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {
+                        if let Err(e) = store.try_lock_session(&sid, &owner, lease).await {
+                            tracing::warn!(session = %sid, error = %e, "could not renew the session lock");
+                        }
+                    }
+                }
+            }
+            if let Err(e) = store.unlock_session(&sid, &owner).await {
+                tracing::warn!(session = %sid, error = %e, "could not release the session lock");
+            }
+        });
+        Ok(Self {
+            renew,
+            task: Some(task),
+        })
+    }
+
+    /// Releases the lock and waits until the store has recorded it.
+    pub(crate) async fn release(mut self) {
+        self.renew.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        // The renewal task releases the lock as it ends (in the background when the
+        // run ended without `release`).
+        self.renew.cancel();
+    }
+}
+
+/// Drives one call to its end.
+pub(crate) async fn drive(
+    agent: Agent,
+    session: String,
+    mut core: OwnedMutexGuard<SessionCore>,
+    lock: StoreLock,
+    input: RunInput,
+    cancel: CancellationToken,
+    events: UnboundedSender<RunEvent>,
+) -> Result<RunOutput> {
+    let mut d = Driver {
+        agent,
+        session,
+        cancel,
+        events,
+    };
+    let result = d.run(&mut core, input).await;
+    if let Err(e) = &result {
+        d.emit(RunEvent::Failed {
+            error: e.to_string(),
+        });
+        let mut ev = HookEvent::Error {
+            message: e.to_string(),
+        };
+        if let Err(he) = d.hooks(&mut ev, core.run.state().iteration).await {
+            tracing::warn!(error = %he, "an Error hook failed");
+        }
+    }
+    lock.release().await;
+    result
+}
+
+struct Driver {
+    agent: Agent,
+    session: String,
+    cancel: CancellationToken,
+    events: UnboundedSender<RunEvent>,
+}
+
+impl Driver {
+    fn emit(&self, ev: RunEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    fn ctx(&self, iteration: u32) -> HookContext {
+        HookContext {
+            agent_name: self.agent.inner.name.clone(),
+            session_id: self.session.clone(),
+            iteration,
+        }
+    }
+
+    async fn hooks(&self, event: &mut HookEvent, iteration: u32) -> Result<Control> {
+        let hooks = &self.agent.inner.hooks;
+        if hooks.is_empty() || !hooks.wants(event.kind()) {
+            return Ok(Control::default());
+        }
+        Ok(hooks.run(event, &self.ctx(iteration)).await?)
+    }
+
+    async fn run(&mut self, core: &mut SessionCore, input: RunInput) -> Result<RunOutput> {
+        reload_if_needed(&self.agent, &self.session, core, false).await?;
+        let resumed = !matches!(input, RunInput::Message(ref m) if m.role != Role::Tool);
+        let pre_input = match &input {
+            RunInput::Message(m) => Some(m.clone()),
+            _ => None,
+        };
+
+        // Begin: validate and apply the input; store it. A stale cache (another process
+        // wrote since we loaded) shows as a conflict: reload once and try again.
+        let mut attempt = 0;
+        loop {
+            if core.run.phase() == Phase::Acting && matches!(input, RunInput::Message(_)) {
+                self.settle_from_ledger(core).await?;
+            }
+            let before = core.run.clone();
+            match core.run.begin(input.clone(), Utc::now()) {
+                Ok(()) => {}
+                Err(AgentError::NothingToResume { .. }) => {
+                    return Err(AgentError::NothingToResume {
+                        session: self.session.clone(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+            match self.commit(core).await {
+                Ok(()) => break,
+                Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
+                    attempt += 1;
+                    drop(before);
+                    reload_if_needed(&self.agent, &self.session, core, true).await?;
+                }
+                Err(e) => {
+                    core.run = before;
+                    core.stale = true;
+                    return Err(e);
+                }
+            }
+        }
+
+        self.emit(RunEvent::RunStarted {
+            session_id: self.session.clone(),
+        });
+        if resumed {
+            self.emit(RunEvent::Resumed);
+        }
+        let mut ev = HookEvent::PreCall { input: pre_input };
+        self.hooks(&mut ev, core.run.state().iteration).await?;
+
+        let status = loop {
+            if self.cancel.is_cancelled() {
+                break self.interrupt(core, Vec::new()).await?;
+            }
+            match core.run.next_step() {
+                Step::Reason { summary } => {
+                    if let Some(status) = self.reason(core, summary).await? {
+                        break status;
+                    }
+                }
+                Step::Execute(batch) => {
+                    if let Some(status) = self.act(core, batch).await? {
+                        break status;
+                    }
+                }
+                Step::Pause(reqs) => {
+                    self.commit(core).await?;
+                    self.emit(RunEvent::Paused { requirements: reqs });
+                    break RunStatus::Paused;
+                }
+                Step::Finish(status) => {
+                    self.commit(core).await?;
+                    break status;
+                }
+            }
+        };
+
+        let out = core.run.output(&self.session, status);
+        match status {
+            RunStatus::Completed | RunStatus::MaxIterations => self.emit(RunEvent::Completed {
+                message: out.message.clone(),
+                status,
+            }),
+            RunStatus::Cancelled => self.emit(RunEvent::Cancelled),
+            RunStatus::Paused => {}
+        }
+        if !out.repairs.is_empty() {
+            tracing::info!(session = %self.session, repairs = ?out.repairs, "transcript repaired");
+        }
+        let mut ev = HookEvent::PostCall {
+            output: out.message.clone(),
+        };
+        self.hooks(&mut ev, core.run.state().iteration).await?;
+        Ok(out)
+    }
+
+    /// Writes the run's changes as one store transaction.
+    async fn commit(&self, core: &mut SessionCore) -> Result<()> {
+        let mut commit = core.run.take_commit();
+        commit.expected_version = core.version;
+        match self.agent.inner.store.commit(&self.session, commit).await {
+            Ok(v) => {
+                core.version = v;
+                Ok(())
+            }
+            Err(e) => {
+                core.stale = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn interrupt(
+        &self,
+        core: &mut SessionCore,
+        results: Vec<ToolResult>,
+    ) -> Result<RunStatus> {
+        core.run.interrupt(results);
+        let report = core.run.output(&self.session, RunStatus::Cancelled).repairs;
+        if !report.is_empty() {
+            self.emit(RunEvent::Repaired { report });
+        }
+        self.commit(core).await?;
+        Ok(RunStatus::Cancelled)
+    }
+
+    // ----- reasoning ---------------------------------------------------------------
+
+    async fn reason(&self, core: &mut SessionCore, summary: bool) -> Result<Option<RunStatus>> {
+        let inner = &self.agent.inner;
+        let iteration = core.run.state().iteration + 1;
+        let (messages, report) = core.run.request_messages();
+        if !report.is_empty() {
+            tracing::warn!(session = %self.session, ?report, "transcript repaired before the model request");
+            self.emit(RunEvent::Repaired { report });
+        }
+        let mut request_messages = Vec::with_capacity(messages.len() + 2);
+        if let Some(p) = &inner.system_prompt {
+            request_messages.push(Msg::system(p.clone()).with_id("system-prompt"));
+        }
+        request_messages.extend(messages);
+        let mut request = ChatRequest::new(request_messages).with_options(inner.options.clone());
+        let mut event = if summary {
+            request
+                .messages
+                .push(Msg::user(inner.summary_prompt.clone()).with_id("summary-prompt"));
+            request.tool_choice = ToolChoice::None;
+            HookEvent::PreSummary { request }
+        } else {
+            request.tools = inner.toolkit.specs();
+            HookEvent::PreReasoning { request }
+        };
+        self.hooks(&mut event, iteration).await?;
+        let request = match event {
+            HookEvent::PreSummary { request } | HookEvent::PreReasoning { request } => request,
+            _ => {
+                return Err(AgentError::Internal(
+                    "a hook replaced the request event".to_owned(),
+                ));
+            }
+        };
+
+        // Checkpoint: before the model call.
+        if self.cancel.is_cancelled() {
+            return self.interrupt(core, Vec::new()).await.map(Some);
+        }
+        self.emit(RunEvent::ReasoningStarted { iteration });
+        let want_chunks = inner.hooks.wants(HookEventKind::ReasoningChunk);
+        let mut acc = MessageAccumulator::new();
+        let stream = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => None,
+            s = inner.model.stream(request) => Some(s?),
+        };
+        let Some(mut stream) = stream else {
+            return self.interrupt(core, Vec::new()).await.map(Some);
+        };
+        loop {
+            // Checkpoint: on every streamed chunk.
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => None,
+                c = stream.next() => Some(c),
+            };
+            let Some(next) = next else {
+                // The partially streamed message is dropped (never stored).
+                drop(stream);
+                return self.interrupt(core, Vec::new()).await.map(Some);
+            };
+            let Some(chunk) = next else { break };
+            let chunk = chunk?;
+            acc.push(&chunk)?;
+            match &chunk {
+                ChatChunk::TextDelta { text } => {
+                    self.emit(RunEvent::TextDelta { text: text.clone() })
+                }
+                ChatChunk::ThinkingDelta { text } => {
+                    self.emit(RunEvent::ThinkingDelta { text: text.clone() });
+                }
+                ChatChunk::ToolCallStart { id, name, .. } => self.emit(RunEvent::ToolCallStarted {
+                    id: id.clone(),
+                    name: name.clone(),
+                }),
+                _ => {}
+            }
+            if want_chunks {
+                let mut ev = HookEvent::ReasoningChunk {
+                    chunk,
+                    accumulated_text: acc.text().to_owned(),
+                };
+                self.hooks(&mut ev, iteration).await?;
+            }
+        }
+        let done = acc.finish();
+        let mut message = done.message;
+        message.name = Some(inner.name.clone());
+
+        let mut event = if summary {
+            HookEvent::PostSummary { message }
+        } else {
+            HookEvent::PostReasoning { message }
+        };
+        let control = self.hooks(&mut event, iteration).await?;
+        let message = match event {
+            HookEvent::PostSummary { message } | HookEvent::PostReasoning { message } => message,
+            _ => {
+                return Err(AgentError::Internal(
+                    "a hook replaced the message event".to_owned(),
+                ));
+            }
+        };
+        for u in message.tool_uses() {
+            self.emit(RunEvent::ToolCallReady {
+                tool_use: u.clone(),
+            });
+        }
+        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
+        let after = AfterReasoning {
+            stop: control.is_stopped(),
+            goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),
+        };
+        core.run
+            .on_model_message(message, gates, after, done.usage, Utc::now());
+        self.commit(core).await?;
+        Ok(None)
+    }
+
+    fn gate(&self, u: &ToolUse) -> ToolGate {
+        match self.agent.inner.toolkit.gate(u) {
+            GateDecision::Run => ToolGate::Run,
+            GateDecision::Confirm { reason } => ToolGate::Confirm { reason },
+            GateDecision::UserInput { fields } => ToolGate::UserInput { fields },
+            GateDecision::External => ToolGate::External,
+        }
+    }
+
+    // ----- acting ------------------------------------------------------------------
+
+    async fn act(
+        &self,
+        core: &mut SessionCore,
+        batch: Vec<Execution>,
+    ) -> Result<Option<RunStatus>> {
+        let iteration = core.run.state().iteration;
+        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
+        let exec_all = async {
+            let mut outcomes = Vec::with_capacity(batch.len());
+            match self.agent.inner.concurrency {
+                Concurrency::Parallel if batch.len() > 1 => {
+                    let futs = batch
+                        .iter()
+                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone()));
+                    outcomes = futures::future::join_all(futs).await;
+                }
+                _ => {
+                    for e in &batch {
+                        outcomes.push(self.execute_one(e, iteration, chunk_tx.clone()).await);
+                    }
+                }
+            }
+            drop(chunk_tx);
+            outcomes
+        };
+        let forward = async {
+            let want = self.agent.inner.hooks.wants(HookEventKind::ActingChunk);
+            while let Some(chunk) = chunk_rx.recv().await {
+                let reins_tool::ToolChunk { tool_use_id, block } = chunk;
+                if let Some(text) = block.as_text() {
+                    self.emit(RunEvent::ToolExecutionChunk {
+                        id: tool_use_id.clone(),
+                        text: text.to_owned(),
+                    });
+                }
+                if want {
+                    let mut ev = HookEvent::ActingChunk {
+                        tool_use_id,
+                        chunk: block,
+                    };
+                    if let Err(e) = self.hooks(&mut ev, iteration).await {
+                        tracing::warn!(error = %e, "an ActingChunk hook failed");
+                    }
+                }
+            }
+        };
+        let (outcomes, ()) = tokio::join!(exec_all, forward);
+
+        let mut results = Vec::new();
+        let mut stop = false;
+        let mut first_error = None;
+        for o in outcomes {
+            match o {
+                Ok((outcome, s)) => {
+                    stop |= s;
+                    if let ExecOutcome::Done(r) = &outcome {
+                        self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
+                    }
+                    results.push(outcome);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        core.run.on_tool_results(results, stop, Utc::now());
+        if let Some(e) = first_error {
+            self.commit(core).await?;
+            return Err(e);
+        }
+        // Checkpoint: after tools.
+        if self.cancel.is_cancelled() {
+            return self.interrupt(core, Vec::new()).await.map(Some);
+        }
+        self.commit(core).await?;
+        Ok(None)
+    }
+
+    /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
+    /// and whether a `PostActing` hook asked to stop.
+    async fn execute_one(
+        &self,
+        exec: &Execution,
+        iteration: u32,
+        chunks: UnboundedSender<reins_tool::ToolChunk>,
+    ) -> Result<(ExecOutcome, bool)> {
+        let inner = &self.agent.inner;
+        let original = &exec.tool_use;
+        // Checkpoint: before each tool.
+        if self.cancel.is_cancelled() {
+            return Ok((
+                ExecOutcome::Done(ToolResult::cancelled(
+                    &original.id,
+                    &original.name,
+                    crate::run::NOT_RUN_INTERRUPTED,
+                )),
+                false,
+            ));
+        }
+        let mut ev = HookEvent::PreActing {
+            tool_use: exec.effective_use(),
+        };
+        let control = self.hooks(&mut ev, iteration).await?;
+        let HookEvent::PreActing {
+            tool_use: mut to_run,
+        } = ev
+        else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PreActing event".to_owned(),
+            ));
+        };
+        // The id and name are the model's: a hook may change the arguments only.
+        to_run.id.clone_from(&original.id);
+        to_run.name.clone_from(&original.name);
+        if let Some(note) = control.rejection() {
+            let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
+                .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
+            return Ok((ExecOutcome::Done(r), false));
+        }
+        let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
+
+        // The ledger: at most once.
+        let fingerprint = reins_memory::fingerprint(&to_run.input);
+        let idempotent = inner.toolkit.is_idempotent(&original.name);
+        let store = &inner.store;
+        let mut claim = store
+            .claim(
+                &self.session,
+                &original.id,
+                &fingerprint,
+                inner.tool_lease,
+                false,
+            )
+            .await?;
+        if matches!(claim, Claim::Expired) && idempotent {
+            claim = store
+                .claim(
+                    &self.session,
+                    &original.id,
+                    &fingerprint,
+                    inner.tool_lease,
+                    true,
+                )
+                .await?;
+        }
+        match claim {
+            Claim::Granted => {}
+            Claim::Finished(r) => return Ok((ExecOutcome::Done(r), false)),
+            Claim::InFlight { lease_until } => {
+                return Err(AgentError::ToolInFlight {
+                    id: original.id.clone(),
+                    until: lease_until,
+                });
+            }
+            Claim::Expired => {
+                let r = ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
+                store.finish(&self.session, &original.id, &r).await?;
+                return Ok((ExecOutcome::Done(r), false));
+            }
+        }
+
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: original.id.clone(),
+            name: original.name.clone(),
+        });
+        let ctx = ToolContext::new(self.session.clone(), original.id.clone())
+            .with_cancel(self.cancel.child_token())
+            .with_chunk_sender(chunks);
+        let opts = reins_tool::ExecOptions {
+            grace: inner.grace,
+            ..reins_tool::ExecOptions::default()
+        };
+        let outcome = inner.toolkit.execute(&to_run, ctx, &opts).await;
+        let mut result = match outcome {
+            ToolCallOutcome::Done(r) => r,
+            ToolCallOutcome::Suspended { reason, .. } => {
+                return Ok((
+                    ExecOutcome::Suspended {
+                        id: original.id.clone(),
+                        reason,
+                    },
+                    false,
+                ));
+            }
+        };
+        result.id.clone_from(&original.id);
+        result.name.clone_from(&original.name);
+        if edited {
+            result
+                .metadata
+                .insert("executed_input".to_owned(), to_run.input.clone());
+        }
+        store.finish(&self.session, &original.id, &result).await?;
+
+        let mut ev = HookEvent::PostActing {
+            tool_use: to_run,
+            result,
+        };
+        let control = if self.cancel.is_cancelled() {
+            Control::default()
+        } else {
+            self.hooks(&mut ev, iteration).await?
+        };
+        let HookEvent::PostActing { result, .. } = ev else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PostActing event".to_owned(),
+            ));
+        };
+        Ok((ExecOutcome::Done(result), control.is_stopped()))
+    }
+
+    /// After a crash in the middle of tool execution, before a new message closes the
+    /// turn: calls the ledger shows finished keep their recorded results; calls that
+    /// started and never finished become `Unknown`. Calls that never started are
+    /// closed by the new message.
+    async fn settle_from_ledger(&self, core: &mut SessionCore) -> Result<()> {
+        let store = &self.agent.inner.store;
+        let mut settled = Vec::new();
+        for e in core.run.unsettled() {
+            let id = &e.tool_use.id;
+            if let Some(entry) = store.ledger_entry(&self.session, id).await? {
+                match (entry.state, entry.result) {
+                    (LedgerState::Finished, Some(r)) => settled.push(r),
+                    _ => {
+                        let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
+                        store.finish(&self.session, id, &r).await?;
+                        settled.push(r);
+                    }
+                }
+            }
+        }
+        if !settled.is_empty() {
+            core.run.settle(settled, Utc::now());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,113 @@
+//! [`AgentError`]: every way a call on an agent or session can fail.
+
+use chrono::{DateTime, Utc};
+
+/// Why a call on an [`Agent`](crate::Agent) or [`Session`](crate::Session) failed.
+///
+/// Errors about decisions and inputs are raised before anything is written: the stored
+/// session is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// Another run on this session is in flight (in this process or another one).
+    #[error("session `{session}` is busy: another run is in flight; wait for it or interrupt it")]
+    SessionBusy {
+        /// The session id.
+        session: String,
+    },
+    /// `resume()` or `resolve()` on a session that is not paused.
+    #[error("session `{session}` has nothing to resume: it is not paused")]
+    NothingToResume {
+        /// The session id.
+        session: String,
+    },
+    /// A decision or tool result names no pending requirement.
+    #[error("`{id}` is not a pending requirement of this session; pending: {}", list(.pending))]
+    UnknownRequirement {
+        /// The id given.
+        id: String,
+        /// The ids that are pending.
+        pending: Vec<String>,
+    },
+    /// A decision of the wrong kind (e.g. `input` for a confirmation).
+    #[error("a `{decision}` decision cannot answer the {kind} requirement `{id}`{}", hint(.kind))]
+    WrongDecision {
+        /// The requirement id.
+        id: String,
+        /// The decision given.
+        decision: &'static str,
+        /// The requirement's kind.
+        kind: &'static str,
+    },
+    /// The requirement expired; decisions are refused (a new message still rejects it).
+    #[error("requirement `{id}` expired at {expired_at}; send a new message to move on")]
+    RequirementExpired {
+        /// The requirement id.
+        id: String,
+        /// When it expired.
+        expired_at: DateTime<Utc>,
+    },
+    /// The same requirement was answered twice in one call.
+    #[error("requirement `{id}` was answered more than once in the same call")]
+    DuplicateDecision {
+        /// The requirement id.
+        id: String,
+    },
+    /// The input cannot be accepted (e.g. a user message carrying tool results).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// A tool call is running in another process (its ledger lease has not expired).
+    #[error("tool call `{id}` is in flight elsewhere until {until}; try again later")]
+    ToolInFlight {
+        /// The tool use id.
+        id: String,
+        /// When the other process's lease ends.
+        until: DateTime<Utc>,
+    },
+    /// The model failed.
+    #[error("model error: {0}")]
+    Model(#[from] reins_model::ModelError),
+    /// A hook failed.
+    #[error("hook error: {0}")]
+    Hook(#[from] reins_hook::HookError),
+    /// The store failed.
+    #[error("store error: {0}")]
+    Store(#[from] reins_memory::Error),
+    /// The agent was built with an invalid configuration.
+    #[error("invalid agent configuration: {0}")]
+    Config(String),
+    /// A session snapshot could not be read.
+    #[error("invalid session snapshot: {0}")]
+    Snapshot(String),
+    /// The stored run state could not be read.
+    #[error("stored run state of session `{session}` is unreadable: {detail}")]
+    CorruptRunState {
+        /// The session id.
+        session: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The run's task ended abnormally (a bug: please report it).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn list(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "none".to_owned()
+    } else {
+        ids.join(", ")
+    }
+}
+
+fn hint(kind: &str) -> &'static str {
+    match kind {
+        "confirmation" => " (use approve or reject)",
+        "user_input" => " (use input or reject)",
+        "external" => " (use external_result or reject)",
+        _ => "",
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = AgentError> = std::result::Result<T, E>;

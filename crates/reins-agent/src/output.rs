@@ -1,0 +1,127 @@
+//! What a run returns ([`RunOutput`], [`RunStatus`]) and publishes ([`RunEvent`]).
+
+use reins_memory::RepairReport;
+use reins_message::{Msg, ToolResult, ToolUse, Usage};
+use serde::{Deserialize, Serialize};
+
+use crate::requirement::Requirement;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The model answered without calling more tools.
+    Completed,
+    /// The run waits: see [`RunOutput::requirements`] (empty when a hook stopped the run
+    /// after tools ran; `resume()` goes on).
+    Paused,
+    /// The run was interrupted; the turn was sanitized and the session is ready for the
+    /// next call.
+    Cancelled,
+    /// The iteration limit was reached; the message is the model's summary.
+    MaxIterations,
+}
+
+/// The result of one call on a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutput {
+    /// The session the run belongs to.
+    pub session_id: String,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// The last assistant message of the run (an empty assistant message when there is
+    /// none, e.g. after an interrupt before the model answered).
+    pub message: Msg,
+    /// What a paused run waits for (empty otherwise).
+    pub requirements: Vec<Requirement>,
+    /// Tokens used by the run's model calls.
+    pub usage: Usage,
+    /// What transcript repair changed during the run (empty when nothing was repaired).
+    pub repairs: RepairReport,
+    /// Model calls made during the run.
+    pub iterations: u32,
+}
+
+/// What a running [`RunHandle`](crate::RunHandle) publishes, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// The run began.
+    RunStarted {
+        /// The session id.
+        session_id: String,
+    },
+    /// A paused run goes on (after `resume`, `resolve` or tool results).
+    Resumed,
+    /// The model is being called (iteration counts from 1).
+    ReasoningStarted {
+        /// The iteration.
+        iteration: u32,
+    },
+    /// More answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// The model began a tool call.
+    ToolCallStarted {
+        /// The tool use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// A tool call is complete (arguments included).
+    ToolCallReady {
+        /// The call.
+        tool_use: ToolUse,
+    },
+    /// A tool began executing.
+    ToolExecutionStarted {
+        /// The tool use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// Partial output from a running tool.
+    ToolExecutionChunk {
+        /// The tool use id.
+        id: String,
+        /// The partial output's text.
+        text: String,
+    },
+    /// A tool call has its result.
+    ToolExecutionFinished {
+        /// The result.
+        result: ToolResult,
+    },
+    /// The transcript was repaired.
+    Repaired {
+        /// What changed.
+        report: RepairReport,
+    },
+    /// The run paused.
+    Paused {
+        /// What it waits for.
+        requirements: Vec<Requirement>,
+    },
+    /// The run completed.
+    Completed {
+        /// The final message.
+        message: Msg,
+        /// `completed` or `max_iterations`.
+        status: RunStatus,
+    },
+    /// The run was interrupted.
+    Cancelled,
+    /// The run failed.
+    Failed {
+        /// The error, as text.
+        error: String,
+    },
+}

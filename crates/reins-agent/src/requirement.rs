@@ -1,0 +1,224 @@
+//! What a paused run waits for ([`Requirement`]) and how a person answers
+//! ([`Decision`]).
+
+use chrono::{DateTime, Utc};
+use reins_message::ToolUse;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a tool use waits for a person or the caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RequirementKind {
+    /// Approve or reject the call (`ToolPolicy::Confirm`, or a hook's `stop_agent()`).
+    Confirmation,
+    /// A person must fill in these fields (a JSON Schema); the values are merged into
+    /// the arguments before the call.
+    UserInput {
+        /// A JSON Schema of what must be supplied.
+        fields: Value,
+    },
+    /// The caller executes the tool and hands back the result (`ToolPolicy::External`,
+    /// or a tool that suspended itself).
+    External,
+}
+
+impl RequirementKind {
+    /// `confirmation`, `user_input` or `external`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Confirmation => "confirmation",
+            Self::UserInput { .. } => "user_input",
+            Self::External => "external",
+        }
+    }
+}
+
+/// One thing a paused run waits for. Its id is the tool use's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Requirement {
+    /// The id (equal to the tool use's id).
+    pub id: String,
+    /// The tool call waiting, exactly as the model made it.
+    pub tool_use: ToolUse,
+    /// What is needed.
+    #[serde(flatten)]
+    pub kind: RequirementKind,
+    /// Why, for the person deciding (e.g. "`delete_file` needs confirmation").
+    pub reason: String,
+    /// When the run paused for it.
+    pub created_at: DateTime<Utc>,
+    /// After this moment decisions for it are refused (the caller may still reject it
+    /// with a new message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl Requirement {
+    /// Whether the requirement has expired at `now`.
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|t| now >= t)
+    }
+}
+
+/// A person's (or the caller's) answer to one [`Requirement`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// Run the tool; optionally with edited arguments (the model's `ToolUse` stays as it
+    /// was; the executed arguments are recorded in the result's metadata).
+    Approve {
+        /// The requirement's id.
+        id: String,
+        /// Replacement arguments, when the person edited them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edited_input: Option<Value>,
+        /// Who decided.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+    /// Do not run the tool; the model is told, with the note.
+    Reject {
+        /// The requirement's id.
+        id: String,
+        /// Why, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// Who decided.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+    /// The values a `UserInput` requirement asked for (a JSON object merged into the
+    /// arguments).
+    Input {
+        /// The requirement's id.
+        id: String,
+        /// The values.
+        values: Value,
+        /// Who supplied them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+    /// The result of a tool the caller executed itself (`External`).
+    ExternalResult {
+        /// The requirement's id.
+        id: String,
+        /// The output shown to the model (a string or any JSON).
+        output: Value,
+        /// Whether the execution failed.
+        #[serde(default)]
+        is_error: bool,
+        /// Who executed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
+}
+
+impl Decision {
+    /// Approve the call as the model made it.
+    pub fn approve(id: impl Into<String>) -> Self {
+        Self::Approve {
+            id: id.into(),
+            edited_input: None,
+            by: None,
+        }
+    }
+
+    /// Approve the call with edited arguments.
+    pub fn approve_with(id: impl Into<String>, edited_input: Value) -> Self {
+        Self::Approve {
+            id: id.into(),
+            edited_input: Some(edited_input),
+            by: None,
+        }
+    }
+
+    /// Reject the call, telling the model why.
+    pub fn reject(id: impl Into<String>, note: impl Into<String>) -> Self {
+        let note = note.into();
+        Self::Reject {
+            id: id.into(),
+            note: (!note.is_empty()).then_some(note),
+            by: None,
+        }
+    }
+
+    /// Supply the values a `UserInput` requirement asked for.
+    pub fn input(id: impl Into<String>, values: Value) -> Self {
+        Self::Input {
+            id: id.into(),
+            values,
+            by: None,
+        }
+    }
+
+    /// Hand back the result of an externally executed tool.
+    pub fn external_result(
+        id: impl Into<String>,
+        output: impl Into<Value>,
+        is_error: bool,
+    ) -> Self {
+        Self::ExternalResult {
+            id: id.into(),
+            output: output.into(),
+            is_error,
+            by: None,
+        }
+    }
+
+    /// Records who decided.
+    #[must_use]
+    pub fn by(mut self, who: impl Into<String>) -> Self {
+        let who = Some(who.into());
+        match &mut self {
+            Self::Approve { by, .. }
+            | Self::Reject { by, .. }
+            | Self::Input { by, .. }
+            | Self::ExternalResult { by, .. } => *by = who,
+        }
+        self
+    }
+
+    /// The requirement id this answers.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Approve { id, .. }
+            | Self::Reject { id, .. }
+            | Self::Input { id, .. }
+            | Self::ExternalResult { id, .. } => id,
+        }
+    }
+
+    /// `approve`, `reject`, `input` or `external_result`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Approve { .. } => "approve",
+            Self::Reject { .. } => "reject",
+            Self::Input { .. } => "input",
+            Self::ExternalResult { .. } => "external_result",
+        }
+    }
+
+    /// Who decided, when recorded.
+    pub fn decided_by(&self) -> Option<&str> {
+        match self {
+            Self::Approve { by, .. }
+            | Self::Reject { by, .. }
+            | Self::Input { by, .. }
+            | Self::ExternalResult { by, .. } => by.as_deref(),
+        }
+    }
+
+    /// Whether this kind of decision answers this kind of requirement. Reject answers
+    /// every kind; Approve answers confirmations; Input answers user input; an
+    /// external result answers external execution.
+    pub fn fits(&self, kind: &RequirementKind) -> bool {
+        matches!(
+            (self, kind),
+            (Self::Reject { .. }, _)
+                | (Self::Approve { .. }, RequirementKind::Confirmation)
+                | (Self::Input { .. }, RequirementKind::UserInput { .. })
+                | (Self::ExternalResult { .. }, RequirementKind::External)
+        )
+    }
+}

@@ -1,0 +1,146 @@
+//! Portable session snapshots: versioned JSON that carries a (paused) session from one
+//! store or machine to another.
+
+use chrono::{DateTime, Utc};
+use reins_memory::Commit;
+use reins_message::Msg;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::agent::Agent;
+use crate::error::{AgentError, Result};
+use crate::requirement::Requirement;
+use crate::run::{Run, RunState};
+use crate::session::Session;
+
+/// The snapshot format this version of reins writes.
+pub const SNAPSHOT_SCHEMA_VERSION: u32 = 1;
+
+/// A session exported with [`Session::snapshot`] and imported with
+/// [`Agent::restore`](crate::Agent::restore). The JSON format is documented in
+/// `docs/persistence.md`; `schema_version` tells readers what they hold, and a reader
+/// refuses versions it does not know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionSnapshot {
+    /// The format's version ([`SNAPSHOT_SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The session id.
+    pub session_id: String,
+    /// When it was exported.
+    pub exported_at: DateTime<Utc>,
+    /// The transcript.
+    pub messages: Vec<Msg>,
+    /// The run's state (pending tool uses, phase, iteration).
+    pub run_state: RunState,
+    /// What the session waits for (informational: derived from `run_state`).
+    #[serde(default)]
+    pub requirements: Vec<Requirement>,
+}
+
+impl SessionSnapshot {
+    pub(crate) fn of(session_id: &str, run: &Run) -> Self {
+        Self {
+            schema_version: SNAPSHOT_SCHEMA_VERSION,
+            session_id: session_id.to_owned(),
+            exported_at: Utc::now(),
+            messages: run.messages().to_vec(),
+            run_state: run.state().clone(),
+            requirements: if run.is_paused() {
+                run.requirements()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// The snapshot as pretty JSON.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string_pretty(self).map_err(|e| AgentError::Snapshot(e.to_string()))
+    }
+
+    /// Reads a snapshot. Checks `schema_version` first: a missing, unknown or newer
+    /// version is refused with a message saying which versions this reins reads.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let value: Value = serde_json::from_str(json)
+            .map_err(|e| AgentError::Snapshot(format!("not JSON: {e}")))?;
+        Self::from_value(value)
+    }
+
+    /// [`SessionSnapshot::from_json`] from a parsed value.
+    pub fn from_value(value: Value) -> Result<Self> {
+        let version = value
+            .get("schema_version")
+            .ok_or_else(|| {
+                AgentError::Snapshot(
+                    "no `schema_version` field: this is not a reins session snapshot".to_owned(),
+                )
+            })?
+            .as_u64()
+            .ok_or_else(|| {
+                AgentError::Snapshot("`schema_version` must be a whole number".to_owned())
+            })?;
+        if version != u64::from(SNAPSHOT_SCHEMA_VERSION) {
+            let newer = version > u64::from(SNAPSHOT_SCHEMA_VERSION);
+            return Err(AgentError::Snapshot(format!(
+                "schema_version {version} is {}; this reins reads version {SNAPSHOT_SCHEMA_VERSION}{}",
+                if newer {
+                    "newer than this reins supports"
+                } else {
+                    "not a known version"
+                },
+                if newer {
+                    " (upgrade reins to read it)"
+                } else {
+                    ""
+                },
+            )));
+        }
+        reins_message::from_json_value(value).map_err(|e| AgentError::Snapshot(e.to_string()))
+    }
+}
+
+pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Session> {
+    if snap.session_id.trim().is_empty() {
+        return Err(AgentError::Snapshot(
+            "the snapshot's session_id is empty".to_owned(),
+        ));
+    }
+    let store = &agent.inner.store;
+    let existing = store.open_session(&snap.session_id).await?;
+    if !existing.messages.is_empty() {
+        return Err(AgentError::Snapshot(format!(
+            "session `{}` already exists in this store with {} messages; delete it first or \
+             restore under another id",
+            snap.session_id,
+            existing.messages.len()
+        )));
+    }
+    // Requirements are re-derived from the run state, not trusted from the file.
+    let run = Run::restore(agent.inner.config, snap.messages, Some(snap.run_state));
+    let requirements = if run.is_paused() {
+        run.requirements()
+    } else {
+        Vec::new()
+    };
+    let mut state = run.state().clone();
+    state.stored_requirements = requirements.iter().map(|r| r.id.clone()).collect();
+    let commit = Commit {
+        expected_version: existing.version,
+        append: run.messages().to_vec(),
+        clear_requirements: true,
+        add_requirements: requirements
+            .iter()
+            .map(crate::run::requirement_record)
+            .collect(),
+        run_state: Some(serde_json::to_value(&state).ok()),
+        ..Commit::default()
+    };
+    store.commit(&snap.session_id, commit).await?;
+    let session = agent.session(&snap.session_id).await?;
+    {
+        // A handle opened before the import holds the old, empty state.
+        let mut core = session.shared.core.lock().await;
+        crate::session::reload_if_needed(agent, &snap.session_id, &mut core, true).await?;
+    }
+    Ok(session)
+}
