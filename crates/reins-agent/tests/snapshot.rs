@@ -1,0 +1,137 @@
+//! Portable pauses: a paused session exported as versioned JSON, imported into another
+//! store, and resumed; unknown and newer versions are refused.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use reins_agent::{Decision, RunStatus, SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
+use reins_memory::{InMemoryStore, SqliteStore};
+use reins_message::Msg;
+use reins_model::ScriptedModel;
+use reins_tool::ToolPolicy;
+use serde_json::json;
+use support::*;
+
+async fn paused_snapshot() -> SessionSnapshot {
+    let counter = Counter::default();
+    let model = ScriptedModel::new([call("call_1", "delete_file", json!({"path": "temp.txt"}))]);
+    let agent = agent(model, toolkit(&counter, ToolPolicy::confirm()))
+        .build()
+        .unwrap();
+    let s = agent.session("export-me").await.unwrap();
+    s.call(Msg::user("delete temp.txt")).await.unwrap();
+    s.snapshot().await.unwrap()
+}
+
+#[tokio::test]
+async fn snapshot_format_is_stable() {
+    let snap = paused_snapshot().await;
+    assert_eq!(snap.schema_version, SNAPSHOT_SCHEMA_VERSION);
+    let value = serde_json::to_value(&snap).unwrap();
+    insta::assert_json_snapshot!(value, {
+        ".exported_at" => "[time]",
+        ".messages[].id" => "[id]",
+        ".messages[].created_at" => "[time]",
+        ".run_state.slots[].status.requirement.created_at" => "[time]",
+        ".requirements[].created_at" => "[time]",
+    });
+}
+
+#[tokio::test]
+async fn a_paused_session_moves_to_another_store_and_resumes() {
+    let snap = paused_snapshot().await;
+    let json = snap.to_json().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("import.db"))
+        .await
+        .unwrap();
+    let counter = Counter::default();
+    let agent = agent(
+        ScriptedModel::new([text("deleted")]),
+        toolkit(&counter, ToolPolicy::confirm()),
+    )
+    .store(store)
+    .build()
+    .unwrap();
+    let session = agent
+        .restore(SessionSnapshot::from_json(&json).unwrap())
+        .await
+        .unwrap();
+    assert!(session.is_paused().await.unwrap());
+    assert_eq!(session.requirements().await.unwrap()[0].id, "call_1");
+    let out = session
+        .resolve(vec![Decision::approve("call_1")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(counter.count("delete_file"), 1);
+    // Importing over an existing session is refused.
+    let err = agent
+        .restore(SessionSnapshot::from_json(&json).unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+}
+
+#[tokio::test]
+async fn unknown_newer_and_broken_snapshots_are_refused() {
+    let snap = paused_snapshot().await;
+    let mut value = serde_json::to_value(&snap).unwrap();
+    value["schema_version"] = json!(SNAPSHOT_SCHEMA_VERSION + 1);
+    let err = SessionSnapshot::from_value(value.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("newer"), "{err}");
+    value["schema_version"] = json!(0);
+    assert!(
+        SessionSnapshot::from_value(value.clone())
+            .unwrap_err()
+            .to_string()
+            .contains("not a known version")
+    );
+    value.as_object_mut().unwrap().remove("schema_version");
+    assert!(
+        SessionSnapshot::from_value(value)
+            .unwrap_err()
+            .to_string()
+            .contains("schema_version")
+    );
+    assert!(SessionSnapshot::from_json("{not json").is_err());
+    let mut bad = serde_json::to_value(&snap).unwrap();
+    bad["messages"][0]["role"] = json!("robot");
+    let err = SessionSnapshot::from_value(bad).unwrap_err().to_string();
+    assert!(err.contains("messages[0].role"), "{err}");
+    // Nothing was written anywhere by the failed reads.
+    let agent = reins_agent::Agent::builder()
+        .model(ScriptedModel::new([]))
+        .store(InMemoryStore::new())
+        .build()
+        .unwrap();
+    assert!(agent.store().list_sessions().await.unwrap().is_empty());
+}
+
+/// A snapshot written by reins 0.1 (schema version 1), checked in: every later reins
+/// must keep reading it (or migrate it).
+#[tokio::test]
+async fn the_checked_in_v1_snapshot_still_loads_and_resumes() {
+    let json = include_str!("golden/paused_v1.json");
+    let snap = SessionSnapshot::from_json(json).unwrap();
+    assert_eq!(snap.schema_version, 1);
+    let counter = Counter::default();
+    let agent = agent(
+        ScriptedModel::new([text("deleted")]),
+        toolkit(&counter, ToolPolicy::confirm()),
+    )
+    .build()
+    .unwrap();
+    let s = agent.restore(snap).await.unwrap();
+    assert_eq!(s.id(), "export-me");
+    let out = s
+        .resolve(vec![Decision::reject("call_1", "keep it")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(counter.total(), 0);
+    assert_valid(&s.messages().await.unwrap());
+}
