@@ -34,7 +34,16 @@ pub struct ExecOptions {
     pub grace: Duration,
     /// The timeout for tools whose policy sets none (default: no timeout).
     pub default_timeout: Option<Duration>,
+    /// The most bytes of output a result may carry (default
+    /// [`DEFAULT_MAX_OUTPUT_BYTES`], 1 MiB; `None`: unbounded). Text, thinking and
+    /// media blocks count by their size; a larger output is cut at a character
+    /// boundary and ends with a note telling the model how much was cut, so one
+    /// runaway tool cannot flood the transcript, the store and the next request.
+    pub max_output_bytes: Option<usize>,
 }
+
+/// The default bound on a tool result's output: 1 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 
 impl Default for ExecOptions {
     fn default() -> Self {
@@ -42,6 +51,7 @@ impl Default for ExecOptions {
             concurrency: Concurrency::Parallel,
             grace: Duration::from_secs(2),
             default_timeout: None,
+            max_output_bytes: Some(DEFAULT_MAX_OUTPUT_BYTES),
         }
     }
 }
@@ -62,6 +72,12 @@ impl ExecOptions {
     /// Sets the default timeout.
     pub fn default_timeout(mut self, timeout: Duration) -> Self {
         self.default_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the bound on a result's output (`None`: unbounded).
+    pub fn max_output_bytes(mut self, max: Option<usize>) -> Self {
+        self.max_output_bytes = max;
         self
     }
 }
@@ -142,6 +158,81 @@ fn truncate(text: &str, max: usize) -> String {
         let cut: String = text.chars().take(max).collect();
         format!("{cut}…")
     }
+}
+
+/// The bytes a block occupies in a result (text by its length; media by their
+/// source's size; anything else by its JSON form).
+fn block_size(block: &ContentBlock) -> usize {
+    match block {
+        ContentBlock::Text { text } => text.len(),
+        ContentBlock::Thinking { thinking, .. } => thinking.len(),
+        other => serde_json::to_string(other).map_or(0, |s| s.len()),
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn prefix_at_most(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Cuts a result's output to at most `max` bytes (plus a short note saying what was
+/// cut). Returns how many bytes were cut, or `None` when the output fit.
+pub(crate) fn bound_output(result: &mut ToolResult, max: usize) -> Option<usize> {
+    let total: usize = result.output.iter().map(block_size).sum();
+    if total <= max {
+        return None;
+    }
+    let mut kept = Vec::new();
+    let mut used = 0usize;
+    let mut dropped_blocks = 0usize;
+    let mut cutting = false;
+    for block in std::mem::take(&mut result.output) {
+        let size = block_size(&block);
+        if cutting {
+            // Nothing after the first block that did not fit is kept: the model reads
+            // the output in order, and a later block without its predecessor misleads.
+            dropped_blocks += 1;
+            continue;
+        }
+        if used + size <= max {
+            used += size;
+            kept.push(block);
+            continue;
+        }
+        cutting = true;
+        match block {
+            ContentBlock::Text { text } if max > used => {
+                let head = prefix_at_most(&text, max - used);
+                used += head.len();
+                kept.push(ContentBlock::text(head));
+            }
+            _ => dropped_blocks += 1,
+        }
+    }
+    let shown: usize = kept.iter().map(block_size).sum();
+    let cut = total - shown;
+    let blocks = if dropped_blocks > 0 {
+        format!(" ({dropped_blocks} later block(s) dropped whole)")
+    } else {
+        String::new()
+    };
+    kept.push(ContentBlock::text(format!(
+        "\n[output truncated: the tool produced {total} bytes; the first {shown} are shown \
+         and {cut} bytes were cut{blocks}. Ask for a narrower result (a filter, a range, \
+         a summary) if you need the rest.]"
+    )));
+    result.output = kept;
+    result
+        .metadata
+        .insert("truncated_bytes".to_owned(), Value::from(cut));
+    Some(cut)
 }
 
 enum Ending {
@@ -253,6 +344,12 @@ impl Toolkit {
                 ToolCallOutcome::Done(interrupted(tool_use, stopped, opts.grace))
             }
         };
+        let mut outcome = outcome;
+        if let (ToolCallOutcome::Done(result), Some(max)) = (&mut outcome, opts.max_output_bytes) {
+            if let Some(cut) = bound_output(result, max) {
+                tracing::warn!(tool = name, tool_use_id = %tool_use.id, cut, max, "tool output truncated");
+            }
+        }
         tracing::debug!(tool = name, tool_use_id = %tool_use.id, suspended = outcome.is_suspended(),
             outcome = outcome.result().map(|r| r.outcome.label()), "tool call ended");
         outcome
@@ -377,6 +474,45 @@ mod tests {
         assert_eq!(human_duration(Duration::from_secs(2)), "2 s");
         assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
         assert_eq!(human_duration(Duration::from_millis(250)), "250 ms");
+    }
+
+    #[test]
+    fn output_within_the_bound_is_untouched() {
+        let mut r = ToolResult::success("c1", "t", "hello");
+        assert_eq!(bound_output(&mut r, 5), None);
+        assert_eq!(r.text(), "hello");
+    }
+
+    #[test]
+    fn oversized_output_is_cut_at_a_char_boundary_with_a_note() {
+        let mut r = ToolResult::success("c1", "t", "ééééé"); // 10 bytes
+        assert_eq!(bound_output(&mut r, 5), Some(6));
+        assert_eq!(r.output[0], ContentBlock::text("éé"));
+        let note = r.output[1].as_text().unwrap();
+        assert!(note.contains("produced 10 bytes"), "{note}");
+        assert!(
+            note.contains("first 4 are shown and 6 bytes were cut"),
+            "{note}"
+        );
+        assert_eq!(r.metadata["truncated_bytes"], Value::from(6));
+    }
+
+    #[test]
+    fn blocks_after_the_bound_are_dropped_and_counted() {
+        let mut r = ToolResult::new(
+            "c1",
+            "t",
+            ToolOutcome::Success,
+            vec![
+                ContentBlock::text("abc"),
+                ContentBlock::text("defgh"),
+                ContentBlock::text("ij"),
+            ],
+        );
+        assert_eq!(bound_output(&mut r, 4), Some(6));
+        assert_eq!(r.output[0], ContentBlock::text("abc"));
+        assert_eq!(r.output[1], ContentBlock::text("d"));
+        assert_eq!(r.output.len(), 3);
     }
 
     #[test]

@@ -61,6 +61,9 @@
 //! | `.idempotent(true)` | a call whose fate is unknown after a crash may be run again |
 //! | `.timeout(d)` | the call is stopped and reported as an error after `d` |
 //!
+//! Every result's output is bounded by [`ExecOptions::max_output_bytes`] (1 MiB by
+//! default): a larger one is cut, with a note telling the model how much was cut.
+//!
 //! ## Features
 //!
 //! This crate has no Cargo features.
@@ -76,7 +79,7 @@ mod toolkit;
 
 pub use context::{ToolChunk, ToolContext};
 pub use error::{Error, Result, ToolError};
-pub use exec::{Concurrency, ExecOptions, ToolCallOutcome};
+pub use exec::{Concurrency, DEFAULT_MAX_OUTPUT_BYTES, ExecOptions, ToolCallOutcome};
 pub use output::{IntoToolOutput, Json, ToolOutput};
 pub use policy::{ConfirmPredicate, Gate, GateDecision, ToolPolicy, merge_user_input};
 pub use schema::{schema_for, validate};
