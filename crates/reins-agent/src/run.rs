@@ -792,7 +792,11 @@ impl Run {
     /// commit) and reported.
     pub fn request_messages(&mut self) -> (Vec<Msg>, RepairReport) {
         let start = self.window_start();
-        let (repaired, report) = reins_memory::sanitize_for_request(&self.messages[start..]);
+        let window = &self.messages[start..];
+        if reins_memory::repair::is_provider_valid(window) {
+            return (window.to_vec(), RepairReport::default());
+        }
+        let (repaired, report) = reins_memory::sanitize_for_request(window);
         if report.is_empty() {
             return (repaired, report);
         }
