@@ -119,7 +119,7 @@ fn demo(args: &[String]) -> Result<(), String> {
         return Err("the demo is not built yet: see the README's status table".to_owned());
     }
     run(cargo()
-        .args(["run", "--quiet", "--release", "-p", "reins-examples", "--bin", "demo", "--"])
+        .args(["run", "--quiet", "-p", "reins-examples", "--bin", "demo", "--"])
         .args(args))
 }
 
@@ -129,6 +129,6 @@ fn demo_script_check() -> Result<(), String> {
         return Ok(());
     }
     run(cargo()
-        .args(["run", "--quiet", "--release", "-p", "reins-examples", "--bin", "demo", "--"])
+        .args(["run", "--quiet", "-p", "reins-examples", "--bin", "demo", "--"])
         .args(["--script", "builtin", "--check", "--fresh"]))
 }
