@@ -1,0 +1,262 @@
+//! The SafeAgent demo: set-up shared by the interactive and the scripted mode.
+
+mod cli;
+mod intent;
+mod interactive;
+mod offline;
+mod provider;
+mod render;
+mod sandbox;
+mod script;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reins::prelude::*;
+
+use cli::{Options, ScriptSource};
+use sandbox::Sandbox;
+
+/// The agent's name.
+pub const AGENT: &str = "SafeAgent";
+
+/// The built-in script (`--script builtin`).
+const BUILTIN_SCRIPT: &str = include_str!("../../demo-scripts/builtin.txt");
+
+/// Exit code for bad usage: unknown flags, a missing or malformed script.
+const USAGE_ERROR: u8 = 2;
+
+/// Everything needed to (re)open the agent: kept so that a script's `restart` can drop
+/// the agent and open the store again, as a new process would.
+pub struct Setup {
+    pub data_dir: PathBuf,
+    pub session_id: String,
+    pub sandbox: Sandbox,
+    pub model: Arc<dyn ChatModel>,
+    pub model_label: String,
+    pub offline: bool,
+}
+
+impl Setup {
+    /// The SQLite file sessions live in.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("sessions.db")
+    }
+
+    /// Opens the store and builds the agent; returns it with the session.
+    pub async fn open(&self) -> Result<(Agent, Session), String> {
+        let store = SqliteStore::open(self.db_path()).await.map_err(|e| {
+            format!(
+                "could not open the session store {}: {e}",
+                self.db_path().display()
+            )
+        })?;
+        let tools = sandbox::toolkit(&self.sandbox).map_err(|e| e.to_string())?;
+        let agent = Agent::builder()
+            .name(AGENT)
+            .system_prompt(system_prompt(&self.sandbox))
+            .model_arc(self.model.clone())
+            .toolkit(tools)
+            .store(store)
+            .max_iters(6)
+            .interrupt_grace(Duration::from_secs(1))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let session = agent
+            .session(&self.session_id)
+            .await
+            .map_err(|e| format!("could not open session `{}`: {e}", self.session_id))?;
+        Ok((agent, session))
+    }
+
+    /// Forgets the session and re-seeds its sandbox.
+    pub async fn reset(&self) -> Result<(), String> {
+        let store = SqliteStore::open(self.db_path())
+            .await
+            .map_err(|e| format!("could not open {}: {e}", self.db_path().display()))?;
+        store
+            .delete_session(&self.session_id)
+            .await
+            .map_err(|e| format!("could not delete session `{}`: {e}", self.session_id))?;
+        self.sandbox
+            .reset()
+            .map_err(|e| format!("could not reset the sandbox: {e}"))
+    }
+
+    /// The banner lines.
+    pub fn banner(&self) -> Vec<String> {
+        let model = if self.offline {
+            format!(
+                "model:   {} — set DASHSCOPE_API_KEY, OPENAI_API_KEY or ANTHROPIC_API_KEY for a real one",
+                self.model_label
+            )
+        } else {
+            format!("model:   {}", self.model_label)
+        };
+        vec![
+            format!("{AGENT} — a reins agent whose risky tools wait for your approval"),
+            model,
+            format!(
+                "session: `{}` in {}",
+                self.session_id,
+                self.db_path().display()
+            ),
+            format!(
+                "sandbox: {} (the tools touch nothing else)",
+                self.sandbox.root().display()
+            ),
+        ]
+    }
+}
+
+fn system_prompt(sb: &Sandbox) -> String {
+    let files: Vec<String> = sb.list().into_iter().map(|(n, _)| n).collect();
+    format!(
+        "You are {AGENT}, a careful assistant in a terminal demo of the reins framework. \
+         You can delete files in the user's sandbox directory (paths are relative to it; \
+         it holds: {}), send emails (they are written to the sandbox's outbox/, never \
+         really sent) and search the web (canned offline results). delete_file and \
+         send_email wait for the user's approval: when a call is rejected, respect the \
+         decision and do not retry it. Report tool outcomes truthfully, including \
+         rejected, cancelled and interrupted calls. Be brief.",
+        if files.is_empty() {
+            "nothing".to_owned()
+        } else {
+            files.join(", ")
+        }
+    )
+}
+
+/// A file-system friendly version of a session id.
+fn dir_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The demo's entry point.
+pub fn main() -> ExitCode {
+    let opts = match cli::parse(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("demo: {e}\n(run with --help for the options)");
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    if opts.help {
+        println!("{}", cli::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let interactive = opts.script.is_none() && std::io::stdin().is_terminal();
+    // Script mode: read and parse the script before touching anything.
+    let script = if interactive {
+        None
+    } else {
+        let source = opts.script.clone().unwrap_or(ScriptSource::Builtin);
+        let (name, text) = match &source {
+            ScriptSource::Builtin => ("builtin".to_owned(), BUILTIN_SCRIPT.to_owned()),
+            ScriptSource::File(p) => match std::fs::read_to_string(p) {
+                Ok(t) => (p.display().to_string(), t),
+                Err(e) => {
+                    eprintln!("demo: cannot read the script {}: {e}", p.display());
+                    return ExitCode::from(USAGE_ERROR);
+                }
+            },
+        };
+        match script::parse(&text) {
+            Ok(lines) => Some((name, source == ScriptSource::Builtin, lines)),
+            Err(e) => {
+                eprintln!("demo: the script {name} is not valid: {e}");
+                eprintln!("(the format is described in examples/demo-scripts/README.md)");
+                return ExitCode::from(USAGE_ERROR);
+            }
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("demo: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async move {
+        let setup = match prepare(
+            &opts,
+            script.is_some(),
+            script.as_ref().is_some_and(|s| s.1),
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("demo: {e}");
+                return ExitCode::from(USAGE_ERROR);
+            }
+        };
+        match script {
+            Some((name, _, lines)) => script::replay(&setup, &name, &lines, opts.check).await,
+            None => interactive::run(&setup, opts.resume).await,
+        }
+    });
+    // Tools that ignore cancellation must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
+}
+
+/// Creates the data directory, picks the model, opens (or resets) the sandbox.
+async fn prepare(opts: &Options, script_mode: bool, builtin: bool) -> Result<Setup, String> {
+    let (think, chunk) = if script_mode {
+        (Duration::ZERO, Duration::from_millis(2))
+    } else {
+        (Duration::from_millis(350), Duration::from_millis(25))
+    };
+    let choice = provider::choose(
+        opts.provider,
+        opts.model.as_deref(),
+        script_mode,
+        think,
+        chunk,
+    )?;
+    std::fs::create_dir_all(&opts.data_dir).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            opts.data_dir.display()
+        )
+    })?;
+    let session_id = opts.session.clone().unwrap_or_else(|| {
+        if script_mode {
+            "script".to_owned()
+        } else {
+            "demo".to_owned()
+        }
+    });
+    let sandbox_dir = opts.data_dir.join("sandboxes").join(dir_name(&session_id));
+    let sandbox =
+        Sandbox::open(sandbox_dir).map_err(|e| format!("cannot create the sandbox: {e}"))?;
+    let setup = Setup {
+        data_dir: opts.data_dir.clone(),
+        session_id,
+        sandbox,
+        model: choice.model,
+        model_label: choice.label,
+        offline: choice.offline,
+    };
+    // The built-in script's checks assume a fresh start, so it always gets one.
+    if opts.fresh || builtin {
+        setup.reset().await?;
+    }
+    Ok(setup)
+}

@@ -1,0 +1,93 @@
+//! Which model the demo talks to.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reins::anthropic::AnthropicChat;
+use reins::model::ChatModel;
+use reins::openai::OpenAiChat;
+
+use super::cli::Provider;
+use super::offline::{self, OfflineModel};
+
+/// The chosen model and how to describe it.
+pub struct Choice {
+    pub model: Arc<dyn ChatModel>,
+    /// For the banner, e.g. `qwen-plus via DashScope`.
+    pub label: String,
+    pub offline: bool,
+}
+
+fn has_env(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| !v.trim().is_empty())
+}
+
+/// Picks the model: `--provider` wins; script mode is offline unless told otherwise;
+/// then the first API key found; then the offline model. `pace` sets how fast the
+/// offline model streams (`think` before an answer, `chunk` between text pieces).
+pub fn choose(
+    provider: Option<Provider>,
+    model: Option<&str>,
+    script_mode: bool,
+    think: Duration,
+    chunk: Duration,
+) -> Result<Choice, String> {
+    let provider = provider.unwrap_or(if script_mode {
+        Provider::Offline
+    } else if has_env("DASHSCOPE_API_KEY") {
+        Provider::DashScope
+    } else if has_env("OPENAI_API_KEY") {
+        Provider::OpenAi
+    } else if has_env("ANTHROPIC_API_KEY") {
+        Provider::Anthropic
+    } else {
+        Provider::Offline
+    });
+    let need = |var: &str| {
+        if has_env(var) {
+            Ok(())
+        } else {
+            Err(format!(
+                "this provider needs {var} in the environment (or use --offline)"
+            ))
+        }
+    };
+    Ok(match provider {
+        Provider::Offline => Choice {
+            model: Arc::new(OfflineModel::new(think, chunk)),
+            label: offline::NAME.to_owned(),
+            offline: true,
+        },
+        Provider::DashScope => {
+            need("DASHSCOPE_API_KEY")?;
+            let m = OpenAiChat::dashscope(model.unwrap_or("qwen-plus"));
+            Choice {
+                label: format!("{} via DashScope ({})", m.model_name(), m.base_url()),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+        Provider::OpenAi => {
+            need("OPENAI_API_KEY")?;
+            let m = OpenAiChat::openai(model.unwrap_or("gpt-4o-mini"));
+            Choice {
+                label: format!(
+                    "{} via OpenAI-compatible API ({})",
+                    m.model_name(),
+                    m.base_url()
+                ),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+        Provider::Anthropic => {
+            need("ANTHROPIC_API_KEY")?;
+            let m = AnthropicChat::new(model.unwrap_or("claude-sonnet-4-5"));
+            Choice {
+                label: format!("{} via Anthropic ({})", m.model_name(), m.base_url()),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+    })
+}
