@@ -88,17 +88,17 @@ impl Setup {
 
     /// The banner lines.
     pub fn banner(&self) -> Vec<String> {
-        let model = if self.offline {
-            format!(
-                "model:   {} — set DASHSCOPE_API_KEY, OPENAI_API_KEY or ANTHROPIC_API_KEY for a real one",
-                self.model_label
-            )
-        } else {
-            format!("model:   {}", self.model_label)
-        };
-        vec![
+        let mut lines = vec![
             format!("{AGENT} — a reins agent whose risky tools wait for your approval"),
-            model,
+            format!("model:   {}", self.model_label),
+        ];
+        if self.offline {
+            lines.push(
+                "         (set DASHSCOPE_API_KEY, OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model)"
+                    .to_owned(),
+            );
+        }
+        lines.extend([
             format!(
                 "session: `{}` in {}",
                 self.session_id,
@@ -108,7 +108,8 @@ impl Setup {
                 "sandbox: {} (the tools touch nothing else)",
                 self.sandbox.root().display()
             ),
-        ]
+        ]);
+        lines
     }
 }
 
