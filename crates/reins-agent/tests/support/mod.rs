@@ -274,3 +274,176 @@ impl reins_model::ChatModel for DripModel {
         Ok(Box::pin(s))
     }
 }
+
+// ----- process harnesses (crash.rs, races.rs) ---------------------------------------
+
+/// The environment variable naming a PostgreSQL server for the process harnesses.
+pub const PG_URL_VAR: &str = "REINS_TEST_POSTGRES_URL";
+
+/// Whether the long versions of the harnesses run (`REINS_LONG=1`).
+pub fn is_long() -> bool {
+    std::env::var("REINS_LONG").is_ok_and(|v| v == "1")
+}
+
+/// Where a child process finds its store: passed to it through the environment.
+#[derive(Clone, Debug)]
+pub enum StoreSpec {
+    /// A SQLite file.
+    Sqlite(std::path::PathBuf),
+    /// A PostgreSQL server, in a schema of the test's own.
+    Postgres { url: String, schema: String },
+}
+
+impl StoreSpec {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Sqlite(_) => "sqlite",
+            Self::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// The environment a child needs to open the same store.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Self::Sqlite(p) => vec![
+                ("REINS_STORE", "sqlite".to_owned()),
+                ("REINS_STORE_PATH", p.display().to_string()),
+            ],
+            Self::Postgres { url, schema } => vec![
+                ("REINS_STORE", "postgres".to_owned()),
+                ("REINS_STORE_URL", url.clone()),
+                ("REINS_STORE_SCHEMA", schema.clone()),
+            ],
+        }
+    }
+
+    /// Reads what [`StoreSpec::env`] set.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+        match var("REINS_STORE").as_str() {
+            "sqlite" => Self::Sqlite(var("REINS_STORE_PATH").into()),
+            "postgres" => Self::Postgres {
+                url: var("REINS_STORE_URL"),
+                schema: var("REINS_STORE_SCHEMA"),
+            },
+            other => panic!("unknown REINS_STORE {other}"),
+        }
+    }
+
+    /// Opens a fresh connection (pool) to the store.
+    pub async fn open(&self) -> Arc<dyn reins_memory::MemoryStore> {
+        match self {
+            Self::Sqlite(p) => Arc::new(reins_memory::SqliteStore::open(p).await.unwrap()),
+            #[cfg(feature = "postgres")]
+            Self::Postgres { url, schema } => Arc::new(
+                reins_memory::PostgresStore::connect_with(
+                    url,
+                    reins_memory::PostgresOptions::default()
+                        .schema(schema.clone())
+                        .max_connections(4),
+                )
+                .await
+                .unwrap(),
+            ),
+            #[cfg(not(feature = "postgres"))]
+            Self::Postgres { .. } => panic!("built without the `postgres` feature"),
+        }
+    }
+}
+
+/// The stores a process harness runs on: SQLite (a file in `dir`) always, and
+/// PostgreSQL when `REINS_TEST_POSTGRES_URL` is set. Without it the PostgreSQL half
+/// fails under `CI=true` and is reported SKIPPED (loudly) elsewhere.
+pub fn harness_stores(dir: &std::path::Path, what: &str) -> Vec<StoreSpec> {
+    let mut out = vec![StoreSpec::Sqlite(dir.join(format!("{what}.db")))];
+    let url = std::env::var(PG_URL_VAR).ok().filter(|u| !u.is_empty());
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    match url {
+        Some(url) if cfg!(feature = "postgres") => out.push(StoreSpec::Postgres {
+            url,
+            schema: format!("reins_{what}_{}", reins_message::new_id().replace('-', "")),
+        }),
+        Some(_) => {
+            assert!(
+                !ci,
+                "{PG_URL_VAR} is set but reins-agent was built without the `postgres` feature \
+                 (run `cargo xtask test`, which enables all features)"
+            );
+            eprintln!(
+                "SKIPPED: {what} on PostgreSQL: reins-agent was built without the `postgres` feature"
+            );
+        }
+        None => {
+            assert!(
+                !ci,
+                "{PG_URL_VAR} is not set, but CI=true: the {what} harness must run on PostgreSQL in CI \
+                 (run it through `cargo xtask test`, which starts a throwaway server)"
+            );
+            eprintln!(
+                "SKIPPED: {what} on PostgreSQL: {PG_URL_VAR} is not set (run `cargo xtask test`, \
+                 or point it at a scratch server)"
+            );
+        }
+    }
+    out
+}
+
+/// A command that re-runs this test binary for one ignored child test.
+pub fn child_test(name: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
+}
+
+/// Appends one line to a side-effect log and syncs it to disk, so that a parent
+/// process counts every execution even if this process is killed right after.
+pub fn log_effect(path: &std::path::Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .unwrap();
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// The lines of a side-effect log (none when it does not exist).
+pub fn effects(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Prints a line for the parent process and flushes it at once.
+pub fn tell_parent(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Reads a child's stdout line by line on a thread. The test harness prints
+/// `test <name> ... ` before the child's first line without a newline; it is cut off.
+pub fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let line = match line.split_once(" ... ") {
+                Some((head, rest)) if head.starts_with("test ") => rest.to_owned(),
+                _ => line,
+            };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
