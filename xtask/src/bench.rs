@@ -1,64 +1,724 @@
-//! `cargo xtask bench`: runs the criterion suites and prints one summary table.
+//! `cargo xtask bench`: runs the criterion suites of every crate and prints one
+//! summary table; `--peer` runs the side-by-side comparison with Agno instead.
+//!
+//! - `cargo xtask bench [--quick] [FILTER]` — `cargo bench --workspace --benches`, then
+//!   the median of every benchmark that ran, read from criterion's
+//!   `target/criterion/**/new/estimates.json`.
+//! - `cargo xtask bench --peer [--quick] [--rounds N]` — sets up Agno in a virtualenv
+//!   (`target/agno-venv`, from PyPI) when it is missing, runs reins' `peer_bench`
+//!   example and `shared/peer/agno_bench.py` in turn, `N` rounds each (default 3),
+//!   prints the per-key medians, the Agno / reins ratios and whether each target of
+//!   the benchmark issue is met; then runs `concurrency_bench`. `shared/` is
+//!   `REINS_SHARED_DIR`, or `../shared` beside the repository. Raw JSON goes to
+//!   `target/peer-bench/`.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::SystemTime;
 
-/// Runs the benchmarks. `--quick` shortens measurement; `--peer` also runs the
-/// side-by-side comparison with Agno.
+/// Runs the benchmarks.
 pub fn run(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
-    let mut cmd = crate::cargo();
-    cmd.args(["bench", "--workspace", "--all-features", "--"]);
-    if quick {
-        cmd.args(["--warm-up-time", "0.5", "--measurement-time", "1"]);
+    if args.iter().any(|a| a == "--peer") {
+        let rounds = match args.iter().position(|a| a == "--rounds") {
+            Some(i) => args
+                .get(i + 1)
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|n| *n > 0)
+                .ok_or("--rounds needs a positive number")?,
+            None => 3,
+        };
+        return peer(quick, rounds);
     }
-    let out = output_tee(&mut cmd)?;
-    print_table(&out);
+    let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    criterion_suites(quick, &filter)
+}
+
+fn repo_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => {
+            let d = PathBuf::from(d);
+            if d.is_absolute() {
+                d
+            } else {
+                repo_root().join(d)
+            }
+        }
+        _ => repo_root().join("target"),
+    }
+}
+
+// ----- criterion suites ---------------------------------------------------------------
+
+fn criterion_suites(quick: bool, filter: &[&String]) -> Result<(), String> {
+    let started = SystemTime::now();
+    let mut cmd = crate::cargo();
+    cmd.current_dir(repo_root()).args([
+        "bench",
+        "--workspace",
+        "--benches",
+        "--all-features",
+        "--",
+    ]);
+    if quick {
+        cmd.args(["--warm-up-time", "0.3", "--measurement-time", "1"]);
+    }
+    cmd.args(filter.iter().map(|s| s.as_str()));
+    crate::run(&mut cmd)?;
+    let rows = criterion_results(&target_dir().join("criterion"), started);
+    if rows.is_empty() {
+        return Err("no criterion results were written (did any benchmark run?)".to_owned());
+    }
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
+    println!("\n{:<width$}  {:>12}", "benchmark", "median");
+    println!("{:-<width$}  {:->12}", "", "");
+    for (name, ns) in rows {
+        println!("{name:<width$}  {:>12}", human_ns(ns));
+    }
     Ok(())
 }
 
-fn output_tee(cmd: &mut Command) -> Result<String, String> {
+/// `(full id, median ns)` of every benchmark whose estimates were written after
+/// `since`, sorted by id.
+fn criterion_results(dir: &Path, since: SystemTime) -> Vec<(String, f64)> {
+    let mut found = Vec::new();
+    collect_estimates(dir, &mut found);
+    let mut rows: Vec<(String, f64)> = found
+        .into_iter()
+        .filter_map(|new_dir| {
+            let estimates = new_dir.join("estimates.json");
+            let fresh = std::fs::metadata(&estimates)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since);
+            if !fresh {
+                return None;
+            }
+            let text = std::fs::read_to_string(&estimates).ok()?;
+            let median = json_number_in(&text, "median", "point_estimate")?;
+            let id = std::fs::read_to_string(new_dir.join("benchmark.json"))
+                .ok()
+                .and_then(|b| json_string(&b, "full_id"))
+                .unwrap_or_else(|| {
+                    new_dir
+                        .parent()
+                        .and_then(|p| p.strip_prefix(dir).ok())
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                });
+            Some((id, median))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows
+}
+
+/// Every `.../new` directory holding an `estimates.json`.
+fn collect_estimates(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        if p.file_name().is_some_and(|n| n == "new") && p.join("estimates.json").is_file() {
+            out.push(p);
+        } else if p.file_name().is_none_or(|n| n != "report") {
+            collect_estimates(&p, out);
+        }
+    }
+}
+
+fn human_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+// ----- the peer comparison ------------------------------------------------------------
+
+type Obj = BTreeMap<String, Value>;
+
+fn shared_dir() -> Result<PathBuf, String> {
+    let dir = match std::env::var_os("REINS_SHARED_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => repo_root().join("..").join("shared"),
+    };
+    let script = dir.join("peer").join("agno_bench.py");
+    if script.is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "{} not found: set REINS_SHARED_DIR to the folder holding peer/agno_bench.py",
+            script.display()
+        ))
+    }
+}
+
+/// The virtualenv's python, created and filled from PyPI when missing.
+fn agno_python() -> Result<PathBuf, String> {
+    let venv = target_dir().join("agno-venv");
+    let python = venv.join("bin").join("python");
+    let ready = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import agno, sqlalchemy, greenlet"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if python.is_file() && ready(&python) {
+        return Ok(python);
+    }
+    eprintln!("xtask: setting up Agno in {}", venv.display());
+    crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    // greenlet: Agno's SQLite store goes through SQLAlchemy's asyncio layer.
+    crate::run(Command::new(venv.join("bin").join("pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "agno",
+        "sqlalchemy",
+        "greenlet",
+    ]))?;
+    if ready(&python) {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot import agno, sqlalchemy and greenlet after installing them",
+            python.display()
+        ))
+    }
+}
+
+/// Runs a program that prints one JSON object and parses it.
+fn run_json(cmd: &mut Command) -> Result<(Obj, String), String> {
     eprintln!("$ {}", crate::describe(cmd));
     let out = cmd
         .output()
         .map_err(|e| format!("could not start `{}`: {e}", crate::describe(cmd)))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     if !out.status.success() {
-        print!("{text}");
-        return Err(format!("`{}` failed ({})", crate::describe(cmd), out.status));
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        return Err(format!(
+            "`{}` failed ({})",
+            crate::describe(cmd),
+            out.status
+        ));
     }
-    Ok(text)
+    let start = text
+        .find('{')
+        .ok_or_else(|| format!("no JSON object in:\n{text}"))?;
+    let obj = parse_object(&text[start..]).map_err(|e| format!("{e} in:\n{text}"))?;
+    Ok((obj, text))
 }
 
-/// Criterion prints `name\n  time: [low median high]` (or on one line when the name is
-/// short); collect the medians.
-fn print_table(out: &str) {
-    let mut rows: Vec<(String, String)> = Vec::new();
-    let mut last_name = String::new();
-    for line in out.lines() {
-        let trimmed = line.trim();
-        if let Some(pos) = trimmed.find("time:") {
-            let name = trimmed[..pos].trim();
-            let name = if name.is_empty() { last_name.clone() } else { name.to_owned() };
-            let inside = trimmed[pos + 5..].trim().trim_start_matches('[').trim_end_matches(']');
-            let parts: Vec<&str> = inside.split_whitespace().collect();
-            if parts.len() >= 4 {
-                rows.push((name, format!("{} {}", parts[2], parts[3])));
+fn peer(quick: bool, rounds: usize) -> Result<(), String> {
+    let shared = shared_dir()?;
+    let python = agno_python()?;
+    crate::run(crate::cargo().current_dir(repo_root()).args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "reins-examples",
+        "--example",
+        "peer_bench",
+        "--example",
+        "concurrency_bench",
+    ]))?;
+    let examples = target_dir().join("release").join("examples");
+    let out_dir = target_dir().join("peer-bench");
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+
+    let mut reins_runs = Vec::new();
+    let mut agno_runs = Vec::new();
+    for round in 1..=rounds {
+        eprintln!("xtask: round {round} of {rounds}");
+        let mut cmd = Command::new(examples.join("peer_bench"));
+        if quick {
+            cmd.arg("--quick");
+        }
+        let (obj, text) = run_json(&mut cmd)?;
+        write(&out_dir.join(format!("reins-{round}.json")), &text)?;
+        reins_runs.push(obj);
+
+        let mut cmd = Command::new(&python);
+        cmd.arg(shared.join("peer").join("agno_bench.py"));
+        if quick {
+            cmd.arg("--quick");
+        }
+        let (obj, text) = run_json(&mut cmd)?;
+        write(&out_dir.join(format!("agno-{round}.json")), &text)?;
+        agno_runs.push(obj);
+    }
+    let reins = medians(&reins_runs);
+    let agno = medians(&agno_runs);
+    let version = agno_runs
+        .first()
+        .and_then(|o| o.get("version"))
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+
+    let mut cmd = Command::new(examples.join("concurrency_bench"));
+    let (conc, text) = run_json(&mut cmd)?;
+    write(&out_dir.join("concurrency.json"), &text)?;
+
+    print_peer_table(&reins, &agno, &version, rounds, &conc);
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The per-key median over rounds of every numeric key.
+fn medians(runs: &[Obj]) -> BTreeMap<String, f64> {
+    let mut by_key: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        for (k, v) in r {
+            if let Some(n) = v.as_f64() {
+                by_key.entry(k.clone()).or_default().push(n);
             }
-        } else if !trimmed.is_empty()
-            && !line.starts_with(' ')
-            && !trimmed.starts_with("Benchmarking")
-            && !trimmed.starts_with("Found")
-            && !trimmed.starts_with("change:")
-            && !trimmed.starts_with("Running")
-        {
-            last_name = trimmed.to_owned();
         }
     }
-    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
-    println!("\n{:<width$}  median", "scenario");
-    println!("{:-<width$}  ------", "");
-    for (name, median) in rows {
-        println!("{name:<width$}  {median}");
+    by_key
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            let m = if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            };
+            (k, m)
+        })
+        .collect()
+}
+
+const KEYS: &[&str] = &[
+    "construct_us",
+    "construct_kib",
+    "single_turn_us",
+    "tool_call_run_us",
+    "conversation_25_turns_us",
+    "conversation_25_turns_sqlite_us",
+    "conversation_25_turns_sqlite_normal_us",
+    "sqlite_commit_floor_us",
+    "sqlite_turn_first10_us",
+    "sqlite_turn_last10_us",
+    "sqlite_growth_turns",
+];
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) if x >= 10.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".to_owned(),
+    }
+}
+
+fn print_peer_table(
+    reins: &BTreeMap<String, f64>,
+    agno: &BTreeMap<String, f64>,
+    agno_version: &str,
+    rounds: usize,
+    conc: &Obj,
+) {
+    println!("\nreins vs Agno {agno_version} (median of {rounds} rounds each, alternating)\n");
+    println!(
+        "{:<40} {:>12} {:>12} {:>12}",
+        "key", "agno", "reins", "agno/reins"
+    );
+    println!("{:-<40} {:->12} {:->12} {:->12}", "", "", "", "");
+    for k in KEYS {
+        let (a, r) = (agno.get(*k).copied(), reins.get(*k).copied());
+        let ratio = match (a, r) {
+            (Some(a), Some(r)) if r > 0.0 && *k != "sqlite_growth_turns" => {
+                format!("{:.1}x", a / r)
+            }
+            _ => "-".to_owned(),
+        };
+        println!("{k:<40} {:>12} {:>12} {ratio:>12}", fmt(a), fmt(r));
+    }
+
+    // The targets of the benchmark issue.
+    let g = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied();
+    let ratio = |k: &str| match (g(agno, k), g(reins, k)) {
+        (Some(a), Some(r)) if r > 0.0 => Some(a / r),
+        _ => None,
+    };
+    let mut targets: Vec<(String, Option<f64>, String, Option<bool>)> = Vec::new();
+    for k in [
+        "construct_us",
+        "single_turn_us",
+        "tool_call_run_us",
+        "conversation_25_turns_us",
+    ] {
+        let r = ratio(k);
+        targets.push((
+            format!("{k}: Agno / reins"),
+            r,
+            ">= 100x".to_owned(),
+            r.map(|r| r >= 100.0),
+        ));
+    }
+    let kib = match (g(reins, "construct_kib"), g(agno, "construct_kib")) {
+        (Some(r), Some(a)) if a > 0.0 => Some(r / a),
+        _ => None,
+    };
+    targets.push((
+        "construct_kib: reins / Agno".to_owned(),
+        kib,
+        "<= 1x".to_owned(),
+        kib.map(|x| x <= 1.0),
+    ));
+    let full = match (
+        g(reins, "conversation_25_turns_sqlite_us"),
+        g(reins, "sqlite_commit_floor_us"),
+    ) {
+        (Some(c), Some(f)) if f > 0.0 => Some(c / 25.0 / f),
+        _ => None,
+    };
+    targets.push((
+        "SQLite Full: turn / commit floor".to_owned(),
+        full,
+        "<= 2.5x".to_owned(),
+        full.map(|x| x <= 2.5),
+    ));
+    let normal = match (
+        g(agno, "conversation_25_turns_sqlite_us"),
+        g(reins, "conversation_25_turns_sqlite_normal_us"),
+    ) {
+        (Some(a), Some(r)) if r > 0.0 => Some(a / r),
+        _ => None,
+    };
+    targets.push((
+        "SQLite Normal: Agno SQLite / reins".to_owned(),
+        normal,
+        ">= 100x".to_owned(),
+        normal.map(|x| x >= 100.0),
+    ));
+    let growth = match (
+        g(reins, "sqlite_turn_last10_us"),
+        g(reins, "sqlite_turn_first10_us"),
+    ) {
+        (Some(l), Some(f)) if f > 0.0 => Some(l / f),
+        _ => None,
+    };
+    targets.push((
+        "growth: last 10 / first 10 turns".to_owned(),
+        growth,
+        "<= 1.25x".to_owned(),
+        growth.map(|x| x <= 1.25),
+    ));
+    let wall = conc.get("wall_over_ideal").and_then(Value::as_f64);
+    targets.push((
+        "concurrency: wall / ideal".to_owned(),
+        wall,
+        "<= 1.5x".to_owned(),
+        wall.map(|x| x <= 1.5),
+    ));
+    let rss = conc.get("peak_rss_mb").and_then(Value::as_f64);
+    targets.push((
+        "concurrency: peak RSS (MB)".to_owned(),
+        rss,
+        "< 300".to_owned(),
+        rss.map(|x| x < 300.0),
+    ));
+
+    println!(
+        "\n{:<40} {:>12} {:>12} {:>6}",
+        "target", "measured", "wanted", "met"
+    );
+    println!("{:-<40} {:->12} {:->12} {:->6}", "", "", "", "");
+    let mut met = 0;
+    for (name, value, wanted, ok) in &targets {
+        let shown = match value {
+            Some(v) if name.contains("RSS") => format!("{v:.0}"),
+            Some(v) => format!("{v:.2}x"),
+            None => "-".to_owned(),
+        };
+        let verdict = match ok {
+            Some(true) => {
+                met += 1;
+                "yes"
+            }
+            Some(false) => "NO",
+            None => "?",
+        };
+        println!("{name:<40} {shown:>12} {wanted:>12} {verdict:>6}");
+    }
+    println!("\n{met} of {} targets met", targets.len());
+    println!(
+        "concurrency: {} sessions, wall {} ms, ideal {} ms, peak RSS {} MB",
+        conc.get("sessions")
+            .and_then(Value::as_f64)
+            .map_or("?".to_owned(), |n| format!("{n:.0}")),
+        fmt(conc.get("wall_ms").and_then(Value::as_f64)),
+        fmt(conc.get("ideal_ms").and_then(Value::as_f64)),
+        fmt(rss),
+    );
+}
+
+// ----- a small JSON reader (flat objects; enough for the benchmarks' output) ----------
+
+/// A JSON value as the benchmarks print them.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Number(f64),
+    Str(String),
+    Bool(bool),
+    Null,
+    /// A nested object or array, kept as text.
+    Other,
+}
+
+impl Value {
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Number(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+struct Reader<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Reader<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.s.get(self.i).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{}` at byte {}", c as char, self.i))
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.expect(b'"')?;
+        let mut out = Vec::new();
+        while let Some(&c) = self.s.get(self.i) {
+            self.i += 1;
+            match c {
+                b'"' => return String::from_utf8(out).map_err(|e| e.to_string()),
+                b'\\' => {
+                    let e = *self.s.get(self.i).ok_or("unterminated escape")?;
+                    self.i += 1;
+                    match e {
+                        b'n' => out.push(b'\n'),
+                        b't' => out.push(b'\t'),
+                        b'r' => out.push(b'\r'),
+                        b'u' => {
+                            // Keep \uXXXX as is: the benchmarks' keys are ASCII.
+                            out.extend_from_slice(b"\\u");
+                        }
+                        other => out.push(other),
+                    }
+                }
+                _ => out.push(c),
+            }
+        }
+        Err("unterminated string".to_owned())
+    }
+
+    /// Skips a nested object or array.
+    fn skip_nested(&mut self) -> Result<(), String> {
+        let mut depth = 0usize;
+        while let Some(&c) = self.s.get(self.i) {
+            match c {
+                b'"' => {
+                    self.string()?;
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+        Err("unterminated object".to_owned())
+    }
+
+    fn value(&mut self) -> Result<Value, String> {
+        match self.peek().ok_or("unexpected end")? {
+            b'"' => Ok(Value::Str(self.string()?)),
+            b'{' | b'[' => {
+                self.skip_nested()?;
+                Ok(Value::Other)
+            }
+            _ => {
+                let start = self.i;
+                while self.i < self.s.len() && !matches!(self.s[self.i], b',' | b'}' | b']') {
+                    self.i += 1;
+                }
+                let word = std::str::from_utf8(&self.s[start..self.i])
+                    .map_err(|e| e.to_string())?
+                    .trim();
+                match word {
+                    "null" | "NaN" => Ok(Value::Null),
+                    "true" => Ok(Value::Bool(true)),
+                    "false" => Ok(Value::Bool(false)),
+                    w => w
+                        .parse()
+                        .map(Value::Number)
+                        .map_err(|_| format!("not a JSON value: `{w}`")),
+                }
+            }
+        }
+    }
+}
+
+/// Parses one JSON object's top-level members.
+fn parse_object(text: &str) -> Result<Obj, String> {
+    let mut r = Reader {
+        s: text.as_bytes(),
+        i: 0,
+    };
+    let mut out = Obj::new();
+    r.expect(b'{')?;
+    if r.peek() == Some(b'}') {
+        return Ok(out);
+    }
+    loop {
+        let k = r.string()?;
+        r.expect(b':')?;
+        let v = r.value()?;
+        out.insert(k, v);
+        match r.peek() {
+            Some(b',') => r.i += 1,
+            Some(b'}') => return Ok(out),
+            _ => return Err(format!("expected `,` or `}}` at byte {}", r.i)),
+        }
+    }
+}
+
+/// The string member `key` anywhere in `text` (first occurrence).
+fn json_string(text: &str, key: &str) -> Option<String> {
+    let at = text.find(&format!("\"{key}\""))? + key.len() + 2;
+    let rest = text[at..].trim_start().strip_prefix(':')?;
+    let mut r = Reader {
+        s: rest.as_bytes(),
+        i: 0,
+    };
+    r.string().ok()
+}
+
+/// The number member `inner` of the object member `outer` (criterion's estimates:
+/// `"median": { ..., "point_estimate": 123.4, ... }`).
+fn json_number_in(text: &str, outer: &str, inner: &str) -> Option<f64> {
+    let at = text.find(&format!("\"{outer}\""))?;
+    let rest = &text[at..];
+    let open = rest.find('{')?;
+    // The member's object ends at its matching brace.
+    let mut depth = 0usize;
+    let mut end = None;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(open + i + 1);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let body = &rest[open..end?];
+    // Top-level members only: nested objects (confidence_interval) are skipped.
+    let obj = parse_object(body).ok()?;
+    obj.get(inner)?.as_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_peer_output() {
+        let text = r#"{
+  "framework": "agno",
+  "version": "2.1.0",
+  "construct_us": 13.9,
+  "sqlite_growth_turns": 100,
+  "peak_rss_mb": null,
+  "nested": {"a": [1, {"b": "}"}]},
+  "ok": true
+}"#;
+        let o = parse_object(text).unwrap();
+        assert_eq!(o["framework"].as_str(), Some("agno"));
+        assert_eq!(o["construct_us"].as_f64(), Some(13.9));
+        assert_eq!(o["sqlite_growth_turns"].as_f64(), Some(100.0));
+        assert_eq!(o["peak_rss_mb"], Value::Null);
+        assert_eq!(o["nested"], Value::Other);
+        assert_eq!(o["ok"], Value::Bool(true));
+        assert!(parse_object("{\"a\": }").is_err());
+    }
+
+    #[test]
+    fn reads_criterion_estimates() {
+        let text = r#"{"mean":{"confidence_interval":{"confidence_level":0.95,"lower_bound":1.0,"upper_bound":3.0},"point_estimate":2.0,"standard_error":0.1},"median":{"confidence_interval":{"confidence_level":0.95,"lower_bound":4.0,"upper_bound":6.0},"point_estimate":5.5,"standard_error":0.2}}"#;
+        assert_eq!(json_number_in(text, "median", "point_estimate"), Some(5.5));
+        assert_eq!(json_number_in(text, "mean", "point_estimate"), Some(2.0));
+        let bench = r#"{"group_id":"agent","function_id":"construct","value_str":null,"full_id":"agent/construct","directory_name":"agent/construct"}"#;
+        assert_eq!(
+            json_string(bench, "full_id").as_deref(),
+            Some("agent/construct")
+        );
+    }
+
+    #[test]
+    fn medians_per_key() {
+        let runs: Vec<Obj> = ["{\"a\": 1, \"b\": \"x\"}", "{\"a\": 3}", "{\"a\": 2}"]
+            .iter()
+            .map(|t| parse_object(t).unwrap())
+            .collect();
+        let m = medians(&runs);
+        assert_eq!(m["a"], 2.0);
+        assert!(!m.contains_key("b"));
     }
 }

@@ -113,6 +113,11 @@ impl SqliteOptions {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// The session run locks' connection: `synchronous = OFF`, because a lock row
+    /// lost in a crash only expires (its lease ends), so it needs no fsync. Messages
+    /// and the ledger keep the configured [`Durability`] on `pool`. For an in-memory
+    /// database it is the same pool.
+    locks: SqlitePool,
 }
 
 impl SqliteStore {
@@ -140,11 +145,19 @@ impl SqliteStore {
             .foreign_keys(false);
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
-            .connect_with(connect)
+            .connect_with(connect.clone())
             .await?;
-        let store = Self { pool };
+        let store = Self {
+            locks: pool.clone(),
+            pool,
+        };
+        // Migrate before the lock connection opens: it expects the tables.
         store.migrate().await?;
-        Ok(store)
+        let locks = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(connect.synchronous(SqliteSynchronous::Off))
+            .await?;
+        Ok(Self { locks, ..store })
     }
 
     /// A private database in memory, gone when the store (every clone) is dropped.
@@ -160,7 +173,10 @@ impl SqliteStore {
             .max_lifetime(None)
             .connect_with(connect)
             .await?;
-        let store = Self { pool };
+        let store = Self {
+            locks: pool.clone(),
+            pool,
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -397,17 +413,6 @@ async fn apply(
         .execute(&mut **tx)
         .await?;
     }
-    if let Some(rs) = &commit.run_state {
-        let body = rs
-            .as_ref()
-            .map(|v| encode_json("run state", v))
-            .transpose()?;
-        sqlx::query("UPDATE reins_sessions SET run_state = ? WHERE id = ?")
-            .bind(body)
-            .bind(session)
-            .execute(&mut **tx)
-            .await?;
-    }
     Ok((next_seq, count))
 }
 
@@ -449,13 +454,14 @@ impl MemoryStore for SqliteStore {
             .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
     }
 
-    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+    async fn commit(&self, id: &str, mut commit: Commit) -> Result<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let Some(row) =
-            sqlx::query("SELECT version, next_seq, message_count FROM reins_sessions WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
+        let Some(row) = sqlx::query(
+            "SELECT version, next_seq, message_count, run_state FROM reins_sessions WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
         else {
             return Err(Error::SessionNotFound { id: id.to_owned() });
         };
@@ -470,20 +476,38 @@ impl MemoryStore for SqliteStore {
         if commit.is_empty() {
             return Ok(version);
         }
+        // The run state is written with the session row, below (one statement).
+        let run_state = commit
+            .run_state
+            .take()
+            .map(|rs| rs.map(|v| encode_json("run state", &v)).transpose())
+            .transpose()?;
+        if commit.is_empty() {
+            // Only the run state: when it is what is stored, nothing changes (and
+            // nothing is written, so a Full commit costs no fsync).
+            let stored: Option<String> = row.try_get(3)?;
+            if run_state.as_ref().is_none_or(|rs| *rs == stored) {
+                return Ok(version);
+            }
+        }
         let now = Utc::now();
         let (next_seq, count) =
             apply(&mut tx, id, commit, row.try_get(1)?, row.try_get(2)?, now).await?;
         let new_version = version + 1;
-        sqlx::query(
-            "UPDATE reins_sessions SET version = ?, next_seq = ?, message_count = ?, updated_at = ? WHERE id = ?",
-        )
-        .bind(to_i64(new_version))
-        .bind(next_seq)
-        .bind(count)
-        .bind(encode_time(now))
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+        let sql = if run_state.is_some() {
+            "UPDATE reins_sessions SET version = ?, next_seq = ?, message_count = ?, updated_at = ?, run_state = ? WHERE id = ?"
+        } else {
+            "UPDATE reins_sessions SET version = ?, next_seq = ?, message_count = ?, updated_at = ? WHERE id = ?"
+        };
+        let mut update = sqlx::query(sql)
+            .bind(to_i64(new_version))
+            .bind(next_seq)
+            .bind(count)
+            .bind(encode_time(now));
+        if let Some(rs) = run_state {
+            update = update.bind(rs);
+        }
+        update.bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(new_version)
     }
@@ -650,7 +674,7 @@ impl MemoryStore for SqliteStore {
         .bind(owner)
         .bind(micros(lease_end(now, lease)))
         .bind(micros(now))
-        .execute(&self.pool)
+        .execute(&self.locks)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -659,7 +683,7 @@ impl MemoryStore for SqliteStore {
         sqlx::query("DELETE FROM reins_session_locks WHERE session_id = ? AND owner = ?")
             .bind(session)
             .bind(owner)
-            .execute(&self.pool)
+            .execute(&self.locks)
             .await?;
         Ok(())
     }

@@ -1,0 +1,340 @@
+//! The side-by-side peer benchmark: the workloads of `shared/peer/agno_bench.py`, run
+//! on reins with the same repetitions and medians, printed as one JSON object with the
+//! same keys.
+//!
+//! Every scenario talks to an in-process [`ScriptedModel`] with no latency, so what is
+//! timed is the framework's own overhead: building requests, dispatching the tool,
+//! writing the store.
+//!
+//! ```text
+//! cargo run --release -p reins-examples --example peer_bench [-- --quick]
+//! ```
+//!
+//! Keys (microseconds unless named `_kib` or `_turns`):
+//! - `construct_us`, `construct_kib`: an agent with one tool (model + toolkit + agent),
+//!   time and heap bytes held per agent (a counting global allocator);
+//! - `single_turn_us`: one text run on a fresh session;
+//! - `tool_call_run_us`: one run in which the model calls `add`, then answers;
+//! - `conversation_25_turns_us`: 25 turns on one session, 200-char replies, the whole
+//!   history in context (`InMemoryStore`);
+//! - `conversation_25_turns_sqlite_us` / `..._normal_us`: the same on a `SqliteStore`
+//!   file at `Durability::Full` / `Durability::Normal`;
+//! - `sqlite_commit_floor_us`: one bare SQLite transaction (sqlx, WAL,
+//!   `synchronous=FULL`) inserting one turn's two message rows, on a file in the same
+//!   directory: the physical floor of a durable turn on this machine;
+//! - `sqlite_turn_first10_us` / `sqlite_turn_last10_us` / `sqlite_growth_turns`: the
+//!   median turn of the first and last 10 of a growing session at `Durability::Normal`
+//!   (500-char prompts, 2,000-char replies, the last 3 turns in context, as the peer's
+//!   `num_history_runs=3`).
+
+use std::error::Error;
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use reins::prelude::*;
+use serde_json::json;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Counts the bytes the process holds, for `construct_kib`.
+#[global_allocator]
+static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// Arguments of the `add` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    /// The first addend.
+    a: i64,
+    /// The second addend.
+    b: i64,
+}
+
+struct Plan {
+    reps: usize,
+    warm: usize,
+    conversations: usize,
+    sqlite_conversations: usize,
+    growth_turns: usize,
+}
+
+fn add_toolkit() -> Res<Toolkit> {
+    let mut tools = Toolkit::new();
+    tools.add(Toolkit::function(
+        "add",
+        "Add two integers.",
+        |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
+    ))?;
+    Ok(tools)
+}
+
+/// Calls `add` unless the last message is a tool result, then answers (as the peer's
+/// scripted model does).
+fn tool_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|req| {
+        if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+            ScriptedResponse::text("3")
+        } else {
+            ScriptedResponse::tool_call("add", json!({ "a": 1, "b": 2 }))
+        }
+    })
+    .with_recording(false)
+}
+
+fn text_model(reply: String) -> ScriptedModel {
+    ScriptedModel::from_fn(move |_| ScriptedResponse::text(reply.clone())).with_recording(false)
+}
+
+fn construction() -> Res<Agent> {
+    Ok(Agent::builder()
+        .model(tool_model())
+        .toolkit(add_toolkit()?)
+        .build()?)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Warms up, then returns the median of `reps` timed calls, in microseconds.
+fn median_us(plan: &Plan, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+    for _ in 0..plan.warm {
+        f()?;
+    }
+    let mut samples = Vec::with_capacity(plan.reps);
+    for _ in 0..plan.reps {
+        let t = Instant::now();
+        f()?;
+        samples.push(us(t.elapsed()));
+    }
+    Ok(median(samples))
+}
+
+/// Heap bytes held per agent: 100 agents kept alive, after one to warm lazy statics.
+fn construction_kib() -> Res<f64> {
+    drop(construction()?);
+    let mut keep = Vec::with_capacity(100);
+    let before = ALLOC.allocated();
+    for _ in 0..100 {
+        keep.push(construction()?);
+    }
+    let used = ALLOC.allocated().saturating_sub(before);
+    drop(keep);
+    Ok(used as f64 / 100.0 / 1024.0)
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_id() -> String {
+    format!("s-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One run on a new session (the peer passes no session id: a new session each run).
+async fn one_run(agent: &Agent, text: &str) -> Res<()> {
+    let session = agent.session(&fresh_id()).await?;
+    let out = session.call(Msg::user(text)).await?;
+    if out.status != RunStatus::Completed {
+        return Err(format!("run ended {:?}", out.status).into());
+    }
+    black_box(out);
+    Ok(())
+}
+
+/// `turns` turns on a new session of a new agent; only the turns are timed.
+async fn conversation(store: Option<SqliteStore>, turns: usize) -> Res<f64> {
+    let builder = Agent::builder().model(text_model("x".repeat(200)));
+    let agent = match store {
+        Some(s) => builder.store(s).build()?,
+        None => builder.store(InMemoryStore::new()).build()?,
+    };
+    let session = agent.session(&fresh_id()).await?;
+    let t = Instant::now();
+    for i in 0..turns {
+        black_box(session.call(Msg::user(format!("turn {i}"))).await?);
+    }
+    Ok(us(t.elapsed()))
+}
+
+async fn open_store(dir: &Path, name: &str, durability: Durability) -> Res<SqliteStore> {
+    let options = reins::memory::SqliteOptions::default().durability(durability);
+    Ok(SqliteStore::open_with(dir.join(name), options).await?)
+}
+
+/// A bare commit of one turn's rows (the user message and a 200-char reply), as
+/// encoded by reins, at `synchronous=FULL` in WAL mode.
+async fn commit_floor(plan: &Plan, dir: &Path) -> Res<f64> {
+    use sqlx::sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+    };
+    let connect = SqliteConnectOptions::new()
+        .filename(dir.join("floor.db"))
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(connect)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE rows (session_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, \
+         body TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
+    )
+    .execute(&pool)
+    .await?;
+    let user = Msg::user("turn 1");
+    let reply = Msg::assistant("x".repeat(200));
+    let bodies = [
+        (user.id.clone(), serde_json::to_string(&user)?),
+        (reply.id.clone(), serde_json::to_string(&reply)?),
+    ];
+    let mut seq = 0i64;
+    let mut samples = Vec::with_capacity(plan.reps);
+    for i in 0..plan.warm + plan.reps {
+        let t = Instant::now();
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        for (id, body) in &bodies {
+            sqlx::query("INSERT INTO rows (session_id, seq, id, body) VALUES (?, ?, ?, ?)")
+                .bind("floor")
+                .bind(seq)
+                .bind(id)
+                .bind(body)
+                .execute(&mut *tx)
+                .await?;
+            seq += 1;
+        }
+        tx.commit().await?;
+        if i >= plan.warm {
+            samples.push(us(t.elapsed()));
+        }
+    }
+    pool.close().await;
+    Ok(median(samples))
+}
+
+fn main() -> Res<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let plan = if quick {
+        Plan {
+            reps: 60,
+            warm: 10,
+            conversations: 5,
+            sqlite_conversations: 3,
+            growth_turns: 100,
+        }
+    } else {
+        Plan {
+            reps: 300,
+            warm: 50,
+            conversations: 15,
+            sqlite_conversations: 7,
+            growth_turns: 200,
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut out = serde_json::Map::new();
+    let mut put = |k: &str, v: f64| {
+        out.insert(k.to_owned(), json!(v));
+    };
+
+    put(
+        "construct_us",
+        median_us(&plan, || {
+            black_box(construction()?);
+            Ok(())
+        })?,
+    );
+    put("construct_kib", construction_kib()?);
+
+    let text_agent = Agent::builder()
+        .model(text_model("done".to_owned()))
+        .build()?;
+    put(
+        "single_turn_us",
+        median_us(&plan, || rt.block_on(one_run(&text_agent, "hello")))?,
+    );
+    drop(text_agent);
+
+    let tool_agent = construction()?;
+    put(
+        "tool_call_run_us",
+        median_us(&plan, || rt.block_on(one_run(&tool_agent, "add 1 and 2")))?,
+    );
+    drop(tool_agent);
+
+    let runs = (0..plan.conversations)
+        .map(|_| rt.block_on(conversation(None, 25)))
+        .collect::<Res<Vec<_>>>()?;
+    put("conversation_25_turns_us", median(runs));
+
+    let dir = std::env::temp_dir().join(format!("reins-peer-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = rt.block_on(async {
+        let mut kv = Vec::new();
+        for (key, name, durability) in [
+            (
+                "conversation_25_turns_sqlite_us",
+                "full.db",
+                Durability::Full,
+            ),
+            (
+                "conversation_25_turns_sqlite_normal_us",
+                "normal.db",
+                Durability::Normal,
+            ),
+        ] {
+            let store = open_store(&dir, name, durability).await?;
+            let mut runs = Vec::new();
+            for _ in 0..plan.sqlite_conversations {
+                runs.push(conversation(Some(store.clone()), 25).await?);
+            }
+            kv.push((key, median(runs)));
+        }
+        kv.push(("sqlite_commit_floor_us", commit_floor(&plan, &dir).await?));
+
+        // Per-turn cost as a session grows: turns 1-10 versus the last 10.
+        let store = open_store(&dir, "growth.db", Durability::Normal).await?;
+        let agent = Agent::builder()
+            .model(text_model("x".repeat(2000)))
+            .store(store)
+            .history_turns(3)
+            .build()?;
+        let session = agent.session("growth").await?;
+        let prompt = format!("hello {}", "y".repeat(500));
+        let mut times = Vec::with_capacity(plan.growth_turns);
+        for _ in 0..plan.growth_turns {
+            let t = Instant::now();
+            black_box(session.call(Msg::user(prompt.clone())).await?);
+            times.push(us(t.elapsed()));
+        }
+        kv.push(("sqlite_turn_first10_us", median(times[..10].to_vec())));
+        kv.push((
+            "sqlite_turn_last10_us",
+            median(times[times.len() - 10..].to_vec()),
+        ));
+        Ok::<_, Box<dyn Error>>(kv)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    for (k, v) in result? {
+        put(k, v);
+    }
+    out.insert("sqlite_growth_turns".to_owned(), json!(plan.growth_turns));
+    out.insert("framework".to_owned(), json!("reins"));
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
