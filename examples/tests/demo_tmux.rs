@@ -144,6 +144,7 @@ fn a_person_approves_a_call_interrupts_a_search_and_quits() {
 
     tmux.type_line("a");
     tmux.wait_for("Done: deleted `temp.txt`", 0);
+    tmux.wait_for("you>", 1); // the prompt is back
     assert!(!sandbox.join("temp.txt").exists(), "the approved call ran");
 
     // ESC during a slow search interrupts it and returns to the prompt.
@@ -152,6 +153,7 @@ fn a_person_approves_a_call_interrupts_a_search_and_quits() {
     tmux.send(&["Escape"]);
     let s = tmux.wait_for("interrupted: kept", 0);
     assert!(s.contains("1 call stopped mid-run"), "{s}");
+    tmux.wait_for("you>", 2);
 
     // The next message works.
     tmux.type_line("/sandbox");

@@ -2,9 +2,10 @@
 //! calls, ESC to interrupt a run (raw mode only while one is in flight), Ctrl-C to
 //! quit.
 
+use std::collections::VecDeque;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -40,6 +41,10 @@ enum Keys {
 struct KeyWatcher {
     stop: Arc<AtomicBool>,
     pressed: Arc<AtomicU8>,
+    /// Fires once when ESC or Ctrl-C is pressed, so the screen can say so at once.
+    keys: tokio::sync::mpsc::UnboundedReceiver<Keys>,
+    /// What the person typed while the agent worked: finished lines, and the rest.
+    typed: Arc<Mutex<(Vec<String>, String)>>,
     task: Option<tokio::task::JoinHandle<()>>,
     raw: bool,
 }
@@ -49,8 +54,10 @@ impl KeyWatcher {
         let raw = crossterm::terminal::enable_raw_mode().is_ok();
         let stop = Arc::new(AtomicBool::new(false));
         let pressed = Arc::new(AtomicU8::new(0));
+        let (tx, keys) = tokio::sync::mpsc::unbounded_channel();
+        let typed = Arc::new(Mutex::new((Vec::new(), String::new())));
         let task = raw.then(|| {
-            let (stop, pressed) = (stop.clone(), pressed.clone());
+            let (stop, pressed, typed) = (stop.clone(), pressed.clone(), typed.clone());
             tokio::task::spawn_blocking(move || {
                 while !stop.load(Ordering::Relaxed) {
                     match event::poll(Duration::from_millis(40)) {
@@ -66,9 +73,25 @@ impl KeyWatcher {
                     }
                     let ctrl_c =
                         k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                    if let Ok(mut t) = typed.lock() {
+                        match k.code {
+                            KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
+                                t.1.push(c);
+                            }
+                            KeyCode::Backspace => {
+                                t.1.pop();
+                            }
+                            KeyCode::Enter => {
+                                let line = std::mem::take(&mut t.1);
+                                t.0.push(line);
+                            }
+                            _ => {}
+                        }
+                    }
                     if k.code == KeyCode::Esc || ctrl_c {
                         pressed.store(if ctrl_c { 2 } else { 1 }, Ordering::Relaxed);
                         interrupter.interrupt();
+                        let _ = tx.send(if ctrl_c { Keys::CtrlC } else { Keys::Esc });
                     }
                 }
             })
@@ -76,6 +99,8 @@ impl KeyWatcher {
         Self {
             stop,
             pressed,
+            keys,
+            typed,
             task,
             raw,
         }
@@ -89,13 +114,20 @@ impl KeyWatcher {
         }
     }
 
-    async fn stop(mut self) -> Keys {
+    /// Stops watching and restores the terminal; returns the keys pressed and what
+    /// was typed meanwhile.
+    async fn stop(mut self) -> (Keys, Vec<String>, String) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.task.take() {
             let _ = t.await;
         }
         self.restore();
-        self.pressed()
+        let (lines, rest) = self
+            .typed
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        (self.pressed(), lines, rest)
     }
 
     fn restore(&mut self) {
@@ -138,6 +170,8 @@ struct Chat<'a> {
     session: Session,
     printer: Printer,
     quit: bool,
+    /// Lines typed while the agent worked, sent at the next prompt.
+    queued: VecDeque<String>,
 }
 
 /// Runs the chat until `/quit`, end of input or Ctrl-C.
@@ -165,6 +199,7 @@ pub async fn run(setup: &Setup, resume: bool) -> ExitCode {
         session,
         printer: Printer::new(Style::Terminal, AGENT),
         quit: false,
+        queued: VecDeque::new(),
     };
     match chat.session.requirements().await {
         Ok(p) if !p.is_empty() && resume => {
@@ -185,8 +220,16 @@ pub async fn run(setup: &Setup, resume: bool) -> ExitCode {
     }
     while !chat.quit {
         let prompt = format!("\n{} ", "you>".bold().blue());
-        let Some(line) = read_line(&prompt).await else {
-            break;
+        let line = match chat.queued.pop_front() {
+            Some(l) => {
+                // Typed while the agent worked: show it as if typed now.
+                println!("{prompt}{l}");
+                l
+            }
+            None => match read_line(&prompt).await {
+                Some(l) => l,
+                None => break,
+            },
         };
         let line = line.trim();
         if line.is_empty() {
@@ -243,30 +286,40 @@ impl Chat<'_> {
 
     /// Streams a run, watching for ESC, then handles how it ended.
     async fn drive(&mut self, mut h: RunHandle) {
-        let watcher = KeyWatcher::start(h.interrupter());
+        let mut watcher = KeyWatcher::start(h.interrupter());
         self.printer.raw = watcher.raw;
         self.printer.partial_text = false;
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut announced = false;
         loop {
             tokio::select! {
+                biased;
+                Some(k) = watcher.keys.recv(), if !announced => {
+                    announced = true;
+                    self.printer.note(if k == Keys::CtrlC {
+                        "⏹ interrupting, then quitting…"
+                    } else {
+                        "⏹ interrupting…"
+                    });
+                }
                 ev = h.next_event() => match ev {
                     Some(ev) => self.printer.event(&ev),
                     None => break,
                 },
-                _ = tick.tick() => {
-                    if !announced && watcher.pressed() != Keys::None {
-                        announced = true;
-                        self.printer.note("⏹ interrupting…");
-                    }
-                    self.printer.tick();
-                }
+                _ = tick.tick() => self.printer.tick(),
             }
         }
         let out = h.wait().await;
-        let keys = watcher.stop().await;
+        let (keys, lines, rest) = watcher.stop().await;
         self.printer.raw = false;
         self.printer.finish();
+        self.queued
+            .extend(lines.into_iter().filter(|l| !l.trim().is_empty()));
+        if !rest.trim().is_empty() {
+            self.printer.note(&format!(
+                "(not sent — typed without Enter while the agent worked: {rest:?})"
+            ));
+        }
         if keys == Keys::CtrlC {
             self.quit = true;
         }
@@ -304,6 +357,14 @@ impl Chat<'_> {
 
     /// Asks the person about each pending call, then resolves them.
     async fn decide(&mut self, pending: Vec<Requirement>) {
+        // A decision needs an answer given after seeing the question.
+        if !self.queued.is_empty() {
+            let n = self.queued.len();
+            self.queued.clear();
+            self.printer.note(&format!(
+                "(dropped {n} line(s) typed while the agent worked: a pending call needs a fresh answer)"
+            ));
+        }
         let mut decisions = Vec::new();
         for r in &pending {
             self.printer
