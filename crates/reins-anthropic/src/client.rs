@@ -270,16 +270,23 @@ impl ChatModel for AnthropicChat {
         let body = serde_json::to_vec(&self.request_body(&request)?)
             .map_err(|e| ModelError::InvalidRequest(e.to_string()))?;
         let timeout = self.timeout;
-        self.retry
+        let stream = self
+            .retry
             .run(|| async {
+                // Redacted here, before the retry loop logs the error.
                 match tokio::time::timeout(timeout, self.attempt(key, &body)).await {
-                    Ok(r) => r,
+                    Ok(r) => r.map_err(|e| e.redact(key)),
                     Err(_) => Err(ModelError::Timeout(format!(
                         "no response from Anthropic within {:.1}s",
                         timeout.as_secs_f64()
                     ))),
                 }
             })
-            .await
+            .await?;
+        // Errors inside the stream may quote the server too: redact them as well.
+        let key = key.to_owned();
+        Ok(Box::pin(
+            stream.map(move |item| item.map_err(|e| e.redact(&key))),
+        ))
     }
 }

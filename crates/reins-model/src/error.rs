@@ -67,6 +67,51 @@ impl ModelError {
         )
     }
 
+    /// The error with every occurrence of `secret` (an API key) in its text replaced
+    /// by `<redacted>`. Providers pass every error through this before returning it,
+    /// so a server message that quotes the key never leaks it. Secrets shorter than 4
+    /// characters are left alone (they would redact ordinary words).
+    #[must_use]
+    pub fn redact(self, secret: &str) -> Self {
+        if secret.len() < 4 {
+            return self;
+        }
+        let r = |m: String| {
+            if m.contains(secret) {
+                m.replace(secret, "<redacted>")
+            } else {
+                m
+            }
+        };
+        match self {
+            Self::Auth { message } => Self::Auth {
+                message: r(message),
+            },
+            Self::RateLimited {
+                retry_after,
+                message,
+            } => Self::RateLimited {
+                retry_after,
+                message: r(message),
+            },
+            Self::BadRequest { status, message } => Self::BadRequest {
+                status,
+                message: r(message),
+            },
+            Self::ContextTooLong { message } => Self::ContextTooLong {
+                message: r(message),
+            },
+            Self::Server { status, message } => Self::Server {
+                status,
+                message: r(message),
+            },
+            Self::Timeout(m) => Self::Timeout(r(m)),
+            Self::Network(m) => Self::Network(r(m)),
+            Self::MalformedStream(m) => Self::MalformedStream(r(m)),
+            Self::InvalidRequest(m) => Self::InvalidRequest(r(m)),
+        }
+    }
+
     /// The wait the provider asked for, when it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

@@ -308,16 +308,9 @@ impl OpenAiChat {
     }
 
     fn scrub_error(&self, e: ModelError) -> ModelError {
-        match e {
-            ModelError::Server { status, message } => ModelError::Server {
-                status,
-                message: self.scrub(message),
-            },
-            ModelError::BadRequest { status, message } => ModelError::BadRequest {
-                status,
-                message: self.scrub(message),
-            },
-            other => other,
+        match &self.api_key {
+            ApiKey::Key(k) => e.redact(k),
+            _ => e,
         }
     }
 }
@@ -351,10 +344,12 @@ impl ChatModel for OpenAiChat {
         let body = serde_json::to_vec(&self.request_body(&request)?)
             .map_err(|e| ModelError::InvalidRequest(e.to_string()))?;
         let timeout = self.timeout;
-        self.retry
+        let result = self
+            .retry
             .run(|| async {
+                // Redacted here, before the retry loop logs the error.
                 match tokio::time::timeout(timeout, self.attempt(&body)).await {
-                    Ok(r) => r,
+                    Ok(r) => r.map_err(|e| self.scrub_error(e)),
                     Err(_) => Err(ModelError::Timeout(format!(
                         "no response from {} within {:.1}s",
                         self.provider,
@@ -362,6 +357,15 @@ impl ChatModel for OpenAiChat {
                     ))),
                 }
             })
-            .await
+            .await;
+        let ApiKey::Key(key) = &self.api_key else {
+            return result;
+        };
+        let stream = result?;
+        // Errors inside the stream may quote the server too: redact them as well.
+        let key = key.clone();
+        Ok(Box::pin(
+            stream.map(move |item| item.map_err(|e| e.redact(&key))),
+        ))
     }
 }
