@@ -81,7 +81,8 @@ fn in_ci() -> bool {
 fn test(extra: &[String]) -> Result<(), String> {
     let pg = postgres::Cluster::start_if_available(in_ci())?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--all-features"]).args(extra);
+    cmd.args(["test", "--workspace", "--all-features"])
+        .args(extra);
     if let Some(pg) = &pg {
         cmd.env("REINS_TEST_POSTGRES_URL", pg.url());
     }
@@ -119,7 +120,15 @@ fn demo(args: &[String]) -> Result<(), String> {
         return Err("the demo is not built yet: see the README's status table".to_owned());
     }
     run(cargo()
-        .args(["run", "--quiet", "-p", "reins-examples", "--bin", "demo", "--"])
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "reins-examples",
+            "--bin",
+            "demo",
+            "--",
+        ])
         .args(args))
 }
 
@@ -129,6 +138,14 @@ fn demo_script_check() -> Result<(), String> {
         return Ok(());
     }
     run(cargo()
-        .args(["run", "--quiet", "-p", "reins-examples", "--bin", "demo", "--"])
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "reins-examples",
+            "--bin",
+            "demo",
+            "--",
+        ])
         .args(["--script", "builtin", "--check", "--fresh"]))
 }
