@@ -105,6 +105,26 @@ pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Sess
             "the snapshot's session_id is empty".to_owned(),
         ));
     }
+    // A transcript with a reused or empty tool use id cannot be made provider-valid
+    // without guessing which result answers which call: refuse it.
+    let mut ids = std::collections::HashSet::new();
+    for m in &snap.messages {
+        for u in m.tool_uses() {
+            if u.id.is_empty() || !ids.insert(u.id.as_str()) {
+                return Err(AgentError::Snapshot(format!(
+                    "message `{}` has a tool use with {} id `{}`; every tool use needs its \
+                     own non-empty id",
+                    m.id,
+                    if u.id.is_empty() {
+                        "an empty"
+                    } else {
+                        "a reused"
+                    },
+                    u.id
+                )));
+            }
+        }
+    }
     let store = &agent.inner.store;
     let existing = store.open_session(&snap.session_id).await?;
     if !existing.messages.is_empty() {

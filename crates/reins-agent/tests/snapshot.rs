@@ -102,6 +102,16 @@ async fn unknown_newer_and_broken_snapshots_are_refused() {
     bad["messages"][0]["role"] = json!("robot");
     let err = SessionSnapshot::from_value(bad).unwrap_err().to_string();
     assert!(err.contains("messages[0].role"), "{err}");
+    // A reused tool use id is refused at import.
+    let mut dup = snap.clone();
+    let copy = dup.messages[1].clone().with_id("another");
+    dup.messages.push(copy);
+    let agent0 = reins_agent::Agent::builder()
+        .model(ScriptedModel::new([]))
+        .build()
+        .unwrap();
+    let err = agent0.restore(dup).await.unwrap_err().to_string();
+    assert!(err.contains("reused id `call_1`"), "{err}");
     // Nothing was written anywhere by the failed reads.
     let agent = reins_agent::Agent::builder()
         .model(ScriptedModel::new([]))

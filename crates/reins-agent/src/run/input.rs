@@ -1,0 +1,344 @@
+//! Starting a call: how the caller's input (a message, `resume()`, decisions, tool
+//! results) is validated and applied to the run. Validation comes first: a refused
+//! input changes nothing.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use reins_message::{Msg, Role, ToolOutcome, ToolResult};
+use serde_json::{Map, Value};
+
+use super::{CallTally, NOT_RUN_INTERRUPTED, Phase, Run, RunInput, SlotStatus, ToolSlot, clip};
+use crate::error::{AgentError, Result};
+use crate::requirement::{Decision, RequirementKind};
+
+impl Run {
+    // ----- starting a call -------------------------------------------------------
+
+    /// Starts a call with the caller's input. Validates everything first: on error
+    /// nothing changes.
+    pub fn begin(&mut self, input: RunInput, now: DateTime<Utc>) -> Result<()> {
+        self.call = CallTally::default();
+        match input {
+            RunInput::Message(msg) => self.begin_message(msg),
+            RunInput::Resume => self.begin_resume(),
+            RunInput::Decisions(ds) => self.begin_decisions(ds, now),
+        }
+    }
+
+    fn begin_message(&mut self, msg: Msg) -> Result<()> {
+        match msg.role {
+            Role::Assistant => {
+                return Err(AgentError::InvalidInput(
+                    "only user, system and tool messages can be sent to a session; \
+                     assistant messages come from the model"
+                        .to_owned(),
+                ));
+            }
+            Role::Tool => return self.begin_tool_results(msg),
+            Role::User | Role::System => {}
+        }
+        if msg.has_tool_results() || msg.has_tool_uses() {
+            return Err(AgentError::InvalidInput(
+                "a user message cannot carry tool uses or tool results; send tool results \
+                 with Msg::tool_results(..)"
+                    .to_owned(),
+            ));
+        }
+        // New intent: every call still waiting (or cleared but not run) is closed.
+        let note = format!(
+            "the user sent a new message instead: {}",
+            clip(&msg.text(), 200)
+        );
+        let mut results = Vec::new();
+        for slot in &mut self.state.slots {
+            match &slot.status {
+                SlotStatus::Done { .. } => {}
+                SlotStatus::Waiting { .. } => {
+                    let r = ToolResult::rejected(
+                        &slot.tool_use.id,
+                        &slot.tool_use.name,
+                        Some(note.clone()),
+                    );
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+                SlotStatus::Ready { .. } => {
+                    let r = ToolResult::cancelled(
+                        &slot.tool_use.id,
+                        &slot.tool_use.name,
+                        NOT_RUN_INTERRUPTED,
+                    );
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+            }
+        }
+        if !results.is_empty() {
+            self.push(Msg::tool_results(results));
+        }
+        self.end_turn_slots();
+        self.push(msg);
+        self.state.phase = Phase::Reasoning;
+        self.state.iteration = 0;
+        self.state.stop_after_acting = false;
+        Ok(())
+    }
+
+    fn begin_tool_results(&mut self, msg: Msg) -> Result<()> {
+        if msg.has_tool_uses() || msg.content.iter().any(|b| b.as_tool_result().is_none()) {
+            return Err(AgentError::InvalidInput(
+                "a tool message may hold only tool results".to_owned(),
+            ));
+        }
+        let pending = self.pending_ids();
+        let mut seen = HashSet::new();
+        for r in msg.tool_results_iter() {
+            if !seen.insert(r.id.as_str()) {
+                return Err(AgentError::DuplicateDecision { id: r.id.clone() });
+            }
+            let waiting =
+                self.state.slots.iter().any(|s| {
+                    s.tool_use.id == r.id && matches!(s.status, SlotStatus::Waiting { .. })
+                });
+            if !waiting {
+                return Err(AgentError::UnknownRequirement {
+                    id: r.id.clone(),
+                    pending,
+                });
+            }
+        }
+        if seen.is_empty() {
+            return Err(AgentError::InvalidInput(
+                "the tool message holds no tool results".to_owned(),
+            ));
+        }
+        // Apply: the caller's results answer the pending calls (cancel or external).
+        let mut results = Vec::new();
+        for r in msg.tool_results_iter() {
+            let mut r = r.clone();
+            if let Some(slot) = self.slot_mut(&r.id) {
+                r.name.clone_from(&slot.tool_use.name);
+                slot.status = SlotStatus::Done {
+                    outcome: r.outcome.clone(),
+                };
+            }
+            self.req_ops.decide.push((
+                r.id.clone(),
+                serde_json::json!({"decision": "tool_result", "outcome": r.outcome.label()}),
+            ));
+            results.push(r);
+        }
+        let mut m = Msg::tool_results(results).with_id(msg.id);
+        m.metadata = msg.metadata;
+        self.push(m);
+        self.after_answers();
+        Ok(())
+    }
+
+    fn begin_resume(&mut self) -> Result<()> {
+        match self.state.phase {
+            Phase::Paused => {}
+            // A run cut short by a crash: go on from where it was.
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing => return Ok(()),
+            Phase::Idle | Phase::Finished(_) => {
+                return Err(AgentError::NothingToResume {
+                    session: String::new(),
+                });
+            }
+        }
+        let waiting: Vec<&ToolSlot> = self
+            .state
+            .slots
+            .iter()
+            .filter(|s| matches!(s.status, SlotStatus::Waiting { .. }))
+            .collect();
+        let confirmations = waiting
+            .iter()
+            .filter(|s| {
+                matches!(&s.status, SlotStatus::Waiting { requirement } if requirement.kind == RequirementKind::Confirmation)
+            })
+            .count();
+        if !waiting.is_empty() && confirmations == 0 {
+            let ids: Vec<String> = waiting.iter().map(|s| s.tool_use.id.clone()).collect();
+            return Err(AgentError::InvalidInput(format!(
+                "resume() approves confirmations only; {} need input or an external result: \
+                 answer them with resolve()",
+                ids.join(", ")
+            )));
+        }
+        for slot in &mut self.state.slots {
+            if let SlotStatus::Waiting { requirement } = &slot.status {
+                if requirement.kind == RequirementKind::Confirmation {
+                    self.req_ops.decide.push((
+                        slot.tool_use.id.clone(),
+                        serde_json::json!({"decision": "approve", "via": "resume"}),
+                    ));
+                    slot.status = SlotStatus::Ready {
+                        input: slot.tool_use.input.clone(),
+                        edited: false,
+                        approved_by: None,
+                        dispatched: false,
+                    };
+                }
+            }
+        }
+        self.state.stop_after_acting = false;
+        self.after_answers();
+        Ok(())
+    }
+
+    fn begin_decisions(&mut self, decisions: Vec<Decision>, now: DateTime<Utc>) -> Result<()> {
+        if self.state.phase != Phase::Paused {
+            return Err(AgentError::NothingToResume {
+                session: String::new(),
+            });
+        }
+        if decisions.is_empty() {
+            return Err(AgentError::InvalidInput("no decisions given".to_owned()));
+        }
+        let pending: Vec<String> = self.requirements().into_iter().map(|r| r.id).collect();
+        let mut seen = HashSet::new();
+        for d in &decisions {
+            if !seen.insert(d.id()) {
+                return Err(AgentError::DuplicateDecision {
+                    id: d.id().to_owned(),
+                });
+            }
+            let Some(req) = self.requirement(d.id()) else {
+                return Err(AgentError::UnknownRequirement {
+                    id: d.id().to_owned(),
+                    pending: pending.clone(),
+                });
+            };
+            if !d.fits(&req.kind) {
+                return Err(AgentError::WrongDecision {
+                    id: req.id.clone(),
+                    decision: d.label(),
+                    kind: req.kind.label(),
+                });
+            }
+            if let Some(at) = req.expires_at.filter(|_| req.is_expired(now)) {
+                return Err(AgentError::RequirementExpired {
+                    id: req.id.clone(),
+                    expired_at: at,
+                });
+            }
+            if let Decision::Input { values, .. } = d {
+                if !values.is_object() {
+                    return Err(AgentError::InvalidInput(format!(
+                        "input for `{}` must be a JSON object of the requested fields",
+                        req.id
+                    )));
+                }
+            }
+        }
+        // All valid: apply.
+        let mut results = Vec::new();
+        for d in decisions {
+            let record = serde_json::to_value(&d).unwrap_or(Value::Null);
+            let id = d.id().to_owned();
+            self.req_ops.decide.push((id.clone(), record));
+            let Some(slot) = self.slot_mut(&id) else {
+                continue;
+            };
+            match d {
+                Decision::Approve {
+                    edited_input, by, ..
+                } => {
+                    let edited = edited_input
+                        .as_ref()
+                        .is_some_and(|e| *e != slot.tool_use.input);
+                    slot.status = SlotStatus::Ready {
+                        input: edited_input.unwrap_or_else(|| slot.tool_use.input.clone()),
+                        edited,
+                        approved_by: by,
+                        dispatched: false,
+                    };
+                }
+                Decision::Input { values, by, .. } => {
+                    let mut merged = match &slot.tool_use.input {
+                        Value::Object(m) => m.clone(),
+                        _ => Map::new(),
+                    };
+                    if let Value::Object(v) = values {
+                        merged.extend(v);
+                    }
+                    let input = Value::Object(merged);
+                    slot.status = SlotStatus::Ready {
+                        edited: input != slot.tool_use.input,
+                        input,
+                        approved_by: by,
+                        dispatched: false,
+                    };
+                }
+                Decision::Reject { note, by, .. } => {
+                    let mut r = ToolResult::rejected(&slot.tool_use.id, &slot.tool_use.name, note);
+                    if let Some(by) = by {
+                        r = r.with_metadata("decided_by", Value::String(by));
+                    }
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+                Decision::ExternalResult {
+                    output,
+                    is_error,
+                    by,
+                    ..
+                } => {
+                    let text = match output {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    let outcome = if is_error {
+                        ToolOutcome::Error
+                    } else {
+                        ToolOutcome::Success
+                    };
+                    let mut r = ToolResult::for_use(&slot.tool_use, outcome, text)
+                        .with_metadata("executed_by", Value::String("external".to_owned()));
+                    if let Some(by) = by {
+                        r = r.with_metadata("decided_by", Value::String(by));
+                    }
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+            }
+        }
+        if !results.is_empty() {
+            self.push(Msg::tool_results(results));
+        }
+        self.after_answers();
+        Ok(())
+    }
+
+    /// After answers: run what is cleared, or reason when nothing waits.
+    fn after_answers(&mut self) {
+        let any_ready = self
+            .state
+            .slots
+            .iter()
+            .any(|s| matches!(s.status, SlotStatus::Ready { .. }));
+        let any_waiting = self
+            .state
+            .slots
+            .iter()
+            .any(|s| matches!(s.status, SlotStatus::Waiting { .. }));
+        self.state.phase = if any_ready {
+            Phase::Acting
+        } else if any_waiting {
+            Phase::Paused
+        } else {
+            self.end_turn_slots();
+            Phase::Reasoning
+        };
+    }
+}

@@ -1,0 +1,705 @@
+//! The sans-IO run state machine.
+//!
+//! [`Run`] holds a session's transcript and the current turn's state, and answers
+//! "what next?" with a [`Step`]: call the model, execute these tool uses, pause with
+//! these requirements, or finish. The runner ([`Session`](crate::Session)) performs
+//! each step's I/O and feeds the outcome back. Every rule about ordering, pending
+//! tool uses, decisions, interrupts and stopping lives here, with no async and no I/O,
+//! so it can be property-tested on its own.
+
+mod input;
+mod types;
+
+pub use types::{
+    AfterReasoning, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState, SlotStatus, Step,
+    ToolGate, ToolSlot,
+};
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use reins_memory::{Commit, RepairReport, RequirementRecord};
+use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::output::{RunOutput, RunStatus};
+use crate::requirement::{Requirement, RequirementKind};
+
+/// The text a tool use gets when it never ran because the run was interrupted.
+pub const NOT_RUN_INTERRUPTED: &str = "not run: interrupted";
+
+/// The run state machine over a session's transcript.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    config: RunConfig,
+    state: RunState,
+    messages: Vec<Msg>,
+    /// `messages[..saved]` are in the store, in order.
+    saved: usize,
+    /// Stored message ids to delete at the next commit.
+    removed: Vec<String>,
+    /// Stored messages rewritten in place at the next commit.
+    replaced: Vec<Msg>,
+    /// Requirement store operations for the next commit.
+    #[serde(skip)]
+    req_ops: ReqOps,
+    /// This call's tallies.
+    #[serde(skip)]
+    call: CallTally,
+    /// Every tool use id in the transcript (duplicates from a model are renamed).
+    #[serde(skip)]
+    tool_ids: HashSet<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ReqOps {
+    clear: bool,
+    add: Vec<RequirementRecord>,
+    decide: Vec<(String, Value)>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CallTally {
+    usage: Usage,
+    repairs: RepairReport,
+    iterations: u32,
+    last_assistant: Option<Msg>,
+}
+
+impl Run {
+    /// A run over a stored transcript and, when the session had one, its stored state.
+    pub fn restore(config: RunConfig, messages: Vec<Msg>, state: Option<RunState>) -> Self {
+        let mut state = state.unwrap_or_default();
+        for slot in &mut state.slots {
+            if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+                *dispatched = false;
+            }
+        }
+        let tool_ids = messages
+            .iter()
+            .flat_map(|m| m.tool_uses().map(|u| u.id.clone()))
+            .collect();
+        Self {
+            config,
+            state,
+            saved: messages.len(),
+            messages,
+            removed: Vec::new(),
+            replaced: Vec::new(),
+            req_ops: ReqOps::default(),
+            call: CallTally::default(),
+            tool_ids,
+        }
+    }
+
+    /// An empty run.
+    pub fn new(config: RunConfig) -> Self {
+        Self::restore(config, Vec::new(), None)
+    }
+
+    /// The transcript.
+    pub fn messages(&self) -> &[Msg] {
+        &self.messages
+    }
+
+    /// The stored part of the state.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// Where the run is.
+    pub fn phase(&self) -> Phase {
+        self.state.phase
+    }
+
+    /// The limits.
+    pub fn config(&self) -> RunConfig {
+        self.config
+    }
+
+    /// Changes the limits (e.g. a new `max_iters` from a rebuilt agent).
+    pub fn set_config(&mut self, config: RunConfig) {
+        self.config = config;
+    }
+
+    /// Whether the run waits for decisions, results or `resume()`.
+    pub fn is_paused(&self) -> bool {
+        self.state.phase == Phase::Paused
+    }
+
+    /// Whether a run is in progress (not idle, not finished, not paused).
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.state.phase,
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing
+        )
+    }
+
+    /// The requirements a paused run waits for, in the model's order.
+    pub fn requirements(&self) -> Vec<Requirement> {
+        self.state
+            .slots
+            .iter()
+            .filter_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement } => Some(requirement.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pending_ids(&self) -> Vec<String> {
+        self.state
+            .slots
+            .iter()
+            .filter(|s| !matches!(s.status, SlotStatus::Done { .. }))
+            .map(|s| s.tool_use.id.clone())
+            .collect()
+    }
+
+    /// Tool calls cleared to run that have no result yet (after a crash these are the
+    /// calls the ledger must settle).
+    pub fn unsettled(&self) -> Vec<Execution> {
+        self.state
+            .slots
+            .iter()
+            .filter_map(|s| match &s.status {
+                SlotStatus::Ready { input, edited, .. } => Some(Execution {
+                    tool_use: s.tool_use.clone(),
+                    input: input.clone(),
+                    edited: *edited,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // ----- the loop --------------------------------------------------------------
+
+    /// What the runner must do next.
+    pub fn next_step(&mut self) -> Step {
+        loop {
+            match self.state.phase {
+                Phase::Reasoning => {
+                    if self.state.iteration >= self.config.max_iters {
+                        self.state.phase = Phase::Summarizing;
+                        continue;
+                    }
+                    return Step::Reason { summary: false };
+                }
+                Phase::Summarizing => return Step::Reason { summary: true },
+                Phase::Acting => {
+                    let mut batch = Vec::new();
+                    for slot in &mut self.state.slots {
+                        if let SlotStatus::Ready {
+                            input,
+                            edited,
+                            dispatched,
+                            ..
+                        } = &mut slot.status
+                        {
+                            if !*dispatched {
+                                *dispatched = true;
+                                batch.push(Execution {
+                                    tool_use: slot.tool_use.clone(),
+                                    input: input.clone(),
+                                    edited: *edited,
+                                });
+                            }
+                        }
+                    }
+                    if !batch.is_empty() {
+                        return Step::Execute(batch);
+                    }
+                    let waiting = self.requirements();
+                    if !waiting.is_empty() {
+                        self.state.phase = Phase::Paused;
+                        self.record_requirements(&waiting);
+                        return Step::Pause(waiting);
+                    }
+                    let mut unreported = false;
+                    for slot in &mut self.state.slots {
+                        if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+                            // Dispatched but never reported (the runner stopped short):
+                            // dispatch again; the ledger keeps it at most once.
+                            *dispatched = false;
+                            unreported = true;
+                        }
+                    }
+                    if unreported {
+                        continue;
+                    }
+                    self.end_turn_slots();
+                    if self.state.stop_after_acting {
+                        self.state.stop_after_acting = false;
+                        self.state.phase = Phase::Paused;
+                        return Step::Pause(Vec::new());
+                    }
+                    self.state.phase = Phase::Reasoning;
+                }
+                Phase::Paused => {
+                    let waiting = self.requirements();
+                    self.record_requirements(&waiting);
+                    return Step::Pause(waiting);
+                }
+                Phase::Idle => return Step::Finish(RunStatus::Completed),
+                Phase::Finished(status) => return Step::Finish(status),
+            }
+        }
+    }
+
+    fn record_requirements(&mut self, waiting: &[Requirement]) {
+        let ids: Vec<String> = waiting.iter().map(|r| r.id.clone()).collect();
+        if ids == self.state.stored_requirements {
+            return;
+        }
+        self.req_ops.clear = true;
+        self.req_ops.add = waiting.iter().map(requirement_record).collect();
+        self.req_ops.decide.clear();
+        self.state.stored_requirements = ids;
+    }
+
+    /// The messages to send to the model: the transcript, repaired to be
+    /// provider-valid. A repair is applied to the transcript (and stored at the next
+    /// commit) and reported.
+    pub fn request_messages(&mut self) -> (Vec<Msg>, RepairReport) {
+        let start = self.window_start();
+        let window = &self.messages[start..];
+        if reins_memory::repair::is_provider_valid(window) {
+            return (window.to_vec(), RepairReport::default());
+        }
+        let (repaired, report) = reins_memory::sanitize_for_request(window);
+        if report.is_empty() {
+            return (repaired, report);
+        }
+        let mut whole = self.messages[..start].to_vec();
+        whole.extend(repaired.iter().cloned());
+        self.apply_repair(whole);
+        self.call.repairs.merge(report.clone());
+        (repaired, report)
+    }
+
+    /// Where the context window starts: at the user message that opens the oldest
+    /// turn in the window (so no tool use is cut from its result).
+    fn window_start(&self) -> usize {
+        let Some(turns) = self.config.history_turns else {
+            return 0;
+        };
+        let mut seen = 0u32;
+        for (i, m) in self.messages.iter().enumerate().rev() {
+            if m.role == Role::User {
+                seen += 1;
+                if seen >= turns.max(1) {
+                    return i;
+                }
+            }
+        }
+        0
+    }
+
+    /// Feeds the model's final message (after the `PostReasoning` hooks), with each
+    /// tool use's gate in order and the hooks' verdict.
+    pub fn on_model_message(
+        &mut self,
+        mut msg: Msg,
+        gates: Vec<ToolGate>,
+        after: AfterReasoning,
+        usage: Usage,
+        now: DateTime<Utc>,
+    ) {
+        self.call.usage += usage;
+        self.call.iterations += 1;
+        msg.role = Role::Assistant;
+        if self.state.phase == Phase::Summarizing {
+            // The summary call is made without tools; drop any tool use it made anyway.
+            msg.content
+                .retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
+            if !msg.content.is_empty() {
+                self.push(msg.clone());
+            }
+            self.call.last_assistant = Some(msg);
+            self.finish(RunStatus::MaxIterations);
+            return;
+        }
+        self.state.iteration += 1;
+        self.dedupe_tool_ids(&mut msg);
+        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
+        if !msg.content.is_empty() {
+            self.push(msg.clone());
+        }
+        self.call.last_assistant = Some(msg);
+        if uses.is_empty() {
+            if after.goto.is_empty() {
+                self.finish(RunStatus::Completed);
+            } else {
+                for m in after.goto {
+                    self.push(m);
+                }
+                self.state.phase = Phase::Reasoning;
+            }
+            return;
+        }
+        if !after.goto.is_empty() {
+            let results: Vec<ToolResult> = uses
+                .iter()
+                .map(|u| {
+                    ToolResult::cancelled(
+                        &u.id,
+                        &u.name,
+                        "not run: a hook asked the agent to reason again",
+                    )
+                })
+                .collect();
+            self.push(Msg::tool_results(results));
+            for m in after.goto {
+                self.push(m);
+            }
+            self.state.slots.clear();
+            self.state.phase = Phase::Reasoning;
+            return;
+        }
+        let expires_at = self
+            .config
+            .requirement_ttl_secs
+            .and_then(|s| i64::try_from(s).ok())
+            .map(|s| now + chrono::Duration::seconds(s));
+        let mut gates = gates.into_iter();
+        self.state.slots = uses
+            .into_iter()
+            .map(|u| {
+                let gate = gates.next().unwrap_or(ToolGate::Run);
+                let waiting = |kind: RequirementKind, reason: String| SlotStatus::Waiting {
+                    requirement: Requirement {
+                        id: u.id.clone(),
+                        tool_use: u.clone(),
+                        kind,
+                        reason,
+                        created_at: now,
+                        expires_at,
+                    },
+                };
+                let status = if after.stop {
+                    waiting(
+                        RequirementKind::Confirmation,
+                        format!("`{}` paused after reasoning by a hook (stop_agent)", u.name),
+                    )
+                } else {
+                    match gate {
+                        ToolGate::Run => SlotStatus::Ready {
+                            input: u.input.clone(),
+                            edited: false,
+                            approved_by: None,
+                            dispatched: false,
+                        },
+                        ToolGate::Confirm { reason } => {
+                            waiting(RequirementKind::Confirmation, reason)
+                        }
+                        ToolGate::UserInput { fields } => waiting(
+                            RequirementKind::UserInput { fields },
+                            format!("`{}` needs input from a person", u.name),
+                        ),
+                        ToolGate::External => waiting(
+                            RequirementKind::External,
+                            format!("`{}` is executed by the caller", u.name),
+                        ),
+                    }
+                };
+                ToolSlot {
+                    tool_use: u,
+                    status,
+                }
+            })
+            .collect();
+        self.state.phase = Phase::Acting;
+    }
+
+    /// Feeds the outcomes of an [`Step::Execute`] batch (in any order), and whether a
+    /// `PostActing` hook asked to stop.
+    pub fn on_tool_results(&mut self, outcomes: Vec<ExecOutcome>, stop: bool, now: DateTime<Utc>) {
+        let mut results = Vec::new();
+        for o in outcomes {
+            match o {
+                ExecOutcome::Done(r) => {
+                    let Some(slot) = self.slot_mut(&r.id) else {
+                        continue;
+                    };
+                    if matches!(slot.status, SlotStatus::Done { .. }) {
+                        continue;
+                    }
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+                ExecOutcome::Suspended { id, reason } => {
+                    let ttl = self.config.requirement_ttl_secs;
+                    let Some(slot) = self.slot_mut(&id) else {
+                        continue;
+                    };
+                    let expires_at = ttl
+                        .and_then(|s| i64::try_from(s).ok())
+                        .map(|s| now + chrono::Duration::seconds(s));
+                    slot.status = SlotStatus::Waiting {
+                        requirement: Requirement {
+                            id: slot.tool_use.id.clone(),
+                            tool_use: slot.tool_use.clone(),
+                            kind: RequirementKind::External,
+                            reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
+                            created_at: now,
+                            expires_at,
+                        },
+                    };
+                }
+            }
+        }
+        if !results.is_empty() {
+            self.push(Msg::tool_results(results));
+        }
+        if stop {
+            self.state.stop_after_acting = true;
+        }
+    }
+
+    /// Settles calls whose fate the ledger decided without running them (after a
+    /// crash): their recorded results are appended.
+    pub fn settle(&mut self, results: Vec<ToolResult>, now: DateTime<Utc>) {
+        self.on_tool_results(
+            results.into_iter().map(ExecOutcome::Done).collect(),
+            false,
+            now,
+        );
+    }
+
+    /// Interrupts the run: every call without a result gets an honest one (`results`
+    /// from tools stopped mid-run, `Cancelled` for the rest), the turn is sanitized,
+    /// and the run ends `Cancelled`. A no-op when no run is in progress.
+    pub fn interrupt(&mut self, results: Vec<ToolResult>) -> bool {
+        if !self.is_active() {
+            return false;
+        }
+        let mut out = Vec::new();
+        for slot in &mut self.state.slots {
+            if matches!(slot.status, SlotStatus::Done { .. }) {
+                continue;
+            }
+            let r = results
+                .iter()
+                .find(|r| r.id == slot.tool_use.id)
+                .cloned()
+                .unwrap_or_else(|| {
+                    ToolResult::cancelled(
+                        &slot.tool_use.id,
+                        &slot.tool_use.name,
+                        NOT_RUN_INTERRUPTED,
+                    )
+                });
+            slot.status = SlotStatus::Done {
+                outcome: r.outcome.clone(),
+            };
+            out.push(r);
+        }
+        if !out.is_empty() {
+            self.push(Msg::tool_results(out));
+        }
+        let (repaired, report) = reins_memory::sanitize_after_interrupt(&self.messages);
+        if !report.is_empty() {
+            self.apply_repair(repaired);
+            self.call.repairs.merge(report);
+        }
+        self.finish(RunStatus::Cancelled);
+        true
+    }
+
+    fn finish(&mut self, status: RunStatus) {
+        self.end_turn_slots();
+        self.state.phase = Phase::Finished(status);
+        self.state.stop_after_acting = false;
+    }
+
+    fn end_turn_slots(&mut self) {
+        self.state.slots.clear();
+        if !self.state.stored_requirements.is_empty() {
+            self.state.stored_requirements.clear();
+            self.req_ops = ReqOps {
+                clear: true,
+                ..ReqOps::default()
+            };
+        }
+    }
+
+    // ----- results of a call -----------------------------------------------------
+
+    /// The output of the call so far, with this status.
+    pub fn output(&self, session_id: &str, status: RunStatus) -> RunOutput {
+        RunOutput {
+            session_id: session_id.to_owned(),
+            status,
+            message: self
+                .call
+                .last_assistant
+                .clone()
+                .unwrap_or_else(|| Msg::new(Role::Assistant, Vec::new())),
+            requirements: if status == RunStatus::Paused {
+                self.requirements()
+            } else {
+                Vec::new()
+            },
+            usage: self.call.usage,
+            repairs: self.call.repairs.clone(),
+            iterations: self.call.iterations,
+        }
+    }
+
+    /// Whether anything must be written.
+    pub fn has_changes(&self) -> bool {
+        self.saved < self.messages.len()
+            || !self.removed.is_empty()
+            || !self.replaced.is_empty()
+            || self.req_ops.clear
+            || !self.req_ops.add.is_empty()
+            || !self.req_ops.decide.is_empty()
+    }
+
+    /// Takes everything to write since the last commit as one store [`Commit`]
+    /// (the caller sets `expected_version`). The run state is always included.
+    pub fn take_commit(&mut self) -> Commit {
+        let ops = std::mem::take(&mut self.req_ops);
+        let commit = Commit {
+            expected_version: 0,
+            append: self.messages[self.saved..].to_vec(),
+            remove: std::mem::take(&mut self.removed),
+            replace: std::mem::take(&mut self.replaced),
+            add_requirements: ops.add,
+            decide: ops.decide,
+            clear_requirements: ops.clear,
+            run_state: Some(serde_json::to_value(&self.state).ok()),
+        };
+        self.saved = self.messages.len();
+        commit
+    }
+
+    /// Forgets unsaved changes' bookkeeping after a failed commit, by restoring from
+    /// what the store holds (the caller reloads).
+    pub fn saved_len(&self) -> usize {
+        self.saved
+    }
+
+    // ----- helpers -----------------------------------------------------------------
+
+    fn push(&mut self, msg: Msg) {
+        for u in msg.tool_uses() {
+            self.tool_ids.insert(u.id.clone());
+        }
+        self.messages.push(msg);
+    }
+
+    fn slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
+        self.state.slots.iter_mut().find(|s| s.tool_use.id == id)
+    }
+
+    fn requirement(&self, id: &str) -> Option<&Requirement> {
+        self.state.slots.iter().find_map(|s| match &s.status {
+            SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
+            _ => None,
+        })
+    }
+
+    /// A model may reuse an id (by mistake or on purpose); a reused id would make the
+    /// transcript invalid and could pass for an earlier, approved call. Rename it.
+    fn dedupe_tool_ids(&mut self, msg: &mut Msg) {
+        let mut local = HashSet::new();
+        for block in &mut msg.content {
+            if let ContentBlock::ToolUse(u) = block {
+                if u.id.is_empty() || self.tool_ids.contains(&u.id) || !local.insert(u.id.clone()) {
+                    let fresh = format!("{}~{}", u.id, reins_message::new_id());
+                    local.insert(fresh.clone());
+                    u.id = fresh;
+                }
+            }
+        }
+    }
+
+    /// Replaces the transcript with a repaired one, recording what must change in the
+    /// store: removals and in-place rewrites when the stored prefix keeps its order,
+    /// otherwise a rewrite of the tail after the common prefix.
+    fn apply_repair(&mut self, repaired: Vec<Msg>) {
+        let stored = &self.messages[..self.saved];
+        let stored_ids: std::collections::HashMap<&str, usize> = stored
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect();
+        // The repaired list must be: surviving stored messages in their order, then
+        // only new ones.
+        let mut kept = 0usize;
+        let mut last_pos: Option<usize> = None;
+        let mut in_order = true;
+        let mut seen_new = false;
+        for m in &repaired {
+            match stored_ids.get(m.id.as_str()) {
+                Some(&pos) => {
+                    if seen_new || last_pos.is_some_and(|p| pos <= p) {
+                        in_order = false;
+                        break;
+                    }
+                    last_pos = Some(pos);
+                    kept += 1;
+                }
+                None => seen_new = true,
+            }
+        }
+        if in_order {
+            let keep_ids: HashSet<&str> = repaired[..kept].iter().map(|m| m.id.as_str()).collect();
+            for m in stored {
+                if !keep_ids.contains(m.id.as_str()) {
+                    self.removed.push(m.id.clone());
+                }
+            }
+            for m in &repaired[..kept] {
+                if let Some(&pos) = stored_ids.get(m.id.as_str()) {
+                    if stored[pos] != *m {
+                        self.replaced.retain(|r| r.id != m.id);
+                        self.replaced.push(m.clone());
+                    }
+                }
+            }
+            self.saved = kept;
+        } else {
+            // Rewrite the smallest tail: keep the common prefix, remove the rest of
+            // what is stored, and append the repaired tail.
+            let common = stored
+                .iter()
+                .zip(&repaired)
+                .take_while(|(a, b)| a == b)
+                .count();
+            self.removed
+                .extend(stored[common..].iter().map(|m| m.id.clone()));
+            self.replaced.clear();
+            self.saved = common;
+        }
+        self.messages = repaired;
+    }
+}
+
+/// The store record of a requirement.
+pub(crate) fn requirement_record(r: &Requirement) -> RequirementRecord {
+    RequirementRecord {
+        id: r.id.clone(),
+        kind: r.kind.label().to_owned(),
+        payload: serde_json::to_value(r).unwrap_or(Value::Null),
+        created_at: r.created_at,
+        expires_at: r.expires_at,
+        decision: None,
+        decided_at: None,
+    }
+}
+
+pub(super) fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}

@@ -1,0 +1,215 @@
+//! The run's data: limits, gates, phases, slots, steps and inputs, and the stored
+//! [`RunState`].
+
+use reins_message::{Msg, ToolOutcome, ToolResult, ToolUse};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::output::RunStatus;
+use crate::requirement::{Decision, Requirement};
+
+/// Limits of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Reasoning steps before the run summarizes and stops.
+    pub max_iters: u32,
+    /// How long a requirement stays answerable (`None`: forever).
+    pub requirement_ttl_secs: Option<u64>,
+    /// How many of the latest turns (each starting at a user message) are sent to the
+    /// model (`None`: the whole history). The store always keeps everything.
+    #[serde(default)]
+    pub history_turns: Option<u32>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            max_iters: 10,
+            requirement_ttl_secs: None,
+            history_turns: None,
+        }
+    }
+}
+
+/// What a tool's policy says about one concrete call (computed by the runner from the
+/// toolkit, so the state machine does not depend on tool implementations).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToolGate {
+    /// Run it.
+    Run,
+    /// A person must approve it.
+    Confirm {
+        /// Why.
+        reason: String,
+    },
+    /// A person must supply these fields first.
+    UserInput {
+        /// A JSON Schema of the fields.
+        fields: Value,
+    },
+    /// The caller executes it.
+    External,
+}
+
+/// The hook's verdict after a reasoning step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AfterReasoning {
+    /// `stop_agent()`: pause before any tool runs.
+    pub stop: bool,
+    /// `goto_reasoning(msgs)`: append these and reason again.
+    pub goto: Vec<Msg>,
+}
+
+/// Where the run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", content = "status", rename_all = "snake_case")]
+pub enum Phase {
+    /// No run in progress.
+    Idle,
+    /// The model is to be called.
+    Reasoning,
+    /// Tool uses of the last assistant message are being executed.
+    Acting,
+    /// Waiting for decisions, tool results or `resume()`.
+    Paused,
+    /// The iteration limit was reached; one last call without tools.
+    Summarizing,
+    /// The run ended.
+    Finished(RunStatus),
+}
+
+/// One tool use of the current assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSlot {
+    /// The call as the model made it.
+    pub tool_use: ToolUse,
+    /// Where it is.
+    pub status: SlotStatus,
+}
+
+/// Where one tool use is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "slot", rename_all = "snake_case")]
+pub enum SlotStatus {
+    /// Waiting for a person or the caller.
+    Waiting {
+        /// What for.
+        requirement: Requirement,
+    },
+    /// Cleared to run with these arguments.
+    Ready {
+        /// The arguments to execute with (edited or merged ones included).
+        input: Value,
+        /// Whether they differ from the model's.
+        edited: bool,
+        /// Who approved it, when a person did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<String>,
+        /// Handed to the runner in the current process (not stored: after a restart
+        /// the call is dispatched again and the ledger decides).
+        #[serde(skip)]
+        dispatched: bool,
+    },
+    /// Has its result in the transcript.
+    Done {
+        /// The result's outcome.
+        outcome: ToolOutcome,
+    },
+}
+
+/// A tool call the runner must execute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Execution {
+    /// The call as the model made it.
+    pub tool_use: ToolUse,
+    /// The arguments to run it with.
+    pub input: Value,
+    /// Whether `input` differs from the model's arguments.
+    pub edited: bool,
+}
+
+impl Execution {
+    /// The tool use to execute: the model's call with the executed arguments.
+    pub fn effective_use(&self) -> ToolUse {
+        let mut u = self.tool_use.clone();
+        if self.edited {
+            u.input = self.input.clone();
+            u.raw_input = None;
+        }
+        u
+    }
+}
+
+/// What a tool execution produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecOutcome {
+    /// A result (of any outcome).
+    Done(ToolResult),
+    /// The tool suspended itself: the caller must execute it.
+    Suspended {
+        /// The tool use id.
+        id: String,
+        /// Why, from the tool.
+        reason: String,
+    },
+}
+
+/// What the runner must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Call the model. `summary`: the iteration limit was reached; call without tools
+    /// and ask for a summary.
+    Reason {
+        /// Whether this is the final summary call.
+        summary: bool,
+    },
+    /// Execute these tool calls (concurrently where allowed), then report with
+    /// [`Run::on_tool_results`](crate::run::Run::on_tool_results).
+    Execute(Vec<Execution>),
+    /// Stop and wait for these requirements (none: `resume()` goes on).
+    Pause(Vec<Requirement>),
+    /// The run ended.
+    Finish(RunStatus),
+}
+
+/// What the caller hands a session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunInput {
+    /// A new message: user text (which rejects pending calls), or tool results for
+    /// pending calls (role `Tool`).
+    Message(Msg),
+    /// Go on: approve every pending confirmation, or continue after a stop.
+    Resume,
+    /// Answers to pending requirements.
+    Decisions(Vec<Decision>),
+}
+
+/// The serializable part of a run that is stored with the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// Where the run is.
+    pub phase: Phase,
+    /// Reasoning steps taken in the current run.
+    pub iteration: u32,
+    /// The tool uses of the current assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<ToolSlot>,
+    /// A hook stopped the run after tools ran.
+    #[serde(default)]
+    pub stop_after_acting: bool,
+    /// Requirement ids recorded in the store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored_requirements: Vec<String>,
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        Self {
+            phase: Phase::Idle,
+            iteration: 0,
+            slots: Vec::new(),
+            stop_after_acting: false,
+            stored_requirements: Vec::new(),
+        }
+    }
+}
