@@ -41,14 +41,32 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         let port = free_port()?;
-        let cluster = Self { bin, dir, port, as_postgres_user };
+        let cluster = Self {
+            bin,
+            dir,
+            port,
+            as_postgres_user,
+        };
         if as_postgres_user {
-            crate::run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&cluster.dir))?;
+            crate::run(
+                Command::new("chown")
+                    .args(["-R", "postgres:postgres"])
+                    .arg(&cluster.dir),
+            )?;
         }
         let data = cluster.dir.join("data");
         cluster.pg(
             "initdb",
-            &["-D", path_str(&data)?, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            &[
+                "-D",
+                path_str(&data)?,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
         )?;
         let opts = format!(
             "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200",
@@ -58,7 +76,18 @@ impl Cluster {
         let log = cluster.dir.join("server.log");
         cluster.pg(
             "pg_ctl",
-            &["-D", path_str(&data)?, "-l", path_str(&log)?, "-o", &opts, "-w", "-t", "60", "start"],
+            &[
+                "-D",
+                path_str(&data)?,
+                "-l",
+                path_str(&log)?,
+                "-o",
+                &opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
         )?;
         wait_for_port(cluster.port, Duration::from_secs(30))?;
         // The cluster is now up; `Drop` stops it from here on.
@@ -97,7 +126,8 @@ impl Drop for Cluster {
 }
 
 fn path_str(p: &Path) -> Result<&str, String> {
-    p.to_str().ok_or_else(|| format!("path is not UTF-8: {}", p.display()))
+    p.to_str()
+        .ok_or_else(|| format!("path is not UTF-8: {}", p.display()))
 }
 
 fn find_bin_dir() -> Option<PathBuf> {
@@ -137,5 +167,7 @@ fn wait_for_port(port: u16, limit: Duration) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    Err(format!("PostgreSQL did not listen on 127.0.0.1:{port} within {limit:?}"))
+    Err(format!(
+        "PostgreSQL did not listen on 127.0.0.1:{port} within {limit:?}"
+    ))
 }
