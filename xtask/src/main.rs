@@ -107,6 +107,20 @@ fn ci() -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     test(&[])?;
     demo_script_check()?;
+    // A short, stable-toolchain run of every fuzz target's body on random and mutated
+    // inputs (the coverage-guided runs are by hand: see fuzz/README.md).
+    run(cargo().args([
+        "run",
+        "--quiet",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+        "--target-dir",
+        "target",
+        "--bin",
+        "smoke",
+        "--",
+        "5",
+    ]))?;
     Ok(())
 }
 
