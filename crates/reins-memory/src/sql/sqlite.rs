@@ -143,8 +143,11 @@ impl SqliteStore {
             })
             .busy_timeout(options.busy_timeout)
             .foreign_keys(false);
+        // An embedded database has no network link to test: skip the ping sqlx
+        // sends before handing out a connection (one worker round trip per use).
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
+            .test_before_acquire(false)
             .connect_with(connect.clone())
             .await?;
         let store = Self {
@@ -155,6 +158,7 @@ impl SqliteStore {
         store.migrate().await?;
         let locks = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect_with(connect.synchronous(SqliteSynchronous::Off))
             .await?;
         Ok(Self { locks, ..store })
