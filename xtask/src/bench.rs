@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: runs the criterion suites of every crate and prints one
 //! summary table; `--peer` runs the side-by-side comparison with Agno instead.
 //!
-//! - `cargo xtask bench [--quick] [FILTER]` — `cargo bench --workspace --benches`, then
+//! - `cargo xtask bench [--quick] [FILTER]` — `cargo bench --workspace --bench '*'`, then
 //!   the median of every benchmark that ran, read from criterion's
 //!   `target/criterion/**/new/estimates.json`.
 //! - `cargo xtask bench --peer [--quick] [--rounds N]` — sets up Agno in a virtualenv
@@ -62,7 +62,10 @@ fn criterion_suites(quick: bool, filter: &[&String]) -> Result<(), String> {
     cmd.current_dir(repo_root()).args([
         "bench",
         "--workspace",
-        "--benches",
+        // Bench targets only: `--benches` would also run the libraries' test
+        // harness, which rejects criterion's options.
+        "--bench",
+        "*",
         "--all-features",
         "--",
     ]);
