@@ -58,7 +58,7 @@ pub(crate) struct AgentInner {
     /// Identifies this agent instance as a lock owner in the store.
     pub(crate) owner: String,
     /// Live sessions of this agent, so that two handles on one id share one state.
-    pub(crate) sessions: Mutex<HashMap<String, Weak<SessionShared>>>,
+    pub(crate) sessions: Mutex<LiveSessions>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -116,8 +116,7 @@ impl Agent {
             if let Some(existing) = map.get(id).and_then(Weak::upgrade) {
                 existing
             } else {
-                map.retain(|_, w| w.strong_count() > 0);
-                map.insert(id.to_owned(), Arc::downgrade(&shared));
+                map.insert(id, &shared);
                 shared
             }
         };
@@ -332,8 +331,30 @@ impl AgentBuilder {
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
                 owner: reins_message::new_id(),
-                sessions: Mutex::new(HashMap::new()),
+                sessions: Mutex::new(LiveSessions::default()),
             }),
         })
+    }
+}
+
+/// Weak handles on the sessions in use. Dead entries are swept when the map has
+/// doubled since the last sweep, so opening a session costs O(1) amortized.
+#[derive(Default)]
+pub(crate) struct LiveSessions {
+    map: HashMap<String, Weak<SessionShared>>,
+    sweep_at: usize,
+}
+
+impl LiveSessions {
+    fn get(&self, id: &str) -> Option<&Weak<SessionShared>> {
+        self.map.get(id)
+    }
+
+    fn insert(&mut self, id: &str, shared: &Arc<SessionShared>) {
+        if self.map.len() >= self.sweep_at {
+            self.map.retain(|_, w| w.strong_count() > 0);
+            self.sweep_at = (self.map.len() * 2).max(64);
+        }
+        self.map.insert(id.to_owned(), Arc::downgrade(shared));
     }
 }

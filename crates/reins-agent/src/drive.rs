@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::error::{AgentError, Result};
+use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step, ToolGate};
 use crate::session::{SessionCore, reload_if_needed};
@@ -23,72 +24,6 @@ use reins_tool::Concurrency;
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
      it may or may not have taken effect";
-
-/// The session's lock in the store, renewed while the run is alive and released when
-/// dropped.
-pub(crate) struct StoreLock {
-    renew: CancellationToken,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl StoreLock {
-    pub(crate) async fn acquire(agent: &Agent, session: &str) -> Result<Self> {
-        let inner = &agent.inner;
-        if !inner
-            .store
-            .try_lock_session(session, &inner.owner, inner.session_lease)
-            .await?
-        {
-            return Err(AgentError::SessionBusy {
-                session: session.to_owned(),
-            });
-        }
-        let renew = CancellationToken::new();
-        let (store, owner, lease, sid, stop) = (
-            inner.store.clone(),
-            inner.owner.clone(),
-            inner.session_lease,
-            session.to_owned(),
-            renew.clone(),
-        );
-        let task = tokio::spawn(async move {
-            let every = lease / 3;
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(every) => {
-                        if let Err(e) = store.try_lock_session(&sid, &owner, lease).await {
-                            tracing::warn!(session = %sid, error = %e, "could not renew the session lock");
-                        }
-                    }
-                }
-            }
-            if let Err(e) = store.unlock_session(&sid, &owner).await {
-                tracing::warn!(session = %sid, error = %e, "could not release the session lock");
-            }
-        });
-        Ok(Self {
-            renew,
-            task: Some(task),
-        })
-    }
-
-    /// Releases the lock and waits until the store has recorded it.
-    pub(crate) async fn release(mut self) {
-        self.renew.cancel();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for StoreLock {
-    fn drop(&mut self) {
-        // The renewal task releases the lock as it ends (in the background when the
-        // run ended without `release`).
-        self.renew.cancel();
-    }
-}
 
 /// Drives one call to its end.
 pub(crate) async fn drive(
@@ -105,6 +40,7 @@ pub(crate) async fn drive(
         session,
         cancel,
         events,
+        lock,
     };
     let result = d.run(&mut core, input).await;
     if let Err(e) = &result {
@@ -118,7 +54,7 @@ pub(crate) async fn drive(
             tracing::warn!(error = %he, "an Error hook failed");
         }
     }
-    lock.release().await;
+    d.lock.release().await;
     result
 }
 
@@ -127,6 +63,7 @@ struct Driver {
     session: String,
     cancel: CancellationToken,
     events: UnboundedSender<RunEvent>,
+    lock: StoreLock,
 }
 
 impl Driver {
@@ -200,6 +137,7 @@ impl Driver {
         self.hooks(&mut ev, core.run.state().iteration).await?;
 
         let status = loop {
+            self.lock.renew_if_due().await;
             if self.cancel.is_cancelled() {
                 break self.interrupt(core, Vec::new()).await?;
             }
@@ -247,6 +185,9 @@ impl Driver {
 
     /// Writes the run's changes as one store transaction.
     async fn commit(&self, core: &mut SessionCore) -> Result<()> {
+        if !core.run.has_changes() {
+            return Ok(());
+        }
         let mut commit = core.run.take_commit();
         commit.expected_version = core.version;
         match self.agent.inner.store.commit(&self.session, commit).await {
@@ -340,6 +281,7 @@ impl Driver {
             };
             let Some(chunk) = next else { break };
             let chunk = chunk?;
+            self.lock.renew_if_due().await;
             acc.push(&chunk)?;
             match &chunk {
                 ChatChunk::TextDelta { text } => {
@@ -453,7 +395,15 @@ impl Driver {
                 }
             }
         };
-        let (outcomes, ()) = tokio::join!(exec_all, forward);
+        // Tools may run long: keep the session lock alive meanwhile.
+        let work = async { tokio::join!(exec_all, forward) };
+        tokio::pin!(work);
+        let (outcomes, ()) = loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = tokio::time::sleep(self.lock.renew_every()) => self.lock.renew_if_due().await,
+            }
+        };
 
         let mut results = Vec::new();
         let mut stop = false;

@@ -59,6 +59,7 @@ mod agent;
 mod drive;
 mod error;
 mod handle;
+mod lock;
 mod output;
 mod requirement;
 pub mod run;

@@ -151,7 +151,7 @@ impl Session {
                 session: self.id().to_owned(),
             });
         };
-        let lock = crate::drive::StoreLock::acquire(&self.agent, self.id()).await?;
+        let lock = crate::lock::StoreLock::acquire(&self.agent, self.id()).await?;
         let cancel = CancellationToken::new();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(crate::drive::drive(

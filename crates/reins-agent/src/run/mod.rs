@@ -50,6 +50,9 @@ pub struct Run {
     /// Every tool use id in the transcript (duplicates from a model are renamed).
     #[serde(skip)]
     tool_ids: HashSet<String>,
+    /// The state as last written to the store (a commit writes it only when changed).
+    #[serde(skip)]
+    committed: RunState,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -82,6 +85,7 @@ impl Run {
             .collect();
         Self {
             config,
+            committed: state.clone(),
             state,
             saved: messages.len(),
             messages,
@@ -558,10 +562,12 @@ impl Run {
             || self.req_ops.clear
             || !self.req_ops.add.is_empty()
             || !self.req_ops.decide.is_empty()
+            || self.state != self.committed
     }
 
     /// Takes everything to write since the last commit as one store [`Commit`]
-    /// (the caller sets `expected_version`). The run state is always included.
+    /// (the caller sets `expected_version`). The run state is included when it changed
+    /// since the last commit.
     pub fn take_commit(&mut self) -> Commit {
         let ops = std::mem::take(&mut self.req_ops);
         let commit = Commit {
@@ -572,16 +578,12 @@ impl Run {
             add_requirements: ops.add,
             decide: ops.decide,
             clear_requirements: ops.clear,
-            run_state: Some(serde_json::to_value(&self.state).ok()),
+            run_state: (self.state != self.committed)
+                .then(|| serde_json::to_value(&self.state).ok()),
         };
+        self.committed.clone_from(&self.state);
         self.saved = self.messages.len();
         commit
-    }
-
-    /// Forgets unsaved changes' bookkeeping after a failed commit, by restoring from
-    /// what the store holds (the caller reloads).
-    pub fn saved_len(&self) -> usize {
-        self.saved
     }
 
     // ----- helpers -----------------------------------------------------------------

@@ -1,0 +1,112 @@
+//! The session's lock in the store: what makes a second run on a session fail with
+//! `SessionBusy`, in this process and in others sharing the store.
+//!
+//! The lock is a lease. The runner renews it at its checkpoints (every step, every
+//! streamed chunk, and on a timer while tools run) once a third of the lease has
+//! passed, and releases it when the run ends — no background task per run.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use reins_memory::MemoryStore;
+
+use crate::agent::Agent;
+use crate::error::{AgentError, Result};
+
+pub(crate) struct StoreLock {
+    store: Arc<dyn MemoryStore>,
+    session: String,
+    owner: String,
+    lease: Duration,
+    renewed: Mutex<Instant>,
+    released: bool,
+}
+
+impl StoreLock {
+    /// Takes the lock, or fails with `SessionBusy`.
+    pub(crate) async fn acquire(agent: &Agent, session: &str) -> Result<Self> {
+        let inner = &agent.inner;
+        let at = Instant::now();
+        if !inner
+            .store
+            .try_lock_session(session, &inner.owner, inner.session_lease)
+            .await?
+        {
+            return Err(AgentError::SessionBusy {
+                session: session.to_owned(),
+            });
+        }
+        Ok(Self {
+            store: inner.store.clone(),
+            session: session.to_owned(),
+            owner: inner.owner.clone(),
+            lease: inner.session_lease,
+            renewed: Mutex::new(at),
+            released: false,
+        })
+    }
+
+    /// How often a long wait (tools running) should renew.
+    pub(crate) fn renew_every(&self) -> Duration {
+        self.lease / 3
+    }
+
+    /// Renews the lease when a third of it has passed (cheap otherwise).
+    pub(crate) async fn renew_if_due(&self) {
+        let due = self
+            .renewed
+            .lock()
+            .map(|t| t.elapsed() >= self.lease / 3)
+            .unwrap_or(true);
+        if !due {
+            return;
+        }
+        let at = Instant::now();
+        match self
+            .store
+            .try_lock_session(&self.session, &self.owner, self.lease)
+            .await
+        {
+            Ok(true) => {
+                if let Ok(mut t) = self.renewed.lock() {
+                    *t = at;
+                }
+            }
+            Ok(false) => {
+                tracing::warn!(session = %self.session, "the session lock was taken over while the run was alive");
+            }
+            Err(e) => {
+                tracing::warn!(session = %self.session, error = %e, "could not renew the session lock");
+            }
+        }
+    }
+
+    /// Releases the lock and waits until the store has recorded it.
+    pub(crate) async fn release(mut self) {
+        self.released = true;
+        if let Err(e) = self.store.unlock_session(&self.session, &self.owner).await {
+            tracing::warn!(session = %self.session, error = %e, "could not release the session lock");
+        }
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        // The run ended without `release` (its task was aborted): release in the
+        // background if a runtime is there; otherwise the lease simply expires.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let (store, session, owner) = (
+                self.store.clone(),
+                std::mem::take(&mut self.session),
+                std::mem::take(&mut self.owner),
+            );
+            handle.spawn(async move {
+                let _ = store.unlock_session(&session, &owner).await;
+            });
+        }
+    }
+}
