@@ -154,7 +154,7 @@ impl Session {
         let lock = crate::lock::StoreLock::acquire(&self.agent, self.id()).await?;
         let cancel = CancellationToken::new();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(crate::drive::drive(
+        let task = tokio::spawn(Box::pin(crate::drive::drive(
             self.agent.clone(),
             self.id().to_owned(),
             guard,
@@ -162,7 +162,7 @@ impl Session {
             input,
             cancel.clone(),
             tx,
-        ));
+        )));
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
     }
 
