@@ -6,9 +6,9 @@ use chrono::Utc;
 use futures::StreamExt;
 use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
 use reins_memory::{Claim, Error as StoreError, LedgerState};
-use reins_message::{Msg, Role, ToolResult, ToolUse};
+use reins_message::{Msg, Role, ToolResult};
 use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
-use reins_tool::{GateDecision, ToolCallOutcome, ToolContext};
+use reins_tool::{ToolCallOutcome, ToolContext};
 use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -17,7 +17,7 @@ use crate::agent::Agent;
 use crate::error::{AgentError, Result};
 use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
-use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step, ToolGate};
+use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step};
 use crate::session::{SessionCore, reload_if_needed};
 use reins_tool::Concurrency;
 
@@ -327,7 +327,10 @@ impl Driver {
                 tool_use: u.clone(),
             });
         }
-        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
+        let gates = message
+            .tool_uses()
+            .map(|u| self.agent.inner.toolkit.gate(u))
+            .collect();
         let after = AfterReasoning {
             stop: control.is_stopped(),
             goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),
@@ -336,15 +339,6 @@ impl Driver {
             .on_model_message(message, gates, after, done.usage, Utc::now());
         self.commit(core).await?;
         Ok(None)
-    }
-
-    fn gate(&self, u: &ToolUse) -> ToolGate {
-        match self.agent.inner.toolkit.gate(u) {
-            GateDecision::Run => ToolGate::Run,
-            GateDecision::Confirm { reason } => ToolGate::Confirm { reason },
-            GateDecision::UserInput { fields } => ToolGate::UserInput { fields },
-            GateDecision::External => ToolGate::External,
-        }
     }
 
     // ----- acting ------------------------------------------------------------------

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::Utc;
 use proptest::prelude::*;
 use reins_agent::run::{
-    AfterReasoning, ExecOutcome, Phase, Run, RunConfig, RunInput, Step, ToolGate,
+    AfterReasoning, ExecOutcome, GateDecision, Phase, Run, RunConfig, RunInput, Step,
 };
 use reins_agent::{Decision, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
@@ -169,7 +169,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn model_message(&mut self, out: &ModelOut) -> (Msg, Vec<ToolGate>) {
+    fn model_message(&mut self, out: &ModelOut) -> (Msg, Vec<GateDecision>) {
         match out {
             ModelOut::Text => (Msg::assistant("answer"), Vec::new()),
             ModelOut::Empty => (Msg::new(Role::Assistant, Vec::new()), Vec::new()),
@@ -190,12 +190,12 @@ impl Sim {
                     }
                     self.used_ids.push(id);
                     gates.push(match c.gate {
-                        Gate::Run => ToolGate::Run,
-                        Gate::Confirm => ToolGate::Confirm {
+                        Gate::Run => GateDecision::Run,
+                        Gate::Confirm => GateDecision::Confirm {
                             reason: "confirm".into(),
                         },
-                        Gate::External => ToolGate::External,
-                        Gate::Input => ToolGate::UserInput {
+                        Gate::External => GateDecision::External,
+                        Gate::Input => GateDecision::UserInput {
                             fields: json!({"type": "object"}),
                         },
                     });

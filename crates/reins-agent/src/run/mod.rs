@@ -10,9 +10,12 @@
 mod input;
 mod types;
 
+/// What a tool's policy says about one concrete call: the runner asks the toolkit
+/// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
+pub use reins_tool::GateDecision;
 pub use types::{
     AfterReasoning, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState, SlotStatus, Step,
-    ToolGate, ToolSlot,
+    ToolSlot,
 };
 
 use std::collections::HashSet;
@@ -306,7 +309,7 @@ impl Run {
     pub fn on_model_message(
         &mut self,
         mut msg: Msg,
-        gates: Vec<ToolGate>,
+        gates: Vec<GateDecision>,
         after: AfterReasoning,
         usage: Usage,
         now: DateTime<Utc>,
@@ -371,7 +374,7 @@ impl Run {
         self.state.slots = uses
             .into_iter()
             .map(|u| {
-                let gate = gates.next().unwrap_or(ToolGate::Run);
+                let gate = gates.next().unwrap_or(GateDecision::Run);
                 let waiting = |kind: RequirementKind, reason: String| SlotStatus::Waiting {
                     requirement: Requirement {
                         id: u.id.clone(),
@@ -389,20 +392,20 @@ impl Run {
                     )
                 } else {
                     match gate {
-                        ToolGate::Run => SlotStatus::Ready {
+                        GateDecision::Run => SlotStatus::Ready {
                             input: u.input.clone(),
                             edited: false,
                             approved_by: None,
                             dispatched: false,
                         },
-                        ToolGate::Confirm { reason } => {
+                        GateDecision::Confirm { reason } => {
                             waiting(RequirementKind::Confirmation, reason)
                         }
-                        ToolGate::UserInput { fields } => waiting(
+                        GateDecision::UserInput { fields } => waiting(
                             RequirementKind::UserInput { fields },
                             format!("`{}` needs input from a person", u.name),
                         ),
-                        ToolGate::External => waiting(
+                        GateDecision::External => waiting(
                             RequirementKind::External,
                             format!("`{}` is executed by the caller", u.name),
                         ),

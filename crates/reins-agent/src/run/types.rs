@@ -31,26 +31,6 @@ impl Default for RunConfig {
     }
 }
 
-/// What a tool's policy says about one concrete call (computed by the runner from the
-/// toolkit, so the state machine does not depend on tool implementations).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum ToolGate {
-    /// Run it.
-    Run,
-    /// A person must approve it.
-    Confirm {
-        /// Why.
-        reason: String,
-    },
-    /// A person must supply these fields first.
-    UserInput {
-        /// A JSON Schema of the fields.
-        fields: Value,
-    },
-    /// The caller executes it.
-    External,
-}
-
 /// The hook's verdict after a reasoning step.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AfterReasoning {
