@@ -102,7 +102,6 @@ impl Driver {
             if core.run.phase() == Phase::Acting && matches!(input, RunInput::Message(_)) {
                 self.settle_from_ledger(core).await?;
             }
-            let before = core.run.clone();
             match core.run.begin(input.clone(), Utc::now()) {
                 Ok(()) => {}
                 Err(AgentError::NothingToResume { .. }) => {
@@ -116,14 +115,11 @@ impl Driver {
                 Ok(()) => break,
                 Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
                     attempt += 1;
-                    drop(before);
                     reload_if_needed(&self.agent, &self.session, core, true).await?;
                 }
-                Err(e) => {
-                    core.run = before;
-                    core.stale = true;
-                    return Err(e);
-                }
+                // `commit` marked the cache stale: the next call reloads what the
+                // store holds.
+                Err(e) => return Err(e),
             }
         }
 
