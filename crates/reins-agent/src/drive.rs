@@ -204,7 +204,7 @@ impl Driver {
         results: Vec<ToolResult>,
     ) -> Result<RunStatus> {
         core.run.interrupt(results);
-        let report = core.run.output(&self.session, RunStatus::Cancelled).repairs;
+        let report = core.run.repairs().clone();
         if !report.is_empty() {
             self.emit(RunEvent::Repaired { report });
         }

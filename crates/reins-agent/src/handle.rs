@@ -21,9 +21,9 @@ use crate::output::{RunEvent, RunOutput};
 pub struct RunHandle {
     session_id: String,
     cancel: CancellationToken,
-    guard: Option<DropGuard>,
+    guard: DropGuard,
     events: RunEvents,
-    task: Option<JoinHandle<Result<RunOutput>>>,
+    task: JoinHandle<Result<RunOutput>>,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -56,10 +56,10 @@ impl RunHandle {
     ) -> Self {
         Self {
             session_id,
-            guard: Some(cancel.clone().drop_guard()),
+            guard: cancel.clone().drop_guard(),
             cancel,
             events: RunEvents(rx),
-            task: Some(task),
+            task,
         }
     }
 
@@ -88,29 +88,22 @@ impl RunHandle {
         Interrupter(self.cancel.clone())
     }
 
-    /// Waits for the run's output.
-    pub async fn wait(mut self) -> Result<RunOutput> {
-        let Some(task) = self.task.take() else {
-            return Err(AgentError::Internal(
-                "the run was already awaited".to_owned(),
-            ));
-        };
+    /// Waits for the run's output. Dropping this future before it completes
+    /// interrupts the run, as dropping the handle does.
+    pub async fn wait(self) -> Result<RunOutput> {
+        let Self { guard, task, .. } = self;
         let out = task
             .await
             .map_err(|e| AgentError::Internal(format!("the run's task ended abnormally: {e}")));
         // The run is over: nothing left to interrupt.
-        if let Some(g) = self.guard.take() {
-            g.disarm();
-        }
+        guard.disarm();
         out?
     }
 
     /// Lets the run go on without this handle (dropping the handle no longer
     /// interrupts it).
-    pub fn detach(mut self) {
-        if let Some(g) = self.guard.take() {
-            g.disarm();
-        }
+    pub fn detach(self) {
+        self.guard.disarm();
     }
 }
 

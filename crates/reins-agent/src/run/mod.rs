@@ -557,6 +557,11 @@ impl Run {
         }
     }
 
+    /// What transcript repair changed during the current call.
+    pub fn repairs(&self) -> &RepairReport {
+        &self.call.repairs
+    }
+
     /// Whether anything must be written.
     pub fn has_changes(&self) -> bool {
         self.saved < self.messages.len()
