@@ -1,0 +1,212 @@
+//! [`ServerError`]: every way a request can be refused, and how it becomes an HTTP
+//! answer (`{"error": {"code", "message"}}` with the matching status).
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use reins_agent::AgentError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Why a request was refused (or failed). Each variant maps to one HTTP status and a
+/// stable machine-readable `code`; the message says what a person can do about it.
+///
+/// A refused request changes nothing: every check runs before the agent is asked to
+/// act, and the agent itself validates decisions in full before it writes.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The body is not valid JSON, or has the wrong shape (400).
+    #[error("bad request body: {0}")]
+    BadBody(String),
+    /// A path or query parameter is not acceptable (400).
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// No bearer token, or an unknown one (401).
+    #[error("missing or unknown bearer token")]
+    Unauthorized,
+    /// The principal may not do this (403).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The session does not exist (404).
+    #[error("session `{0}` does not exist")]
+    UnknownSession(String),
+    /// A decision names a requirement that is not pending (404): unknown, or already
+    /// decided by someone else.
+    #[error("{0}")]
+    UnknownRequirement(String),
+    /// Another run on the session is in flight, or a tool call is still running
+    /// elsewhere (409).
+    #[error("{0}")]
+    Busy(String),
+    /// The session is not paused: nothing to decide (409). Usually someone else
+    /// already decided.
+    #[error("{0}")]
+    NotPaused(String),
+    /// The caller's view of the pending requirements is out of date (409); re-read the
+    /// session and decide again.
+    #[error("{message}")]
+    StaleView {
+        /// What happened.
+        message: String,
+        /// The requirements pending now, as JSON.
+        pending: serde_json::Value,
+    },
+    /// The body is too large (413).
+    #[error("request body too large (the limit is {0} bytes)")]
+    TooLarge(usize),
+    /// The decision or input cannot be applied (422): wrong kind, expired, duplicate,
+    /// invalid values.
+    #[error("{message}")]
+    Invalid {
+        /// A stable code: `invalid_decision`, `expired`, `invalid_input`.
+        code: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// The store failed (503 when unreachable, otherwise 500).
+    #[error("store error: {0}")]
+    Store(String),
+    /// The model failed (502).
+    #[error("model error: {0}")]
+    Model(String),
+    /// Anything else (500).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;
+
+/// The JSON body of every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable machine-readable code (`bad_body`, `unauthorized`, `forbidden`,
+    /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`,
+    /// `payload_too_large`, `invalid_decision`, `expired`, `invalid_input`, `store`,
+    /// `model`, `internal`).
+    pub code: String,
+    /// A sentence for a person.
+    pub message: String,
+    /// For `stale_view`: the requirements pending now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub pending: Option<serde_json::Value>,
+}
+
+impl ServerError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadBody(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::UnknownSession(_) | Self::UnknownRequirement(_) => StatusCode::NOT_FOUND,
+            Self::Busy(_) | Self::NotPaused(_) | Self::StaleView { .. } => StatusCode::CONFLICT,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Model(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// The stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadBody(_) => "bad_body",
+            Self::BadRequest(_) => "bad_request",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::UnknownSession(_) => "not_found",
+            Self::UnknownRequirement(_) => "unknown_requirement",
+            Self::Busy(_) => "busy",
+            Self::NotPaused(_) => "not_paused",
+            Self::StaleView { .. } => "stale_view",
+            Self::TooLarge(_) => "payload_too_large",
+            Self::Invalid { code, .. } => code,
+            Self::Store(_) => "store",
+            Self::Model(_) => "model",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+                pending: match self {
+                    Self::StaleView { pending, .. } => Some(pending.clone()),
+                    _ => None,
+                },
+            },
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::Invalid {
+            code: "invalid_decision",
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        if matches!(self, Self::Store(_) | Self::Internal(_) | Self::Model(_)) {
+            tracing::warn!(error = %self, "request failed");
+        }
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+impl From<AgentError> for ServerError {
+    fn from(e: AgentError) -> Self {
+        let message = e.to_string();
+        match e {
+            AgentError::SessionBusy { .. } | AgentError::ToolInFlight { .. } => {
+                Self::Busy(message)
+            }
+            AgentError::NothingToResume { .. } => Self::NotPaused(format!(
+                "{message} (someone may already have decided: reload the session)"
+            )),
+            AgentError::UnknownRequirement { .. } => Self::UnknownRequirement(format!(
+                "{message} (it may already have been decided: reload the session)"
+            )),
+            AgentError::WrongDecision { .. } | AgentError::DuplicateDecision { .. } => {
+                Self::invalid(message)
+            }
+            AgentError::RequirementExpired { .. } => Self::Invalid {
+                code: "expired",
+                message,
+            },
+            AgentError::InvalidInput(_) => Self::Invalid {
+                code: "invalid_input",
+                message,
+            },
+            AgentError::Store(reins_memory::Error::SessionNotFound { id }) => {
+                Self::UnknownSession(id)
+            }
+            AgentError::Store(_) => Self::Store(message),
+            AgentError::Model(_) => Self::Model(message),
+            other => crate::compat::map_agent_error(other),
+        }
+    }
+}
+
+impl From<reins_memory::Error> for ServerError {
+    fn from(e: reins_memory::Error) -> Self {
+        match e {
+            reins_memory::Error::SessionNotFound { id } => Self::UnknownSession(id),
+            other => Self::Store(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Extractors whose refusals are JSON errors: the caller's principal, the JSON body,
+//! the path and the query.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::auth::Principal;
+use crate::error::ServerError;
+use crate::state::AppState;
+
+/// The authenticated principal of a request.
+pub(crate) struct Caller(pub(crate) Arc<Principal>);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        state.auth.authenticate(&parts.headers).map(Caller)
+    }
+}
+
+/// A JSON body; malformed JSON and wrong types are 400, too large is 413.
+pub(crate) struct ApiJson<T>(pub(crate) T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ServerError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(0, |l| l.0);
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Self(v)),
+            Err(e) => Err(json_rejection(e, limit)),
+        }
+    }
+}
+
+/// The configured body limit, for the 413 message.
+#[derive(Clone, Copy)]
+pub(crate) struct BodyLimit(pub(crate) usize);
+
+fn json_rejection(e: JsonRejection, limit: usize) -> ServerError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ServerError::TooLarge(limit);
+    }
+    match e {
+        JsonRejection::MissingJsonContentType(_) => ServerError::BadBody(
+            "expected a JSON body with `Content-Type: application/json`".to_owned(),
+        ),
+        other => ServerError::BadBody(other.body_text()),
+    }
+}
+
+/// A session id from the path (percent-decoded; `alice%2Fchat-1` is `alice/chat-1`).
+pub(crate) struct SessionId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Path(id) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ServerError::BadRequest(e.body_text()))?;
+        validate_session_id(&id)?;
+        Ok(Self(id))
+    }
+}
+
+/// Session ids: 1 to 256 characters, no control characters.
+pub(crate) fn validate_session_id(id: &str) -> Result<(), ServerError> {
+    if id.trim().is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
+        return Err(ServerError::BadRequest(
+            "a session id is 1 to 256 characters without control characters".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// A query string.
+pub(crate) struct ApiQuery<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Self(q.0))
+            .map_err(|e| ServerError::BadRequest(e.body_text()))
+    }
+}

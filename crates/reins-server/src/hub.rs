@@ -1,0 +1,261 @@
+//! Live events: one bounded channel per session (with a short replay ring for
+//! `Last-Event-ID`), one for inbox changes, the runs executing on this instance, and
+//! the poller that notices other instances' writes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use reins_agent::{Agent, Interrupter, RunOutput};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+/// How many events each session keeps for reconnecting clients.
+const RING: usize = 512;
+/// How many events a slow subscriber may fall behind before it is resynchronised.
+const CHANNEL: usize = 256;
+
+/// One published event.
+#[derive(Debug)]
+pub(crate) struct Envelope {
+    /// `<instance>-<seq>`: the SSE id.
+    pub(crate) id: String,
+    pub(crate) seq: u64,
+    /// The SSE event name.
+    pub(crate) event: String,
+    /// The JSON data.
+    pub(crate) data: String,
+    /// The run it belongs to, if any.
+    pub(crate) run_id: Option<String>,
+    /// The last event of its run.
+    pub(crate) terminal: bool,
+}
+
+struct Ring {
+    next: u64,
+    items: VecDeque<Arc<Envelope>>,
+}
+
+/// A session's event channel.
+pub(crate) struct Channel {
+    ring: Mutex<Ring>,
+    tx: broadcast::Sender<Arc<Envelope>>,
+}
+
+/// What a subscriber gets: events to replay, then the live receiver. `gap`: the
+/// requested position is no longer (or never was) in the ring.
+pub(crate) struct Subscription {
+    pub(crate) replay: Vec<Arc<Envelope>>,
+    pub(crate) rx: broadcast::Receiver<Arc<Envelope>>,
+    pub(crate) gap: bool,
+}
+
+impl Channel {
+    fn new() -> Self {
+        let (tx, _) = broadcast::channel(CHANNEL);
+        Self {
+            ring: Mutex::new(Ring {
+                next: 1,
+                items: VecDeque::new(),
+            }),
+            tx,
+        }
+    }
+
+    pub(crate) fn publish(
+        &self,
+        instance: &str,
+        event: &str,
+        data: Value,
+        run_id: Option<&str>,
+        terminal: bool,
+    ) {
+        let Ok(mut ring) = self.ring.lock() else {
+            return;
+        };
+        let seq = ring.next;
+        ring.next += 1;
+        let env = Arc::new(Envelope {
+            id: format!("{instance}-{seq}"),
+            seq,
+            event: event.to_owned(),
+            data: data.to_string(),
+            run_id: run_id.map(str::to_owned),
+            terminal,
+        });
+        if ring.items.len() >= RING {
+            ring.items.pop_front();
+        }
+        ring.items.push_back(env.clone());
+        // No receivers is fine.
+        let _ = self.tx.send(env);
+    }
+
+    /// Subscribes; `after`: replay the events after this sequence number.
+    pub(crate) fn subscribe(&self, after: Option<u64>) -> Subscription {
+        let Ok(ring) = self.ring.lock() else {
+            return Subscription {
+                replay: Vec::new(),
+                rx: self.tx.subscribe(),
+                gap: true,
+            };
+        };
+        let rx = self.tx.subscribe();
+        match after {
+            None => Subscription {
+                replay: Vec::new(),
+                rx,
+                gap: false,
+            },
+            Some(after) => {
+                let oldest = ring.items.front().map_or(ring.next, |e| e.seq);
+                let gap = after + 1 < oldest || after >= ring.next;
+                let replay = ring
+                    .items
+                    .iter()
+                    .filter(|e| e.seq > after)
+                    .cloned()
+                    .collect();
+                Subscription { replay, rx, gap }
+            }
+        }
+    }
+}
+
+/// A session changed (seen on this instance, or by polling the store).
+#[derive(Debug, Clone)]
+pub(crate) struct Notice {
+    pub(crate) session_id: String,
+}
+
+/// The final answer of a run executing here.
+pub(crate) type Done = Option<Result<RunOutput, crate::error::ServerError>>;
+
+/// A run executing on this instance.
+pub(crate) struct LocalRun {
+    pub(crate) run_id: String,
+    pub(crate) interrupter: Interrupter,
+    pub(crate) done: watch::Receiver<Done>,
+}
+
+/// The hub of one server.
+pub(crate) struct Hub {
+    pub(crate) instance: String,
+    channels: Mutex<HashMap<String, Weak<Channel>>>,
+    held: Mutex<HashMap<String, (Arc<Channel>, std::time::Instant)>>,
+    notices: broadcast::Sender<Notice>,
+    runs: Mutex<HashMap<String, Arc<LocalRun>>>,
+    poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    poll_every: Duration,
+}
+
+impl Hub {
+    pub(crate) fn new(poll_every: Duration) -> Self {
+        let (notices, _) = broadcast::channel(1024);
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        Self {
+            instance: id.get(..8).unwrap_or(&id).to_owned(),
+            channels: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            notices,
+            runs: Mutex::new(HashMap::new()),
+            poller: Mutex::new(None),
+            poll_every,
+        }
+    }
+
+    /// The channel of a session (created on demand; kept while anyone holds it, and
+    /// for a while after its last event so that reconnecting clients can replay).
+    pub(crate) fn channel(&self, session: &str) -> Arc<Channel> {
+        let Ok(mut map) = self.channels.lock() else {
+            return Arc::new(Channel::new());
+        };
+        if let Some(c) = map.get(session).and_then(Weak::upgrade) {
+            return c;
+        }
+        map.retain(|_, w| w.strong_count() > 0);
+        let c = Arc::new(Channel::new());
+        map.insert(session.to_owned(), Arc::downgrade(&c));
+        c
+    }
+
+    /// Keeps a session's channel alive after a run, for replay; drops old ones.
+    pub(crate) fn hold(&self, session: &str, c: Arc<Channel>) {
+        if let Ok(mut held) = self.held.lock() {
+            let now = std::time::Instant::now();
+            held.retain(|_, (_, t)| now.duration_since(*t) < Duration::from_secs(600));
+            held.insert(session.to_owned(), (c, now));
+        }
+    }
+
+    /// Parses a `Last-Event-ID` of this instance into a sequence number.
+    pub(crate) fn parse_last_id(&self, id: &str) -> Option<u64> {
+        let (inst, seq) = id.rsplit_once('-')?;
+        (inst == self.instance).then(|| seq.parse().ok()).flatten()
+    }
+
+    pub(crate) fn notify(&self, session: &str) {
+        let _ = self.notices.send(Notice {
+            session_id: session.to_owned(),
+        });
+    }
+
+    pub(crate) fn notices(&self) -> broadcast::Receiver<Notice> {
+        self.notices.subscribe()
+    }
+
+    pub(crate) fn local_run(&self, session: &str) -> Option<Arc<LocalRun>> {
+        self.runs.lock().ok()?.get(session).cloned()
+    }
+
+    pub(crate) fn add_run(&self, session: &str, run: Arc<LocalRun>) {
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.insert(session.to_owned(), run);
+        }
+    }
+
+    pub(crate) fn remove_run(&self, session: &str, run_id: &str) {
+        if let Ok(mut runs) = self.runs.lock()
+            && runs.get(session).is_some_and(|r| r.run_id == run_id)
+        {
+            runs.remove(session);
+        }
+    }
+
+    /// Starts the store poller (once): it notices sessions other instances wrote.
+    pub(crate) fn ensure_poller(self: &Arc<Self>, agent: &Agent) {
+        let Ok(mut slot) = self.poller.lock() else {
+            return;
+        };
+        if slot.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let hub = Arc::downgrade(self);
+        let store = agent.store().clone();
+        let every = self.poll_every;
+        *slot = Some(tokio::spawn(async move {
+            let mut seen: HashMap<String, u64> = HashMap::new();
+            let mut first = true;
+            loop {
+                let Some(h) = hub.upgrade() else { return };
+                if h.notices.receiver_count() == 0 {
+                    // Nobody listens: stop; the next subscriber restarts it.
+                    return;
+                }
+                if let Ok(list) = store.list_sessions().await {
+                    let mut now = HashMap::with_capacity(list.len());
+                    for s in list {
+                        if !first && seen.get(&s.id) != Some(&s.version) {
+                            h.notify(&s.id);
+                        }
+                        now.insert(s.id, s.version);
+                    }
+                    seen = now;
+                    first = false;
+                }
+                drop(h);
+                tokio::time::sleep(every).await;
+            }
+        }));
+    }
+}

@@ -1,0 +1,278 @@
+//! # reins-server
+//!
+//! reins agents as an HTTP service: sessions over JSON and Server-Sent Events, bearer
+//! tokens mapped to principals with roles, an approval inbox in the browser, and any
+//! number of instances sharing one PostgreSQL store.
+//!
+//! [`Server::new`] takes an [`Agent`]; [`Server::router`] gives an [`axum::Router`] to
+//! serve as it is or to mount in a larger application.
+//!
+//! | endpoint | what it does |
+//! |---|---|
+//! | `POST /v1/sessions/{id}/runs` `{message}` | starts a run; its output, or SSE with `?stream=true` |
+//! | `GET /v1/sessions/{id}` | status, transcript, pending requirements, view token |
+//! | `GET /v1/sessions/{id}/decisions` | the audit trail |
+//! | `POST /v1/sessions/{id}/decisions` | approve / reject / input / external result; the run goes on |
+//! | `POST /v1/sessions/{id}/interrupt` | stops the run wherever it executes |
+//! | `GET /v1/sessions/{id}/events` | live events (SSE, `Last-Event-ID` to resume) |
+//! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
+//! | `GET /v1/events` | inbox changes (SSE) |
+//! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
+//!
+//! Errors are JSON, `{"error": {"code", "message"}}`, with the matching status (400,
+//! 401, 403, 404, 409, 413, 422); a refused request changes nothing. See
+//! `docs/server.md` for curl examples and for running several instances.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use reins_agent::Agent;
+//! use reins_model::{ScriptedModel, ScriptedResponse};
+//! use reins_server::{Auth, Principal, Role, Server};
+//!
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new([ScriptedResponse::text("Hello!")]))
+//!     .build()?;
+//! let auth = Auth::new().token("alice-token", Principal::new("alice", [Role::User]));
+//! let app = Server::new(agent).auth(auth).router();
+//!
+//! // Serve it (here on a free loopback port), then talk to it over HTTP.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! let server = tokio::spawn(async move { axum::serve(listener, app).await });
+//!
+//! let mut stream = tokio::net::TcpStream::connect(addr).await?;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! let body = r#"{"message":"hi"}"#;
+//! let request = format!(
+//!     "POST /v1/sessions/alice%2Fchat-1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token\r\n\
+//!      Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+//!     body.len()
+//! );
+//! stream.write_all(request.as_bytes()).await?;
+//! let mut answer = String::new();
+//! stream.read_to_string(&mut answer).await?;
+//! assert!(answer.starts_with("HTTP/1.1 200"));
+//! assert!(answer.contains(r#""status":"completed""#));
+//! server.abort();
+//! # Ok(()) }
+//! ```
+//!
+//! ## Features
+//!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `sqlite`   | yes     | the SQLite store in reins-agent |
+//! | `postgres` | no      | the PostgreSQL store in reins-agent (several instances on one database) |
+
+mod api;
+pub mod auth;
+mod compat;
+mod error;
+mod extract;
+mod hub;
+mod openapi;
+mod sse;
+mod state;
+pub mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use reins_agent::Agent;
+use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
+use tower_http::trace::TraceLayer;
+
+pub use auth::{Auth, AuthConfigError, Principal, Role, generate_token, hash_token};
+pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
+pub use openapi::ApiDoc;
+
+use crate::extract::BodyLimit;
+use crate::hub::Hub;
+use crate::state::{AppState, Limits};
+
+/// The inbox page (plain HTML, CSS and JavaScript; no build step).
+const INBOX_HTML: &str = include_str!("inbox.html");
+
+/// Builds the service around an [`Agent`]; see the [crate docs](crate).
+#[must_use]
+pub struct Server {
+    agent: Agent,
+    auth: Auth,
+    limits: Limits,
+    poll_interval: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("agent", &self.agent.name())
+            .field("auth", &self.auth)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server for this agent. Without [`auth`](Server::auth) every request is refused
+    /// (401).
+    pub fn new(agent: Agent) -> Self {
+        Self {
+            agent,
+            auth: Auth::new(),
+            limits: Limits {
+                body_limit: 1024 * 1024,
+                request_timeout: Duration::from_secs(300),
+                body_timeout: Duration::from_secs(15),
+                keep_alive: Duration::from_secs(15),
+            },
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// The tokens and their principals.
+    pub fn auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// The largest request body accepted (default 1 MiB); larger ones get 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.limits.body_limit = bytes;
+        self
+    }
+
+    /// How long a request may take before it gets 408 (default 300 s). A run answered
+    /// without `stream=true` must end within it (the run itself goes on regardless).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_timeout = timeout;
+        self
+    }
+
+    /// How long the server waits for the next piece of a request body (default 15 s):
+    /// slow clients are cut off.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
+        self
+    }
+
+    /// How often the store is polled for other instances' writes while someone
+    /// watches (default 1 s).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every;
+        self
+    }
+
+    /// How often idle SSE streams send a keep-alive comment (default 15 s).
+    pub fn keep_alive(mut self, every: Duration) -> Self {
+        self.limits.keep_alive = every;
+        self
+    }
+
+    /// The OpenAPI document of the API.
+    pub fn openapi() -> utoipa::openapi::OpenApi {
+        <ApiDoc as utoipa::OpenApi>::openapi()
+    }
+
+    /// The service, ready to serve or to nest in another router.
+    pub fn router(self) -> Router {
+        if self.auth.is_empty() {
+            tracing::warn!("reins-server has no tokens configured: every request will get 401");
+        }
+        let limits = self.limits.clone();
+        let state = AppState {
+            agent: self.agent,
+            auth: Arc::new(self.auth),
+            hub: Arc::new(Hub::new(self.poll_interval)),
+            limits: Arc::new(self.limits),
+        };
+        Router::new()
+            .route("/", get(inbox_page))
+            .route("/inbox", get(inbox_page))
+            .route("/v1/openapi.json", get(openapi_json))
+            .route("/healthz", get(api::healthz))
+            .route("/readyz", get(api::readyz))
+            .route("/v1/me", get(api::get_me))
+            .route("/v1/requirements", get(api::get_requirements))
+            .route("/v1/events", get(api::get_inbox_events))
+            .route("/v1/sessions/{id}", get(api::get_session))
+            .route("/v1/sessions/{id}/runs", post(api::post_run))
+            .route(
+                "/v1/sessions/{id}/decisions",
+                get(api::get_decisions).post(api::post_decisions),
+            )
+            .route("/v1/sessions/{id}/interrupt", post(api::post_interrupt))
+            .route("/v1/sessions/{id}/events", get(api::get_events))
+            .fallback(not_found)
+            .with_state(state)
+            .layer(axum::middleware::map_response(json_errors))
+            .layer(axum::Extension(BodyLimit(limits.body_limit)))
+            .layer(RequestBodyLimitLayer::new(limits.body_limit))
+            .layer(RequestBodyTimeoutLayer::new(limits.body_timeout))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::REQUEST_TIMEOUT,
+                limits.request_timeout,
+            ))
+            .layer(CompressionLayer::new())
+            .layer(TraceLayer::new_for_http())
+    }
+}
+
+async fn inbox_page() -> Response {
+    let mut res = Html(INBOX_HTML).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'",
+        ),
+    );
+    res
+}
+
+async fn openapi_json() -> Response {
+    match Server::openapi().to_json() {
+        Ok(json) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            json,
+        )
+            .into_response(),
+        Err(e) => ServerError::Internal(format!("cannot render the OpenAPI document: {e}"))
+            .into_response(),
+    }
+}
+
+async fn not_found() -> Response {
+    let body = serde_json::json!({"error": {
+        "code": "not_found",
+        "message": "no such endpoint (see /v1/openapi.json)",
+    }});
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+/// Gives the answers of layers (timeouts, limits) and routing a JSON error body.
+async fn json_errors(res: Response) -> Response {
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let (code, message) = match status {
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body too large"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("bad_body", "expected a JSON body"),
+        _ => ("error", "the request failed"),
+    };
+    let body = serde_json::json!({"error": {"code": code, "message": message}});
+    (status, axum::Json(body)).into_response()
+}

@@ -1,0 +1,241 @@
+//! The Server-Sent Event streams. Each stream is fed by a task through a small bounded
+//! channel: a client that stops reading holds at most that many events, its
+//! subscription falls behind, and it is resynchronised from the store (a `state`
+//! event) when it reads again. Memory stays bounded whatever the client does.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::auth::Principal;
+use crate::compat;
+use crate::error::Result;
+use crate::hub::{Envelope, LocalRun, Subscription};
+use crate::state::AppState;
+
+/// Events a client may be behind before its task waits for it.
+const CLIENT_BUFFER: usize = 32;
+
+fn event_of(env: &Envelope) -> Event {
+    Event::default()
+        .id(env.id.clone())
+        .event(env.event.clone())
+        .data(env.data.clone())
+}
+
+fn respond(rx: mpsc::Receiver<Event>, keep_alive: std::time::Duration) -> Response {
+    let stream = ReceiverStream::new(rx).map(Ok::<_, Infallible>);
+    let mut res = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(keep_alive))
+        .into_response();
+    let h = res.headers_mut();
+    h.insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-cache"),
+    );
+    h.insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    res
+}
+
+/// The session's stream: `state` on connect (unless resuming without a gap) and
+/// whenever the stored session changes; the run events published on this instance.
+pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) -> Response {
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let keep_alive = state.limits.keep_alive;
+    tokio::spawn(async move {
+        let hub = state.hub.clone();
+        let chan = hub.channel(&id);
+        let after = last.as_deref().and_then(|l| hub.parse_last_id(l));
+        let mut notices = hub.notices();
+        hub.ensure_poller(&state.agent);
+        let Subscription {
+            replay,
+            mut rx,
+            gap,
+        } = chan.subscribe(after);
+        let mut last_version = None;
+        if (after.is_none() || gap)
+            && !send_state(&state, &id, &tx, &mut last_version, true).await
+        {
+            return;
+        }
+        for env in replay {
+            if tx.send(event_of(&env)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                r = rx.recv() => match r {
+                    Ok(env) => {
+                        if tx.send(event_of(&env)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        if !send_state(&state, &id, &tx, &mut last_version, true).await {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                n = notices.recv() => match n {
+                    Ok(n) if n.session_id == id => {
+                        if !send_state(&state, &id, &tx, &mut last_version, false).await {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        if !send_state(&state, &id, &tx, &mut last_version, false).await {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    respond(rx, keep_alive)
+}
+
+/// Sends a `state` event when the session moved (or `force`); false when the client
+/// is gone.
+async fn send_state(
+    state: &AppState,
+    id: &str,
+    tx: &mpsc::Sender<Event>,
+    last_version: &mut Option<(u64, bool)>,
+    force: bool,
+) -> bool {
+    let running = state.hub.local_run(id).is_some();
+    let view = match compat::load_view(&state.agent, id, running, false).await {
+        Ok((v, _)) => v,
+        Err(e) => {
+            let ev = Event::default()
+                .event("error")
+                .data(json!({"error": e.body().error}).to_string());
+            return tx.send(ev).await.is_ok();
+        }
+    };
+    let key = (view.version, running);
+    if !force && *last_version == Some(key) {
+        return true;
+    }
+    *last_version = Some(key);
+    let data = serde_json::to_string(&view).unwrap_or_default();
+    tx.send(Event::default().event("state").data(data))
+        .await
+        .is_ok()
+}
+
+/// The inbox stream: `changed` events for the sessions the caller may read.
+pub(crate) fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let keep_alive = state.limits.keep_alive;
+    tokio::spawn(async move {
+        let mut notices = state.hub.notices();
+        state.hub.ensure_poller(&state.agent);
+        if tx
+            .send(Event::default().event("ready").data("{}"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                n = notices.recv() => {
+                    let data = match n {
+                        Ok(n) if who.may_read(&n.session_id) => json!({"session_id": n.session_id}),
+                        Ok(_) => continue,
+                        // Fell behind: tell the client to reload everything.
+                        Err(RecvError::Lagged(_)) => json!({"session_id": null}),
+                        Err(RecvError::Closed) => return,
+                    };
+                    if tx.send(Event::default().event("changed").data(data.to_string())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    respond(rx, keep_alive)
+}
+
+/// A run's own stream (`?stream=true`): its events, ending with `output` or `error`.
+/// A run refused before it started answers with the HTTP error instead.
+pub(crate) async fn run_stream(run: Arc<LocalRun>, sub: Subscription) -> Result<Response> {
+    let Subscription { mut rx, .. } = sub;
+    let run_id = run.run_id.clone();
+    let mine = move |env: &Envelope| env.run_id.as_deref() == Some(run_id.as_str());
+    // The first event tells whether the run started at all.
+    let first = loop {
+        match rx.recv().await {
+            Ok(env) if mine(&env) => break Some(env),
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => break None,
+        }
+    };
+    if first
+        .as_ref()
+        .is_none_or(|e| e.event == "failed" || e.event == "error")
+    {
+        // Refused or failed at once: answer with the error's status.
+        crate::api::wait_done(&run).await?;
+    }
+    let (tx, out) = mpsc::channel(CLIENT_BUFFER);
+    tokio::spawn(async move {
+        if let Some(env) = first {
+            if tx.send(event_of(&env)).await.is_err() {
+                return;
+            }
+            if env.terminal {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                r = rx.recv() => match r {
+                    Ok(env) if mine(&env) => {
+                        if tx.send(event_of(&env)).await.is_err() || env.terminal {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(n)) => {
+                        // Fell behind: say so, then give the final answer.
+                        let _ = tx
+                            .send(Event::default().event("lagged").data(json!({"missed": n}).to_string()))
+                            .await;
+                        let ev = match crate::api::wait_done(&run).await {
+                            Ok(out) => Event::default().event("output").data(
+                                json!({"run_id": run.run_id, "output": out}).to_string(),
+                            ),
+                            Err(e) => Event::default().event("error").data(
+                                json!({"run_id": run.run_id, "error": e.body().error}).to_string(),
+                            ),
+                        };
+                        let _ = tx.send(ev).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    Ok(respond(out, std::time::Duration::from_secs(15)))
+}

@@ -1,0 +1,26 @@
+//! The state every handler shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reins_agent::Agent;
+
+use crate::auth::Auth;
+use crate::hub::Hub;
+
+/// Limits and intervals (see [`Server`](crate::Server)'s setters).
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    pub(crate) body_limit: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    pub(crate) keep_alive: Duration,
+}
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) agent: Agent,
+    pub(crate) auth: Arc<Auth>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) limits: Arc<Limits>,
+}

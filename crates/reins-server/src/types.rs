@@ -1,0 +1,231 @@
+//! The JSON bodies of the API (their schemas are in `/v1/openapi.json`).
+//!
+//! Transcript messages, requirements and run outputs are reins-agent's own serde
+//! formats (documented in `docs/human-in-the-loop.md`); they appear here as objects.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+/// `POST /v1/sessions/{id}/runs`: a new user message.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// The user's message.
+    pub message: String,
+}
+
+/// `?stream=true` answers with Server-Sent Events instead of the final output.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+pub struct StreamQuery {
+    /// Stream the run's events (SSE) instead of waiting for its output.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// How a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// No run in progress.
+    Idle,
+    /// A run is in progress (on this instance or another one).
+    Running,
+    /// Waiting for decisions (or for `resume`).
+    Paused,
+}
+
+/// `GET /v1/sessions/{id}`: the session as stored.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionView {
+    /// The session id.
+    pub session_id: String,
+    /// The stored version (moves with every committed step).
+    pub version: u64,
+    /// Idle, running or paused.
+    pub status: SessionStatus,
+    /// Whether the session waits for decisions.
+    pub paused: bool,
+    /// The pending requirements (reins-agent's `Requirement` JSON).
+    #[schema(value_type = Vec<Object>)]
+    pub requirements: Vec<Value>,
+    /// Pass this back with decisions: they are refused (409 `stale_view`) when what
+    /// is pending changed since this view was read.
+    pub view_token: String,
+    /// The transcript, oldest first (reins-message's `Msg` JSON).
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<Value>,
+    /// When the session was last written.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What to do with a requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Run the tool (optionally with `edited_args`).
+    Approve,
+    /// Do not run it (optionally with a `note` for the model).
+    Reject,
+    /// Supply the `values` a user-input requirement asks for.
+    Input,
+    /// Hand back the `output` of an externally executed tool.
+    ExternalResult,
+}
+
+/// One decision.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionItem {
+    /// The requirement (= tool use) id.
+    pub requirement_id: String,
+    /// What to do.
+    pub action: Action,
+    /// `approve` only: the arguments to run the tool with instead of the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub edited_args: Option<Value>,
+    /// `reject` only: why, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `input` only: the values (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<Value>,
+    /// `external_result` only: the tool's output (a string or any JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output: Option<Value>,
+    /// `external_result` only: whether the execution failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// `POST /v1/sessions/{id}/decisions`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionsRequest {
+    /// The `view_token` of the session view the decisions were made on. Without it
+    /// the decisions apply to whatever is pending (they still name requirement ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view_token: Option<String>,
+    /// One decision per requirement answered; the others stay pending.
+    pub decisions: Vec<DecisionItem>,
+}
+
+/// One entry of the audit trail.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DecisionRecord {
+    /// The requirement id.
+    pub requirement_id: String,
+    /// The tool the requirement was for.
+    pub tool: String,
+    /// The arguments shown to the person (the model's).
+    #[schema(value_type = Object)]
+    pub shown_args: Value,
+    /// `approve`, `reject`, `input` or `external_result` (or a refusal kind).
+    pub decision: String,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// The full decision as reins recorded it.
+    #[schema(value_type = Object)]
+    pub detail: Value,
+    /// When.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /v1/sessions/{id}/decisions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DecisionsList {
+    /// The session id.
+    pub session_id: String,
+    /// Oldest first.
+    pub decisions: Vec<DecisionRecord>,
+}
+
+/// `GET /v1/requirements` query.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+pub struct InboxQuery {
+    /// Only `pending` is supported (the default).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Page size, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// One pending requirement in the inbox.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InboxItem {
+    /// The session it belongs to.
+    pub session_id: String,
+    /// The requirement (= tool use) id.
+    pub requirement_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments as the model made them.
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    /// `confirmation`, `user_input` or `external`.
+    pub kind: String,
+    /// For `user_input`: a JSON Schema of the values to supply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub fields: Option<Value>,
+    /// Why the run waits, for the person deciding.
+    pub reason: String,
+    /// When the run paused for it.
+    pub created_at: DateTime<Utc>,
+    /// After this, decisions are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The tool's argument schema (to validate edits before sending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub tool_schema: Option<Value>,
+    /// The session's view token (pass it back with the decision).
+    pub view_token: String,
+}
+
+/// `GET /v1/requirements`: one page, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InboxPage {
+    /// The requirements.
+    pub items: Vec<InboxItem>,
+    /// Pass as `cursor` for the next page (absent on the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/interrupt`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InterruptAnswer {
+    /// The session id.
+    pub session_id: String,
+    /// `local` (the run executes on this instance and was told at once) or `stored`
+    /// (a cancel request was stored; the instance running it stops at its next
+    /// checkpoint).
+    pub delivered: String,
+}
+
+/// `GET /healthz`, `GET /readyz`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok`, or what is wrong.
+    pub status: String,
+}
+
+/// `GET /v1/me`: who the token belongs to.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Me {
+    /// The principal.
+    pub principal: crate::auth::Principal,
+    /// The session prefix it owns as a `user`.
+    pub session_prefix: String,
+}
