@@ -168,8 +168,7 @@ pub(crate) async fn post_decisions(
     let session = state.agent.session(&id).await?;
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
     let handle =
-        compat::start_decisions(&session, body.view_token.as_deref(), decisions, &who.name)
-            .await?;
+        compat::start_decisions(&session, body.view_token.as_deref(), decisions, &who.name).await?;
     let run = spawn_pump(&state, &id, handle);
     answer(run, sub).await
 }
@@ -198,8 +197,7 @@ fn to_decision(item: &DecisionItem, req: &Requirement) -> Result<Decision> {
     if item.action != Action::Input && item.values.is_some() {
         return Err(stray("values", what));
     }
-    if item.action != Action::ExternalResult && (item.output.is_some() || item.is_error.is_some())
-    {
+    if item.action != Action::ExternalResult && (item.output.is_some() || item.is_error.is_some()) {
         return Err(stray("output/is_error", what));
     }
     Ok(match item.action {
@@ -278,11 +276,15 @@ pub(crate) async fn post_interrupt(
     if compat::request_interrupt(&session).await? {
         return Ok(answer("stored"));
     }
-    Err(ServerError::Busy(if view.status == crate::types::SessionStatus::Running {
-        format!("session `{id}` runs on another instance, and this agent cannot store interrupt requests")
-    } else {
-        format!("session `{id}` has no run in flight: nothing to interrupt")
-    }))
+    Err(ServerError::Busy(
+        if view.status == crate::types::SessionStatus::Running {
+            format!(
+                "session `{id}` runs on another instance, and this agent cannot store interrupt requests"
+            )
+        } else {
+            format!("session `{id}` has no run in flight: nothing to interrupt")
+        },
+    ))
 }
 
 /// The inbox: pending requirements across the sessions the caller may see, newest
@@ -384,7 +386,11 @@ pub(crate) async fn get_requirements(
     Ok(Json(InboxPage { items, next_cursor }))
 }
 
-type CursorKey = (std::cmp::Reverse<chrono::DateTime<chrono::Utc>>, String, String);
+type CursorKey = (
+    std::cmp::Reverse<chrono::DateTime<chrono::Utc>>,
+    String,
+    String,
+);
 
 fn encode_cursor(k: &CursorKey) -> String {
     let raw = json!([k.0.0.to_rfc3339(), k.1, k.2]).to_string();
@@ -482,7 +488,12 @@ pub(crate) async fn healthz() -> Json<Health> {
     responses((status = 200, body = Health), (status = 503, body = Health))
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    match state.agent.store().load_session("reins-server/readyz").await {
+    match state
+        .agent
+        .store()
+        .load_session("reins-server/readyz")
+        .await
+    {
         Ok(_) | Err(reins_memory::Error::SessionNotFound { .. }) => Json(Health {
             status: "ok".to_owned(),
         })
@@ -555,10 +566,7 @@ fn spawn_pump(state: &AppState, session: &str, mut handle: RunHandle) -> Arc<Loc
 }
 
 /// Waits for the run's output, or streams it.
-async fn answer(
-    run: Arc<LocalRun>,
-    sub: Option<crate::hub::Subscription>,
-) -> Result<Response> {
+async fn answer(run: Arc<LocalRun>, sub: Option<crate::hub::Subscription>) -> Result<Response> {
     if let Some(sub) = sub {
         return sse::run_stream(run, sub).await;
     }
@@ -576,6 +584,8 @@ pub(crate) async fn wait_done(run: &LocalRun) -> Result<RunOutput> {
     match done {
         Some(Ok(out)) => Ok(out),
         Some(Err(e)) => Err(e),
-        None => Err(ServerError::Internal("the run ended without an answer".to_owned())),
+        None => Err(ServerError::Internal(
+            "the run ended without an answer".to_owned(),
+        )),
     }
 }

@@ -36,7 +36,9 @@ use utoipa::ToSchema;
 use crate::error::{Result, ServerError};
 
 /// What a principal may do; see the [module docs](self).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Runs and reads its own sessions (those under its prefix).
@@ -112,8 +114,7 @@ impl Principal {
     /// Whether it may decide on a call to `tool`.
     pub fn may_decide(&self, tool: &str) -> bool {
         self.has(Role::Admin)
-            || (self.has(Role::Approver)
-                && self.tools.as_ref().is_none_or(|t| t.contains(tool)))
+            || (self.has(Role::Approver) && self.tools.as_ref().is_none_or(|t| t.contains(tool)))
     }
 
     pub(crate) fn require_owner(&self, session: &str) -> Result<()> {
@@ -382,8 +383,10 @@ mod tests {
         let p = auth.and_then(|a| a.principal_for("t1"));
         assert!(p.is_some_and(|p| p.owns("alice/x") && !p.owns("bob/x")));
         assert!(
-            Auth::from_json(r#"{"principals":[{"name":"a","token_sha256":"zz","roles":["user"]}]}"#)
-                .is_err()
+            Auth::from_json(
+                r#"{"principals":[{"name":"a","token_sha256":"zz","roles":["user"]}]}"#
+            )
+            .is_err()
         );
     }
 

@@ -35,11 +35,7 @@ fn token_for(version: u64, pending: &[Requirement]) -> String {
         h.update([0]);
     }
     let digest = h.finalize();
-    let fp: String = digest
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let fp: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     format!("{version}.{fp}")
 }
 
@@ -186,10 +182,7 @@ pub(crate) async fn decisions(agent: &Agent, id: &str) -> Result<Vec<DecisionRec
                     .and_then(Value::as_str)
                     .unwrap_or("unknown")
                     .to_owned(),
-                actor: detail
-                    .get("by")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                actor: detail.get("by").and_then(Value::as_str).map(str::to_owned),
                 detail,
                 decided_at: r.decided_at,
             })

@@ -172,9 +172,7 @@ impl From<AgentError> for ServerError {
     fn from(e: AgentError) -> Self {
         let message = e.to_string();
         match e {
-            AgentError::SessionBusy { .. } | AgentError::ToolInFlight { .. } => {
-                Self::Busy(message)
-            }
+            AgentError::SessionBusy { .. } | AgentError::ToolInFlight { .. } => Self::Busy(message),
             AgentError::NothingToResume { .. } => Self::NotPaused(format!(
                 "{message} (someone may already have decided: reload the session)"
             )),

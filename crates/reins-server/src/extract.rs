@@ -38,10 +38,7 @@ where
     type Rejection = ServerError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req
-            .extensions()
-            .get::<BodyLimit>()
-            .map_or(0, |l| l.0);
+        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Self(v)),
             Err(e) => Err(json_rejection(e, limit)),

@@ -45,6 +45,8 @@ pub(crate) struct Channel {
 /// What a subscriber gets: events to replay, then the live receiver. `gap`: the
 /// requested position is no longer (or never was) in the ring.
 pub(crate) struct Subscription {
+    /// Keeps the channel alive while subscribed.
+    pub(crate) _channel: Arc<Channel>,
     pub(crate) replay: Vec<Arc<Envelope>>,
     pub(crate) rx: broadcast::Receiver<Arc<Envelope>>,
     pub(crate) gap: bool,
@@ -92,9 +94,10 @@ impl Channel {
     }
 
     /// Subscribes; `after`: replay the events after this sequence number.
-    pub(crate) fn subscribe(&self, after: Option<u64>) -> Subscription {
+    pub(crate) fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Subscription {
         let Ok(ring) = self.ring.lock() else {
             return Subscription {
+                _channel: self.clone(),
                 replay: Vec::new(),
                 rx: self.tx.subscribe(),
                 gap: true,
@@ -103,6 +106,7 @@ impl Channel {
         let rx = self.tx.subscribe();
         match after {
             None => Subscription {
+                _channel: self.clone(),
                 replay: Vec::new(),
                 rx,
                 gap: false,
@@ -116,7 +120,12 @@ impl Channel {
                     .filter(|e| e.seq > after)
                     .cloned()
                     .collect();
-                Subscription { replay, rx, gap }
+                Subscription {
+                    _channel: self.clone(),
+                    replay,
+                    rx,
+                    gap,
+                }
             }
         }
     }

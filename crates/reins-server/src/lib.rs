@@ -238,7 +238,10 @@ async fn inbox_page() -> Response {
 async fn openapi_json() -> Response {
     match Server::openapi().to_json() {
         Ok(json) => (
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             json,
         )
             .into_response(),

@@ -62,10 +62,10 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
             replay,
             mut rx,
             gap,
+            ..
         } = chan.subscribe(after);
         let mut last_version = None;
-        if (after.is_none() || gap)
-            && !send_state(&state, &id, &tx, &mut last_version, true).await
+        if (after.is_none() || gap) && !send_state(&state, &id, &tx, &mut last_version, true).await
         {
             return;
         }
@@ -178,7 +178,9 @@ pub(crate) fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
 /// A run's own stream (`?stream=true`): its events, ending with `output` or `error`.
 /// A run refused before it started answers with the HTTP error instead.
 pub(crate) async fn run_stream(run: Arc<LocalRun>, sub: Subscription) -> Result<Response> {
-    let Subscription { mut rx, .. } = sub;
+    let Subscription {
+        mut rx, _channel, ..
+    } = sub;
     let run_id = run.run_id.clone();
     let mine = move |env: &Envelope| env.run_id.as_deref() == Some(run_id.as_str());
     // The first event tells whether the run started at all.
@@ -198,6 +200,7 @@ pub(crate) async fn run_stream(run: Arc<LocalRun>, sub: Subscription) -> Result<
     }
     let (tx, out) = mpsc::channel(CLIENT_BUFFER);
     tokio::spawn(async move {
+        let _keep = _channel;
         if let Some(env) = first {
             if tx.send(event_of(&env)).await.is_err() {
                 return;

@@ -1,0 +1,465 @@
+//! The JSON API end to end over real HTTP: runs, pauses, the inbox, decisions with
+//! edits and notes, view tokens, interrupts, SSE streams and the audit trail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+async fn pause(s: &TestServer, session: &str, text: &str) -> Value {
+    let (st, out) = s
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(session)),
+            json!({"message": text}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(out["status"], "paused", "{out}");
+    out
+}
+
+#[tokio::test]
+async fn a_run_pauses_shows_in_the_inbox_and_an_edited_approval_runs_once() {
+    let s = start().await;
+    let out = pause(&s, "alice/chat-1", "delete a.txt").await;
+    let req = &out["requirements"][0];
+    assert_eq!(req["tool_use"]["name"], "delete_file");
+    let rid = req["id"].as_str().unwrap().to_owned();
+
+    // The owner reads the session: paused, with a view token.
+    let (st, view) = s.get(ALICE, "/v1/sessions/alice%2Fchat-1").await;
+    assert_eq!(st, 200);
+    assert_eq!(view["status"], "paused");
+    assert_eq!(view["requirements"][0]["id"], rid.as_str());
+    let token = view["view_token"].as_str().unwrap().to_owned();
+    assert!(!view["messages"].as_array().unwrap().is_empty());
+
+    // The approver's inbox shows it, with the tool's schema.
+    let (st, inbox) = s.get(ANA, "/v1/requirements?status=pending").await;
+    assert_eq!(st, 200);
+    let item = &inbox["items"][0];
+    assert_eq!(item["session_id"], "alice/chat-1");
+    assert_eq!(item["tool"], "delete_file");
+    assert_eq!(item["arguments"], json!({"path": "a.txt"}));
+    assert_eq!(item["tool_schema"]["type"], "object");
+
+    // A user may not decide.
+    let body = json!({"view_token": token, "decisions": [
+        {"requirement_id": rid, "action": "approve", "edited_args": {"path": "b.txt"}}]});
+    let (st, err) = s
+        .post(ALICE, "/v1/sessions/alice%2Fchat-1/decisions", body.clone())
+        .await;
+    assert_eq!(st, 403, "{err}");
+    assert!(s.ran().is_empty());
+
+    // The approver approves with edited arguments: the edit runs, once.
+    let (st, out) = s
+        .post(ANA, "/v1/sessions/alice%2Fchat-1/decisions", body.clone())
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(out["status"], "completed");
+    assert!(
+        out["message"].to_string().contains("deleted b.txt"),
+        "{out}"
+    );
+    assert_eq!(s.ran(), ["delete:b.txt"]);
+
+    // Deciding again: refused, nothing runs.
+    let (st, err) = s
+        .post(ANA, "/v1/sessions/alice%2Fchat-1/decisions", body)
+        .await;
+    assert!(st == 404 || st == 409, "{st} {err}");
+    assert_eq!(s.ran(), ["delete:b.txt"]);
+
+    // The inbox is empty again.
+    let (_, inbox) = s.get(ANA, "/v1/requirements").await;
+    assert!(inbox["items"].as_array().unwrap().is_empty(), "{inbox}");
+
+    // The transcript keeps the model's call and records what ran.
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Fchat-1").await;
+    assert_eq!(view["status"], "idle");
+    let text = view["messages"].to_string();
+    assert!(text.contains("executed_input"), "{text}");
+}
+
+#[tokio::test]
+async fn rejecting_with_a_note_tells_the_model_and_runs_nothing() {
+    let s = start().await;
+    let out = pause(&s, "alice/r", "delete keep.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap();
+    let (st, out) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Fr/decisions",
+            json!({"decisions": [{"requirement_id": rid, "action": "reject", "note": "keep it"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert!(out["message"].to_string().contains("Rejected"), "{out}");
+    assert!(s.ran().is_empty());
+}
+
+#[tokio::test]
+async fn user_input_is_supplied_through_the_api() {
+    let s = start().await;
+    let out = pause(&s, "alice/b", "book table").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (_, inbox) = s.get(ANA, "/v1/requirements").await;
+    assert_eq!(inbox["items"][0]["kind"], "user_input");
+    assert_eq!(inbox["items"][0]["fields"]["required"][0], "date");
+    // approve is the wrong kind for user input: 422, nothing changes.
+    let (st, err) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Fb/decisions",
+            json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 422, "{err}");
+    assert_eq!(err["error"]["code"], "invalid_decision");
+    let (st, out) = s
+        .post(ANA, "/v1/sessions/alice%2Fb/decisions", json!({"decisions": [{"requirement_id": rid, "action": "input", "values": {"date": "2026-12-01"}}]}))
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(s.ran(), ["book:table@2026-12-01"]);
+}
+
+#[tokio::test]
+async fn a_stale_view_token_is_refused_and_changes_nothing() {
+    let s = start().await;
+    let out = pause(&s, "alice/s", "delete one.txt").await;
+    let r1 = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (_, v1) = s.get(ANA, "/v1/sessions/alice%2Fs").await;
+    let t1 = v1["view_token"].as_str().unwrap().to_owned();
+    // Someone rejects r1; a new pause r2 appears.
+    let (st, _) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Fs/decisions",
+            json!({"decisions": [{"requirement_id": r1, "action": "reject"}]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let out = pause(&s, "alice/s", "delete two.txt").await;
+    let r2 = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (_, before) = s.get(ANA, "/v1/sessions/alice%2Fs").await;
+    // A decision on r2 made with the old view: 409 stale_view, nothing ran.
+    let (st, err) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Fs/decisions",
+            json!({"view_token": t1, "decisions": [{"requirement_id": r2, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "stale_view");
+    assert_eq!(err["error"]["pending"][0]["id"], r2.as_str());
+    assert!(s.ran().is_empty());
+    let (_, after) = s.get(ANA, "/v1/sessions/alice%2Fs").await;
+    assert_eq!(before["version"], after["version"]);
+    // With the current token it goes through.
+    let (st, _) = s
+        .post(ANA, "/v1/sessions/alice%2Fs/decisions", json!({"view_token": after["view_token"], "decisions": [{"requirement_id": r2, "action": "approve"}]}))
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(s.ran(), ["delete:two.txt"]);
+}
+
+#[tokio::test]
+async fn roles_and_tokens_are_enforced() {
+    let s = start().await;
+    // No token, an unknown token: 401.
+    let res = s
+        .client
+        .get(s.url("/v1/requirements"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let (st, _) = s.get("nope", "/v1/requirements").await;
+    assert_eq!(st, 401);
+    // A user may not run someone else's session.
+    let (st, err) = s
+        .post(BOB, "/v1/sessions/alice%2Fx/runs", json!({"message": "hi"}))
+        .await;
+    assert_eq!(st, 403, "{err}");
+    let (st, _) = s.get(BOB, "/v1/sessions/alice%2Fx").await;
+    assert_eq!(st, 403);
+    // An approver restricted to send_email may not decide delete_file, nor see it.
+    let out = pause(&s, "alice/t", "delete x.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap();
+    let (_, inbox) = s.get(RITA, "/v1/requirements").await;
+    assert!(inbox["items"].as_array().unwrap().is_empty(), "{inbox}");
+    let (st, err) = s
+        .post(
+            RITA,
+            "/v1/sessions/alice%2Ft/decisions",
+            json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 403, "{err}");
+    // Bob's inbox does not show Alice's pause; Alice's does.
+    let (_, inbox) = s.get(BOB, "/v1/requirements").await;
+    assert!(inbox["items"].as_array().unwrap().is_empty());
+    let (_, inbox) = s.get(ALICE, "/v1/requirements").await;
+    assert_eq!(inbox["items"].as_array().unwrap().len(), 1);
+    assert!(s.ran().is_empty());
+    // Who am I.
+    let (st, me) = s.get(RITA, "/v1/me").await;
+    assert_eq!(st, 200);
+    assert_eq!(me["principal"]["name"], "rita");
+}
+
+#[tokio::test]
+async fn concurrent_decisions_on_one_requirement_exactly_one_wins() {
+    let s = start().await;
+    let out = pause(&s, "alice/c", "delete race.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let client = s.client.clone();
+        let url = s.url("/v1/sessions/alice%2Fc/decisions");
+        let body = json!({"decisions": [{"requirement_id": rid, "action": "approve"}]});
+        tasks.push(tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth(ANA)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await.unwrap());
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 1, "{codes:?}");
+    assert!(
+        codes.iter().all(|c| [200, 404, 409].contains(c)),
+        "{codes:?}"
+    );
+    assert_eq!(s.ran(), ["delete:race.txt"]);
+}
+
+#[tokio::test]
+async fn a_streamed_run_sends_its_events_then_the_output() {
+    let s = start().await;
+    let res = s
+        .client
+        .post(s.url("/v1/sessions/alice%2Fst/runs?stream=true"))
+        .bearer_auth(ALICE)
+        .json(&json!({"message": "hello there"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let events = SseReader::new(res).until("output").await;
+    let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names.first(), Some(&"run_started"), "{names:?}");
+    assert!(names.contains(&"text_delta"), "{names:?}");
+    assert!(names.contains(&"completed"), "{names:?}");
+    let out = &events.last().unwrap().data["output"];
+    assert_eq!(out["message"]["content"][0]["text"], "echo: hello there");
+
+    // A refused streamed decision answers with the HTTP error, not a stream.
+    let res = s
+        .client
+        .post(s.url("/v1/sessions/alice%2Fst/decisions?stream=true"))
+        .bearer_auth(ANA)
+        .json(&json!({"decisions": [{"requirement_id": "nope", "action": "approve"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
+async fn session_events_resume_after_last_event_id() {
+    let s = start().await;
+    let (st, _) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fev/runs",
+            json!({"message": "hi"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let open = |last: Option<String>| {
+        let mut req = s
+            .client
+            .get(s.url("/v1/sessions/alice%2Fev/events"))
+            .bearer_auth(ALICE);
+        if let Some(l) = last {
+            req = req.header("Last-Event-ID", l);
+        }
+        req.send()
+    };
+    let mut first = SseReader::new(open(None).await.unwrap());
+    let state = first.next().await.unwrap();
+    assert_eq!(state.event, "state");
+    assert_eq!(state.data["status"], "idle");
+    // A run while we listen.
+    let (st, _) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fev/runs",
+            json!({"message": "again"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let seen: Vec<SseEvent> = first
+        .until("output")
+        .await
+        .into_iter()
+        .filter(|e| e.id.is_some())
+        .collect();
+    assert!(seen.len() >= 3, "{seen:?}");
+    drop(first);
+    // Reconnect after the first event: the rest is replayed, in order, no state first.
+    let mut again = SseReader::new(open(seen[0].id.clone()).await.unwrap());
+    let replay = again.until("output").await;
+    let ids: Vec<_> = replay.iter().filter_map(|e| e.id.clone()).collect();
+    let want: Vec<_> = seen[1..].iter().filter_map(|e| e.id.clone()).collect();
+    assert_eq!(ids, want);
+    // An id from another instance (or too old): the current state first.
+    let mut other = SseReader::new(open(Some("someone-else-7".into())).await.unwrap());
+    assert_eq!(other.next().await.unwrap().event, "state");
+}
+
+#[tokio::test]
+async fn an_interrupt_stops_a_slow_tool_and_the_outcome_is_honest() {
+    let s = start().await;
+    let res = s
+        .client
+        .post(s.url("/v1/sessions/alice%2Fslow/runs?stream=true"))
+        .bearer_auth(ALICE)
+        .json(&json!({"message": "slow rust"}))
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(res);
+    events.until("tool_execution_started").await;
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Fslow").await;
+    assert_eq!(view["status"], "running");
+    let (st, ans) = s
+        .post(ALICE, "/v1/sessions/alice%2Fslow/interrupt", json!({}))
+        .await;
+    assert_eq!(st, 202, "{ans}");
+    assert_eq!(ans["delivered"], "local");
+    let rest = events.until("output").await;
+    let out = &rest.last().unwrap().data["output"];
+    assert_eq!(out["status"], "cancelled", "{out}");
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Fslow").await;
+    assert_eq!(view["status"], "idle");
+    let text = view["messages"].to_string();
+    assert!(
+        text.contains("interrupted") || text.contains("cancelled"),
+        "{text}"
+    );
+    assert!(!s.ran().iter().any(|r| r.starts_with("search-done")));
+    // Nothing left to interrupt.
+    let (st, _) = s
+        .post(ALICE, "/v1/sessions/alice%2Fslow/interrupt", json!({}))
+        .await;
+    assert_eq!(st, 409);
+}
+
+#[tokio::test]
+async fn the_inbox_is_newest_first_and_paginated() {
+    let s = start().await;
+    for i in 0..5 {
+        pause(&s, &format!("alice/p{i}"), &format!("delete f{i}.txt")).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (_, page1) = s.get(ANA, "/v1/requirements?limit=2").await;
+    let items1 = page1["items"].as_array().unwrap();
+    assert_eq!(items1.len(), 2);
+    assert_eq!(items1[0]["session_id"], "alice/p4");
+    assert_eq!(items1[1]["session_id"], "alice/p3");
+    let cursor = page1["next_cursor"].as_str().unwrap();
+    let (_, page2) = s
+        .get(ANA, &format!("/v1/requirements?limit=2&cursor={cursor}"))
+        .await;
+    assert_eq!(page2["items"][0]["session_id"], "alice/p2");
+    let (_, page3) = s
+        .get(
+            ANA,
+            &format!(
+                "/v1/requirements?limit=2&cursor={}",
+                page2["next_cursor"].as_str().unwrap()
+            ),
+        )
+        .await;
+    assert_eq!(page3["items"].as_array().unwrap().len(), 1);
+    assert!(page3.get("next_cursor").is_none());
+    let (st, _) = s.get(ANA, "/v1/requirements?cursor=zz").await;
+    assert_eq!(st, 400);
+    let (st, _) = s.get(ANA, "/v1/requirements?status=done").await;
+    assert_eq!(st, 400);
+}
+
+#[tokio::test]
+async fn health_readiness_and_openapi() {
+    let s = start().await;
+    let (st, h) = s.get("", "/healthz").await;
+    assert_eq!((st, h["status"].as_str()), (200, Some("ok")));
+    let (st, _) = s.get("", "/readyz").await;
+    assert_eq!(st, 200);
+    let (st, doc) = s.get("", "/v1/openapi.json").await;
+    assert_eq!(st, 200);
+    for p in [
+        "/v1/sessions/{id}/runs",
+        "/v1/sessions/{id}",
+        "/v1/sessions/{id}/decisions",
+        "/v1/sessions/{id}/interrupt",
+        "/v1/sessions/{id}/events",
+        "/v1/requirements",
+    ] {
+        assert!(doc["paths"].get(p).is_some(), "{p} missing");
+    }
+    assert!(
+        doc["components"]["schemas"]
+            .get("DecisionsRequest")
+            .is_some()
+    );
+    let page = s.client.get(s.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("<html"));
+}
+
+#[tokio::test]
+async fn the_audit_trail_names_the_approver() {
+    let s = start().await;
+    let out = pause(&s, "alice/a", "delete x.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (st, _) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Fa/decisions",
+            json!({"decisions": [{"requirement_id": rid, "action": "reject", "note": "no"}]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (st, list) = s.get(ALICE, "/v1/sessions/alice%2Fa/decisions").await;
+    assert_eq!(st, 200, "{list}");
+    let d = list["decisions"].as_array().unwrap();
+    assert_eq!(d.len(), 1, "{list}");
+    assert_eq!(d[0]["requirement_id"], rid.as_str());
+    assert_eq!(d[0]["actor"], "ana");
+    assert_eq!(d[0]["tool"], "delete_file");
+}
