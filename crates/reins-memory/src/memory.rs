@@ -346,12 +346,16 @@ impl MemoryStore for InMemoryStore {
         Ok(flagged)
     }
 
-    async fn interrupt_requested(&self, session: &str, owner: &str) -> Result<bool> {
-        Ok(self
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        let mut out: Vec<String> = self
             .lock()
             .locks
-            .get(session)
-            .is_some_and(|l| l.owner == owner && l.interrupt))
+            .iter()
+            .filter(|(_, l)| l.owner == owner && l.interrupt)
+            .map(|(s, _)| s.clone())
+            .collect();
+        out.sort();
+        Ok(out)
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {

@@ -297,8 +297,9 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// run and never reaches a later one.
     async fn request_interrupt(&self, session: &str) -> Result<bool>;
 
-    /// Whether an interrupt was requested for the run `owner` holds on the session.
-    async fn interrupt_requested(&self, session: &str, owner: &str) -> Result<bool>;
+    /// The sessions whose run lock `owner` holds and whose run someone asked to
+    /// interrupt (one query, however many runs the owner has in flight).
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>>;
 
     /// A feed of changes made by any writer — this process or another sharing the
     /// store (PostgreSQL: LISTEN/NOTIFY; SQLite: polling `PRAGMA data_version`;
@@ -362,8 +363,8 @@ macro_rules! forward_store {
             async fn request_interrupt(&self, session: &str) -> Result<bool> {
                 (**self).request_interrupt(session).await
             }
-            async fn interrupt_requested(&self, session: &str, owner: &str) -> Result<bool> {
-                (**self).interrupt_requested(session, owner).await
+            async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+                (**self).interrupt_requests(owner).await
             }
             async fn changes(&self) -> Result<ChangeFeed> {
                 (**self).changes().await

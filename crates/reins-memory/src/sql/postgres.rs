@@ -728,15 +728,14 @@ impl MemoryStore for PostgresStore {
         Ok(flagged)
     }
 
-    async fn interrupt_requested(&self, session: &str, owner: &str) -> Result<bool> {
-        let flag: Option<bool> = sqlx::query_scalar(
-            "SELECT interrupt_requested FROM reins_session_locks WHERE session_id = $1 AND owner = $2",
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT session_id FROM reins_session_locks WHERE owner = $1 AND interrupt_requested \
+             ORDER BY session_id COLLATE \"C\"",
         )
-        .bind(session)
         .bind(owner)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(flag.unwrap_or(false))
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {

@@ -784,15 +784,14 @@ impl MemoryStore for SqliteStore {
         Ok(flagged)
     }
 
-    async fn interrupt_requested(&self, session: &str, owner: &str) -> Result<bool> {
-        let flag: Option<i64> = sqlx::query_scalar(
-            "SELECT interrupt_requested FROM reins_session_locks WHERE session_id = ? AND owner = ?",
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT session_id FROM reins_session_locks WHERE owner = ? AND interrupt_requested = 1 \
+             ORDER BY session_id",
         )
-        .bind(session)
         .bind(owner)
-        .fetch_optional(&self.locks)
-        .await?;
-        Ok(flag.is_some_and(|f| f != 0))
+        .fetch_all(&self.locks)
+        .await?)
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {

@@ -780,17 +780,17 @@ pub async fn interrupt_requests_live_on_the_lock<S: MemoryStore>(a: &S, b: &S) {
     // No run holds the session: nothing to interrupt, and nothing lingers.
     assert!(!b.request_interrupt(&id).await.unwrap());
     assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(!a.interrupt_requested(&id, "w1").await.unwrap());
+    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
     assert!(b.request_interrupt(&id).await.unwrap());
-    assert!(a.interrupt_requested(&id, "w1").await.unwrap());
-    assert!(!a.interrupt_requested(&id, "w2").await.unwrap());
+    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
+    assert!(!a.interrupt_requests("w2").await.unwrap().contains(&id));
     // Renewal by the holder keeps the request.
     assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(a.interrupt_requested(&id, "w1").await.unwrap());
+    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
     // The run ends: the next run starts clean.
     a.unlock_session(&id, "w1").await.unwrap();
     assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(!a.interrupt_requested(&id, "w1").await.unwrap());
+    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
     // A takeover of an expired lock starts clean too.
     assert!(b.request_interrupt(&id).await.unwrap());
     a.unlock_session(&id, "w1").await.unwrap();
@@ -800,7 +800,7 @@ pub async fn interrupt_requests_live_on_the_lock<S: MemoryStore>(a: &S, b: &S) {
         "an expired lock holds no live run"
     );
     assert!(b.try_lock_session(&id, "w2", lease).await.unwrap());
-    assert!(!b.interrupt_requested(&id, "w2").await.unwrap());
+    assert!(!b.interrupt_requests("w2").await.unwrap().contains(&id));
 }
 
 pub async fn changes_reach_other_handles<S: MemoryStore>(a: &S, b: &S) {
