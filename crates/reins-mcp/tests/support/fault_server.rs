@@ -257,3 +257,58 @@ pub fn garbage() -> McpServer {
     })
     .trusted(true)
 }
+
+/// The fault server over streamable HTTP on a loopback port (stopped when the returned
+/// token is cancelled or the test's runtime ends). Records each request's
+/// `Authorization` header.
+pub async fn serve_http(state: Arc<State>) -> (String, Arc<Mutex<Vec<String>>>, CancellationToken) {
+    use reins_mcp::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use reins_mcp::rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(FaultServer {
+                state: state.clone(),
+                connection: CancellationToken::new(),
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let auth = Arc::new(Mutex::new(Vec::new()));
+    let seen = auth.clone();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                () = stopped.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(_) => break,
+                },
+            };
+            let service = service.clone();
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        if let Some(v) = req.headers().get("authorization") {
+                            seen.lock()
+                                .unwrap()
+                                .push(v.to_str().unwrap_or_default().to_owned());
+                        }
+                        let mut service = service.clone();
+                        async move { tower_service::Service::call(&mut service, req).await }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    (format!("http://{addr}/mcp"), auth, stop)
+}
