@@ -59,6 +59,8 @@ pub(crate) struct AgentInner {
     pub(crate) owner: String,
     /// Live sessions of this agent, so that two handles on one id share one state.
     pub(crate) sessions: Mutex<LiveSessions>,
+    /// Runs in flight, for interrupts requested from elsewhere.
+    pub(crate) remote: crate::remote::RemoteInterrupts,
 }
 
 impl std::fmt::Debug for Agent {
@@ -102,7 +104,7 @@ impl Agent {
             ));
         }
         if let Some(shared) = self.live_session(id) {
-            return Ok(Session::from_shared(self.clone(), shared));
+            return Session::open(self.clone(), shared).await;
         }
         let state = self.inner.store.open_session(id).await?;
         let shared = SessionShared::from_state(id, state, self.inner.config)?;
@@ -120,7 +122,7 @@ impl Agent {
                 shared
             }
         };
-        Ok(Session::from_shared(self.clone(), shared))
+        Session::open(self.clone(), shared).await
     }
 
     fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
@@ -332,6 +334,7 @@ impl AgentBuilder {
                 summary_prompt: self.summary_prompt,
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
+                remote: crate::remote::RemoteInterrupts::default(),
             }),
         })
     }

@@ -17,24 +17,48 @@ use crate::agent::Agent;
 use crate::error::{AgentError, Result};
 use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
+use crate::remote::ActiveRun;
 use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step};
-use crate::session::{SessionCore, reload_if_needed};
+use crate::session::{SessionCore, reload_if_needed, sync_with_store};
+use crate::view::{Actor, ViewToken};
 use reins_tool::Concurrency;
+use std::sync::Arc;
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
      it may or may not have taken effect";
 
+/// Everything one call needs.
+pub(crate) struct DriveArgs {
+    pub(crate) agent: Agent,
+    pub(crate) session: String,
+    pub(crate) core: OwnedMutexGuard<SessionCore>,
+    pub(crate) lock: StoreLock,
+    pub(crate) input: RunInput,
+    /// Who the call acts for.
+    pub(crate) actor: Option<Actor>,
+    /// The view the call must act on, when it names one.
+    pub(crate) view: Option<ViewToken>,
+    /// The calling handle's view: set to what the run ends with.
+    pub(crate) handle_view: Arc<std::sync::Mutex<ViewToken>>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) events: UnboundedSender<RunEvent>,
+}
+
 /// Drives one call to its end.
-pub(crate) async fn drive(
-    agent: Agent,
-    session: String,
-    mut core: OwnedMutexGuard<SessionCore>,
-    lock: StoreLock,
-    input: RunInput,
-    cancel: CancellationToken,
-    events: UnboundedSender<RunEvent>,
-) -> Result<RunOutput> {
+pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutput> {
+    let DriveArgs {
+        agent,
+        session,
+        mut core,
+        lock,
+        input,
+        actor,
+        view,
+        handle_view,
+        cancel,
+        events,
+    } = args;
     let mut d = Driver {
         agent,
         session,
@@ -42,18 +66,28 @@ pub(crate) async fn drive(
         events,
         lock,
     };
-    let result = d.run(&mut core, input).await;
-    if let Err(e) = &result {
-        d.emit(RunEvent::Failed {
-            error: e.to_string(),
-        });
-        let mut ev = HookEvent::Error {
-            message: e.to_string(),
-        };
-        if let Err(he) = d.hooks(&mut ev, core.run.state().iteration).await {
-            tracing::warn!(error = %he, "an Error hook failed");
+    let result = d.run(&mut core, input, actor.as_ref(), view.as_ref()).await;
+    match &result {
+        Ok(_) => {
+            let now = core.run.view();
+            match handle_view.lock() {
+                Ok(mut v) => *v = now,
+                Err(p) => *p.into_inner() = now,
+            }
+        }
+        Err(e) => {
+            d.emit(RunEvent::Failed {
+                error: e.to_string(),
+            });
+            let mut ev = HookEvent::Error {
+                message: e.to_string(),
+            };
+            if let Err(he) = d.hooks(&mut ev, core.run.state().iteration).await {
+                tracing::warn!(error = %he, "an Error hook failed");
+            }
         }
     }
+    drop(active);
     d.lock.release().await;
     result
 }
@@ -87,8 +121,16 @@ impl Driver {
         Ok(hooks.run(event, &self.ctx(iteration)).await?)
     }
 
-    async fn run(&mut self, core: &mut SessionCore, input: RunInput) -> Result<RunOutput> {
-        reload_if_needed(&self.agent, &self.session, core, false).await?;
+    async fn run(
+        &mut self,
+        core: &mut SessionCore,
+        input: RunInput,
+        actor: Option<&Actor>,
+        view: Option<&ViewToken>,
+    ) -> Result<RunOutput> {
+        // Another worker may have written since this process last looked: one version
+        // read, and a reload only when it moved.
+        sync_with_store(&self.agent, &self.session, core).await?;
         let resumed = !matches!(input, RunInput::Message(ref m) if m.role != Role::Tool);
         let pre_input = match &input {
             RunInput::Message(m) => Some(m.clone()),
@@ -102,12 +144,16 @@ impl Driver {
             if core.run.phase() == Phase::Acting && matches!(input, RunInput::Message(_)) {
                 self.settle_from_ledger(core).await?;
             }
-            match core.run.begin(input.clone(), Utc::now()) {
+            match core.run.begin_as(input.clone(), actor, view, Utc::now()) {
                 Ok(()) => {}
                 Err(AgentError::NothingToResume { .. }) => {
                     return Err(AgentError::NothingToResume {
                         session: self.session.clone(),
                     });
+                }
+                Err(e @ (AgentError::StaleView { .. } | AgentError::RequirementExpired { .. })) => {
+                    self.record_refusal(core, &input, &e, actor, view).await;
+                    return Err(e);
                 }
                 Err(e) => return Err(e),
             }
@@ -177,6 +223,68 @@ impl Driver {
         };
         self.hooks(&mut ev, core.run.state().iteration).await?;
         Ok(out)
+    }
+
+    /// Records a refused input in the audit trail (without touching the session's
+    /// version: other callers' views stay valid). A failure to record is logged; the
+    /// caller gets the refusal either way.
+    async fn record_refusal(
+        &self,
+        core: &SessionCore,
+        input: &RunInput,
+        error: &AgentError,
+        actor: Option<&Actor>,
+        view: Option<&ViewToken>,
+    ) {
+        let (attempted, via): (Vec<crate::run::Attempt>, &str) = match input {
+            RunInput::Decisions(ds) => (
+                ds.iter()
+                    .map(|d| {
+                        (
+                            d.id().to_owned(),
+                            d.label().to_owned(),
+                            d.decided_by().map(str::to_owned),
+                        )
+                    })
+                    .collect(),
+                "resolve",
+            ),
+            RunInput::Message(m) => (
+                m.tool_results_iter()
+                    .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
+                    .collect(),
+                "tool_results",
+            ),
+            RunInput::Resume => (
+                view.map(|v| {
+                    v.requirement_ids()
+                        .iter()
+                        .map(|id| (id.clone(), "approve".to_owned(), None))
+                        .collect()
+                })
+                .unwrap_or_default(),
+                "resume",
+            ),
+        };
+        let records = core
+            .run
+            .refusal_records(&attempted, via, error, actor, view, Utc::now());
+        if records.is_empty() {
+            return;
+        }
+        let entries = records
+            .iter()
+            .map(crate::view::DecisionRecord::to_entry)
+            .collect();
+        if let Err(e) = self
+            .agent
+            .inner
+            .store
+            .append_decisions(&self.session, entries)
+            .await
+        {
+            tracing::warn!(session = %self.session, error = %e, "could not record a refused decision");
+        }
     }
 
     /// Writes the run's changes as one store transaction.

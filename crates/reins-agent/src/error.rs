@@ -53,6 +53,21 @@ pub enum AgentError {
         /// The requirement id.
         id: String,
     },
+    /// The caller acted on a view of the session that is out of date: what it was shown
+    /// is not what the session waits for now (another worker resolved some of it, or
+    /// a new pause exists). Nothing changed and nothing ran; read the session again
+    /// (`requirements()`, `view()`) and decide on what it shows.
+    #[error(
+        "the session changed since it was read: you saw {}, it now waits for {}; read it again and decide on what it shows",
+        list(.seen),
+        pending_list(.pending)
+    )]
+    StaleView {
+        /// The requirement ids the caller was shown.
+        seen: Vec<String>,
+        /// What the session waits for now.
+        pending: Vec<crate::requirement::Requirement>,
+    },
     /// The input cannot be accepted (e.g. a user message carrying tool results).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -97,6 +112,17 @@ fn list(ids: &[String]) -> String {
         "none".to_owned()
     } else {
         ids.join(", ")
+    }
+}
+
+fn pending_list(reqs: &[crate::requirement::Requirement]) -> String {
+    if reqs.is_empty() {
+        "nothing".to_owned()
+    } else {
+        reqs.iter()
+            .map(|r| format!("`{}` ({})", r.id, r.tool_use.name))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

@@ -14,6 +14,8 @@ use crate::output::RunOutput;
 use crate::requirement::{Decision, Requirement};
 use crate::run::{Run, RunConfig, RunInput, RunState};
 use crate::snapshot::SessionSnapshot;
+use crate::view::{Actor, DecisionRecord, SessionView, ViewToken};
+use crate::watch::SessionWatch;
 
 /// The state shared by every handle on one session of one agent.
 pub(crate) struct SessionShared {
@@ -60,16 +62,42 @@ impl SessionCore {
             stale: false,
         })
     }
+
+    /// The view a reader of this state is shown.
+    pub(crate) fn view_of(&self, session_id: &str) -> SessionView {
+        let paused = self.run.is_paused();
+        SessionView {
+            session_id: session_id.to_owned(),
+            version: self.version,
+            phase: self.run.phase(),
+            paused,
+            requirements: if paused {
+                self.run.requirements()
+            } else {
+                Vec::new()
+            },
+            token: self.run.view(),
+        }
+    }
 }
 
-/// One conversation of an [`Agent`]. Cheap to clone; every clone (and every
-/// `agent.session(id)` for the same id) shares one state. Two runs at once on one
-/// session are refused with [`AgentError::SessionBusy`], in this process and across
-/// processes sharing a store.
+/// One conversation of an [`Agent`]. Cheap to clone; every handle on the same id
+/// shares one cached state, and every read checks the store's version first, so a
+/// handle sees what other workers did (in this process or another sharing the store).
+/// Two runs at once on one session are refused with [`AgentError::SessionBusy`], in
+/// this process and across processes sharing a store.
+///
+/// A handle has a **view**: what its last read (or its last run) showed. `resume()`
+/// approves exactly the requirements in that view and is refused with
+/// [`AgentError::StaleView`] when the session waits for something else by then; see
+/// `docs/human-in-the-loop.md`. Clones share the view; `agent.session(id)` gives a new
+/// handle whose view is what is pending when it opens.
 #[derive(Clone)]
 pub struct Session {
     pub(crate) agent: Agent,
     pub(crate) shared: Arc<SessionShared>,
+    view: Arc<std::sync::Mutex<ViewToken>>,
+    actor: Option<Actor>,
 }
 
 impl std::fmt::Debug for Session {
@@ -77,13 +105,32 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("id", &self.shared.id)
             .field("agent", &self.agent.name())
+            .field("view", &self.current_view())
+            .field("actor", &self.actor)
             .finish_non_exhaustive()
     }
 }
 
 impl Session {
-    pub(crate) fn from_shared(agent: Agent, shared: Arc<SessionShared>) -> Self {
-        Self { agent, shared }
+    /// A handle on `shared` whose view is what the session waits for now (a running
+    /// session waits for nothing).
+    pub(crate) async fn open(agent: Agent, shared: Arc<SessionShared>) -> Result<Self> {
+        let session = Self {
+            agent,
+            shared,
+            view: Arc::new(std::sync::Mutex::new(ViewToken::new(
+                false,
+                Vec::<String>::new(),
+            ))),
+            actor: None,
+        };
+        // A run in flight in this process holds the state: it waits for nothing now,
+        // and the first read after it ends sees its result.
+        if let Ok(mut core) = session.shared.core.clone().try_lock_owned() {
+            session.refresh(&mut core).await?;
+            session.set_view(core.run.view());
+        }
+        Ok(session)
     }
 
     /// The session id.
@@ -94,6 +141,22 @@ impl Session {
     /// The agent this session belongs to.
     pub fn agent(&self) -> &Agent {
         &self.agent
+    }
+
+    /// A handle acting for `actor`: its decisions (and `resume()`) are recorded in the
+    /// audit trail with this actor, unless a [`Decision`] names its own `by`. Shares
+    /// this handle's view.
+    #[must_use]
+    pub fn as_actor(&self, actor: Actor) -> Self {
+        Self {
+            actor: Some(actor),
+            ..self.clone()
+        }
+    }
+
+    /// The actor this handle acts for, if set.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
     }
 
     /// Sends a message and runs until the run completes, pauses or is cancelled.
@@ -109,22 +172,40 @@ impl Session {
         self.start(msg).await?.wait().await
     }
 
-    /// Goes on after a pause: approves every pending confirmation (AgentScope's
-    /// `call()` with no message), or continues after a hook stopped the run.
-    /// Requirements that need input or an external result stay pending.
+    /// Goes on after a pause: approves the pending confirmations this handle was shown
+    /// (AgentScope's `call()` with no message), or continues after a hook stopped the
+    /// run. Requirements that need input or an external result stay pending. When the
+    /// session waits for something other than this handle's view by now, fails with
+    /// [`AgentError::StaleView`], changes nothing and runs nothing.
     pub async fn resume(&self) -> Result<RunOutput> {
-        self.start_input(RunInput::Resume).await?.wait().await
+        self.start_resume().await?.wait().await
+    }
+
+    /// [`Session::resume`] on an explicit view: approves exactly what `view` showed, or
+    /// fails with [`AgentError::StaleView`]. For callers that keep the view between
+    /// requests (a web page); get the token from [`Session::view`].
+    pub async fn resume_at(&self, view: &ViewToken) -> Result<RunOutput> {
+        self.start_resume_at(view).await?.wait().await
     }
 
     /// Answers pending requirements. Decisions naming no pending requirement, of the
     /// wrong kind, or for an expired one are refused and change nothing. Resolved calls
     /// run; the rest stay pending, and the model is called only when every tool use
-    /// of the turn has a result.
+    /// of the turn has a result. A decision names its requirement's id, which is never
+    /// reused within a session, so it cannot apply to a requirement raised after the
+    /// caller looked.
     pub async fn resolve(&self, decisions: Vec<Decision>) -> Result<RunOutput> {
-        self.start_input(RunInput::Decisions(decisions))
-            .await?
-            .wait()
-            .await
+        self.start_resolve(decisions).await?.wait().await
+    }
+
+    /// [`Session::resolve`], refused with [`AgentError::StaleView`] unless the session
+    /// waits for exactly what `view` showed.
+    pub async fn resolve_at(
+        &self,
+        view: &ViewToken,
+        decisions: Vec<Decision>,
+    ) -> Result<RunOutput> {
+        self.start_resolve_at(view, decisions).await?.wait().await
     }
 
     /// Starts a run and returns at once with a [`RunHandle`] to stream its events and
@@ -135,7 +216,13 @@ impl Session {
 
     /// [`Session::resume`], as a [`RunHandle`].
     pub async fn start_resume(&self) -> Result<RunHandle> {
-        self.start_input(RunInput::Resume).await
+        let view = self.current_view();
+        self.start_with(RunInput::Resume, Some(view)).await
+    }
+
+    /// [`Session::resume_at`], as a [`RunHandle`].
+    pub async fn start_resume_at(&self, view: &ViewToken) -> Result<RunHandle> {
+        self.start_with(RunInput::Resume, Some(view.clone())).await
     }
 
     /// [`Session::resolve`], as a [`RunHandle`].
@@ -143,9 +230,28 @@ impl Session {
         self.start_input(RunInput::Decisions(decisions)).await
     }
 
+    /// [`Session::resolve_at`], as a [`RunHandle`].
+    pub async fn start_resolve_at(
+        &self,
+        view: &ViewToken,
+        decisions: Vec<Decision>,
+    ) -> Result<RunHandle> {
+        self.start_with(RunInput::Decisions(decisions), Some(view.clone()))
+            .await
+    }
+
     /// Starts any input. The session is claimed before this returns: a second start
     /// while a run is in flight fails with [`AgentError::SessionBusy`].
+    /// `RunInput::Resume` acts on this handle's view, as [`Session::resume`] does.
     pub async fn start_input(&self, input: RunInput) -> Result<RunHandle> {
+        if matches!(input, RunInput::Resume) {
+            return self.start_resume().await;
+        }
+        self.start_with(input, None).await
+    }
+
+    async fn start_with(&self, input: RunInput, view: Option<ViewToken>) -> Result<RunHandle> {
+        let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
             return Err(AgentError::SessionBusy {
                 session: self.id().to_owned(),
@@ -153,55 +259,171 @@ impl Session {
         };
         let lock = crate::lock::StoreLock::acquire(&self.agent, self.id()).await?;
         let cancel = CancellationToken::new();
+        let active = crate::remote::ActiveRun::register(&self.agent, self.id(), &cancel).await;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(Box::pin(crate::drive::drive(
-            self.agent.clone(),
-            self.id().to_owned(),
-            guard,
-            lock,
-            input,
-            cancel.clone(),
-            tx,
+            crate::drive::DriveArgs {
+                agent: self.agent.clone(),
+                session: self.id().to_owned(),
+                core: guard,
+                lock,
+                input,
+                actor: self.actor.clone(),
+                view,
+                handle_view: self.view.clone(),
+                cancel: cancel.clone(),
+                events: tx,
+            },
+            active,
         )));
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
     }
 
-    /// The transcript as stored (waits for a run in flight to end).
-    pub async fn messages(&self) -> Result<Vec<Msg>> {
-        let mut core = self.shared.core.lock().await;
-        self.refresh(&mut core).await?;
-        Ok(core.run.messages().to_vec())
+    /// Records this handle's actor on decisions and tool results that name nobody.
+    fn stamp_actor(&self, input: RunInput) -> RunInput {
+        let Some(actor) = &self.actor else {
+            return input;
+        };
+        match input {
+            RunInput::Decisions(ds) => RunInput::Decisions(
+                ds.into_iter()
+                    .map(|d| {
+                        if d.decided_by().is_none() {
+                            d.by(actor.principal.clone())
+                        } else {
+                            d
+                        }
+                    })
+                    .collect(),
+            ),
+            RunInput::Message(mut m) if m.role == reins_message::Role::Tool => {
+                for b in &mut m.content {
+                    if let reins_message::ContentBlock::ToolResult(r) = b {
+                        r.metadata
+                            .entry("decided_by".to_owned())
+                            .or_insert_with(|| serde_json::Value::String(actor.principal.clone()));
+                    }
+                }
+                RunInput::Message(m)
+            }
+            other => other,
+        }
     }
 
-    /// What the session waits for, when it is paused.
+    /// The transcript as stored (waits for a run in flight in this process to end).
+    pub async fn messages(&self) -> Result<Vec<Msg>> {
+        self.read(|run| run.messages().to_vec()).await
+    }
+
+    /// What the session waits for, when it is paused. Updates this handle's view.
     pub async fn requirements(&self) -> Result<Vec<Requirement>> {
-        let mut core = self.shared.core.lock().await;
-        self.refresh(&mut core).await?;
-        Ok(if core.run.is_paused() {
-            core.run.requirements()
-        } else {
-            Vec::new()
+        self.read(|run| {
+            if run.is_paused() {
+                run.requirements()
+            } else {
+                Vec::new()
+            }
         })
+        .await
     }
 
     /// Whether the session is paused.
     pub async fn is_paused(&self) -> Result<bool> {
-        let mut core = self.shared.core.lock().await;
-        self.refresh(&mut core).await?;
-        Ok(core.run.is_paused())
+        self.read(Run::is_paused).await
     }
 
-    /// Exports the session (transcript, run state, requirements) as a versioned,
-    /// portable snapshot. See `docs/persistence.md` for the format.
+    /// The session as stored now — phase, pending requirements and the token to act
+    /// on exactly this view ([`Session::resume_at`], [`Session::resolve_at`]).
+    pub async fn view(&self) -> Result<SessionView> {
+        let mut core = self.shared.core.lock().await;
+        self.refresh(&mut core).await?;
+        let view = core.view_of(self.id());
+        self.set_view(view.token.clone());
+        Ok(view)
+    }
+
+    /// The view this handle holds now (what its last read or run showed), without
+    /// reading the store.
+    pub fn current_view(&self) -> ViewToken {
+        self.view
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn set_view(&self, token: ViewToken) {
+        match self.view.lock() {
+            Ok(mut v) => *v = token,
+            Err(p) => *p.into_inner() = token,
+        }
+    }
+
+    /// The session's audit trail: every decision made about its requirements, applied
+    /// or refused, oldest first, with who made it.
+    pub async fn decisions(&self) -> Result<Vec<DecisionRecord>> {
+        self.agent
+            .inner
+            .store
+            .decisions(self.id())
+            .await?
+            .into_iter()
+            .map(|e| DecisionRecord::from_entry(self.id(), e))
+            .collect()
+    }
+
+    /// Asks the run in flight on this session to stop, wherever it executes: in this
+    /// process it is interrupted at once; in another worker sharing the store, that
+    /// worker notices at its next checkpoint (through the store's change feed). The
+    /// run then ends `Cancelled` with its turn sanitized, as with
+    /// [`RunHandle::interrupt`]. Returns whether a run was in flight.
+    pub async fn request_interrupt(&self) -> Result<bool> {
+        let local = crate::remote::interrupt_local(&self.agent, self.id());
+        let remote = self.agent.inner.store.request_interrupt(self.id()).await?;
+        Ok(local || remote)
+    }
+
+    /// A stream of the session's views, starting with the current one and then one per
+    /// stored change, whoever made it (this process or another worker sharing the
+    /// store). See [`SessionWatch`].
+    pub async fn watch(&self) -> Result<SessionWatch> {
+        SessionWatch::new(self.agent.clone(), self.id().to_owned()).await
+    }
+
+    /// Exports the session (transcript, run state, requirements, audit trail) as a
+    /// versioned, portable snapshot. See `docs/persistence.md` for the format.
     pub async fn snapshot(&self) -> Result<SessionSnapshot> {
-        let mut core = self.shared.core.lock().await;
-        self.refresh(&mut core).await?;
-        Ok(SessionSnapshot::of(self.id(), &core.run))
+        let decisions = self.decisions().await?;
+        self.read(|run| SessionSnapshot::of(self.id(), run, decisions))
+            .await
     }
 
-    /// Reloads from the store when the cache may be out of date.
+    /// Reads the cached run after checking it against the store, and updates the view.
+    async fn read<T>(&self, f: impl FnOnce(&Run) -> T) -> Result<T> {
+        let mut core = self.shared.core.lock().await;
+        self.refresh(&mut core).await?;
+        self.set_view(core.run.view());
+        Ok(f(&core.run))
+    }
+
+    /// Reloads from the store when the store's version moved (one cheap read).
     pub(crate) async fn refresh(&self, core: &mut SessionCore) -> Result<()> {
-        reload_if_needed(&self.agent, self.id(), core, false).await
+        sync_with_store(&self.agent, self.id(), core).await
+    }
+}
+
+/// Brings the cached run up to date with the store: one version read; a full load only
+/// when the version moved (or the cache is marked stale). A session deleted meanwhile
+/// reads as new and empty.
+pub(crate) async fn sync_with_store(agent: &Agent, id: &str, core: &mut SessionCore) -> Result<()> {
+    let store = &agent.inner.store;
+    match store.session_version(id).await? {
+        Some(v) if v == core.version && !core.stale => Ok(()),
+        Some(_) => reload_if_needed(agent, id, core, true).await,
+        None => {
+            let state = store.open_session(id).await?;
+            *core = SessionCore::from_state(state, agent.inner.config)?;
+            Ok(())
+        }
     }
 }
 

@@ -12,9 +12,14 @@ use crate::error::{AgentError, Result};
 use crate::requirement::Requirement;
 use crate::run::{Run, RunState};
 use crate::session::Session;
+use crate::view::DecisionRecord;
 
-/// The snapshot format this version of reins writes.
-pub const SNAPSHOT_SCHEMA_VERSION: u32 = 1;
+/// The snapshot format this version of reins writes. Version 2 added the audit trail
+/// (`decisions`); version 1 snapshots are still read (their trail is empty).
+pub const SNAPSHOT_SCHEMA_VERSION: u32 = 2;
+
+/// The oldest snapshot format this version of reins reads.
+const OLDEST_READABLE: u64 = 1;
 
 /// A session exported with [`Session::snapshot`] and imported with
 /// [`Agent::restore`](crate::Agent::restore). The JSON format is documented in
@@ -35,10 +40,14 @@ pub struct SessionSnapshot {
     /// What the session waits for (informational: derived from `run_state`).
     #[serde(default)]
     pub requirements: Vec<Requirement>,
+    /// The session's audit trail, oldest first (version 2 on; empty when read from a
+    /// version 1 snapshot).
+    #[serde(default)]
+    pub decisions: Vec<DecisionRecord>,
 }
 
 impl SessionSnapshot {
-    pub(crate) fn of(session_id: &str, run: &Run) -> Self {
+    pub(crate) fn of(session_id: &str, run: &Run, decisions: Vec<DecisionRecord>) -> Self {
         Self {
             schema_version: SNAPSHOT_SCHEMA_VERSION,
             session_id: session_id.to_owned(),
@@ -50,6 +59,7 @@ impl SessionSnapshot {
             } else {
                 Vec::new()
             },
+            decisions,
         }
     }
 
@@ -67,7 +77,7 @@ impl SessionSnapshot {
     }
 
     /// [`SessionSnapshot::from_json`] from a parsed value.
-    pub fn from_value(value: Value) -> Result<Self> {
+    pub fn from_value(mut value: Value) -> Result<Self> {
         let version = value
             .get("schema_version")
             .ok_or_else(|| {
@@ -79,10 +89,10 @@ impl SessionSnapshot {
             .ok_or_else(|| {
                 AgentError::Snapshot("`schema_version` must be a whole number".to_owned())
             })?;
-        if version != u64::from(SNAPSHOT_SCHEMA_VERSION) {
+        if !(OLDEST_READABLE..=u64::from(SNAPSHOT_SCHEMA_VERSION)).contains(&version) {
             let newer = version > u64::from(SNAPSHOT_SCHEMA_VERSION);
             return Err(AgentError::Snapshot(format!(
-                "schema_version {version} is {}; this reins reads version {SNAPSHOT_SCHEMA_VERSION}{}",
+                "schema_version {version} is {}; this reins reads versions {OLDEST_READABLE} to {SNAPSHOT_SCHEMA_VERSION}{}",
                 if newer {
                     "newer than this reins supports"
                 } else {
@@ -94,6 +104,13 @@ impl SessionSnapshot {
                     ""
                 },
             )));
+        }
+        if version == 1 {
+            // Version 1 had no audit trail: migrate by starting an empty one.
+            if let Some(obj) = value.as_object_mut() {
+                obj.remove("decisions");
+                obj.insert("schema_version".to_owned(), SNAPSHOT_SCHEMA_VERSION.into());
+            }
         }
         reins_message::from_json_value(value).map_err(|e| AgentError::Snapshot(e.to_string()))
     }
@@ -153,6 +170,11 @@ pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Sess
             .map(crate::run::requirement_record)
             .collect(),
         run_state: Some(serde_json::to_value(&state).ok()),
+        decisions: snap
+            .decisions
+            .iter()
+            .map(DecisionRecord::to_entry)
+            .collect(),
         ..Commit::default()
     };
     store.commit(&snap.session_id, commit).await?;

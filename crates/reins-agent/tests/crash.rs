@@ -178,6 +178,31 @@ impl MemoryStore for MarkedStore {
     async fn unlock_session(&self, session: &str, owner: &str) -> reins_memory::Result<()> {
         self.0.unlock_session(session, owner).await
     }
+    async fn session_version(&self, id: &str) -> reins_memory::Result<Option<u64>> {
+        self.0.session_version(id).await
+    }
+    async fn append_decisions(
+        &self,
+        session: &str,
+        entries: Vec<reins_memory::DecisionEntry>,
+    ) -> reins_memory::Result<()> {
+        self.0.append_decisions(session, entries).await
+    }
+    async fn decisions(
+        &self,
+        session: &str,
+    ) -> reins_memory::Result<Vec<reins_memory::DecisionEntry>> {
+        self.0.decisions(session).await
+    }
+    async fn request_interrupt(&self, session: &str) -> reins_memory::Result<bool> {
+        self.0.request_interrupt(session).await
+    }
+    async fn interrupt_requests(&self, owner: &str) -> reins_memory::Result<Vec<String>> {
+        self.0.interrupt_requests(owner).await
+    }
+    async fn changes(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
+        self.0.changes().await
+    }
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

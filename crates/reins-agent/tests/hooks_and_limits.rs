@@ -347,6 +347,31 @@ impl MemoryStore for FlakyStore {
     async fn unlock_session(&self, s: &str, o: &str) -> reins_memory::Result<()> {
         self.inner.unlock_session(s, o).await
     }
+    async fn session_version(&self, id: &str) -> reins_memory::Result<Option<u64>> {
+        self.inner.session_version(id).await
+    }
+    async fn append_decisions(
+        &self,
+        session: &str,
+        entries: Vec<reins_memory::DecisionEntry>,
+    ) -> reins_memory::Result<()> {
+        self.inner.append_decisions(session, entries).await
+    }
+    async fn decisions(
+        &self,
+        session: &str,
+    ) -> reins_memory::Result<Vec<reins_memory::DecisionEntry>> {
+        self.inner.decisions(session).await
+    }
+    async fn request_interrupt(&self, session: &str) -> reins_memory::Result<bool> {
+        self.inner.request_interrupt(session).await
+    }
+    async fn interrupt_requests(&self, owner: &str) -> reins_memory::Result<Vec<String>> {
+        self.inner.interrupt_requests(owner).await
+    }
+    async fn changes(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
+        self.inner.changes().await
+    }
 }
 
 #[tokio::test]

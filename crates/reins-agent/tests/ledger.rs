@@ -110,6 +110,7 @@ async fn resuming_from_two_agents_at_once_runs_the_tool_once() {
                         e,
                         AgentError::SessionBusy { .. }
                             | AgentError::NothingToResume { .. }
+                            | AgentError::StaleView { .. }
                             | AgentError::Store(_)
                     ),
                     "round {round}: unexpected {e}"

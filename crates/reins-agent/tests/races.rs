@@ -108,6 +108,7 @@ async fn race_child() {
             Ok(out) => format!("{:?}", out.status),
             Err(AgentError::SessionBusy { .. }) => "SessionBusy".to_owned(),
             Err(AgentError::NothingToResume { .. }) => "NothingToResume".to_owned(),
+            Err(AgentError::StaleView { .. }) => "StaleView".to_owned(),
             Err(AgentError::ToolInFlight { .. }) => "ToolInFlight".to_owned(),
             Err(e) => format!("ERROR {e}"),
         };
@@ -186,7 +187,8 @@ async fn race_harness(spec: &StoreSpec, dir: &Path, rounds: usize) -> BTreeMap<S
             let line = next_line(c, &format!("ROUND {round} "), dir, n);
             let verdict = line.splitn(3, ' ').nth(2).unwrap().to_owned();
             assert!(
-                ["Completed", "SessionBusy", "NothingToResume"].contains(&verdict.as_str()),
+                ["Completed", "SessionBusy", "NothingToResume", "StaleView"]
+                    .contains(&verdict.as_str()),
                 "round {round} on {}: child {n} got {verdict}",
                 spec.label()
             );

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 use futures::Stream;
 use reins_message::Usage;
+use reins_model::http::preview;
 use reins_model::sse::{SseChunkStream, SseDecoder, SseEvent};
 use reins_model::{ChatChunk, FinishReason, ModelError, Result};
 use serde::Deserialize;
@@ -21,6 +22,8 @@ pub struct AnthropicDecoder {
     tools: usize,
     usage: Usage,
     stopped: bool,
+    /// Whether any event has arrived (an empty body gets its own message).
+    seen_event: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -156,6 +159,7 @@ impl AnthropicDecoder {
 
 impl SseDecoder for AnthropicDecoder {
     fn decode(&mut self, event: &SseEvent, out: &mut VecDeque<ChatChunk>) -> Result<bool> {
+        self.seen_event = true;
         let data = event.data.trim();
         if data.is_empty() {
             return Ok(false);
@@ -272,6 +276,10 @@ impl SseDecoder for AnthropicDecoder {
     fn end(&mut self, _out: &mut VecDeque<ChatChunk>) -> Result<()> {
         if self.stopped {
             Ok(())
+        } else if !self.seen_event {
+            Err(ModelError::MalformedStream(
+                "the server answered with an empty body (no events, no message_stop)".into(),
+            ))
         } else {
             Err(ModelError::MalformedStream(
                 "the stream ended before the model finished (no stop_reason, no message_stop)"
@@ -288,14 +296,6 @@ fn finish_reason(s: &str) -> FinishReason {
         "tool_use" => FinishReason::ToolUse,
         "refusal" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
-    }
-}
-
-/// The first 200 characters of `s`, for error messages.
-pub(crate) fn preview(s: &str) -> String {
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }
 

@@ -43,21 +43,27 @@ pub(crate) fn request_body(
             .tools
             .iter()
             .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": t.parameters,
-                })
+                let mut tool = Map::new();
+                tool.insert("name".into(), json!(t.name));
+                if !t.description.is_empty() {
+                    tool.insert("description".into(), json!(t.description));
+                }
+                tool.insert("input_schema".into(), t.parameters.clone());
+                Value::Object(tool)
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        // `auto` is the API's default when tools are offered: not sent, as the
+        // official SDKs do not send what the caller did not set.
         let choice = match &req.tool_choice {
-            ToolChoice::Auto => json!({ "type": "auto" }),
-            ToolChoice::None => json!({ "type": "none" }),
-            ToolChoice::Required => json!({ "type": "any" }),
-            ToolChoice::Tool(name) => json!({ "type": "tool", "name": name }),
+            ToolChoice::Auto => None,
+            ToolChoice::None => Some(json!({ "type": "none" })),
+            ToolChoice::Required => Some(json!({ "type": "any" })),
+            ToolChoice::Tool(name) => Some(json!({ "type": "tool", "name": name })),
         };
-        body.insert("tool_choice".into(), choice);
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
     } else if let ToolChoice::Tool(name) = &req.tool_choice {
         return Err(ModelError::InvalidRequest(format!(
             "tool_choice names `{name}` but the request offers no tools"

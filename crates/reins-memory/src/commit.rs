@@ -7,7 +7,7 @@ use reins_message::Msg;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::store::{RequirementRecord, SessionState};
+use crate::store::{DecisionEntry, RequirementRecord, SessionState};
 
 /// One atomic change to a session, applied by [`MemoryStore::commit`](crate::MemoryStore::commit)
 /// in a single transaction. Its parts apply in this order:
@@ -19,7 +19,8 @@ use crate::store::{RequirementRecord, SessionState};
 /// 5. `add_requirements` (an open requirement with the same id is
 ///    [`Error::DuplicateRequirement`]; a decided one is replaced);
 /// 6. `decide` ([`Error::RequirementNotFound`] / [`Error::RequirementAlreadyDecided`]);
-/// 7. `run_state`.
+/// 7. `run_state`;
+/// 8. `decisions` (appended to the session's decision log).
 ///
 /// Because removal comes before appending, a message may be removed and appended again
 /// with the same id in one commit (that is how [`Commit::rewrite`] moves a tail).
@@ -51,6 +52,9 @@ pub struct Commit {
     pub clear_requirements: bool,
     /// `Some(v)` sets the run state to `v`; `None` leaves it as it is.
     pub run_state: Option<Option<Value>>,
+    /// Entries appended to the session's decision log (the audit trail), in the same
+    /// transaction as the rest.
+    pub decisions: Vec<DecisionEntry>,
 }
 
 impl Commit {
@@ -131,6 +135,13 @@ impl Commit {
         self
     }
 
+    /// Appends an entry to the session's decision log.
+    #[must_use]
+    pub fn log_decision(mut self, entry: DecisionEntry) -> Self {
+        self.decisions.push(entry);
+        self
+    }
+
     /// Whether the commit changes nothing.
     pub fn is_empty(&self) -> bool {
         self.append.is_empty()
@@ -140,6 +151,7 @@ impl Commit {
             && self.decide.is_empty()
             && !self.clear_requirements
             && self.run_state.is_none()
+            && self.decisions.is_empty()
     }
 
     /// Applies the commit to `state` (the in-memory backend and tests use this; the

@@ -74,7 +74,8 @@ pub use repair::{
     sanitize_after_interrupt, sanitize_for_request,
 };
 pub use store::{
-    Claim, LedgerEntry, LedgerState, MemoryStore, RequirementRecord, SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
+    SessionState, SessionSummary, StoreChange,
 };
 
 #[cfg(feature = "postgres")]

@@ -11,7 +11,8 @@ use reins_message::ToolResult;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    Claim, LedgerEntry, LedgerState, MemoryStore, SessionState, SessionSummary, lease_end,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionState,
+    SessionSummary, StoreChange, lease_end,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
@@ -30,16 +31,37 @@ use crate::store::{
 /// assert_eq!(store.load_session("chat-1").await?.messages.len(), 1);
 /// # Ok::<(), reins_memory::Error>(()) }).unwrap();
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct InMemoryStore {
     inner: Arc<Mutex<Inner>>,
+    changes: tokio::sync::broadcast::Sender<StoreChange>,
 }
+
+impl Default for InMemoryStore {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            changes: tokio::sync::broadcast::channel(CHANGE_BUFFER).0,
+        }
+    }
+}
+
+/// How many changes a slow listener may fall behind before it sees `Lagged`.
+const CHANGE_BUFFER: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Inner {
     sessions: BTreeMap<String, Entry>,
     ledger: HashMap<(String, String), LedgerEntry>,
-    locks: HashMap<String, (String, DateTime<Utc>)>,
+    locks: HashMap<String, Lock>,
+    decisions: HashMap<String, Vec<DecisionEntry>>,
+}
+
+#[derive(Debug)]
+struct Lock {
+    owner: String,
+    until: DateTime<Utc>,
+    interrupt: bool,
 }
 
 #[derive(Debug)]
@@ -52,6 +74,14 @@ impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn notify(&self, session: &str) {
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(StoreChange {
+                session: Some(session.to_owned()),
+            });
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -121,8 +151,9 @@ impl MemoryStore for InMemoryStore {
             .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
     }
 
-    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
-        let mut inner = self.lock();
+    async fn commit(&self, id: &str, mut commit: Commit) -> Result<u64> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let entry = inner
             .sessions
             .get_mut(id)
@@ -137,7 +168,13 @@ impl MemoryStore for InMemoryStore {
         if commit.is_empty() {
             return Ok(entry.state.version);
         }
-        apply(entry, commit, Utc::now())
+        let now = Utc::now();
+        let decisions = std::mem::take(&mut commit.decisions);
+        let version = apply(entry, commit, now)?;
+        push_decisions(&mut inner.decisions, id, decisions, now);
+        drop(guard);
+        self.notify(id);
+        Ok(version)
     }
 
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
@@ -160,6 +197,7 @@ impl MemoryStore for InMemoryStore {
         inner.sessions.remove(id);
         inner.ledger.retain(|(s, _), _| s != id);
         inner.locks.remove(id);
+        inner.decisions.remove(id);
         Ok(())
     }
 
@@ -240,12 +278,20 @@ impl MemoryStore for InMemoryStore {
     async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
         let now = Utc::now();
         let mut inner = self.lock();
-        match inner.locks.get(session) {
-            Some((holder, until)) if holder != owner && *until > now => Ok(false),
+        match inner.locks.get_mut(session) {
+            Some(l) if l.owner != owner && l.until > now => Ok(false),
+            Some(l) if l.owner == owner => {
+                l.until = lease_end(now, lease);
+                Ok(true)
+            }
             _ => {
                 inner.locks.insert(
                     session.to_owned(),
-                    (owner.to_owned(), lease_end(now, lease)),
+                    Lock {
+                        owner: owner.to_owned(),
+                        until: lease_end(now, lease),
+                        interrupt: false,
+                    },
                 );
                 Ok(true)
             }
@@ -254,9 +300,85 @@ impl MemoryStore for InMemoryStore {
 
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
         let mut inner = self.lock();
-        if inner.locks.get(session).is_some_and(|(h, _)| h == owner) {
+        if inner.locks.get(session).is_some_and(|l| l.owner == owner) {
             inner.locks.remove(session);
         }
         Ok(())
+    }
+
+    async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+        Ok(self.lock().sessions.get(id).map(|e| e.state.version))
+    }
+
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        if !inner.sessions.contains_key(session) {
+            return Err(Error::SessionNotFound {
+                id: session.to_owned(),
+            });
+        }
+        push_decisions(&mut inner.decisions, session, entries, Utc::now());
+        Ok(())
+    }
+
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+        Ok(self
+            .lock()
+            .decisions
+            .get(session)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn request_interrupt(&self, session: &str) -> Result<bool> {
+        let now = Utc::now();
+        let flagged = match self.lock().locks.get_mut(session) {
+            Some(l) if l.until > now => {
+                l.interrupt = true;
+                true
+            }
+            _ => false,
+        };
+        if flagged {
+            self.notify(session);
+        }
+        Ok(flagged)
+    }
+
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        let mut out: Vec<String> = self
+            .lock()
+            .locks
+            .iter()
+            .filter(|(_, l)| l.owner == owner && l.interrupt)
+            .map(|(s, _)| s.clone())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn changes(&self) -> Result<ChangeFeed> {
+        Ok(self.changes.subscribe())
+    }
+}
+
+/// Appends to a session's decision log, numbering the entries.
+fn push_decisions(
+    logs: &mut HashMap<String, Vec<DecisionEntry>>,
+    session: &str,
+    entries: Vec<DecisionEntry>,
+    now: DateTime<Utc>,
+) {
+    if entries.is_empty() {
+        return;
+    }
+    let log = logs.entry(session.to_owned()).or_default();
+    for mut e in entries {
+        e.seq = log.len() as u64 + 1;
+        if e.at > now {
+            e.at = now;
+        }
+        log.push(e);
     }
 }

@@ -176,6 +176,55 @@ pub struct LedgerEntry {
     pub attempts: u32,
 }
 
+/// One entry of a session's decision log: the append-only audit trail of what people
+/// (or callers) decided about its requirements, including refused decisions. `record`
+/// is opaque to the store (the agent defines it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionEntry {
+    /// The entry's position in the session's log (1, 2, ...), assigned by the store;
+    /// ignored when appending.
+    pub seq: u64,
+    /// The requirement the decision was about.
+    pub requirement_id: String,
+    /// When it was made.
+    pub at: DateTime<Utc>,
+    /// What the agent records about it.
+    pub record: Value,
+}
+
+impl DecisionEntry {
+    /// An entry for `requirement_id` made now.
+    pub fn new(requirement_id: impl Into<String>, record: Value) -> Self {
+        Self {
+            seq: 0,
+            requirement_id: requirement_id.into(),
+            at: Utc::now(),
+            record,
+        }
+    }
+}
+
+/// A change a writer made to a store, as [`MemoryStore::changes`] reports it: a
+/// commit, or a request to interrupt a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreChange {
+    /// The session that changed; `None` when the backend only knows that *something*
+    /// changed (SQLite learns of other processes' writes by polling), so a listener
+    /// checks the sessions it cares about.
+    pub session: Option<String>,
+}
+
+impl StoreChange {
+    /// Whether this change may concern `session`.
+    pub fn concerns(&self, session: &str) -> bool {
+        self.session.as_deref().is_none_or(|s| s == session)
+    }
+}
+
+/// The receiving end of [`MemoryStore::changes`]. A receiver that falls behind gets
+/// `RecvError::Lagged`: treat it as "anything may have changed".
+pub type ChangeFeed = tokio::sync::broadcast::Receiver<StoreChange>;
+
 /// Where sessions live. One transaction per [`commit`](MemoryStore::commit); a stale
 /// writer gets [`Error::Conflict`](crate::Error::Conflict), never a silent overwrite.
 #[async_trait]
@@ -228,6 +277,35 @@ pub trait MemoryStore: Send + Sync + 'static {
 
     /// Releases the run lock if `owner` holds it (otherwise does nothing).
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()>;
+
+    /// The session's stored version, without loading it (`None` when it does not
+    /// exist): one cheap read that tells a cached view whether it is still current.
+    async fn session_version(&self, id: &str) -> Result<Option<u64>>;
+
+    /// Appends entries to the session's decision log without changing its version
+    /// (refused decisions are recorded this way; accepted ones travel in the
+    /// [`Commit`] that applies them). Fails with
+    /// [`Error::SessionNotFound`](crate::Error::SessionNotFound) for an unknown session.
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()>;
+
+    /// The session's decision log, oldest first (empty for an unknown session).
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>>;
+
+    /// Asks the process running the session (the holder of its run lock) to interrupt
+    /// it. True when a live lock holder was flagged; false when no run holds the
+    /// session (nothing to interrupt). The flag lives on the lock, so it ends with the
+    /// run and never reaches a later one.
+    async fn request_interrupt(&self, session: &str) -> Result<bool>;
+
+    /// The sessions whose run lock `owner` holds and whose run someone asked to
+    /// interrupt (one query, however many runs the owner has in flight).
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>>;
+
+    /// A feed of changes made by any writer — this process or another sharing the
+    /// store (PostgreSQL: LISTEN/NOTIFY; SQLite: polling `PRAGMA data_version`;
+    /// in memory: direct). Used to notice pauses, resumes and interrupt requests made
+    /// elsewhere without polling every session.
+    async fn changes(&self) -> Result<ChangeFeed>;
 }
 
 macro_rules! forward_store {
@@ -272,6 +350,24 @@ macro_rules! forward_store {
             }
             async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
                 (**self).unlock_session(session, owner).await
+            }
+            async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+                (**self).session_version(id).await
+            }
+            async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+                (**self).append_decisions(session, entries).await
+            }
+            async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+                (**self).decisions(session).await
+            }
+            async fn request_interrupt(&self, session: &str) -> Result<bool> {
+                (**self).request_interrupt(session).await
+            }
+            async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+                (**self).interrupt_requests(owner).await
+            }
+            async fn changes(&self) -> Result<ChangeFeed> {
+                (**self).changes().await
             }
         }
     )*};

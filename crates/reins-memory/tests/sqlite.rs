@@ -150,7 +150,7 @@ async fn newer_schema_is_refused_and_left_alone() {
             .fetch_all(&pool)
             .await
             .unwrap();
-    assert_eq!(versions, vec![1, 99]);
+    assert_eq!(versions, vec![1, 2, 99]);
     let sessions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM reins_sessions")
         .fetch_one(&pool)
         .await
@@ -167,4 +167,56 @@ async fn missing_database_without_create_is_a_typed_error() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Database(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_version_1_database_is_migrated_and_keeps_its_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    {
+        // A database as reins wrote it before the decision log existed.
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+            .await
+            .unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE reins_schema_version (version INTEGER NOT NULL);
+             INSERT INTO reins_schema_version (version) VALUES (1);",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::raw_sql(include_str!("../src/sql/sqlite_schema.sql"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO reins_sessions VALUES ('old', 3, 0, 0, NULL, \
+             '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO reins_session_locks VALUES ('old', 'w', 0)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SQLITE_SCHEMA_VERSION);
+    assert_eq!(store.session_version("old").await.unwrap(), Some(3));
+    assert!(store.decisions("old").await.unwrap().is_empty());
+    store
+        .append_decisions(
+            "old",
+            vec![reins_memory::DecisionEntry::new(
+                "r1",
+                serde_json::json!({"verdict": "refused"}),
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.decisions("old").await.unwrap().len(), 1);
+    // The old lock row got the new column with its default.
+    assert!(store.interrupt_requests("w").await.unwrap().is_empty());
 }

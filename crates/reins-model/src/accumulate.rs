@@ -63,6 +63,26 @@ pub struct Accumulated {
     pub finish_reason: Option<FinishReason>,
 }
 
+impl Accumulated {
+    /// Whether the model gave no answer: no text (whitespace aside) and no tool
+    /// call. Thinking alone does not count as an answer. Some servers end a turn
+    /// this way (`content: ""` then `finish_reason: "stop"`); an agent should tell
+    /// the person rather than finish silently.
+    ///
+    /// ```
+    /// use reins_model::{ChatChunk, FinishReason, MessageAccumulator};
+    ///
+    /// let mut acc = MessageAccumulator::new();
+    /// acc.push(&ChatChunk::TextDelta { text: " \n".into() })?;
+    /// acc.push(&ChatChunk::Finish { reason: FinishReason::Stop })?;
+    /// assert!(acc.finish().is_empty_answer());
+    /// # Ok::<(), reins_model::ModelError>(())
+    /// ```
+    pub fn is_empty_answer(&self) -> bool {
+        !self.message.has_tool_uses() && self.message.text().trim().is_empty()
+    }
+}
+
 impl MessageAccumulator {
     /// An empty accumulator.
     pub fn new() -> Self {
@@ -162,6 +182,12 @@ impl MessageAccumulator {
     /// Whether any text, thinking or tool call has arrived.
     pub fn has_content(&self) -> bool {
         !self.text.is_empty() || !self.thinking.is_empty() || !self.tools.is_empty()
+    }
+
+    /// Whether an answer has arrived: text other than whitespace, or a tool call
+    /// (see [`Accumulated::is_empty_answer`]).
+    pub fn has_answer(&self) -> bool {
+        !self.text.trim().is_empty() || !self.tools.is_empty()
     }
 
     /// Builds the final message. Never fails: tool arguments that are not valid JSON
@@ -357,6 +383,36 @@ mod tests {
         assert_eq!(acc.finish_reason(), Some(&FinishReason::Stop));
         let done = acc.finish();
         assert!(done.message.content.is_empty());
+        assert!(done.is_empty_answer());
         assert_eq!(done.usage.total_tokens(), 15);
+    }
+
+    #[test]
+    fn empty_answers_are_flagged_and_real_ones_are_not() {
+        let answer = |chunks: &[ChatChunk]| {
+            let mut acc = MessageAccumulator::new();
+            for c in chunks {
+                acc.push(c).unwrap();
+            }
+            let has = acc.has_answer();
+            let done = acc.finish();
+            assert_eq!(has, !done.is_empty_answer());
+            has
+        };
+        let stop = ChatChunk::Finish {
+            reason: FinishReason::Stop,
+        };
+        assert!(!answer(&[text(""), stop.clone()]));
+        assert!(!answer(&[text("\n  "), stop.clone()]));
+        assert!(!answer(&[
+            ChatChunk::ThinkingDelta { text: "hmm".into() },
+            stop.clone()
+        ]));
+        assert!(answer(&[text("ok"), stop.clone()]));
+        assert!(answer(&[ChatChunk::ToolCallStart {
+            index: 0,
+            id: "a".into(),
+            name: "t".into()
+        }]));
     }
 }

@@ -47,10 +47,13 @@
 //! | feature   | default | what it adds |
 //! |-----------|---------|--------------|
 //! | `testing` | no      | `ScriptedModel` and `ScriptedResponse`: a scripted model for tests, benchmarks and demos |
+//! | `http`    | no      | [`http`]: `HttpSettings` (base URL, key, retries, timeout, client) and the streamed HTTP exchange providers share |
 
 mod accumulate;
 mod chunk;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 mod request;
 mod retry;
 #[cfg(feature = "testing")]

@@ -2,25 +2,13 @@
 
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-use reins_model::{
-    ChatModel, ChatRequest, ChatStream, ModelError, Result, RetryPolicy, parse_retry_after,
-};
+use reins_model::http::{HttpSettings, WireFormat, preview};
+use reins_model::{ChatModel, ChatRequest, ChatStream, ModelError, Result, RetryPolicy};
 
-use crate::decode::{chunk_stream, error_parts, preview};
-use crate::wire::{WireOptions, request_body};
+use crate::decode::{OpenAiDecoder, error_parts};
+use crate::wire::{ToolCallContent, WireOptions, request_body};
 
-/// Where the API key comes from.
-#[derive(Clone)]
-enum ApiKey {
-    /// A key to send as `Authorization: Bearer ...`.
-    Key(String),
-    /// The preset's environment variable was not set: every call fails with
-    /// [`ModelError::Auth`] naming it, until [`OpenAiChat::with_api_key`] is called.
-    MissingEnv(&'static str),
-    /// The server needs no key (Ollama, most local servers).
-    None,
-}
+pub use reins_model::http::DEFAULT_TIMEOUT;
 
 /// A chat model served over the OpenAI Chat Completions API: OpenAI itself,
 /// DashScope (compatible mode), DeepSeek, Ollama, vLLM, llama.cpp's server and
@@ -32,86 +20,89 @@ enum ApiKey {
 /// before the key is known; [`has_api_key`](Self::has_api_key) checks up front.
 ///
 /// The key never appears in `Debug` output or in errors (a provider message that
-/// echoes it is scrubbed).
+/// echoes it is scrubbed). The HTTP side (base URL, key, retries, timeout, client)
+/// is a shared [`HttpSettings`]; this type adds the Chat Completions wire format.
 #[derive(Clone)]
 pub struct OpenAiChat {
     model: String,
-    base_url: String,
-    api_key: ApiKey,
-    provider: &'static str,
-    retry: RetryPolicy,
-    timeout: Duration,
-    http: reqwest::Client,
+    http: HttpSettings,
     wire: WireOptions,
 }
 
 impl std::fmt::Debug for OpenAiChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let key = match &self.api_key {
-            ApiKey::Key(_) => "<redacted>".to_owned(),
-            ApiKey::MissingEnv(var) => format!("<missing: {var}>"),
-            ApiKey::None => "<none>".to_owned(),
-        };
         f.debug_struct("OpenAiChat")
-            .field("provider", &self.provider)
             .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &key)
-            .field("retry", &self.retry)
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
+            .field("http", &self.http)
+            .field("wire", &self.wire)
+            .finish()
     }
 }
 
-/// The default time allowed for the response to start, and the longest silence
-/// between chunks after that.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The Chat Completions exchange: `POST {base}/chat/completions`, bearer key.
+struct ChatCompletions;
 
-fn env_key(var: &'static str) -> ApiKey {
-    match std::env::var(var) {
-        Ok(k) if !k.trim().is_empty() => ApiKey::Key(k.trim().to_owned()),
-        _ => ApiKey::MissingEnv(var),
+impl WireFormat for ChatCompletions {
+    type Decoder = OpenAiDecoder;
+
+    fn path(&self) -> &str {
+        "/chat/completions"
     }
-}
 
-fn env_or(var: &str, default: &str) -> String {
-    std::env::var(var)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| default.to_owned())
+    fn decoder(&self) -> OpenAiDecoder {
+        OpenAiDecoder::new()
+    }
+
+    fn http_error(&self, status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
+        let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+        let (message, code) = match parsed.as_ref().and_then(|v| v.get("error")) {
+            Some(err) => {
+                let (m, _, code) = error_parts(err);
+                (m, code)
+            }
+            None => match parsed.as_ref().and_then(|v| v.get("message")) {
+                Some(serde_json::Value::String(m)) => (m.clone(), String::new()),
+                _ => (preview(body.trim()), String::new()),
+            },
+        };
+        let message = if message.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            message
+        };
+        if code.contains("context_length") && (400..500).contains(&status) {
+            return ModelError::ContextTooLong { message };
+        }
+        ModelError::from_http_status(status, message, retry_after)
+    }
 }
 
 impl OpenAiChat {
-    fn preset(
-        provider: &'static str,
-        model: impl Into<String>,
-        base_url: String,
-        key: ApiKey,
-    ) -> Self {
+    fn preset(http: HttpSettings, model: impl Into<String>, content: ToolCallContent) -> Self {
         Self {
             model: model.into(),
-            base_url,
-            api_key: key,
-            provider,
-            retry: RetryPolicy::default(),
-            timeout: DEFAULT_TIMEOUT,
-            http: reqwest::Client::new(),
+            http,
             wire: WireOptions {
                 replay_reasoning: false,
                 include_usage: true,
+                tool_call_content: content,
             },
         }
+    }
+
+    /// A model speaking Chat Completions through these HTTP settings, with the
+    /// tolerant wire form of [`compatible`](Self::compatible).
+    pub fn from_settings(http: HttpSettings, model: impl Into<String>) -> Self {
+        Self::preset(http, model, ToolCallContent::EmptyString)
     }
 
     /// OpenAI: key from `OPENAI_API_KEY`, base URL from `OPENAI_BASE_URL` or
     /// `https://api.openai.com/v1`.
     pub fn openai(model: impl Into<String>) -> Self {
-        Self::preset(
-            "openai",
-            model,
-            env_or("OPENAI_BASE_URL", "https://api.openai.com/v1"),
-            env_key("OPENAI_API_KEY"),
-        )
+        let http = HttpSettings::new("openai", "https://api.openai.com/v1")
+            .with_base_url_from_env("OPENAI_BASE_URL")
+            .with_api_key_from_env("OPENAI_API_KEY");
+        Self::preset(http, model, ToolCallContent::Null)
     }
 
     /// Alibaba Cloud DashScope in OpenAI-compatible mode (`qwen-plus`, `qwen-max`,
@@ -120,56 +111,51 @@ impl OpenAiChat {
     /// (`{"enable_thinking": true}` in [`ChatOptions::extra`](reins_model::ChatOptions))
     /// stream as thinking.
     pub fn dashscope(model: impl Into<String>) -> Self {
-        Self::preset(
+        let http = HttpSettings::new(
             "dashscope",
-            model,
-            env_or(
-                "DASHSCOPE_BASE_URL",
-                "https://dashscope.aliyuncs.com/compatible-mode/v1",
-            ),
-            env_key("DASHSCOPE_API_KEY"),
+            "https://dashscope.aliyuncs.com/compatible-mode/v1",
         )
+        .with_base_url_from_env("DASHSCOPE_BASE_URL")
+        .with_api_key_from_env("DASHSCOPE_API_KEY");
+        Self::preset(http, model, ToolCallContent::Null)
     }
 
     /// DeepSeek: key from `DEEPSEEK_API_KEY`, base URL `https://api.deepseek.com`.
     /// `deepseek-reasoner`'s `reasoning_content` streams as thinking.
     pub fn deepseek(model: impl Into<String>) -> Self {
-        Self::preset(
-            "deepseek",
-            model,
-            "https://api.deepseek.com".to_owned(),
-            env_key("DEEPSEEK_API_KEY"),
-        )
+        let http = HttpSettings::new("deepseek", "https://api.deepseek.com")
+            .with_api_key_from_env("DEEPSEEK_API_KEY");
+        Self::preset(http, model, ToolCallContent::Null)
     }
 
     /// A local Ollama server at `http://localhost:11434/v1`, no key.
     pub fn ollama(model: impl Into<String>) -> Self {
-        Self::preset(
-            "ollama",
-            model,
-            "http://localhost:11434/v1".to_owned(),
-            ApiKey::None,
-        )
+        let http = HttpSettings::new("ollama", "http://localhost:11434/v1");
+        Self::preset(http, model, ToolCallContent::EmptyString)
     }
 
     /// Any OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio, a
     /// gateway): `base_url` is the part before `/chat/completions`, e.g.
     /// `http://127.0.0.1:8000/v1`. No key unless [`with_api_key`](Self::with_api_key).
     pub fn compatible(base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        Self::preset("compatible", model, base_url.into(), ApiKey::None)
+        Self::preset(
+            HttpSettings::new("compatible", base_url),
+            model,
+            ToolCallContent::EmptyString,
+        )
     }
 
     /// Uses this API key (sent as `Authorization: Bearer ...`).
     #[must_use]
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = ApiKey::Key(key.into());
+        self.http = self.http.with_api_key(key);
         self
     }
 
     /// Uses this base URL (the part before `/chat/completions`).
     #[must_use]
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.http = self.http.with_base_url(url);
         self
     }
 
@@ -184,7 +170,7 @@ impl OpenAiChat {
     /// [`RetryPolicy::default`]).
     #[must_use]
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.http = self.http.with_retry(retry);
         self
     }
 
@@ -192,14 +178,40 @@ impl OpenAiChat {
     /// silence between chunks afterwards (default [`DEFAULT_TIMEOUT`]).
     #[must_use]
     pub fn with_timeout(mut self, d: Duration) -> Self {
-        self.timeout = d;
+        self.http = self.http.with_timeout(d);
         self
     }
 
     /// Uses this HTTP client (proxies, TLS settings, connection pools).
     #[must_use]
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-        self.http = client;
+        self.http = self.http.with_http_client(client);
+        self
+    }
+
+    /// Replaces the HTTP settings (base URL, key, retries, timeout, client) as a
+    /// whole.
+    #[must_use]
+    pub fn with_http_settings(mut self, http: HttpSettings) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// How an assistant message that only calls tools carries its (empty) text:
+    /// `true` sends `"content": ""`, `false` sends `"content": null`. Both are valid
+    /// Chat Completions; `null` is what OpenAI documents, and several compatible
+    /// servers reject it (llama-cpp-python answered HTTP 500), while `""` is
+    /// accepted everywhere we know of. Default: `""` for
+    /// [`compatible`](Self::compatible) and [`ollama`](Self::ollama), `null` for the
+    /// first-party presets ([`openai`](Self::openai), [`dashscope`](Self::dashscope),
+    /// [`deepseek`](Self::deepseek)).
+    #[must_use]
+    pub fn with_empty_string_tool_call_content(mut self, on: bool) -> Self {
+        self.wire.tool_call_content = if on {
+            ToolCallContent::EmptyString
+        } else {
+            ToolCallContent::Null
+        };
         self
     }
 
@@ -223,12 +235,17 @@ impl OpenAiChat {
 
     /// Whether a key is configured (or none is needed).
     pub fn has_api_key(&self) -> bool {
-        !matches!(self.api_key, ApiKey::MissingEnv(_))
+        self.http.has_api_key()
     }
 
     /// The base URL requests go to.
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
+    }
+
+    /// The HTTP settings (base URL, key, retries, timeout, client).
+    pub fn http_settings(&self) -> &HttpSettings {
+        &self.http
     }
 
     /// The JSON body this provider would send for `request` (for logging and
@@ -239,91 +256,6 @@ impl OpenAiChat {
     pub fn request_body(&self, request: &ChatRequest) -> Result<serde_json::Value> {
         request_body(&self.model, request, self.wire)
     }
-
-    fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
-    }
-
-    fn scrub(&self, mut message: String) -> String {
-        if let ApiKey::Key(k) = &self.api_key {
-            if k.len() >= 4 && message.contains(k.as_str()) {
-                message = message.replace(k.as_str(), "<redacted>");
-            }
-        }
-        message
-    }
-
-    /// One attempt: send, check the status, wait for the first chunk.
-    async fn attempt(&self, body: &[u8]) -> Result<ChatStream> {
-        let mut req = self
-            .http
-            .post(self.endpoint())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body.to_vec());
-        if let ApiKey::Key(k) = &self.api_key {
-            req = req.bearer_auth(k);
-        }
-        let resp = req.send().await.map_err(net_error)?;
-        let status = resp.status();
-        if !status.is_success() {
-            let retry_after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let text = resp.text().await.unwrap_or_default();
-            return Err(self.http_error(status.as_u16(), &text, retry_after));
-        }
-        let body = resp.bytes_stream().map_err(net_error).boxed();
-        let stream = chunk_stream(body)
-            .with_idle_timeout(self.timeout)
-            .ready()
-            .await
-            .map_err(|e| self.scrub_error(e))?;
-        Ok(Box::pin(stream))
-    }
-
-    fn http_error(&self, status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
-        let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let (message, code) = match parsed.as_ref().and_then(|v| v.get("error")) {
-            Some(err) => {
-                let (m, _, code) = error_parts(err);
-                (m, code)
-            }
-            None => match parsed.as_ref().and_then(|v| v.get("message")) {
-                Some(serde_json::Value::String(m)) => (m.clone(), String::new()),
-                _ => (preview(body.trim()), String::new()),
-            },
-        };
-        let message = if message.is_empty() {
-            format!("HTTP {status} from {}", self.provider)
-        } else {
-            self.scrub(message)
-        };
-        if code.contains("context_length") && (400..500).contains(&status) {
-            return ModelError::ContextTooLong { message };
-        }
-        ModelError::from_http_status(status, message, retry_after)
-    }
-
-    fn scrub_error(&self, e: ModelError) -> ModelError {
-        match &self.api_key {
-            ApiKey::Key(k) => e.redact(k),
-            _ => e,
-        }
-    }
-}
-
-fn net_error(e: reqwest::Error) -> ModelError {
-    let e = e.without_url();
-    if e.is_timeout() {
-        ModelError::Timeout(e.to_string())
-    } else if e.is_decode() || e.is_body() {
-        ModelError::Network(format!("the response body broke off: {e}"))
-    } else {
-        ModelError::Network(e.to_string())
-    }
 }
 
 #[async_trait::async_trait]
@@ -333,39 +265,8 @@ impl ChatModel for OpenAiChat {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {
-        if let ApiKey::MissingEnv(var) = self.api_key {
-            return Err(ModelError::Auth {
-                message: format!(
-                    "{var} is not set: export it, or call .with_api_key(..) on the {} model",
-                    self.provider
-                ),
-            });
-        }
-        let body = serde_json::to_vec(&self.request_body(&request)?)
-            .map_err(|e| ModelError::InvalidRequest(e.to_string()))?;
-        let timeout = self.timeout;
-        let result = self
-            .retry
-            .run(|| async {
-                // Redacted here, before the retry loop logs the error.
-                match tokio::time::timeout(timeout, self.attempt(&body)).await {
-                    Ok(r) => r.map_err(|e| self.scrub_error(e)),
-                    Err(_) => Err(ModelError::Timeout(format!(
-                        "no response from {} within {:.1}s",
-                        self.provider,
-                        timeout.as_secs_f64()
-                    ))),
-                }
-            })
-            .await;
-        let ApiKey::Key(key) = &self.api_key else {
-            return result;
-        };
-        let stream = result?;
-        // Errors inside the stream may quote the server too: redact them as well.
-        let key = key.clone();
-        Ok(Box::pin(
-            stream.map(move |item| item.map_err(|e| e.redact(&key))),
-        ))
+        self.http.api_key()?;
+        let body = self.request_body(&request)?;
+        self.http.stream(&ChatCompletions, &body).await
     }
 }

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use futures::Stream;
 use reins_message::Usage;
+use reins_model::http::preview;
 use reins_model::sse::{SseChunkStream, SseDecoder, SseEvent};
 use reins_model::{ChatChunk, FinishReason, ModelError, Result};
 use serde::Deserialize;
@@ -22,6 +23,8 @@ use serde_json::Value;
 pub struct OpenAiDecoder {
     slots: Vec<Slot>,
     finished: bool,
+    /// Whether any event has arrived (an empty body gets its own message).
+    seen_event: bool,
 }
 
 #[derive(Debug)]
@@ -206,6 +209,7 @@ fn start(slot: &mut Slot, out: &mut VecDeque<ChatChunk>) {
 
 impl SseDecoder for OpenAiDecoder {
     fn decode(&mut self, event: &SseEvent, out: &mut VecDeque<ChatChunk>) -> Result<bool> {
+        self.seen_event = true;
         let data = event.data.trim();
         if data == "[DONE]" {
             self.flush_unstarted(out);
@@ -273,6 +277,13 @@ impl SseDecoder for OpenAiDecoder {
         if self.finished {
             self.flush_unstarted(out);
             Ok(())
+        } else if !self.seen_event {
+            Err(ModelError::MalformedStream(
+                "the server answered with an empty body (no events, no finish_reason, no \
+                 [DONE]); some compatible servers do this for a request option they do not \
+                 support"
+                    .into(),
+            ))
         } else {
             Err(ModelError::MalformedStream(
                 "the stream ended before the model finished (no finish_reason and no [DONE])"
@@ -289,14 +300,6 @@ fn finish_reason(s: &str) -> FinishReason {
         "tool_calls" | "function_call" => FinishReason::ToolUse,
         "content_filter" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
-    }
-}
-
-/// The first 200 characters of `s`, for error messages.
-pub(crate) fn preview(s: &str) -> String {
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }
 

@@ -12,9 +12,25 @@ pub(crate) struct WireOptions {
     pub replay_reasoning: bool,
     /// Ask for a trailing usage chunk (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// The `content` of an assistant message that only calls tools.
+    pub tool_call_content: ToolCallContent,
 }
 
-/// The JSON body of a streamed Chat Completions request.
+/// The `content` of an assistant message that has tool calls and no text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum ToolCallContent {
+    /// `"content": null`, as the OpenAI reference documents it.
+    Null,
+    /// `"content": ""`, which every compatible server we know of accepts (some
+    /// reject `null`).
+    #[default]
+    EmptyString,
+}
+
+/// The JSON body of a streamed Chat Completions request. Optional fields the caller
+/// did not set are left out, as the official SDKs do: several compatible servers
+/// act differently when a default is spelled out (llama-cpp-python answers an
+/// explicit `"tool_choice": "auto"` on a streamed request with an empty body).
 pub(crate) fn request_body(model: &str, req: &ChatRequest, opts: WireOptions) -> Result<Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
@@ -31,24 +47,28 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest, opts: WireOptions) ->
             .tools
             .iter()
             .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    }
-                })
+                let mut function = Map::new();
+                function.insert("name".into(), json!(t.name));
+                if !t.description.is_empty() {
+                    function.insert("description".into(), json!(t.description));
+                }
+                function.insert("parameters".into(), t.parameters.clone());
+                json!({ "type": "function", "function": function })
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        // `auto` is every server's default when tools are offered: not sent.
         let choice = match &req.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Tool(name) => json!({ "type": "function", "function": { "name": name } }),
+            ToolChoice::Auto => None,
+            ToolChoice::None => Some(json!("none")),
+            ToolChoice::Required => Some(json!("required")),
+            ToolChoice::Tool(name) => {
+                Some(json!({ "type": "function", "function": { "name": name } }))
+            }
         };
-        body.insert("tool_choice".into(), choice);
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
     } else if let ToolChoice::Tool(name) = &req.tool_choice {
         return Err(ModelError::InvalidRequest(format!(
             "tool_choice names `{name}` but the request offers no tools"
@@ -123,7 +143,7 @@ fn assistant(m: &Msg, opts: WireOptions) -> Value {
     let text = m.text();
     obj.insert(
         "content".into(),
-        if text.is_empty() && m.has_tool_uses() {
+        if text.is_empty() && m.has_tool_uses() && opts.tool_call_content == ToolCallContent::Null {
             Value::Null
         } else {
             json!(text)

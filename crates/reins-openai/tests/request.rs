@@ -149,10 +149,102 @@ async fn malformed_arguments_in_history_are_sent_as_an_empty_object() {
         )]),
     ]);
     let body = sent_body(req, |m| m).await;
-    assert_eq!(body["messages"][1]["content"], Value::Null);
+    // The compatible preset writes a tool-call-only message with `content: ""`.
+    assert_eq!(body["messages"][1]["content"], "");
     assert_eq!(
         body["messages"][1]["tool_calls"][0]["function"]["arguments"],
         "{}"
     );
     assert_eq!(body["messages"][2]["tool_call_id"], "call_9");
+}
+
+/// A tool round trip whose assistant message only calls a tool: the part of the
+/// wire format where the presets differ.
+fn tool_round_trip() -> ChatRequest {
+    ChatRequest::new(vec![
+        Msg::system("Be brief."),
+        Msg::user("Delete temp.txt"),
+        Msg::new(
+            reins_message::Role::Assistant,
+            vec![ContentBlock::ToolUse(ToolUse::new(
+                "call_1",
+                "delete_file",
+                json!({"path": "temp.txt"}),
+            ))],
+        ),
+        Msg::tool_results([ToolResult::success("call_1", "delete_file", "deleted")]),
+    ])
+    .with_tools(vec![ToolSpec::new(
+        "delete_file",
+        "Delete a file",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    )])
+}
+
+/// One snapshot per preset: nothing the caller did not set is sent (no
+/// `tool_choice`, no sampling options), and the tool-call-only assistant message is
+/// `content: null` where the first-party API documents it, `""` elsewhere.
+#[test]
+fn request_body_per_preset() {
+    let presets = [
+        ("openai", reins_openai::OpenAiChat::openai("gpt-4o-mini")),
+        (
+            "dashscope",
+            reins_openai::OpenAiChat::dashscope("qwen-plus"),
+        ),
+        (
+            "deepseek",
+            reins_openai::OpenAiChat::deepseek("deepseek-chat"),
+        ),
+        ("ollama", reins_openai::OpenAiChat::ollama("llama3.2")),
+        (
+            "compatible",
+            reins_openai::OpenAiChat::compatible("http://127.0.0.1:8000/v1", "local"),
+        ),
+    ];
+    for (name, model) in presets {
+        let body = model.request_body(&tool_round_trip()).unwrap();
+        assert!(body.get("tool_choice").is_none(), "{name}");
+        insta::assert_json_snapshot!(format!("preset_{name}"), body);
+    }
+    // The form can be chosen either way.
+    let model =
+        reins_openai::OpenAiChat::openai("gpt-4o-mini").with_empty_string_tool_call_content(true);
+    assert_eq!(
+        model.request_body(&tool_round_trip()).unwrap()["messages"][2]["content"],
+        ""
+    );
+    let model = reins_openai::OpenAiChat::compatible("http://h/v1", "m")
+        .with_empty_string_tool_call_content(false);
+    assert_eq!(
+        model.request_body(&tool_round_trip()).unwrap()["messages"][2]["content"],
+        Value::Null
+    );
+}
+
+#[test]
+fn tool_choice_is_sent_only_when_it_asks_for_something() {
+    let model = reins_openai::OpenAiChat::compatible("http://h/v1", "m");
+    let body = |choice: ToolChoice| {
+        model
+            .request_body(&tool_round_trip().with_tool_choice(choice))
+            .unwrap()
+            .get("tool_choice")
+            .cloned()
+    };
+    assert_eq!(body(ToolChoice::Auto), None);
+    assert_eq!(body(ToolChoice::None), Some(json!("none")));
+    assert_eq!(body(ToolChoice::Required), Some(json!("required")));
+    // A server that wants `auto` spelled out gets it through `extra`.
+    let mut extra = Map::new();
+    extra.insert("tool_choice".into(), json!("auto"));
+    let req = tool_round_trip().with_options(ChatOptions {
+        extra,
+        ..ChatOptions::default()
+    });
+    assert_eq!(model.request_body(&req).unwrap()["tool_choice"], "auto");
+    // A tool without a description is sent without one.
+    let req = tool_round_trip().with_tools(vec![ToolSpec::new("t", "", json!({"type": "object"}))]);
+    let body = model.request_body(&req).unwrap();
+    assert!(body["tools"][0]["function"].get("description").is_none());
 }

@@ -3,17 +3,32 @@
 //! the stored interrupt request. Everything that depends on how reins-agent exposes
 //! views lives in this one module.
 
-use reins_agent::{Agent, AgentError, Decision, Requirement, RunHandle, RunState, Session};
+use reins_agent::{
+    Actor, Agent, AgentError, Decision, Requirement, RunHandle, RunState, Session, ViewToken,
+};
 use reins_memory::SessionState;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::{Result, ServerError};
-use crate::types::{DecisionRecord, SessionStatus, SessionView};
+use crate::types::{SessionStatus, SessionView};
 
 /// Maps the agent errors [`ServerError::from`] does not handle itself.
 pub(crate) fn map_agent_error(e: AgentError) -> ServerError {
-    ServerError::Internal(e.to_string())
+    let message = e.to_string();
+    match e {
+        AgentError::StaleView { pending, .. } => ServerError::StaleView {
+            message: format!(
+                "{message}; what the session waits for changed since your view: reload and decide again"
+            ),
+            pending: Value::Array(
+                pending
+                    .iter()
+                    .filter_map(|r| serde_json::to_value(r).ok())
+                    .collect(),
+            ),
+        },
+        _ => ServerError::Internal(message),
+    }
 }
 
 /// The pending requirements of a stored session.
@@ -22,27 +37,6 @@ pub(crate) fn pending(state: &SessionState) -> Vec<Requirement> {
         .open_requirements()
         .filter_map(|r| serde_json::from_value::<Requirement>(r.payload.clone()).ok())
         .collect()
-}
-
-/// The view token of a set of pending requirements at a version: the version, and a
-/// fingerprint of the pending ids (what the decision is allowed to answer).
-fn token_for(version: u64, pending: &[Requirement]) -> String {
-    let mut ids: Vec<&str> = pending.iter().map(|r| r.id.as_str()).collect();
-    ids.sort_unstable();
-    let mut h = Sha256::new();
-    for id in ids {
-        h.update(id.as_bytes());
-        h.update([0]);
-    }
-    let digest = h.finalize();
-    let fp: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("{version}.{fp}")
-}
-
-fn fingerprint_of(token: &str) -> Option<&str> {
-    let (v, fp) = token.split_once('.')?;
-    (v.parse::<u64>().is_ok() && fp.len() == 16 && fp.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then_some(fp)
 }
 
 /// Reads the session as stored. `running_here`: a run of it is in flight on this
@@ -101,7 +95,7 @@ pub(crate) fn view_of(
             .iter()
             .filter_map(|r| serde_json::to_value(r).ok())
             .collect(),
-        view_token: token_for(state.version, &shown),
+        view_token: ViewToken::of(paused, &shown).to_string(),
         messages: if with_messages {
             state
                 .messages
@@ -116,84 +110,45 @@ pub(crate) fn view_of(
     (view, shown)
 }
 
-/// Starts the decisions as `actor`, refusing them when `token` no longer matches
-/// what is pending.
+/// Starts the decisions as `actor`, refused (409) when `token` no longer matches what
+/// is pending.
 pub(crate) async fn start_decisions(
     session: &Session,
     token: Option<&str>,
     decisions: Vec<Decision>,
     actor: &str,
 ) -> Result<RunHandle> {
-    if let Some(token) = token {
-        let fp = fingerprint_of(token).ok_or_else(|| {
-            ServerError::BadRequest(format!(
-                "`{token}` is not a view token (read it from GET /v1/sessions/{{id}})"
-            ))
-        })?;
-        let state = session.agent().store().load_session(session.id()).await?;
-        let (view, now) = view_of(state, false, false);
-        if fingerprint_of(&view.view_token) != Some(fp) {
-            return Err(ServerError::StaleView {
-                message: format!(
-                    "what session `{}` waits for changed since your view; pending now: {}. \
-                     Reload and decide again",
-                    session.id(),
-                    if now.is_empty() {
-                        "nothing".to_owned()
-                    } else {
-                        now.iter()
-                            .map(|r| r.id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ),
-                pending: Value::Array(view.requirements),
-            });
+    let session = session.as_actor(Actor::new(actor));
+    let handle = match token {
+        Some(token) => {
+            let view: ViewToken = token.parse().map_err(|_| {
+                ServerError::BadRequest(format!(
+                    "`{}` is not a view token (read it from GET /v1/sessions/{{id}})",
+                    token.chars().take(60).collect::<String>()
+                ))
+            })?;
+            session.start_resolve_at(&view, decisions).await?
         }
-    }
-    let decisions = decisions
-        .into_iter()
-        .map(|d| match d.decided_by() {
-            Some(_) => d,
-            None => d.by(actor),
-        })
-        .collect();
-    Ok(session.start_resolve(decisions).await?)
+        None => session.start_resolve(decisions).await?,
+    };
+    Ok(handle)
 }
 
-/// The session's decisions, oldest first.
-pub(crate) async fn decisions(agent: &Agent, id: &str) -> Result<Vec<DecisionRecord>> {
-    let state = agent.store().load_session(id).await?;
-    let mut out: Vec<DecisionRecord> = state
-        .requirements
+/// The session's audit trail, oldest first (reins-agent's `DecisionRecord` JSON).
+pub(crate) async fn decisions(agent: &Agent, id: &str) -> Result<Vec<Value>> {
+    // 404 for unknown sessions (opening one would create it).
+    agent.store().load_session(id).await?;
+    let session = agent.session(id).await?;
+    Ok(session
+        .decisions()
+        .await?
         .iter()
-        .filter_map(|r| {
-            let detail = r.decision.clone()?;
-            let req = serde_json::from_value::<Requirement>(r.payload.clone()).ok();
-            Some(DecisionRecord {
-                requirement_id: r.id.clone(),
-                tool: req
-                    .as_ref()
-                    .map(|q| q.tool_use.name.clone())
-                    .unwrap_or_default(),
-                shown_args: req.map(|q| q.tool_use.input).unwrap_or(Value::Null),
-                decision: detail
-                    .get("decision")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_owned(),
-                actor: detail.get("by").and_then(Value::as_str).map(str::to_owned),
-                detail,
-                decided_at: r.decided_at,
-            })
-        })
-        .collect();
-    out.sort_by_key(|d| d.decided_at);
-    Ok(out)
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .collect())
 }
 
-/// Stores a cancel request for a run executing on another instance. `Ok(false)`
-/// when the agent cannot deliver one.
-pub(crate) async fn request_interrupt(_session: &Session) -> Result<bool> {
-    Ok(false)
+/// Stores a cancel request for the session's run wherever it executes; whether a run
+/// was in flight.
+pub(crate) async fn request_interrupt(session: &Session) -> Result<bool> {
+    Ok(session.request_interrupt().await?)
 }

@@ -172,6 +172,9 @@ impl From<AgentError> for ServerError {
     fn from(e: AgentError) -> Self {
         let message = e.to_string();
         match e {
+            AgentError::InvalidInput(ref m) if m.contains("not a view token") => {
+                Self::BadRequest(message)
+            }
             AgentError::SessionBusy { .. } | AgentError::ToolInFlight { .. } => Self::Busy(message),
             AgentError::NothingToResume { .. } => Self::NotPaused(format!(
                 "{message} (someone may already have decided: reload the session)"

@@ -33,7 +33,6 @@ use crate::{api, auth, error, types};
         types::Action,
         types::DecisionItem,
         types::DecisionsRequest,
-        types::DecisionRecord,
         types::DecisionsList,
         types::InboxItem,
         types::InboxPage,

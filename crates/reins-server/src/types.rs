@@ -114,36 +114,16 @@ pub struct DecisionsRequest {
     pub decisions: Vec<DecisionItem>,
 }
 
-/// One entry of the audit trail.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct DecisionRecord {
-    /// The requirement id.
-    pub requirement_id: String,
-    /// The tool the requirement was for.
-    pub tool: String,
-    /// The arguments shown to the person (the model's).
-    #[schema(value_type = Object)]
-    pub shown_args: Value,
-    /// `approve`, `reject`, `input` or `external_result` (or a refusal kind).
-    pub decision: String,
-    /// Who decided.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-    /// The full decision as reins recorded it.
-    #[schema(value_type = Object)]
-    pub detail: Value,
-    /// When.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided_at: Option<DateTime<Utc>>,
-}
-
 /// `GET /v1/sessions/{id}/decisions`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DecisionsList {
     /// The session id.
     pub session_id: String,
-    /// Oldest first.
-    pub decisions: Vec<DecisionRecord>,
+    /// Oldest first: reins-agent's `DecisionRecord` JSON (`seq`, `at`,
+    /// `requirement_id`, `tool_name`, `kind`, `decision`, `via`, `verdict`, `actor`,
+    /// `shown_input`, `executed_input`, `note`, `view`).
+    #[schema(value_type = Vec<Object>)]
+    pub decisions: Vec<Value>,
 }
 
 /// `GET /v1/requirements` query.

@@ -460,6 +460,7 @@ async fn the_audit_trail_names_the_approver() {
     let d = list["decisions"].as_array().unwrap();
     assert_eq!(d.len(), 1, "{list}");
     assert_eq!(d[0]["requirement_id"], rid.as_str());
-    assert_eq!(d[0]["actor"], "ana");
-    assert_eq!(d[0]["tool"], "delete_file");
+    assert_eq!(d[0]["actor"]["principal"], "ana");
+    assert_eq!(d[0]["tool_name"], "delete_file");
+    assert_eq!(d[0]["decision"], "reject");
 }

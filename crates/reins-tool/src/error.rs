@@ -79,6 +79,12 @@ pub enum ToolError {
     /// The tool gave up after this long.
     #[error("timed out after {}", crate::exec::human_duration(*.0))]
     Timeout(Duration),
+    /// The call may or may not have taken effect (e.g. the process serving it died, or
+    /// the connection to it dropped, while it ran): the result is
+    /// [`ToolOutcome::Unknown`](reins_message::ToolOutcome::Unknown). The text says
+    /// what happened; it is shown to the model.
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
 }
 
 impl ToolError {

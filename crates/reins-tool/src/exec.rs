@@ -388,6 +388,7 @@ impl Toolkit {
                 ToolOutcome::Interrupted,
                 format!("interrupted: `{name}` stopped before finishing"),
             ),
+            Ok(Err(ToolError::Unknown(m))) => with(ToolOutcome::Unknown, m),
             Err(e) if e.is_panic() => {
                 let message = panic_message(e.into_panic().as_ref());
                 tracing::error!(tool = name, tool_use_id = %tool_use.id, panic = %message, "tool panicked");

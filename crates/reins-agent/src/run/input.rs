@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::{CallTally, NOT_RUN_INTERRUPTED, Phase, Run, RunInput, SlotStatus, ToolSlot, clip};
 use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, RequirementKind};
+use crate::view::{Actor, ViewToken};
 
 impl Run {
     // ----- starting a call -------------------------------------------------------
@@ -18,15 +19,36 @@ impl Run {
     /// Starts a call with the caller's input. Validates everything first: on error
     /// nothing changes.
     pub fn begin(&mut self, input: RunInput, now: DateTime<Utc>) -> Result<()> {
-        self.call = CallTally::default();
+        self.begin_as(input, None, None, now)
+    }
+
+    /// [`Run::begin`] on behalf of `actor` (recorded with every decision the input
+    /// makes), acting on the view `view` when the caller named one: a view that differs
+    /// from what the run waits for is refused ([`AgentError::StaleView`]) before
+    /// anything changes.
+    pub fn begin_as(
+        &mut self,
+        input: RunInput,
+        actor: Option<&Actor>,
+        view: Option<&ViewToken>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        if let Some(v) = view {
+            self.check_view(v)?;
+        }
+        self.call = CallTally {
+            actor: actor.cloned(),
+            view: view.cloned(),
+            ..CallTally::default()
+        };
         match input {
-            RunInput::Message(msg) => self.begin_message(msg),
-            RunInput::Resume => self.begin_resume(),
+            RunInput::Message(msg) => self.begin_message(msg, now),
+            RunInput::Resume => self.begin_resume(now),
             RunInput::Decisions(ds) => self.begin_decisions(ds, now),
         }
     }
 
-    fn begin_message(&mut self, msg: Msg) -> Result<()> {
+    fn begin_message(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {
         match msg.role {
             Role::Assistant => {
                 return Err(AgentError::InvalidInput(
@@ -35,7 +57,7 @@ impl Run {
                         .to_owned(),
                 ));
             }
-            Role::Tool => return self.begin_tool_results(msg),
+            Role::Tool => return self.begin_tool_results(msg, now),
             Role::User | Role::System => {}
         }
         if msg.has_tool_results() || msg.has_tool_uses() {
@@ -51,6 +73,26 @@ impl Run {
             clip(&msg.text(), 200)
         );
         let mut results = Vec::new();
+        let waiting: Vec<_> = self
+            .state
+            .slots
+            .iter()
+            .filter_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement } => Some(requirement.clone()),
+                _ => None,
+            })
+            .collect();
+        for req in &waiting {
+            self.log_decision(
+                req,
+                "reject",
+                "message",
+                None,
+                None,
+                Some(note.clone()),
+                now,
+            );
+        }
         for slot in &mut self.state.slots {
             match &slot.status {
                 SlotStatus::Done { .. } => {}
@@ -89,7 +131,7 @@ impl Run {
         Ok(())
     }
 
-    fn begin_tool_results(&mut self, msg: Msg) -> Result<()> {
+    fn begin_tool_results(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {
         if msg.has_tool_uses() || msg.content.iter().any(|b| b.as_tool_result().is_none()) {
             return Err(AgentError::InvalidInput(
                 "a tool message may hold only tool results".to_owned(),
@@ -121,6 +163,22 @@ impl Run {
         let mut results = Vec::new();
         for r in msg.tool_results_iter() {
             let mut r = r.clone();
+            if let Some(req) = self.requirement(&r.id).cloned() {
+                let by = r
+                    .metadata
+                    .get("decided_by")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.log_decision(
+                    &req,
+                    "tool_result",
+                    "tool_results",
+                    by.as_deref(),
+                    None,
+                    Some(format!("outcome: {}", r.outcome.label())),
+                    now,
+                );
+            }
             if let Some(slot) = self.slot_mut(&r.id) {
                 r.name.clone_from(&slot.tool_use.name);
                 slot.status = SlotStatus::Done {
@@ -140,7 +198,7 @@ impl Run {
         Ok(())
     }
 
-    fn begin_resume(&mut self) -> Result<()> {
+    fn begin_resume(&mut self, now: DateTime<Utc>) -> Result<()> {
         match self.state.phase {
             Phase::Paused => {}
             // A run cut short by a crash: go on from where it was.
@@ -171,6 +229,23 @@ impl Run {
                 ids.join(", ")
             )));
         }
+        let approved: Vec<_> = self
+            .state
+            .slots
+            .iter()
+            .filter_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement }
+                    if requirement.kind == RequirementKind::Confirmation =>
+                {
+                    Some(requirement.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let by = self.call.actor.as_ref().map(|a| a.principal.clone());
+        for req in &approved {
+            self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
+        }
         for slot in &mut self.state.slots {
             if let SlotStatus::Waiting { requirement } = &slot.status {
                 if requirement.kind == RequirementKind::Confirmation {
@@ -181,7 +256,7 @@ impl Run {
                     slot.status = SlotStatus::Ready {
                         input: slot.tool_use.input.clone(),
                         edited: false,
-                        approved_by: None,
+                        approved_by: by.clone(),
                         dispatched: false,
                     };
                 }
@@ -243,6 +318,38 @@ impl Run {
             let record = serde_json::to_value(&d).unwrap_or(Value::Null);
             let id = d.id().to_owned();
             self.req_ops.decide.push((id.clone(), record));
+            if let Some(req) = self.requirement(&id).cloned() {
+                let (executed, note) = match &d {
+                    Decision::Approve { edited_input, .. } => (
+                        edited_input.clone().filter(|e| *e != req.tool_use.input),
+                        None,
+                    ),
+                    Decision::Input { values, .. } => {
+                        let mut merged = match &req.tool_use.input {
+                            Value::Object(m) => m.clone(),
+                            _ => Map::new(),
+                        };
+                        if let Value::Object(v) = values {
+                            merged.extend(v.clone());
+                        }
+                        (Some(Value::Object(merged)), None)
+                    }
+                    Decision::Reject { note, .. } => (None, note.clone()),
+                    Decision::ExternalResult { is_error, .. } => (
+                        None,
+                        Some(if *is_error { "failed" } else { "succeeded" }.to_owned()),
+                    ),
+                };
+                self.log_decision(
+                    &req,
+                    d.label(),
+                    "resolve",
+                    d.decided_by(),
+                    executed,
+                    note,
+                    now,
+                );
+            }
             let Some(slot) = self.slot_mut(&id) else {
                 continue;
             };

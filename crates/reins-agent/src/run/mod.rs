@@ -26,8 +26,13 @@ use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{AgentError, Result};
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
+use crate::view::{Actor, DecisionRecord, Verdict, ViewToken};
+
+/// A decision a refused input attempted: (requirement id, decision label, by).
+pub(crate) type Attempt = (String, String, Option<String>);
 
 /// The text a tool use gets when it never ran because the run was interrupted.
 pub const NOT_RUN_INTERRUPTED: &str = "not run: interrupted";
@@ -63,6 +68,8 @@ struct ReqOps {
     clear: bool,
     add: Vec<RequirementRecord>,
     decide: Vec<(String, Value)>,
+    /// Audit trail entries for the next commit.
+    log: Vec<DecisionRecord>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -71,6 +78,9 @@ struct CallTally {
     repairs: RepairReport,
     iterations: u32,
     last_assistant: Option<Msg>,
+    /// Who the call acts for, and the view it acts on (for the audit trail).
+    actor: Option<Actor>,
+    view: Option<ViewToken>,
 }
 
 impl Run {
@@ -153,6 +163,126 @@ impl Run {
                 _ => None,
             })
             .collect()
+    }
+
+    /// What a caller reading the run now is shown, as a token.
+    pub fn view(&self) -> ViewToken {
+        let paused = self.is_paused();
+        ViewToken::new(
+            paused,
+            self.state.slots.iter().filter_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement } if paused => Some(requirement.id.clone()),
+                _ => None,
+            }),
+        )
+    }
+
+    /// Checks that the run waits for exactly what `seen` shows; otherwise
+    /// [`AgentError::StaleView`] with what is pending now.
+    pub fn check_view(&self, seen: &ViewToken) -> Result<()> {
+        let now = self.view();
+        if now == *seen {
+            return Ok(());
+        }
+        Err(AgentError::StaleView {
+            seen: seen.requirement_ids().to_vec(),
+            pending: if self.is_paused() {
+                self.requirements()
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    /// Audit records of a refused input: one per attempted decision
+    /// `(requirement id, decision label, by)`; for a bare `resume()` that named no
+    /// requirement, one per requirement pending now.
+    pub(crate) fn refusal_records(
+        &self,
+        attempted: &[Attempt],
+        via: &str,
+        error: &AgentError,
+        actor: Option<&Actor>,
+        view: Option<&ViewToken>,
+        now: DateTime<Utc>,
+    ) -> Vec<DecisionRecord> {
+        let reason = match error {
+            AgentError::StaleView { .. } => "stale_view",
+            AgentError::RequirementExpired { .. } => "expired",
+            _ => "refused",
+        };
+        let pending = self.requirements();
+        let at_stake: Vec<Attempt> = if attempted.is_empty() {
+            pending
+                .iter()
+                .map(|r| (r.id.clone(), "approve".to_owned(), None))
+                .collect()
+        } else {
+            attempted.to_vec()
+        };
+        at_stake
+            .into_iter()
+            .map(|(id, decision, by)| {
+                let req = pending.iter().find(|r| r.id == id);
+                let actor = match (by, actor) {
+                    (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
+                    (Some(p), _) => Some(Actor::new(p)),
+                    (None, a) => a.cloned(),
+                };
+                DecisionRecord {
+                    seq: 0,
+                    at: now,
+                    tool_name: req.map(|r| r.tool_use.name.clone()).unwrap_or_default(),
+                    kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
+                    shown_input: req.map(|r| r.tool_use.input.clone()).unwrap_or(Value::Null),
+                    requirement_id: id,
+                    decision,
+                    via: via.to_owned(),
+                    verdict: Verdict::Refused {
+                        reason: reason.to_owned(),
+                        detail: error.to_string(),
+                    },
+                    actor,
+                    executed_input: None,
+                    note: None,
+                    view: view.cloned(),
+                }
+            })
+            .collect()
+    }
+
+    /// Records an applied decision on `req` in the audit trail of the next commit.
+    #[allow(clippy::too_many_arguments)]
+    fn log_decision(
+        &mut self,
+        req: &Requirement,
+        decision: &str,
+        via: &str,
+        by: Option<&str>,
+        executed_input: Option<Value>,
+        note: Option<String>,
+        now: DateTime<Utc>,
+    ) {
+        let actor = match (by, &self.call.actor) {
+            (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
+            (Some(p), _) => Some(Actor::new(p)),
+            (None, a) => a.clone(),
+        };
+        self.req_ops.log.push(DecisionRecord {
+            seq: 0,
+            at: now,
+            requirement_id: req.id.clone(),
+            tool_name: req.tool_use.name.clone(),
+            kind: req.kind.label().to_owned(),
+            decision: decision.to_owned(),
+            via: via.to_owned(),
+            verdict: Verdict::Applied,
+            actor,
+            shown_input: req.tool_use.input.clone(),
+            executed_input,
+            note,
+            view: self.call.view.clone(),
+        });
     }
 
     fn pending_ids(&self) -> Vec<String> {
@@ -529,6 +659,7 @@ impl Run {
             self.state.stored_requirements.clear();
             self.req_ops = ReqOps {
                 clear: true,
+                log: std::mem::take(&mut self.req_ops.log),
                 ..ReqOps::default()
             };
         }
@@ -570,6 +701,7 @@ impl Run {
             || self.req_ops.clear
             || !self.req_ops.add.is_empty()
             || !self.req_ops.decide.is_empty()
+            || !self.req_ops.log.is_empty()
             || self.state != self.committed
     }
 
@@ -588,6 +720,7 @@ impl Run {
             clear_requirements: ops.clear,
             run_state: (self.state != self.committed)
                 .then(|| serde_json::to_value(&self.state).ok()),
+            decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
         };
         self.committed.clone_from(&self.state);
         self.saved = self.messages.len();

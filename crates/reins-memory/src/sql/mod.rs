@@ -108,3 +108,56 @@ pub(crate) fn to_i64(n: u64) -> i64 {
 pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
+
+/// The change feed of a SQL store: local commits are announced at once, and one
+/// background listener per store (started by the first subscriber, ended when the last
+/// one is gone) announces other processes' writes.
+#[derive(Debug)]
+pub(crate) struct ChangeHub {
+    tx: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
+    listener: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl ChangeHub {
+    pub(crate) fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            tx: tokio::sync::broadcast::channel(1024).0,
+            listener: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Announces a change to `session` made through this store handle.
+    pub(crate) fn notify(&self, session: Option<&str>) {
+        if self.tx.receiver_count() > 0 {
+            let _ = self.tx.send(crate::store::StoreChange {
+                session: session.map(str::to_owned),
+            });
+        }
+    }
+
+    /// Subscribes, starting the background listener with `start` when none runs.
+    /// `start` gets the sender and returns the listener's task, or fails.
+    pub(crate) async fn subscribe<F, Fut>(&self, start: F) -> Result<crate::store::ChangeFeed>
+    where
+        F: FnOnce(tokio::sync::broadcast::Sender<crate::store::StoreChange>) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<tokio::task::JoinHandle<()>>>>,
+    {
+        let rx = self.tx.subscribe();
+        let mut listener = self.listener.lock().await;
+        if listener
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished)
+        {
+            *listener = start(self.tx.clone()).await?;
+        }
+        Ok(rx)
+    }
+}
+
+impl Drop for ChangeHub {
+    fn drop(&mut self) {
+        if let Some(task) = self.listener.get_mut().take() {
+            task.abort();
+        }
+    }
+}

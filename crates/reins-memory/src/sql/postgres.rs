@@ -10,20 +10,24 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::{
-    decode_ledger, decode_message, decode_requirement, decode_run_state, encode_json,
+    ChangeHub, decode_ledger, decode_message, decode_requirement, decode_run_state, encode_json,
     encode_message, is_unique_violation, to_i64, to_u64,
 };
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    Claim, LedgerEntry, LedgerState, MAX_LEASE, MemoryStore, SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MAX_LEASE, MemoryStore,
+    SessionState, SessionSummary, StoreChange,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("postgres_schema.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("postgres_schema.sql")),
+    (2, include_str!("postgres_schema_v2.sql")),
+];
 
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
 
 /// Key of the advisory lock that serializes migrations between workers.
 const MIGRATION_LOCK: i64 = 0x7265_696e_7331; // "reins1"
@@ -83,6 +87,9 @@ impl PostgresOptions {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    changes: std::sync::Arc<ChangeHub>,
+    /// The LISTEN/NOTIFY channel of this store's schema.
+    channel: String,
 }
 
 impl PostgresStore {
@@ -123,7 +130,15 @@ impl PostgresStore {
                 }
             }
         }
-        let store = Self { pool };
+        let channel = match &options.schema {
+            Some(schema) => format!("reins_changes_{schema}"),
+            None => "reins_changes".to_owned(),
+        };
+        let store = Self {
+            pool,
+            changes: ChangeHub::new(),
+            channel,
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -396,6 +411,7 @@ async fn apply(
             .execute(&mut **tx)
             .await?;
     }
+    insert_decisions(tx, session, &commit.decisions).await?;
     Ok((next_seq, count))
 }
 
@@ -457,6 +473,7 @@ impl MemoryStore for PostgresStore {
         .bind(id)
         .execute(&mut *tx)
         .await?;
+        self.notify_in(&mut tx, id).await?;
         tx.commit().await?;
         Ok(new_version)
     }
@@ -489,6 +506,7 @@ impl MemoryStore for PostgresStore {
             "DELETE FROM reins_requirements WHERE session_id = $1",
             "DELETE FROM reins_ledger WHERE session_id = $1",
             "DELETE FROM reins_session_locks WHERE session_id = $1",
+            "DELETE FROM reins_decisions WHERE session_id = $1",
             "DELETE FROM reins_sessions WHERE id = $1",
         ] {
             sqlx::query(sql).bind(id).execute(&mut *tx).await?;
@@ -625,7 +643,8 @@ impl MemoryStore for PostgresStore {
         let done = sqlx::query(
             "INSERT INTO reins_session_locks (session_id, owner, lease_until) \
              VALUES ($1, $2, now() + make_interval(secs => $3)) \
-             ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until \
+             ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
+             interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
              WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now()",
         )
         .bind(session)
@@ -643,5 +662,158 @@ impl MemoryStore for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT version FROM reins_sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(v.map(to_u64))
+    }
+
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM reins_sessions WHERE id = $1")
+            .bind(session)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(Error::SessionNotFound {
+                id: session.to_owned(),
+            });
+        }
+        insert_decisions(&mut tx, session, &entries).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+        let rows = sqlx::query(
+            "SELECT requirement_id, at, record::text FROM reins_decisions WHERE session_id = $1 ORDER BY seq",
+        )
+        .bind(session)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (i, r) in rows.iter().enumerate() {
+            let requirement_id: String = r.try_get(0)?;
+            let record: &str = r.try_get(2)?;
+            out.push(DecisionEntry {
+                seq: i as u64 + 1,
+                at: r.try_get(1)?,
+                record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
+                    session: session.to_owned(),
+                    detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
+                })?,
+                requirement_id,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn request_interrupt(&self, session: &str) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE reins_session_locks SET interrupt_requested = TRUE WHERE session_id = $1 AND lease_until > now()",
+        )
+        .bind(session)
+        .execute(&mut *tx)
+        .await?;
+        let flagged = done.rows_affected() == 1;
+        if flagged {
+            self.notify_in(&mut tx, session).await?;
+        }
+        tx.commit().await?;
+        Ok(flagged)
+    }
+
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT session_id FROM reins_session_locks WHERE owner = $1 AND interrupt_requested \
+             ORDER BY session_id COLLATE \"C\"",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn changes(&self) -> Result<ChangeFeed> {
+        let pool = self.pool.clone();
+        let channel = self.channel.clone();
+        self.changes
+            .subscribe(|tx| async move {
+                let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                listener.listen(&channel).await?;
+                Ok(Some(tokio::spawn(listen_for_changes(listener, tx))))
+            })
+            .await
+    }
+}
+
+impl PostgresStore {
+    /// Queues a NOTIFY for `session` (delivered when the transaction commits).
+    async fn notify_in(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        session: &str,
+    ) -> Result<()> {
+        // NOTIFY payloads are limited to 8000 bytes: a longer id is announced as
+        // "something changed".
+        let payload = if session.len() < 7900 { session } else { "" };
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(&self.channel)
+            .bind(payload)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Appends decision log rows inside a transaction.
+async fn insert_decisions(
+    tx: &mut Transaction<'static, Postgres>,
+    session: &str,
+    entries: &[DecisionEntry],
+) -> Result<()> {
+    for e in entries {
+        sqlx::query(
+            "INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
+             VALUES ($1, $2, LEAST($3, now()), $4::jsonb)",
+        )
+        .bind(session)
+        .bind(&e.requirement_id)
+        .bind(e.at)
+        .bind(encode_json("decision record", &e.record)?)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Forwards NOTIFYs to the change feed until nobody listens. A lost connection is
+/// re-established by the listener; since notices may have been missed meanwhile,
+/// listeners are told that anything may have changed.
+async fn listen_for_changes(
+    mut listener: sqlx::postgres::PgListener,
+    tx: tokio::sync::broadcast::Sender<StoreChange>,
+) {
+    loop {
+        if tx.receiver_count() == 0 {
+            break;
+        }
+        let next = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
+        match next {
+            Err(_) => {}
+            Ok(Ok(n)) => {
+                let session = (!n.payload().is_empty()).then(|| n.payload().to_owned());
+                let _ = tx.send(StoreChange { session });
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "listening for PostgreSQL changes failed; reconnecting");
+                let _ = tx.send(StoreChange { session: None });
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
 }

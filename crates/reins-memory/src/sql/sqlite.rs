@@ -13,21 +13,24 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::{
-    decode_ledger, decode_message, decode_requirement, decode_run_state, decode_time, encode_json,
-    encode_message, encode_time, is_unique_violation, to_i64, to_u64,
+    ChangeHub, decode_ledger, decode_message, decode_requirement, decode_run_state, decode_time,
+    encode_json, encode_message, encode_time, is_unique_violation, to_i64, to_u64,
 };
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    Claim, LedgerEntry, LedgerState, MemoryStore, RequirementRecord, SessionState, SessionSummary,
-    lease_end,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
+    SessionState, SessionSummary, StoreChange, lease_end,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("sqlite_schema.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("sqlite_schema.sql")),
+    (2, include_str!("sqlite_schema_v2.sql")),
+];
 
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 1;
+pub const SQLITE_SCHEMA_VERSION: i64 = 2;
 
 /// How hard a commit tries to survive a crash.
 ///
@@ -56,6 +59,10 @@ pub struct SqliteOptions {
     pub max_connections: u32,
     /// Create the database file when it does not exist.
     pub create_if_missing: bool,
+    /// How often [`MemoryStore::changes`] polls `PRAGMA data_version` to notice other
+    /// processes' writes (only while someone listens). Writes through this store are
+    /// announced at once.
+    pub change_poll_interval: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -65,6 +72,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(10),
             max_connections: 4,
             create_if_missing: true,
+            change_poll_interval: Duration::from_millis(100),
         }
     }
 }
@@ -88,6 +96,13 @@ impl SqliteOptions {
     #[must_use]
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets how often other processes' writes are polled for (at least 5 ms).
+    #[must_use]
+    pub fn change_poll_interval(mut self, every: Duration) -> Self {
+        self.change_poll_interval = every.max(Duration::from_millis(5));
         self
     }
 }
@@ -118,6 +133,10 @@ pub struct SqliteStore {
     /// and the ledger keep the configured [`Durability`] on `pool`. For an in-memory
     /// database it is the same pool.
     locks: SqlitePool,
+    /// The change feed; `poll` is how the listener connects (`None` in memory, where
+    /// every writer goes through this store).
+    changes: std::sync::Arc<ChangeHub>,
+    poll: Option<(SqliteConnectOptions, Duration)>,
 }
 
 impl SqliteStore {
@@ -153,6 +172,8 @@ impl SqliteStore {
         let store = Self {
             locks: pool.clone(),
             pool,
+            changes: ChangeHub::new(),
+            poll: Some((connect.clone(), options.change_poll_interval)),
         };
         // Migrate before the lock connection opens: it expects the tables.
         store.migrate().await?;
@@ -180,6 +201,8 @@ impl SqliteStore {
         let store = Self {
             locks: pool.clone(),
             pool,
+            changes: ChangeHub::new(),
+            poll: None,
         };
         store.migrate().await?;
         Ok(store)
@@ -417,6 +440,7 @@ async fn apply(
         .execute(&mut **tx)
         .await?;
     }
+    insert_decisions(tx, session, &commit.decisions, now).await?;
     Ok((next_seq, count))
 }
 
@@ -513,6 +537,7 @@ impl MemoryStore for SqliteStore {
         }
         update.bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
+        self.changes.notify(Some(id));
         Ok(new_version)
     }
 
@@ -546,6 +571,7 @@ impl MemoryStore for SqliteStore {
             "DELETE FROM reins_requirements WHERE session_id = ?",
             "DELETE FROM reins_ledger WHERE session_id = ?",
             "DELETE FROM reins_session_locks WHERE session_id = ?",
+            "DELETE FROM reins_decisions WHERE session_id = ?",
             "DELETE FROM reins_sessions WHERE id = ?",
         ] {
             sqlx::query(table).bind(id).execute(&mut *tx).await?;
@@ -671,7 +697,9 @@ impl MemoryStore for SqliteStore {
         let now = Utc::now();
         let done = sqlx::query(
             "INSERT INTO reins_session_locks (session_id, owner, lease_until) VALUES (?, ?, ?) \
-             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until \
+             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until, \
+             interrupt_requested = CASE WHEN reins_session_locks.owner = excluded.owner \
+             THEN reins_session_locks.interrupt_requested ELSE 0 END \
              WHERE reins_session_locks.owner = excluded.owner OR reins_session_locks.lease_until <= ?",
         )
         .bind(session)
@@ -690,5 +718,145 @@ impl MemoryStore for SqliteStore {
             .execute(&self.locks)
             .await?;
         Ok(())
+    }
+
+    async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT version FROM reins_sessions WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(v.map(to_u64))
+    }
+
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM reins_sessions WHERE id = ?")
+            .bind(session)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if exists.is_none() {
+            return Err(Error::SessionNotFound {
+                id: session.to_owned(),
+            });
+        }
+        insert_decisions(&mut tx, session, &entries, Utc::now()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+        let rows = sqlx::query(
+            "SELECT requirement_id, at, record FROM reins_decisions WHERE session_id = ? ORDER BY seq",
+        )
+        .bind(session)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (i, r) in rows.iter().enumerate() {
+            let requirement_id: String = r.try_get(0)?;
+            let at: &str = r.try_get(1)?;
+            let record: &str = r.try_get(2)?;
+            out.push(DecisionEntry {
+                seq: i as u64 + 1,
+                at: decode_time(session, "decision row at", at)?,
+                record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
+                    session: session.to_owned(),
+                    detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
+                })?,
+                requirement_id,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn request_interrupt(&self, session: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE reins_session_locks SET interrupt_requested = 1 WHERE session_id = ? AND lease_until > ?",
+        )
+        .bind(session)
+        .bind(micros(Utc::now()))
+        .execute(&self.locks)
+        .await?;
+        let flagged = done.rows_affected() == 1;
+        if flagged {
+            self.changes.notify(Some(session));
+        }
+        Ok(flagged)
+    }
+
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT session_id FROM reins_session_locks WHERE owner = ? AND interrupt_requested = 1 \
+             ORDER BY session_id",
+        )
+        .bind(owner)
+        .fetch_all(&self.locks)
+        .await?)
+    }
+
+    async fn changes(&self) -> Result<ChangeFeed> {
+        let poll = self.poll.clone();
+        self.changes
+            .subscribe(|tx| async move {
+                let Some((connect, every)) = poll else {
+                    return Ok(None);
+                };
+                let conn = sqlx::ConnectOptions::connect(&connect).await?;
+                Ok(Some(tokio::spawn(poll_data_version(conn, every, tx))))
+            })
+            .await
+    }
+}
+
+/// Appends decision log rows inside a transaction.
+async fn insert_decisions(
+    tx: &mut Transaction<'static, Sqlite>,
+    session: &str,
+    entries: &[DecisionEntry],
+    now: DateTime<Utc>,
+) -> Result<()> {
+    for e in entries {
+        sqlx::query(
+            "INSERT INTO reins_decisions (session_id, requirement_id, at, record) VALUES (?, ?, ?, ?)",
+        )
+        .bind(session)
+        .bind(&e.requirement_id)
+        .bind(encode_time(e.at.min(now)))
+        .bind(encode_json("decision record", &e.record)?)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Notices other connections' commits: `PRAGMA data_version` on a connection of its
+/// own changes whenever another connection (of this process or another) committed.
+/// Ends when nobody listens any more.
+async fn poll_data_version(
+    mut conn: sqlx::SqliteConnection,
+    every: Duration,
+    tx: tokio::sync::broadcast::Sender<StoreChange>,
+) {
+    let mut last: Option<i64> = None;
+    loop {
+        if tx.receiver_count() == 0 {
+            break;
+        }
+        match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+            .fetch_one(&mut conn)
+            .await
+        {
+            Ok(v) => {
+                if last.is_some_and(|l| l != v) {
+                    let _ = tx.send(StoreChange { session: None });
+                }
+                last = Some(v);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "polling SQLite for changes failed");
+                let _ = tx.send(StoreChange { session: None });
+            }
+        }
+        tokio::time::sleep(every).await;
     }
 }

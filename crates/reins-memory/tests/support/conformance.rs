@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use reins_memory::{
-    Claim, Commit, Error, LedgerState, MemoryStore, RequirementRecord, fingerprint,
+    Claim, Commit, DecisionEntry, Error, LedgerState, MemoryStore, RequirementRecord, fingerprint,
     sanitize_after_interrupt,
 };
 use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
@@ -37,6 +37,10 @@ macro_rules! conformance_tests {
             concurrent_commits_have_one_winner,
             session_lock,
             repaired_turn_persists,
+            version_reads_without_loading,
+            decision_log_is_append_only,
+            interrupt_requests_live_on_the_lock,
+            changes_reach_other_handles,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(
@@ -692,4 +696,154 @@ pub async fn repaired_turn_persists<S: MemoryStore>(a: &S, b: &S) {
     let after = a.load_session(&id).await.unwrap();
     assert_eq!(after.messages, repaired);
     assert!(reins_memory::pending_tool_uses(&after.messages).is_empty());
+}
+
+pub async fn version_reads_without_loading<S: MemoryStore>(a: &S, b: &S) {
+    let id = sid("version");
+    assert_eq!(a.session_version(&id).await.unwrap(), None);
+    a.open_session(&id).await.unwrap();
+    assert_eq!(b.session_version(&id).await.unwrap(), Some(0));
+    let v = a
+        .commit(&id, Commit::at(0).append(Msg::user("hi")))
+        .await
+        .unwrap();
+    assert_eq!(b.session_version(&id).await.unwrap(), Some(v));
+    // An empty or failed commit leaves the version alone.
+    a.commit(&id, Commit::at(v)).await.unwrap();
+    a.commit(&id, Commit::at(0).append(Msg::user("stale")))
+        .await
+        .unwrap_err();
+    assert_eq!(b.session_version(&id).await.unwrap(), Some(v));
+}
+
+pub async fn decision_log_is_append_only<S: MemoryStore>(a: &S, b: &S) {
+    let id = sid("decisions");
+    assert!(a.decisions(&id).await.unwrap().is_empty());
+    let err = a
+        .append_decisions(&id, vec![DecisionEntry::new("r0", json!({"x": 0}))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
+    a.open_session(&id).await.unwrap();
+    let v = a
+        .commit(
+            &id,
+            Commit::at(0)
+                .append(Msg::user("hi"))
+                .log_decision(DecisionEntry::new(
+                    "r1",
+                    json!({"decision": "approve", "by": "alice"}),
+                )),
+        )
+        .await
+        .unwrap();
+    // A refusal is recorded without moving the version (views stay valid).
+    b.append_decisions(
+        &id,
+        vec![
+            DecisionEntry::new("r2", json!({"verdict": "refused"})),
+            DecisionEntry::new("r3", json!({"verdict": "refused", "n": 2})),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.session_version(&id).await.unwrap(), Some(v));
+    // A failed commit records nothing.
+    a.commit(
+        &id,
+        Commit::at(0).log_decision(DecisionEntry::new("lost", json!({}))),
+    )
+    .await
+    .unwrap_err();
+    let log = b.decisions(&id).await.unwrap();
+    let ids: Vec<&str> = log.iter().map(|e| e.requirement_id.as_str()).collect();
+    assert_eq!(ids, ["r1", "r2", "r3"]);
+    assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(log[0].record["by"], "alice");
+    assert_eq!(log[2].record["n"], 2);
+    // Later commits (even ones that clear requirements) keep the log.
+    a.commit(
+        &id,
+        Commit::at(v).clear_requirements().append(Msg::user("more")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.decisions(&id).await.unwrap().len(), 3);
+    a.delete_session(&id).await.unwrap();
+    assert!(b.decisions(&id).await.unwrap().is_empty());
+}
+
+pub async fn interrupt_requests_live_on_the_lock<S: MemoryStore>(a: &S, b: &S) {
+    let id = sid("interrupt");
+    a.open_session(&id).await.unwrap();
+    let lease = Duration::from_secs(30);
+    // No run holds the session: nothing to interrupt, and nothing lingers.
+    assert!(!b.request_interrupt(&id).await.unwrap());
+    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
+    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
+    assert!(b.request_interrupt(&id).await.unwrap());
+    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
+    assert!(!a.interrupt_requests("w2").await.unwrap().contains(&id));
+    // Renewal by the holder keeps the request.
+    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
+    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
+    // The run ends: the next run starts clean.
+    a.unlock_session(&id, "w1").await.unwrap();
+    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
+    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
+    // A takeover of an expired lock starts clean too.
+    assert!(b.request_interrupt(&id).await.unwrap());
+    a.unlock_session(&id, "w1").await.unwrap();
+    assert!(a.try_lock_session(&id, "w1", Duration::ZERO).await.unwrap());
+    assert!(
+        !b.request_interrupt(&id).await.unwrap(),
+        "an expired lock holds no live run"
+    );
+    assert!(b.try_lock_session(&id, "w2", lease).await.unwrap());
+    assert!(!b.interrupt_requests("w2").await.unwrap().contains(&id));
+}
+
+pub async fn changes_reach_other_handles<S: MemoryStore>(a: &S, b: &S) {
+    let id = sid("changes");
+    a.open_session(&id).await.unwrap();
+    let mut feed = a.changes().await.unwrap();
+    b.commit(&id, Commit::at(0).append(Msg::user("from b")))
+        .await
+        .unwrap();
+    // Liveness only: the notice arrives (generous bound so a loaded machine passes).
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match feed.recv().await {
+                Ok(c) if c.concerns(&id) => return true,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        got.ok(),
+        Some(true),
+        "a change made through b never reached a's feed"
+    );
+    // An interrupt request is announced too.
+    assert!(
+        b.try_lock_session(&id, "w", Duration::from_secs(30))
+            .await
+            .unwrap()
+    );
+    while feed.try_recv().is_ok() {}
+    assert!(a.request_interrupt(&id).await.unwrap());
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(c) = feed.recv().await {
+                if c.concerns(&id) {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(got.is_ok(), "the interrupt request was not announced");
 }

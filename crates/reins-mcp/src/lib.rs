@@ -1,0 +1,105 @@
+//! # reins-mcp
+//!
+//! The tools of [Model Context Protocol](https://modelcontextprotocol.io) servers as
+//! ordinary reins tools. [`McpToolset::connect`] starts a server (a child process over
+//! stdio, or a URL over streamable HTTP), lists its tools and adds them to a
+//! [`Toolkit`](reins_tool::Toolkit) as dynamic tools, so everything reins guarantees
+//! for local tools — policies and pauses, the tool-call ledger, interrupts, honest
+//! outcomes — holds for them unchanged. Built on the official Rust SDK, `rmcp`.
+//!
+//! ```no_run
+//! use reins_mcp::{McpServer, McpToolset};
+//! use reins_tool::{ToolPolicy, Toolkit};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let fs = McpToolset::connect(
+//!     McpServer::stdio("fs", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/srv/sandbox"])
+//!         // The user's word wins over the server's annotations.
+//!         .tool_policy("write_file", ToolPolicy::confirm().reason("writes a file")),
+//! )
+//! .await?;
+//! let mut toolkit = Toolkit::new();
+//! fs.add_to(&mut toolkit)?; // fs__read_text_file, fs__write_file, ...
+//! // Agent::builder().toolkit(toolkit) ... as with any tools.
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Names
+//!
+//! A tool is named `<server>__<tool>` (or `<prefix><separator><tool>`, see
+//! [`McpServer::prefix`] and [`McpServer::separator`]); characters model providers refuse
+//! become `_`. Two tools that would get the same name are refused with
+//! [`Error::NameCollision`], which names both.
+//!
+//! ## Policies
+//!
+//! The first rule that applies sets a tool's [`ToolPolicy`](reins_tool::ToolPolicy)
+//! (reported as [`PolicySource`]):
+//!
+//! | Rule | Policy |
+//! |---|---|
+//! | [`McpServer::tool_policy`] names the tool | that policy |
+//! | [`McpServer::default_policy`] is set | that policy |
+//! | annotation `readOnlyHint: true` | auto, idempotent |
+//! | annotation `destructiveHint: false` | auto (idempotent if `idempotentHint: true`) |
+//! | other annotations (`destructiveHint` defaults to `true` in MCP) | confirm |
+//! | no annotations, server not [`trusted`](McpServer::trusted) | confirm |
+//! | no annotations, trusted server | auto |
+//!
+//! Annotations are hints from the server, which may be wrong or hostile, so the user's
+//! choice always wins and an unannotated tool of an unknown server asks first.
+//! [`McpServer::call_timeout`] applies to every tool whose policy sets no timeout.
+//!
+//! ## Calls
+//!
+//! - Arguments are checked against the tool's input schema before the call
+//!   (reins-tool's validator: types, required, enums, bounds, combinators, local `$ref`s;
+//!   `pattern` and `format` are left to the server); a mismatch is an error result the
+//!   model can fix, and nothing is sent.
+//! - Text, image, audio, embedded resources and resource links become content blocks;
+//!   `structuredContent` is kept in the result's metadata (`structured_content`, and
+//!   shown as text when the result has no content); `isError: true` is an error result.
+//! - An interrupt (the call's cancellation token) sends `notifications/cancelled` for
+//!   the request; the result is `Interrupted`. A call the executor abandons (timeout,
+//!   grace period over) is cancelled on the server too.
+//! - `notifications/progress` for the call become partial output
+//!   ([`ToolContext::emit`](reins_tool::ToolContext::emit)), which the agent publishes as
+//!   `ActingChunk` hook events and `ToolExecutionChunk` run events.
+//!
+//! ## Faults
+//!
+//! | What happened | Outcome |
+//! |---|---|
+//! | the server cannot be started or reached before the call | `Error` (nothing was sent) |
+//! | the connection (or the child process) is lost while the call runs | `Unknown`; if the tool is idempotent, one reconnect and retry first |
+//! | the server never answers | the tool's timeout (an `Error`), with `notifications/cancelled` sent |
+//! | a JSON-RPC error, or an answer that is not a tool result | `Error` naming the server and the code |
+//! | lines that are not JSON-RPC | ignored by the transport (logged); the call ends by its answer or its timeout |
+//! | the next call after a loss | reconnects (a stdio server is started again) |
+//!
+//! ## Features
+//!
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `stdio` | yes | [`McpServer::stdio`]: servers started as child processes |
+//! | `http` | yes | [`McpServer::http`]: streamable HTTP (reqwest, rustls on ring) |
+//!
+//! [`McpServer::stream`] (any byte stream) needs neither.
+
+mod call;
+mod config;
+mod connection;
+mod error;
+#[cfg(feature = "http")]
+mod http;
+mod policy;
+mod toolset;
+
+pub use config::{ByteStream, ByteStreamFuture, McpServer};
+pub use error::{Error, Result};
+pub use policy::PolicySource;
+pub use toolset::{McpTool, McpToolset, add_all};
+
+/// The MCP SDK this crate is built on, for servers in tests and for custom transports.
+pub use rmcp;

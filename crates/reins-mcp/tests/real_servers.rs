@@ -1,0 +1,247 @@
+//! Against real MCP servers from the npm registry, started over stdio:
+//! `@modelcontextprotocol/server-everything` (installed by `.ci/run`; skipped loudly
+//! elsewhere when Node.js or the packages are missing, never under `CI=true`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use std::time::Duration;
+
+use reins_mcp::{McpToolset, PolicySource};
+use reins_message::{ContentBlock, ToolOutcome, ToolResult, ToolUse};
+use reins_tool::{ExecOptions, GateDecision, ToolContext, ToolPolicy, Toolkit};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+async fn run(tk: &Toolkit, name: &str, args: Value) -> ToolResult {
+    let call = ToolUse::new("call_1", name, args);
+    let ctx = ToolContext::new("s", &call.id);
+    tk.execute(&call, ctx, &ExecOptions::default())
+        .await
+        .into_result()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn everything_lists_its_tools_and_answers() {
+    if !support::servers_available("everything_lists_its_tools_and_answers") {
+        return;
+    }
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    let names: Vec<String> = set.tools().into_iter().map(|t| t.name).collect();
+    for expected in [
+        "everything__echo",
+        "everything__get-sum",
+        "everything__trigger-long-running-operation",
+        "everything__get-tiny-image",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} not in {names:?}"
+        );
+    }
+    let echo = set.tool("everything__echo").unwrap();
+    assert_eq!(echo.policy_source, PolicySource::ReadOnly);
+    assert!(echo.policy.idempotent);
+    let tk = set.toolkit().unwrap();
+    assert_eq!(
+        tk.gate(&ToolUse::new(
+            "c",
+            "everything__echo",
+            json!({ "message": "x" })
+        )),
+        GateDecision::Run
+    );
+
+    let r = run(&tk, "everything__echo", json!({ "message": "hello" })).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(r.text().contains("hello"), "{}", r.text());
+
+    let r = run(&tk, "everything__get-sum", json!({ "a": 2, "b": 40 })).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(r.text().contains("42"), "{}", r.text());
+
+    // The schema is checked before anything is sent.
+    let r = run(&tk, "everything__get-sum", json!({ "a": "two", "b": 40 })).await;
+    assert_eq!(r.outcome, ToolOutcome::Error);
+    assert!(r.text().contains("invalid arguments"), "{}", r.text());
+
+    let r = run(&tk, "everything__get-tiny-image", json!({})).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(
+        r.output
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Image { .. })),
+        "{:?}",
+        r.output
+    );
+
+    let r = run(
+        &tk,
+        "everything__get-structured-content",
+        json!({ "location": "New York" }),
+    )
+    .await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(
+        r.metadata["structured_content"]["temperature"].is_number(),
+        "{:?}",
+        r.metadata
+    );
+
+    let pid = set.child_pid().await.unwrap();
+    set.close().await;
+    // The child is gone once closed (kill -0 fails).
+    let mut gone = false;
+    for _ in 0..50 {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !alive {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the server process {pid} outlived close()");
+}
+
+#[tokio::test]
+async fn an_interrupted_long_operation_is_cancelled_on_the_wire() {
+    if !support::servers_available("an_interrupted_long_operation_is_cancelled_on_the_wire") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wire.jsonl");
+    let set = McpToolset::connect(support::everything_logged(&log))
+        .await
+        .unwrap();
+    let tk = set.toolkit().unwrap();
+
+    let call = ToolUse::new(
+        "call_1",
+        "everything__trigger-long-running-operation",
+        json!({ "duration": 20, "steps": 40 }),
+    );
+    let token = CancellationToken::new();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = ToolContext::new("s", &call.id)
+        .with_cancel(token.clone())
+        .with_chunk_sender(tx);
+    let watcher = tokio::spawn(async move {
+        // Two progress notifications arrive as partial output, then the person presses ESC.
+        let mut seen = Vec::new();
+        while let Some(chunk) = rx.recv().await {
+            seen.push(chunk.block);
+            if seen.len() == 2 {
+                token.cancel();
+                break;
+            }
+        }
+        seen
+    });
+    let r = tk
+        .execute(&call, ctx, &ExecOptions::default())
+        .await
+        .into_result()
+        .unwrap();
+    let seen = watcher.await.unwrap();
+    assert_eq!(seen[0], ContentBlock::text("[progress 1/40]"));
+    assert_eq!(r.outcome, ToolOutcome::Interrupted, "{}", r.text());
+    assert_eq!(set.cancellations_sent(), 1);
+
+    // What the server received: the call, then notifications/cancelled for its id.
+    let wire = std::fs::read_to_string(&log).unwrap();
+    let messages: Vec<Value> = wire
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let call_id = messages
+        .iter()
+        .find(|m| m["method"] == "tools/call")
+        .map(|m| m["id"].clone())
+        .unwrap();
+    let cancel = messages
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("no notifications/cancelled on the wire:\n{wire}"));
+    assert_eq!(cancel["params"]["requestId"], call_id);
+}
+
+#[tokio::test]
+async fn a_killed_server_gives_unknown_then_restarts() {
+    if !support::servers_available("a_killed_server_gives_unknown_then_restarts") {
+        return;
+    }
+    // Declared not idempotent (overriding the readOnlyHint), so a lost call is Unknown.
+    let set = McpToolset::connect(
+        support::everything().tool_policy("trigger-long-running-operation", ToolPolicy::auto()),
+    )
+    .await
+    .unwrap();
+    let tk = set.toolkit().unwrap();
+    let pid = set.child_pid().await.unwrap();
+    let call = ToolUse::new(
+        "call_1",
+        "everything__trigger-long-running-operation",
+        json!({ "duration": 20, "steps": 40 }),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = ToolContext::new("s", &call.id).with_chunk_sender(tx);
+    let killer = tokio::spawn(async move {
+        rx.recv().await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    });
+    let r = tk
+        .execute(&call, ctx, &ExecOptions::default())
+        .await
+        .into_result()
+        .unwrap();
+    killer.await.unwrap();
+    assert_eq!(r.outcome, ToolOutcome::Unknown, "{}", r.text());
+
+    // The next call starts the server again.
+    let r = run(&tk, "everything__echo", json!({ "message": "again" })).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert_eq!(set.connections(), 2);
+    assert_ne!(set.child_pid().await, Some(pid));
+}
+
+#[tokio::test]
+async fn a_killed_server_reruns_an_idempotent_call() {
+    if !support::servers_available("a_killed_server_reruns_an_idempotent_call") {
+        return;
+    }
+    // readOnlyHint: true, so the call is idempotent: one reconnect and retry.
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    let tk = set.toolkit().unwrap();
+    let pid = set.child_pid().await.unwrap();
+    let call = ToolUse::new(
+        "call_1",
+        "everything__trigger-long-running-operation",
+        json!({ "duration": 0.6, "steps": 3 }),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = ToolContext::new("s", &call.id).with_chunk_sender(tx);
+    let killer = tokio::spawn(async move {
+        rx.recv().await;
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+    });
+    let r = tk
+        .execute(&call, ctx, &ExecOptions::default())
+        .await
+        .into_result()
+        .unwrap();
+    killer.await.unwrap();
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(r.text().contains("completed"), "{}", r.text());
+    assert_eq!(set.connections(), 2);
+}

@@ -1,0 +1,12 @@
+-- reins PostgreSQL schema, version 2: the decision log (the audit trail of what people
+-- decided, refusals included) and interrupt requests on run locks.
+CREATE TABLE reins_decisions (
+    seq            BIGSERIAL PRIMARY KEY,
+    session_id     TEXT NOT NULL,
+    requirement_id TEXT NOT NULL,
+    at             TIMESTAMPTZ NOT NULL,
+    record         JSONB NOT NULL
+);
+CREATE INDEX reins_decisions_by_session ON reins_decisions (session_id, seq);
+
+ALTER TABLE reins_session_locks ADD COLUMN interrupt_requested BOOLEAN NOT NULL DEFAULT FALSE;
