@@ -5,6 +5,8 @@
 //! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`, and
 //!   the demo's scripted (non-interactive) run.
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (see `reins-examples`).
+//! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
+//!   approval inbox (reins-server), on 127.0.0.1:8080.
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer` adds the side-by-side comparison with Agno).
 
@@ -23,6 +25,7 @@ fn main() -> ExitCode {
         "test" => test(&rest),
         "ci" => ci(),
         "demo" => demo(&rest),
+        "serve" => serve(&rest),
         "bench" => bench::run(&rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
@@ -44,6 +47,8 @@ const HELP: &str = "usage: cargo xtask <command>
 commands:
   demo [ARGS]   the SafeAgent terminal chat (offline model unless an API key is set);
                 `--script FILE` replays a scripted session, `--resume` continues a pause
+  serve [ARGS]  the demo agent as an HTTP service + approval inbox on 127.0.0.1:8080;
+                `--port N`, `--database-url postgres://..`, `--help`
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
   bench         criterion suites with a summary table; `--peer` compares with Agno";
@@ -135,6 +140,21 @@ fn demo(args: &[String]) -> Result<(), String> {
             "reins-examples",
             "--bin",
             "demo",
+            "--",
+        ])
+        .args(args))
+}
+
+/// The demo agent as a service (`examples/src/bin/serve.rs`).
+fn serve(args: &[String]) -> Result<(), String> {
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "reins-examples",
+            "--bin",
+            "serve",
             "--",
         ])
         .args(args))

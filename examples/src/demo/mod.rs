@@ -4,9 +4,9 @@ mod cli;
 mod intent;
 mod interactive;
 mod offline;
-mod provider;
+pub mod provider;
 mod render;
-mod sandbox;
+pub mod sandbox;
 mod script;
 
 use std::io::IsTerminal;
@@ -113,7 +113,8 @@ impl Setup {
     }
 }
 
-fn system_prompt(sb: &Sandbox) -> String {
+/// The agent's system prompt for a sandbox.
+pub fn system_prompt(sb: &Sandbox) -> String {
     let files: Vec<String> = sb.list().into_iter().map(|(n, _)| n).collect();
     format!(
         "You are {AGENT}, a careful assistant in a terminal demo of the reins framework. \
