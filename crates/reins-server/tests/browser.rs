@@ -1,0 +1,368 @@
+//! The approval inbox in a real headless Chromium (Debian's `chromium` and
+//! `chromium-driver`, driven over WebDriver with fantoccini): a pause made through the
+//! API appears; arguments are edited (the diff shows) and approved, and the result
+//! streams into the session view; a call is rejected with a note; a slow run is
+//! stopped with the Stop button. Screenshots of the key screens go to
+//! `docs/screenshots/`.
+//!
+//! Without Chromium the test fails under `CI=true` and reports itself SKIPPED
+//! elsewhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use support::*;
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+fn find(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")])
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// chromedriver on a loopback port, killed when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_driver(driver: &Path) -> Driver {
+    let port = free_port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "chromedriver did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Driver {
+        child,
+        port,
+        _profile: tempfile::tempdir().unwrap(),
+    }
+}
+
+async fn browser(driver: &Driver, chromium: &Path) -> Client {
+    let profile = driver._profile.path().display().to_string();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": chromium.display().to_string(),
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,900",
+                format!("--user-data-dir={profile}"),
+            ]
+        }),
+    );
+    // Plain HTTP to chromedriver on loopback: no TLS needed.
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a Chromium session")
+}
+
+/// Polls until the element's text satisfies `f` (30 s, then fails with what it saw).
+async fn wait_text(c: &Client, css: &str, f: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Ok(el) = c.find(Locator::Css(css)).await
+            && let Ok(t) = el.text().await
+        {
+            if f(&t) {
+                return t;
+            }
+            last = t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = c
+        .execute(
+            "const e = document.querySelector(arguments[0]); \
+             return (e ? e.outerHTML : 'missing') + ' | page errors: ' + (window.__err || 'none')",
+            vec![json!(css)],
+        )
+        .await;
+    panic!("`{css}` never showed the expected text; last: {last:?}; {page:?}");
+}
+
+async fn wait_enabled(c: &Client, css: &str) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Ok(el) = c.find(Locator::Css(css)).await
+            && el.is_enabled().await.unwrap_or(false)
+            && el.is_displayed().await.unwrap_or(false)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("`{css}` never became enabled");
+}
+
+fn shots_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(shots_dir().join(name), png).unwrap();
+}
+
+fn card(rid: &str) -> String {
+    format!(".req-card[data-req=\"{rid}\"]")
+}
+
+async fn pause(s: &TestServer, session: &str, text: &str) -> String {
+    let (st, out) = s
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(session)),
+            json!({"message": text}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    out["requirements"][0]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_in_a_real_browser() {
+    let (Some(chromium), Some(chromedriver)) = (
+        find(&["chromium", "chromium-browser", "google-chrome"]),
+        find(&["chromedriver"]),
+    ) else {
+        let msg = "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        if in_ci() {
+            panic!("{msg}; CI requires them");
+        }
+        eprintln!("\n!!! SKIPPED the_inbox_in_a_real_browser: {msg}\n");
+        return;
+    };
+    let s = start().await;
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+
+    // A pause made through the API appears in the inbox.
+    let r1 = pause(&s, "alice/web-1", "delete report.txt").await;
+    c.goto(&format!("{}/#token={ANA}", s.base)).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css(&card(&r1)))
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .tool", card(&r1)), |t| t == "delete_file").await;
+    wait_text(&c, "#who", |t| t.contains("ana")).await;
+    shot(&c, "inbox.png").await;
+
+    // Invalid JSON is refused in the page; a valid edit shows its diff.
+    let args = c
+        .find(Locator::Css(&format!("{} textarea.args", card(&r1))))
+        .await
+        .unwrap();
+    args.clear().await.unwrap();
+    args.send_keys("{\"path\": ").await.unwrap();
+    wait_text(&c, &format!("{} .problem", card(&r1)), |t| {
+        t.contains("not valid JSON")
+    })
+    .await;
+    args.clear().await.unwrap();
+    args.send_keys("{\"path\": 7}").await.unwrap();
+    wait_text(&c, &format!("{} .problem", card(&r1)), |t| {
+        t.contains("expected string")
+    })
+    .await;
+    args.clear().await.unwrap();
+    args.send_keys("{\"path\": \"report-old.txt\"}")
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .diff", card(&r1)), |t| {
+        t.contains("+ ") && t.contains("report-old.txt") && t.contains("- ")
+    })
+    .await;
+    shot(&c, "edit-diff.png").await;
+
+    // Approve: the edited call runs once and the result streams into the session view.
+    c.find(Locator::Css(&format!("{} .approve", card(&r1))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r1)), |t| {
+        t.contains("Approved by ana")
+    })
+    .await;
+    wait_text(&c, "#transcript", |t| t.contains("deleted report-old.txt")).await;
+    wait_text(&c, "#transcript", |t| t.contains("Outcome")).await;
+    assert_eq!(s.ran(), ["delete:report-old.txt"]);
+    shot(&c, "approved.png").await;
+
+    // Reject with a note: nothing runs; the model is told.
+    let r2 = pause(&s, "alice/web-2", "delete notes.md").await;
+    c.wait()
+        .for_element(Locator::Css(&card(&r2)))
+        .await
+        .unwrap();
+    c.find(Locator::Css(&format!("{} .note", card(&r2))))
+        .await
+        .unwrap()
+        .send_keys("keep my notes")
+        .await
+        .unwrap();
+    c.find(Locator::Css(&format!("{} .reject", card(&r2))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r2)), |t| {
+        t.contains("Rejected by ana")
+    })
+    .await;
+    wait_text(&c, "#transcript", |t| t.contains("keep my notes")).await;
+    assert_eq!(s.ran(), ["delete:report-old.txt"]);
+
+    // A decision refused by the server shows why: the requirement was decided
+    // elsewhere while the card was open.
+    let r3 = pause(&s, "alice/web-3", "delete old.log").await;
+    c.wait()
+        .for_element(Locator::Css(&card(&r3)))
+        .await
+        .unwrap();
+    // Stop live refreshes from removing the card, then decide behind its back.
+    c.execute(
+        "state.inboxAbort && state.inboxAbort.abort(); clearTimeout(inboxTimer); \
+         window.loadInbox = () => {}; window.refreshInboxSoon = () => {};",
+        vec![],
+    )
+    .await
+    .unwrap();
+    c.wait()
+        .for_element(Locator::Css(&format!("{} .approve", card(&r3))))
+        .await
+        .unwrap();
+    let (st, _) = s
+        .post(
+            ADMIN,
+            "/v1/sessions/alice%2Fweb-3/decisions",
+            json!({"decisions": [{"requirement_id": r3, "action": "reject", "note": "handled by ops"}]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    c.find(Locator::Css(&format!("{} .approve", card(&r3))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r3)), |t| {
+        t.contains("already decided") || t.contains("changed since you opened it")
+    })
+    .await;
+    shot(&c, "refused.png").await;
+    assert_eq!(s.ran(), ["delete:report-old.txt"]);
+
+    // Stop a slow run from the session view.
+    let client = s.client.clone();
+    let url = s.url("/v1/sessions/alice%2Fslow/runs");
+    let run = tokio::spawn(async move {
+        client
+            .post(url)
+            .bearer_auth(ALICE)
+            .json(&json!({"message": "slow crabs"}))
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    });
+    c.goto(&format!("{}/?session=alice%2Fslow", s.base))
+        .await
+        .unwrap();
+    wait_enabled(&c, "#stop").await;
+    wait_text(&c, "#sv-status", |t| t == "running").await;
+    shot(&c, "running.png").await;
+    c.find(Locator::Css("#stop"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let out = run.await.unwrap();
+    assert_eq!(out["status"], "cancelled", "{out}");
+    wait_text(&c, "#sv-status", |t| t == "idle").await;
+    wait_text(&c, "#transcript", |t| {
+        t.contains("interrupted") || t.contains("cancelled")
+    })
+    .await;
+    wait_text(&c, "#sv-msg", |t| t.contains("Stop requested")).await;
+    shot(&c, "stopped.png").await;
+    assert!(!s.ran().iter().any(|r| r.starts_with("search-done")));
+
+    // A phone-sized viewport: one column, still usable.
+    let r4 = pause(&s, "alice/web-4", "mail bob@example.com").await;
+    c.set_window_size(390, 844).await.unwrap();
+    c.goto(&format!("{}/", s.base)).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css(&card(&r4)))
+        .await
+        .unwrap();
+    let width: f64 = c
+        .execute("return document.documentElement.scrollWidth", vec![])
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    let inner: f64 = c
+        .execute("return window.innerWidth", vec![])
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    assert!(width <= inner + 1.0, "horizontal scrolling on a phone: {width} > {inner}");
+    shot(&c, "phone.png").await;
+
+    c.close().await.unwrap();
+}
