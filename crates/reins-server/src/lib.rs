@@ -211,7 +211,6 @@ impl Server {
             .route("/v1/sessions/{id}/events", get(api::get_events))
             .fallback(not_found)
             .with_state(state)
-            .layer(axum::middleware::map_response(json_errors))
             .layer(axum::Extension(BodyLimit(limits.body_limit)))
             .layer(RequestBodyLimitLayer::new(limits.body_limit))
             .layer(RequestBodyTimeoutLayer::new(limits.body_timeout))
@@ -219,6 +218,7 @@ impl Server {
                 StatusCode::REQUEST_TIMEOUT,
                 limits.request_timeout,
             ))
+            .layer(axum::middleware::map_response(json_errors))
             .layer(CompressionLayer::new())
             .layer(TraceLayer::new_for_http())
     }

@@ -26,7 +26,10 @@ fn in_ci() -> bool {
 fn find(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")])
+        .chain([
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("/usr/lib/chromium"),
+        ])
         .flat_map(|d| names.iter().map(move |n| d.join(n)))
         .find(|p| p.is_file())
 }
@@ -173,7 +176,8 @@ async fn the_inbox_in_a_real_browser() {
         find(&["chromium", "chromium-browser", "google-chrome"]),
         find(&["chromedriver"]),
     ) else {
-        let msg = "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        let msg =
+            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
         if in_ci() {
             panic!("{msg}; CI requires them");
         }
@@ -361,7 +365,10 @@ async fn the_inbox_in_a_real_browser() {
         .unwrap()
         .as_f64()
         .unwrap();
-    assert!(width <= inner + 1.0, "horizontal scrolling on a phone: {width} > {inner}");
+    assert!(
+        width <= inner + 1.0,
+        "horizontal scrolling on a phone: {width} > {inner}"
+    );
     shot(&c, "phone.png").await;
 
     c.close().await.unwrap();

@@ -24,8 +24,7 @@ const PORT_FILE_ENV: &str = "REINS_SERVER_TEST_CHILD_PORT_FILE";
 /// In a child process: serve until stdin closes. In the test run itself: nothing.
 #[test]
 fn child_server() {
-    let (Ok(url), Ok(port_file)) = (std::env::var(CHILD_ENV), std::env::var(PORT_FILE_ENV))
-    else {
+    let (Ok(url), Ok(port_file)) = (std::env::var(CHILD_ENV), std::env::var(PORT_FILE_ENV)) else {
         return;
     };
     // The parent holds our stdin: when it goes away (or drops it), we stop.
@@ -80,7 +79,10 @@ fn spawn_instance(url: &str, dir: &std::path::Path, name: &str) -> Instance {
         {
             break p;
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "{name} did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{name} did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     Instance {
@@ -90,7 +92,13 @@ fn spawn_instance(url: &str, dir: &std::path::Path, name: &str) -> Instance {
 }
 
 async fn post(c: &reqwest::Client, url: String, token: &str, body: Value) -> (u16, Value) {
-    let res = c.post(url).bearer_auth(token).json(&body).send().await.unwrap();
+    let res = c
+        .post(url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let st = res.status().as_u16();
     (st, res.json().await.unwrap_or(Value::Null))
 }
@@ -127,7 +135,13 @@ async fn two_instances_share_sessions_on_postgres() {
     let a = spawn_instance(&url, dir.path(), "a");
     let b = spawn_instance(&url, dir.path(), "b");
     let c = reqwest::Client::new();
-    let tag = format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis());
+    let tag = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
     let s1 = format!("alice/mi-{tag}-1");
 
     // B's inbox stream is open before A pauses.
@@ -141,7 +155,13 @@ async fn two_instances_share_sessions_on_postgres() {
     assert_eq!(b_inbox.next().await.unwrap().event, "ready");
 
     // A run on A pauses.
-    let (st, out) = post(&c, format!("{}/v1/sessions/{}/runs", a.base, enc(&s1)), ALICE, json!({"message": "delete shared.txt"})).await;
+    let (st, out) = post(
+        &c,
+        format!("{}/v1/sessions/{}/runs", a.base, enc(&s1)),
+        ALICE,
+        json!({"message": "delete shared.txt"}),
+    )
+    .await;
     assert_eq!(st, 200, "{out}");
     assert_eq!(out["status"], "paused");
     let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
@@ -154,7 +174,14 @@ async fn two_instances_share_sessions_on_postgres() {
         }
     }
     let (_, inbox) = get(&c, format!("{}/v1/requirements", b.base), ANA).await;
-    assert!(inbox["items"].as_array().unwrap().iter().any(|i| i["requirement_id"] == rid.as_str()), "{inbox}");
+    assert!(
+        inbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["requirement_id"] == rid.as_str()),
+        "{inbox}"
+    );
 
     // The decision posted to B resumes the run (B executes it).
     let (_, view) = get(&c, format!("{}/v1/sessions/{}", b.base, enc(&s1)), ANA).await;
@@ -180,15 +207,29 @@ async fn two_instances_share_sessions_on_postgres() {
     )
     .await;
     assert!(st == 404 || st == 409, "{st}");
-    let (_, trail) = get(&c, format!("{}/v1/sessions/{}/decisions", a.base, enc(&s1)), ALICE).await;
-    let applied: Vec<&Value> = trail["decisions"].as_array().unwrap().iter().filter(|d| d["verdict"] == "applied").collect();
+    let (_, trail) = get(
+        &c,
+        format!("{}/v1/sessions/{}/decisions", a.base, enc(&s1)),
+        ALICE,
+    )
+    .await;
+    let applied: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["verdict"] == "applied")
+        .collect();
     assert_eq!(applied.len(), 1, "{trail}");
     assert_eq!(applied[0]["actor"]["principal"], "ana");
 
     // An interrupt posted to B stops a run executing on A.
     let s2 = format!("alice/mi-{tag}-2");
     let res = c
-        .post(format!("{}/v1/sessions/{}/runs?stream=true", a.base, enc(&s2)))
+        .post(format!(
+            "{}/v1/sessions/{}/runs?stream=true",
+            a.base,
+            enc(&s2)
+        ))
         .bearer_auth(ALICE)
         .json(&json!({"message": "slow shared"}))
         .send()
@@ -196,7 +237,13 @@ async fn two_instances_share_sessions_on_postgres() {
         .unwrap();
     let mut a_run = SseReader::new(res);
     a_run.until("tool_execution_started").await;
-    let (st, ans) = post(&c, format!("{}/v1/sessions/{}/interrupt", b.base, enc(&s2)), ALICE, json!({})).await;
+    let (st, ans) = post(
+        &c,
+        format!("{}/v1/sessions/{}/interrupt", b.base, enc(&s2)),
+        ALICE,
+        json!({}),
+    )
+    .await;
     assert_eq!(st, 202, "{ans}");
     assert_eq!(ans["delivered"], "stored");
     let rest = a_run.until("output").await;
@@ -208,7 +255,11 @@ async fn two_instances_share_sessions_on_postgres() {
     // kill -9 A in the middle of a tool: B recovers the session, honestly.
     let s3 = format!("alice/mi-{tag}-3");
     let res = c
-        .post(format!("{}/v1/sessions/{}/runs?stream=true", a.base, enc(&s3)))
+        .post(format!(
+            "{}/v1/sessions/{}/runs?stream=true",
+            a.base,
+            enc(&s3)
+        ))
         .bearer_auth(ALICE)
         .json(&json!({"message": "slow doomed"}))
         .send()
@@ -223,12 +274,21 @@ async fn two_instances_share_sessions_on_postgres() {
     // B refuses while A's leases last, then takes over.
     let start = Instant::now();
     let out = loop {
-        let (st, out) = post(&c, format!("{}/v1/sessions/{}/runs", b.base, enc(&s3)), ALICE, json!({"message": "what happened?"})).await;
+        let (st, out) = post(
+            &c,
+            format!("{}/v1/sessions/{}/runs", b.base, enc(&s3)),
+            ALICE,
+            json!({"message": "what happened?"}),
+        )
+        .await;
         if st == 200 {
             break out;
         }
         assert_eq!(st, 409, "{out}");
-        assert!(start.elapsed() < Duration::from_secs(60), "B never recovered: {out}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "B never recovered: {out}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert_eq!(out["status"], "completed", "{out}");
