@@ -87,6 +87,7 @@
 //! | `openai`    | no      | [`openai`]: OpenAI-compatible providers (OpenAI, DashScope, DeepSeek, Ollama, vLLM, llama.cpp) |
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
+//! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 
 /// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
 /// `Tool`, `MemoryStore`): `#[reins::async_trait]`, or `#[async_trait]` after
@@ -100,6 +101,8 @@ pub use reins_agent as agent;
 #[cfg(feature = "anthropic")]
 pub use reins_anthropic as anthropic;
 pub use reins_hook as hook;
+#[cfg(feature = "mcp")]
+pub use reins_mcp as mcp;
 pub use reins_memory as memory;
 pub use reins_message as message;
 pub use reins_model as model;
@@ -123,6 +126,8 @@ pub mod prelude {
     pub use reins_memory::PostgresStore;
     #[cfg(feature = "sqlite")]
     pub use reins_memory::{Durability, SqliteStore};
+    #[cfg(feature = "mcp")]
+    pub use reins_mcp::{McpServer, McpToolset};
     pub use reins_memory::{InMemoryStore, MemoryStore};
     pub use reins_message::{
         ContentBlock, Msg, Role, ToolAnswer, ToolOutcome, ToolResult, ToolUse,
