@@ -6,6 +6,11 @@
 //! temporary directory): the 25-turn conversation at both durability levels, and the
 //! cost of one turn at turns 1-10 versus turns 191-200 of a growing session.
 //! The same scenarios as `examples/examples/peer_bench.rs`.
+//!
+//! `session_read`: what a read (`is_paused()`) costs now that every read checks the
+//! stored version first — on an in-memory store and on a SQLite file, for a session
+//! of 50 messages that nobody else changed (the version read only) and, for SQLite,
+//! one that another worker changed before each read (version read + reload).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -210,5 +215,68 @@ fn sqlite(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_memory, sqlite);
+fn session_read(c: &mut Criterion) {
+    let rt = rt();
+    let mut g = c.benchmark_group("session_read");
+    g.sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(rt.block_on(sqlite_store(dir.path(), Durability::Normal)));
+    let memory: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(InMemoryStore::new());
+    for (name, store) in [("memory", memory), ("sqlite", sqlite.clone())] {
+        let agent = Agent::builder()
+            .model(text_model("ok"))
+            .store_arc(store)
+            .build()
+            .unwrap();
+        let session = rt.block_on(async {
+            let s = agent.session("read-bench").await.unwrap();
+            for i in 0..25 {
+                s.call(Msg::user(format!("turn {i}"))).await.unwrap();
+            }
+            s
+        });
+        g.bench_function(BenchmarkId::new("unchanged", name), |b| {
+            b.iter(|| black_box(rt.block_on(session.is_paused()).unwrap()));
+        });
+    }
+    // Another worker (a second agent on the same file) writes before each read.
+    let reader = Agent::builder()
+        .model(text_model("ok"))
+        .store_arc(sqlite.clone())
+        .build()
+        .unwrap();
+    let writer = Agent::builder()
+        .model(text_model("ok"))
+        .store_arc(sqlite)
+        .build()
+        .unwrap();
+    let (r, w) = rt.block_on(async {
+        let w = writer.session("moving").await.unwrap();
+        for i in 0..25 {
+            w.call(Msg::user(format!("turn {i}"))).await.unwrap();
+        }
+        (reader.session("moving").await.unwrap(), w)
+    });
+    g.bench_function(BenchmarkId::new("changed_elsewhere", "sqlite"), |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    w.call(Msg::user(format!("more {i}"))).await.unwrap();
+                    let t = Instant::now();
+                    black_box(r.is_paused().await.unwrap());
+                    total += t.elapsed();
+                }
+                total
+            })
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, in_memory, sqlite, session_read);
 criterion_main!(benches);

@@ -222,6 +222,12 @@ impl ChatModel for AnthropicChat {
         &self.model
     }
 
+    /// Forced tool calls (`tool_choice` `any` / `tool`); the Messages API has no JSON
+    /// Schema answer format.
+    fn capabilities(&self) -> reins_model::ModelCapabilities {
+        reins_model::ModelCapabilities::new(false, true)
+    }
+
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {
         self.http.api_key()?;
         let body = self.request_body(&request)?;

@@ -43,4 +43,4 @@ mod tool;
 pub use content::{ContentBlock, MediaSource};
 pub use error::{MessageError, Result, from_json_str, from_json_value};
 pub use msg::{Msg, Role, new_id};
-pub use tool::{ToolOutcome, ToolResult, ToolSpec, ToolUse, Usage};
+pub use tool::{ToolAnswer, ToolOutcome, ToolResult, ToolSpec, ToolUse, Usage};

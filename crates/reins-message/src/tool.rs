@@ -204,6 +204,26 @@ impl ToolResult {
         )
     }
 
+    /// Starts a result answering the call `id` without naming the tool: when a
+    /// caller answers a pending call (cancels it, or returns an external result),
+    /// the session fills in the name from the call itself.
+    ///
+    /// ```
+    /// use reins_message::{ToolOutcome, ToolResult};
+    ///
+    /// let r = ToolResult::answering("call_1").cancelled("cancelled by the user");
+    /// assert_eq!(r.outcome, ToolOutcome::Cancelled);
+    /// assert_eq!(r.name, "");
+    /// let r = ToolResult::answering("call_2").named("lookup").success("paid on 3 March");
+    /// assert_eq!(r.name, "lookup");
+    /// ```
+    pub fn answering(id: impl Into<String>) -> ToolAnswer {
+        ToolAnswer {
+            id: id.into(),
+            name: String::new(),
+        }
+    }
+
     /// A result answering `tool_use`, with the given outcome and text.
     pub fn for_use(tool_use: &ToolUse, outcome: ToolOutcome, text: impl Into<String>) -> Self {
         Self::new(
@@ -229,6 +249,59 @@ impl ToolResult {
     /// Whether the model should see this result flagged as an error.
     pub fn is_error(&self) -> bool {
         self.outcome.is_error()
+    }
+}
+
+/// A [`ToolResult`] in the making: the id of the call it answers and, optionally,
+/// the tool's name. Made by [`ToolResult::answering`]; each outcome method finishes
+/// it with the same text its [`ToolResult`] namesake writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "an answer does nothing until it is finished with an outcome"]
+pub struct ToolAnswer {
+    id: String,
+    name: String,
+}
+
+impl ToolAnswer {
+    /// Names the tool (optional: a session fills it in from the pending call).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// A successful result with text output.
+    pub fn success(self, text: impl Into<String>) -> ToolResult {
+        ToolResult::success(self.id, self.name, text)
+    }
+
+    /// A failed result; `message` tells the model what went wrong.
+    pub fn error(self, message: impl Into<String>) -> ToolResult {
+        ToolResult::error(self.id, self.name, message)
+    }
+
+    /// A call a person declined, with their note.
+    pub fn rejected(self, note: Option<String>) -> ToolResult {
+        ToolResult::rejected(self.id, self.name, note)
+    }
+
+    /// A call that never started; `reason` is shown to the model.
+    pub fn cancelled(self, reason: impl Into<String>) -> ToolResult {
+        ToolResult::cancelled(self.id, self.name, reason)
+    }
+
+    /// A call stopped mid-run.
+    pub fn interrupted(self, reason: impl Into<String>) -> ToolResult {
+        ToolResult::interrupted(self.id, self.name, reason)
+    }
+
+    /// A call whose fate is unknown.
+    pub fn unknown(self, reason: impl Into<String>) -> ToolResult {
+        ToolResult::unknown(self.id, self.name, reason)
+    }
+
+    /// A result with any outcome and output (images included).
+    pub fn with_outcome(self, outcome: ToolOutcome, output: Vec<ContentBlock>) -> ToolResult {
+        ToolResult::new(self.id, self.name, outcome, output)
     }
 }
 

@@ -72,6 +72,41 @@ pub use retry::RetryPolicy;
 #[cfg(feature = "testing")]
 pub use scripted::{ScriptedModel, ScriptedResponse};
 
+/// What a model (through its provider) supports, for features that have more than one
+/// way to be asked for. Providers report what their API documents; a wrapper or a
+/// custom model may say otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModelCapabilities {
+    /// The provider constrains the answer to a JSON Schema
+    /// (`ResponseFormat::JsonSchema`, e.g. OpenAI's `response_format`).
+    pub json_schema: bool,
+    /// The provider honours `ToolChoice::Required` / `ToolChoice::Tool(..)` (a forced
+    /// tool call).
+    pub forced_tool_choice: bool,
+}
+
+impl Default for ModelCapabilities {
+    /// No schema-constrained answers; forced tool calls (what most tool-calling APIs
+    /// offer).
+    fn default() -> Self {
+        Self {
+            json_schema: false,
+            forced_tool_choice: true,
+        }
+    }
+}
+
+impl ModelCapabilities {
+    /// These capabilities.
+    pub fn new(json_schema: bool, forced_tool_choice: bool) -> Self {
+        Self {
+            json_schema,
+            forced_tool_choice,
+        }
+    }
+}
+
 /// The stream of chunks a model returns.
 pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ChatChunk>> + Send>>;
 
@@ -80,6 +115,12 @@ pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ChatChunk>> + Send>>;
 pub trait ChatModel: Send + Sync {
     /// The model's name, e.g. `qwen-plus`.
     fn model_name(&self) -> &str;
+
+    /// What the model supports (see [`ModelCapabilities`]); the default is no
+    /// schema-constrained answers and forced tool calls.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
+    }
 
     /// Sends the request and returns the response as a stream of chunks. Errors that
     /// happen before the first chunk (auth, rate limits, ...) are returned here;
@@ -107,6 +148,9 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
     fn model_name(&self) -> &str {
         (**self).model_name()
     }
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
+    }
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {
         (**self).stream(request).await
     }
@@ -116,6 +160,9 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
 impl<T: ChatModel + ?Sized> ChatModel for Box<T> {
     fn model_name(&self) -> &str {
         (**self).model_name()
+    }
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
     }
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {
         (**self).stream(request).await

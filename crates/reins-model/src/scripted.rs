@@ -45,6 +45,7 @@ pub struct ScriptedModel {
     latency: Duration,
     chunk_size: usize,
     record: bool,
+    caps: crate::ModelCapabilities,
     state: Arc<State>,
 }
 
@@ -80,6 +81,7 @@ impl ScriptedModel {
             rules: Arc::new(Vec::new()),
             latency: Duration::ZERO,
             chunk_size: 16,
+            caps: crate::ModelCapabilities::default(),
             record: true,
             state: Arc::new(State {
                 script: Mutex::new(responses.into_iter().collect()),
@@ -132,6 +134,14 @@ impl ScriptedModel {
     #[must_use]
     pub fn with_recording(mut self, record: bool) -> Self {
         self.record = record;
+        self
+    }
+
+    /// Reports these capabilities (default: [`ModelCapabilities::default`](crate::ModelCapabilities)),
+    /// to exercise what a caller does with each kind of provider.
+    #[must_use]
+    pub fn with_capabilities(mut self, caps: crate::ModelCapabilities) -> Self {
+        self.caps = caps;
         self
     }
 
@@ -257,6 +267,10 @@ fn split(s: &str, n: usize, mut f: impl FnMut(&str)) {
 impl ChatModel for ScriptedModel {
     fn model_name(&self) -> &str {
         &self.name
+    }
+
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.caps
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {

@@ -27,6 +27,7 @@ pub struct OpenAiChat {
     model: String,
     http: HttpSettings,
     wire: WireOptions,
+    caps: reins_model::ModelCapabilities,
 }
 
 impl std::fmt::Debug for OpenAiChat {
@@ -35,6 +36,7 @@ impl std::fmt::Debug for OpenAiChat {
             .field("model", &self.model)
             .field("http", &self.http)
             .field("wire", &self.wire)
+            .field("caps", &self.caps)
             .finish()
     }
 }
@@ -87,6 +89,9 @@ impl OpenAiChat {
                 include_usage: true,
                 tool_call_content: content,
             },
+            // Forced tool calls everywhere; JSON Schema answers only where the preset
+            // documents them (`openai` turns it on).
+            caps: reins_model::ModelCapabilities::new(false, true),
         }
     }
 
@@ -103,6 +108,7 @@ impl OpenAiChat {
             .with_base_url_from_env("OPENAI_BASE_URL")
             .with_api_key_from_env("OPENAI_API_KEY");
         Self::preset(http, model, ToolCallContent::Null)
+            .with_capabilities(reins_model::ModelCapabilities::new(true, true))
     }
 
     /// Alibaba Cloud DashScope in OpenAI-compatible mode (`qwen-plus`, `qwen-max`,
@@ -143,6 +149,17 @@ impl OpenAiChat {
             model,
             ToolCallContent::EmptyString,
         )
+    }
+
+    /// Declares what the server supports (see [`ModelCapabilities`](reins_model::ModelCapabilities)):
+    /// the `openai` preset has JSON Schema answers (`response_format: json_schema`) and
+    /// forced tool calls; the others have forced tool calls only. A server that does
+    /// support `json_schema` (recent vLLM, llama.cpp) can say so here, and one that
+    /// does not honour `tool_choice` can say that.
+    #[must_use]
+    pub fn with_capabilities(mut self, caps: reins_model::ModelCapabilities) -> Self {
+        self.caps = caps;
+        self
     }
 
     /// Uses this API key (sent as `Authorization: Bearer ...`).
@@ -262,6 +279,10 @@ impl OpenAiChat {
 impl ChatModel for OpenAiChat {
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    fn capabilities(&self) -> reins_model::ModelCapabilities {
+        self.caps
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ChatStream> {

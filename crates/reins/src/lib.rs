@@ -54,6 +54,30 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Implementing a trait needs nothing but this crate: `#[async_trait]` and the
+//! stream types are in the prelude, and `futures` is re-exported.
+//!
+//! ```
+//! use reins::prelude::*;
+//! use reins::futures::stream;
+//!
+//! /// A model that always answers "hi".
+//! struct Hi;
+//!
+//! #[async_trait]
+//! impl ChatModel for Hi {
+//!     fn model_name(&self) -> &str { "hi" }
+//!     async fn stream(&self, _request: ChatRequest) -> Result<ChatStream, ModelError> {
+//!         let chunks = [
+//!             ChatChunk::TextDelta { text: "hi".into() },
+//!             ChatChunk::Finish { reason: FinishReason::Stop },
+//!         ];
+//!         Ok(Box::pin(stream::iter(chunks.map(Ok))))
+//!     }
+//! }
+//! # let _ = Agent::builder().model(Hi);
+//! ```
+//!
 //! ## Features
 //!
 //! | feature     | default | what it adds |
@@ -63,11 +87,22 @@
 //! | `openai`    | no      | [`openai`]: OpenAI-compatible providers (OpenAI, DashScope, DeepSeek, Ollama, vLLM, llama.cpp) |
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
+//! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 
+/// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
+/// `Tool`, `MemoryStore`): `#[reins::async_trait]`, or `#[async_trait]` after
+/// `use reins::prelude::*`.
+pub use async_trait::async_trait;
+/// The `futures` crate reins is built on, for building and consuming streams
+/// (`reins::futures::stream::iter(..)`, `StreamExt::next`) without matching its
+/// version by hand.
+pub use futures;
 pub use reins_agent as agent;
 #[cfg(feature = "anthropic")]
 pub use reins_anthropic as anthropic;
 pub use reins_hook as hook;
+#[cfg(feature = "mcp")]
+pub use reins_mcp as mcp;
 pub use reins_memory as memory;
 pub use reins_message as message;
 pub use reins_model as model;
@@ -77,23 +112,32 @@ pub use reins_tool as tool;
 
 /// The names most programs need, in one import: `use reins::prelude::*;`.
 pub mod prelude {
+    pub use async_trait::async_trait;
     pub use reins_agent::{
         Agent, AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle, RunOutput,
         RunStatus, Session, SessionSnapshot,
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
-    pub use reins_hook::{Control, Hook, HookContext, HookError, HookEvent, ToolConfirmationHook};
+    pub use reins_hook::{
+        Control, Hook, HookContext, HookError, HookEvent, HookEventKind, ToolConfirmationHook,
+    };
     #[cfg(feature = "postgres")]
     pub use reins_memory::PostgresStore;
     #[cfg(feature = "sqlite")]
     pub use reins_memory::{Durability, SqliteStore};
+    #[cfg(feature = "mcp")]
+    pub use reins_mcp::{McpServer, McpToolset};
     pub use reins_memory::{InMemoryStore, MemoryStore};
-    pub use reins_message::{ContentBlock, Msg, Role, ToolOutcome, ToolResult, ToolUse};
-    pub use reins_model::{ChatModel, ChatRequest};
+    pub use reins_message::{
+        ContentBlock, Msg, Role, ToolAnswer, ToolOutcome, ToolResult, ToolUse,
+    };
+    pub use reins_model::{
+        ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, ModelError, ToolChoice,
+    };
     #[cfg(feature = "testing")]
     pub use reins_model::{ScriptedModel, ScriptedResponse};
     #[cfg(feature = "openai")]
     pub use reins_openai::OpenAiChat;
-    pub use reins_tool::{Tool, ToolContext, ToolError, ToolPolicy, Toolkit};
+    pub use reins_tool::{Concurrency, Tool, ToolContext, ToolError, ToolPolicy, Toolkit};
 }
