@@ -7,7 +7,7 @@
 //!
 //! Without Chromium the test fails under `CI=true` and reports itself SKIPPED
 //! elsewhere.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 

@@ -6,7 +6,7 @@
 //!
 //! The servers are this test binary run again as a child (`child_server` below); they
 //! listen on loopback and exit when the test drops its end of their stdin.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 

@@ -1,7 +1,7 @@
 //! Shared helpers: a test agent (scripted model, a confirm-gated `delete_file`, a
 //! cancellable `slow_search`, a `send_email` and a user-input `book`), a server on a
 //! loopback port that stops when dropped, and a small SSE reader.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
