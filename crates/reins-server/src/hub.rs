@@ -1,6 +1,6 @@
 //! Live events: one bounded channel per session (with a short replay ring for
 //! `Last-Event-ID`), one for inbox changes, the runs executing on this instance, and
-//! the poller that notices other instances' writes.
+//! the listener that notices other instances' writes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use reins_agent::{Agent, Interrupter, RunOutput};
 use serde_json::Value;
+use reins_memory::StoreChange;
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 /// How many events each session keeps for reconnecting clients.
@@ -231,7 +233,11 @@ impl Hub {
         }
     }
 
-    /// Starts the store poller (once): it notices sessions other instances wrote.
+    /// Starts the change listener (once): it follows the store's change feed
+    /// (PostgreSQL LISTEN/NOTIFY, SQLite `data_version` polling, in memory directly)
+    /// and, when the feed cannot name the session or falls behind, and every poll
+    /// interval as a safety net, compares the stored versions of all sessions. It stops
+    /// when nobody listens; the next subscriber starts it again.
     pub(crate) fn ensure_poller(self: &Arc<Self>, agent: &Agent) {
         let Ok(mut slot) = self.poller.lock() else {
             return;
@@ -243,27 +249,50 @@ impl Hub {
         let store = agent.store().clone();
         let every = self.poll_every;
         *slot = Some(tokio::spawn(async move {
+            let mut feed = store.changes().await.ok();
             let mut seen: HashMap<String, u64> = HashMap::new();
             let mut first = true;
+            let mut compare = true;
             loop {
-                let Some(h) = hub.upgrade() else { return };
-                if h.notices.receiver_count() == 0 {
-                    // Nobody listens: stop; the next subscriber restarts it.
-                    return;
-                }
-                if let Ok(list) = store.list_sessions().await {
-                    let mut now = HashMap::with_capacity(list.len());
-                    for s in list {
-                        if !first && seen.get(&s.id) != Some(&s.version) {
-                            h.notify(&s.id);
+                if compare {
+                    let Some(h) = hub.upgrade() else { return };
+                    if let Ok(list) = store.list_sessions().await {
+                        let mut now = HashMap::with_capacity(list.len());
+                        for s in list {
+                            if !first && seen.get(&s.id) != Some(&s.version) {
+                                h.notify(&s.id);
+                            }
+                            now.insert(s.id, s.version);
                         }
-                        now.insert(s.id, s.version);
+                        seen = now;
+                        first = false;
                     }
-                    seen = now;
-                    first = false;
                 }
-                drop(h);
-                tokio::time::sleep(every).await;
+                {
+                    let Some(h) = hub.upgrade() else { return };
+                    if h.notices.receiver_count() == 0 {
+                        return;
+                    }
+                }
+                compare = false;
+                let change = async {
+                    match feed.as_mut() {
+                        Some(f) => Some(f.recv().await),
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    r = change => match r {
+                        Some(Ok(StoreChange { session: Some(id), .. })) => {
+                            if let Some(h) = hub.upgrade() {
+                                h.notify(&id);
+                            }
+                        }
+                        Some(Err(RecvError::Closed)) => feed = None,
+                        _ => compare = true,
+                    },
+                    () = tokio::time::sleep(every) => compare = true,
+                }
             }
         }));
     }

@@ -132,7 +132,7 @@ impl Server {
                 body_timeout: Duration::from_secs(15),
                 keep_alive: Duration::from_secs(15),
             },
-            poll_interval: Duration::from_secs(1),
+            poll_interval: Duration::from_secs(2),
         }
     }
 
@@ -162,8 +162,9 @@ impl Server {
         self
     }
 
-    /// How often the store is polled for other instances' writes while someone
-    /// watches (default 1 s).
+    /// Other instances' writes are noticed through the store's change feed; this is
+    /// how often all sessions' versions are also compared, as a safety net, while
+    /// someone watches (default 2 s).
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.poll_interval = every;
         self
