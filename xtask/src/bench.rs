@@ -11,6 +11,10 @@
 //!   the benchmark issue is met; then runs `concurrency_bench`. `shared/` is
 //!   `REINS_SHARED_DIR`, or `../shared` beside the repository. Raw JSON goes to
 //!   `target/peer-bench/`.
+//! - `cargo xtask bench --server [--sessions N]` — reins-server's `server_bench`
+//!   example (release build): N concurrent sessions (default 1,000) × one tool-call run
+//!   with 20 ms model latency, over HTTP and directly, on the in-memory and SQLite
+//!   stores: throughput, p50/p99 latency and overhead, peak RSS.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +24,23 @@ use std::time::SystemTime;
 /// Runs the benchmarks.
 pub fn run(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a == "--server") {
+        let rest: Vec<&String> = args.iter().filter(|a| *a != "--server").collect();
+        return crate::run(
+            crate::cargo()
+                .args([
+                    "run",
+                    "--release",
+                    "--quiet",
+                    "-p",
+                    "reins-server",
+                    "--example",
+                    "server_bench",
+                    "--",
+                ])
+                .args(rest),
+        );
+    }
     if args.iter().any(|a| a == "--peer") {
         let rounds = match args.iter().position(|a| a == "--rounds") {
             Some(i) => args

@@ -51,7 +51,8 @@ commands:
                 `--port N`, `--database-url postgres://..`, `--help`
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
-  bench         criterion suites with a summary table; `--peer` compares with Agno";
+  bench         criterion suites with a summary table; `--peer` compares with Agno;
+                `--server` runs reins-server's HTTP benchmark";
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use reins_agent::{Agent, Interrupter, RunOutput};
-use serde_json::Value;
 use reins_memory::StoreChange;
+use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
@@ -16,6 +16,10 @@ use tokio::sync::{broadcast, watch};
 const RING: usize = 512;
 /// How many events a slow subscriber may fall behind before it is resynchronised.
 const CHANNEL: usize = 256;
+/// How long, and for how many sessions at most, channels are kept after their last
+/// run for reconnecting clients.
+const HOLD_FOR: Duration = Duration::from_secs(600);
+const HOLD_MAX: usize = 1024;
 
 /// One published event.
 #[derive(Debug)]
@@ -194,7 +198,17 @@ impl Hub {
     pub(crate) fn hold(&self, session: &str, c: Arc<Channel>) {
         if let Ok(mut held) = self.held.lock() {
             let now = std::time::Instant::now();
-            held.retain(|_, (_, t)| now.duration_since(*t) < Duration::from_secs(600));
+            held.retain(|_, (_, t)| now.duration_since(*t) < HOLD_FOR);
+            while held.len() >= HOLD_MAX {
+                let Some(oldest) = held
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .map(|(k, _)| k.clone())
+                else {
+                    break;
+                };
+                held.remove(&oldest);
+            }
             held.insert(session.to_owned(), (c, now));
         }
     }

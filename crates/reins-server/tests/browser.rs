@@ -91,7 +91,8 @@ async fn browser(driver: &Driver, chromium: &Path) -> Client {
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--disable-dev-shm-usage", "--disable-breakpad", "--disable-crash-reporter",
+                "--window-size=1280,900",
                 format!("--user-data-dir={profile}"),
             ]
         }),
