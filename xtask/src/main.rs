@@ -7,8 +7,11 @@
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (see `reins-examples`).
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer` adds the side-by-side comparison with Agno).
+//! - `cargo xtask live`  — the live conformance scenarios against a real model
+//!   server (`--local`: a llama.cpp server set up from PyPI on loopback).
 
 mod bench;
+mod live;
 mod postgres;
 
 use std::process::{Command, ExitCode};
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "demo" => demo(&rest),
         "bench" => bench::run(&rest),
+        "live" => live::live(&rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
             Ok(())
@@ -46,7 +50,11 @@ commands:
                 `--script FILE` replays a scripted session, `--resume` continues a pause
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
-  bench         criterion suites with a summary table; `--peer` compares with Agno";
+  bench         criterion suites with a summary table; `--peer` compares with Agno
+  live ARGS     conformance scenarios against a real server, as a table:
+                --base-url URL --model NAME [--api-key-env VAR]
+                [--provider openai|anthropic]; `--local` sets up a llama.cpp
+                server from PyPI on loopback first (see docs/providers.md)";
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {
