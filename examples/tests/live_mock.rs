@@ -56,7 +56,10 @@ fn answer(body: &Value) -> Answer {
         .iter()
         .any(|m| m["role"] == "assistant" && m["content"].is_null())
     {
-        return Answer::Status(500, r#"{"error":{"message":"content: field required"}}"#.into());
+        return Answer::Status(
+            500,
+            r#"{"error":{"message":"content: field required"}}"#.into(),
+        );
     }
     let paris = json!({"city": "Paris"});
     if !stream {
@@ -87,7 +90,12 @@ fn answer(body: &Value) -> Answer {
         events.push(chunk(json!({"content": "18°C and sunny."}), Some("stop")));
     } else if user.starts_with("Delete") && body.get("tools").is_some() {
         events.push(chunk(
-            tool_call(0, &format!("call_{}", messages.len()), "delete_file", &json!({"path": "temp.txt"})),
+            tool_call(
+                0,
+                &format!("call_{}", messages.len()),
+                "delete_file",
+                &json!({"path": "temp.txt"}),
+            ),
             None,
         ));
         events.push(chunk(json!({}), Some("tool_calls")));
@@ -142,7 +150,8 @@ async fn handle(mut sock: TcpStream) {
         }
         buf.extend_from_slice(&tmp[..n]);
     }
-    let body: Value = serde_json::from_slice(&buf[header_end..header_end + len]).unwrap_or(Value::Null);
+    let body: Value =
+        serde_json::from_slice(&buf[header_end..header_end + len]).unwrap_or(Value::Null);
     let reply = |status: &str, ctype: &str, body: &str| {
         format!(
             "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -166,7 +175,8 @@ async fn handle(mut sock: TcpStream) {
                 .await;
         }
         Answer::Events(events, pause) => {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
             if sock.write_all(head.as_bytes()).await.is_err() {
                 return;
             }

@@ -13,7 +13,8 @@ use reins::model::RetryPolicy;
 use reins::model::http::HttpSettings;
 use reins::openai::OpenAiChat;
 
-const HELP: &str = "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic]
+const HELP: &str =
+    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic]
             [--timeout SECS] [--only NAME[,NAME..]] [--list]
 
 Runs a fixed set of scenarios against a real model server and prints a table
@@ -142,9 +143,10 @@ pub struct Target {
 }
 
 fn target(args: Args) -> Result<Target, String> {
-    let key_var = args.api_key_env.clone().or_else(|| {
-        (args.provider == Provider::Anthropic).then(|| "ANTHROPIC_API_KEY".to_owned())
-    });
+    let key_var = args
+        .api_key_env
+        .clone()
+        .or_else(|| (args.provider == Provider::Anthropic).then(|| "ANTHROPIC_API_KEY".to_owned()));
     let key = match &key_var {
         Some(var) => Some(
             std::env::var(var)

@@ -115,7 +115,10 @@ async fn stream_all(t: &Target, req: ChatRequest) -> Result<(Accumulated, usize)
     let mut deltas = 0;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| e.to_string())?;
-        if matches!(chunk, ChatChunk::TextDelta { .. } | ChatChunk::ToolArgsDelta { .. }) {
+        if matches!(
+            chunk,
+            ChatChunk::TextDelta { .. } | ChatChunk::ToolArgsDelta { .. }
+        ) {
             deltas += 1;
         }
         acc.push(&chunk).map_err(|e| e.to_string())?;
@@ -262,8 +265,9 @@ async fn forced_tool_plain(t: Target) -> Outcome {
         Provider::OpenAi => {
             let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
             let args = call["arguments"].as_str().unwrap_or("");
-            let parsed: Value = serde_json::from_str(args)
-                .map_err(|_| format!("no tool call with JSON arguments in: {}", clip(&text, 200)))?;
+            let parsed: Value = serde_json::from_str(args).map_err(|_| {
+                format!("no tool call with JSON arguments in: {}", clip(&text, 200))
+            })?;
             (call["name"].as_str().unwrap_or("").to_owned(), parsed)
         }
         Provider::Anthropic => {
@@ -311,7 +315,10 @@ async fn round_trip(t: Target) -> Outcome {
     if done.is_empty_answer() {
         return Err("second request: the model returned an empty answer".into());
     }
-    Ok(format!("answered after the result; {}", describe_answer(&done)))
+    Ok(format!(
+        "answered after the result; {}",
+        describe_answer(&done)
+    ))
 }
 
 async fn parallel(t: Target) -> Outcome {
@@ -364,7 +371,9 @@ fn agent(t: &Target, runs: Arc<AtomicUsize>) -> Result<Agent, String> {
         .map_err(|e| e.to_string())?;
     Agent::builder()
         .name("live")
-        .system_prompt("You are a careful assistant. Use the delete_file tool when asked to delete a file.")
+        .system_prompt(
+            "You are a careful assistant. Use the delete_file tool when asked to delete a file.",
+        )
         .model_arc(t.model.clone())
         .toolkit(tools)
         .chat_options(options(128))
@@ -373,7 +382,10 @@ fn agent(t: &Target, runs: Arc<AtomicUsize>) -> Result<Agent, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn paused_on_delete(t: &Target, runs: Arc<AtomicUsize>) -> Result<(Agent, Session, Requirement), String> {
+async fn paused_on_delete(
+    t: &Target,
+    runs: Arc<AtomicUsize>,
+) -> Result<(Agent, Session, Requirement), String> {
     let agent = agent(t, runs)?;
     let session = agent
         .session(&format!("live-{}", reins::message::new_id()))
@@ -444,7 +456,9 @@ async fn agent_reject(t: Target) -> Outcome {
     let rejected = messages
         .iter()
         .flat_map(|m| m.tool_results_iter())
-        .any(|r| matches!(r.outcome, ToolOutcome::Rejected { .. }) && r.text().contains("keep that file"));
+        .any(|r| {
+            matches!(r.outcome, ToolOutcome::Rejected { .. }) && r.text().contains("keep that file")
+        });
     if !rejected {
         return Err("the transcript has no rejected result carrying the note".into());
     }
@@ -483,10 +497,16 @@ async fn interrupt(t: Target) -> Outcome {
     }
     let out = run.wait().await.map_err(|e| e.to_string())?;
     if deltas == 0 {
-        return Err(format!("no text streamed to interrupt (status {:?})", out.status));
+        return Err(format!(
+            "no text streamed to interrupt (status {:?})",
+            out.status
+        ));
     }
     if out.status != RunStatus::Cancelled {
-        return Err(format!("interrupted after the first chunk, but the run says {:?}", out.status));
+        return Err(format!(
+            "interrupted after the first chunk, but the run says {:?}",
+            out.status
+        ));
     }
     let messages = session.messages().await.map_err(|e| e.to_string())?;
     if messages.iter().any(|m| m.role == Role::Assistant) {
