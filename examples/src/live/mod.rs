@@ -210,9 +210,23 @@ pub async fn run(target: &Target) -> Vec<Row> {
         }
         eprintln!("… {}", s.title);
         let started = Instant::now();
-        // Each scenario gets a bound of its own, so a hung one cannot stall the run.
+        // Each scenario gets a connection pool of its own, so a connection a server
+        // broke in one scenario cannot fail the next, and a bound of its own, so a
+        // hung one cannot stall the run.
+        let fresh = match self::target(target.args.clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                rows.push(Row {
+                    id: s.id,
+                    title: s.title,
+                    outcome: Err(e),
+                    latency: started.elapsed(),
+                });
+                continue;
+            }
+        };
         let bound = target.args.timeout * 4;
-        let outcome = match tokio::time::timeout(bound, (s.run)(target.clone())).await {
+        let outcome = match tokio::time::timeout(bound, (s.run)(fresh)).await {
             Ok(r) => r,
             Err(_) => Err(format!(
                 "no result within {}s (4 × --timeout)",
