@@ -90,6 +90,20 @@ pub enum SlotStatus {
         #[serde(skip)]
         dispatched: bool,
     },
+    /// The call is a sub-agent whose child session paused: the parent waits for the
+    /// child's requirements (see [`crate::subagent`]).
+    Delegated {
+        /// The child's requirements as the parent shows them: ids qualified by
+        /// [`Requirement::path`].
+        requirements: Vec<Requirement>,
+        /// Answers for the child, routed here by `resolve`/`resume` and not yet handed
+        /// to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        routed: Option<ChildInput>,
+        /// Handed to the runner in the current process (not stored).
+        #[serde(skip)]
+        dispatched: bool,
+    },
     /// Has its result in the transcript.
     Done {
         /// The result's outcome.
@@ -125,6 +139,14 @@ impl Execution {
 pub enum ExecOutcome {
     /// A result (of any outcome).
     Done(ToolResult),
+    /// The call is a sub-agent whose child session paused with these requirements
+    /// (already qualified by their path).
+    Delegated {
+        /// The tool use id (of the sub-agent call).
+        id: String,
+        /// What the child waits for.
+        requirements: Vec<Requirement>,
+    },
     /// The tool suspended itself: the caller must execute it.
     Suspended {
         /// The tool use id.
@@ -162,6 +184,20 @@ pub enum RunInput {
     Resume,
     /// Answers to pending requirements.
     Decisions(Vec<Decision>),
+}
+
+/// What a parent run hands a paused sub-agent's child session when it dispatches the
+/// sub-agent call again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum ChildInput {
+    /// Go on after a pause without requirements (a hook stopped the child).
+    Resume,
+    /// Answers to the child's requirements, with the child's own ids.
+    Decisions {
+        /// The decisions.
+        decisions: Vec<Decision>,
+    },
 }
 
 /// The serializable part of a run that is stored with the session.
