@@ -38,6 +38,9 @@ const EXAMPLES: &[(&str, &str)] = &[
     // Checked below: "SKIPPED" without PostgreSQL, one charge per round with it.
     ("postgres_workers", ""),
     ("openai_quickstart", "SKIPPED"),
+    // Needs Node.js and the npm MCP servers (.ci/run installs them); without them it
+    // prints SKIPPED, and fails under CI=true.
+    ("mcp_tools", ""),
 ];
 
 fn examples_dir() -> PathBuf {

@@ -63,6 +63,8 @@ pub(crate) struct AgentInner {
     pub(crate) remote: crate::remote::RemoteInterrupts,
 }
 
+    /// Agents used as tools, by tool name.
+    pub(crate) subagents: crate::subagent::SubAgents,
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
@@ -161,6 +163,7 @@ pub struct AgentBuilder {
     tool_lease: Duration,
     session_lease: Duration,
     summary_prompt: String,
+    subagents: crate::subagent::SubAgents,
 }
 
 impl Default for AgentBuilder {
@@ -182,6 +185,7 @@ impl Default for AgentBuilder {
                              request. Do not call tools. Summarize what was done, what is left, \
                              and what the user should do next."
                 .to_owned(),
+            subagents: crate::subagent::SubAgents::default(),
         }
     }
 }
@@ -294,7 +298,7 @@ impl AgentBuilder {
     }
 
     /// Builds the agent.
-    pub fn build(self) -> Result<Agent> {
+    pub fn build(mut self) -> Result<Agent> {
         let model = self.model.ok_or_else(|| {
             AgentError::Config("no model: call .model(..) with any ChatModel".to_owned())
         })?;
@@ -332,6 +336,13 @@ impl AgentBuilder {
                 tool_lease: self.tool_lease,
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
+    /// Adds another agent as a tool (see [`Agent::as_tool`] and
+    /// [`crate::subagent`]). Both agents must use the same store.
+    pub fn subagent(mut self, tool: crate::subagent::SubAgentTool) -> Self {
+        self.subagents.add(tool);
+        self
+    }
+
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),
@@ -361,3 +372,8 @@ impl LiveSessions {
         self.map.insert(id.to_owned(), Arc::downgrade(shared));
     }
 }
+        if !self.subagents.is_empty() {
+            self.subagents
+                .install(&self.name, &mut self.toolkit, &store)?;
+        }
+                subagents: self.subagents,

@@ -460,12 +460,15 @@ impl Driver {
                 Concurrency::Parallel if batch.len() > 1 => {
                     let futs = batch
                         .iter()
-                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone()));
+                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone(), route(e)));
                     outcomes = futures::future::join_all(futs).await;
                 }
                 _ => {
                     for e in &batch {
-                        outcomes.push(self.execute_one(e, iteration, chunk_tx.clone()).await);
+                        outcomes.push(
+                            self.execute_one(e, iteration, chunk_tx.clone(), route(e))
+                                .await,
+                        );
                     }
                 }
             }
@@ -535,6 +538,15 @@ impl Driver {
 
     /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
     /// and whether a `PostActing` hook asked to stop.
+        // Answers routed to paused sub-agents, handed to them with this dispatch.
+        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.routed_input(id).map(|r| (id.clone(), r))
+            })
+            .collect();
+        let route = |e: &Execution| routed.get(&e.tool_use.id).cloned();
     async fn execute_one(
         &self,
         exec: &Execution,
@@ -622,6 +634,7 @@ impl Driver {
         });
         let ctx = ToolContext::new(self.session.clone(), original.id.clone())
             .with_cancel(self.cancel.child_token())
+        routed: Option<crate::run::ChildInput>,
             .with_chunk_sender(chunks);
         let opts = reins_tool::ExecOptions {
             grace: inner.grace,
@@ -656,6 +669,9 @@ impl Driver {
         let control = if self.cancel.is_cancelled() {
             Control::default()
         } else {
+        if let Some(sub) = inner.subagents.get(&original.name) {
+            return self.execute_subagent(sub, to_run, routed, iteration).await;
+        }
             self.hooks(&mut ev, iteration).await?
         };
         let HookEvent::PostActing { result, .. } = ev else {
@@ -692,3 +708,45 @@ impl Driver {
         Ok(())
     }
 }
+    /// Serves a sub-agent call (see [`crate::subagent`]): the child session runs, and
+    /// its pause becomes this call's.
+    async fn execute_subagent(
+        &self,
+        sub: &crate::subagent::SubAgentTool,
+        to_run: reins_message::ToolUse,
+        routed: Option<crate::run::ChildInput>,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: to_run.id.clone(),
+            name: to_run.name.clone(),
+        });
+        let outcome = crate::subagent::execute(
+            &self.agent,
+            &self.session,
+            sub,
+            &to_run,
+            routed,
+            self.cancel.child_token(),
+        )
+        .await?;
+        let ExecOutcome::Done(result) = outcome else {
+            return Ok((outcome, false));
+        };
+        let mut ev = HookEvent::PostActing {
+            tool_use: to_run,
+            result,
+        };
+        let control = if self.cancel.is_cancelled() {
+            Control::default()
+        } else {
+            self.hooks(&mut ev, iteration).await?
+        };
+        let HookEvent::PostActing { result, .. } = ev else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PostActing event".to_owned(),
+            ));
+        };
+        Ok((ExecOutcome::Done(result), control.is_stopped()))
+    }
+

@@ -66,6 +66,7 @@ mod requirement;
 pub mod run;
 mod session;
 mod snapshot;
+pub mod subagent;
 mod view;
 mod watch;
 
@@ -79,5 +80,6 @@ pub use requirement::{Decision, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};
 pub use session::Session;
 pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
+pub use subagent::{SubAgentTool, child_session_id};
 pub use view::{Actor, DecisionRecord, SessionView, Verdict, ViewToken};
 pub use watch::SessionWatch;

@@ -10,12 +10,15 @@
 mod input;
 mod types;
 
+#[cfg(test)]
+pub(crate) use input::child_id;
+
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
 pub use types::{
-    AfterReasoning, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState, SlotStatus, Step,
-    ToolSlot,
+    AfterReasoning, ChildInput, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState,
+    SlotStatus, Step, ToolSlot,
 };
 
 use std::collections::HashSet;
@@ -88,7 +91,9 @@ impl Run {
     pub fn restore(config: RunConfig, messages: Vec<Msg>, state: Option<RunState>) -> Self {
         let mut state = state.unwrap_or_default();
         for slot in &mut state.slots {
-            if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+            if let SlotStatus::Ready { dispatched, .. } | SlotStatus::Delegated { dispatched, .. } =
+                &mut slot.status
+            {
                 *dispatched = false;
             }
         }
@@ -153,14 +158,20 @@ impl Run {
         )
     }
 
-    /// The requirements a paused run waits for, in the model's order.
+    /// The requirements a paused run waits for, in the model's order; a sub-agent's
+    /// requirements (with their [`Requirement::path`]) stand where its call is.
     pub fn requirements(&self) -> Vec<Requirement> {
         self.state
             .slots
             .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } => Some(requirement.clone()),
-                _ => None,
+            .flat_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement } => vec![requirement.clone()],
+                SlotStatus::Delegated {
+                    requirements,
+                    routed: None,
+                    ..
+                } => requirements.clone(),
+                _ => Vec::new(),
             })
             .collect()
     }
@@ -168,13 +179,12 @@ impl Run {
     /// What a caller reading the run now is shown, as a token.
     pub fn view(&self) -> ViewToken {
         let paused = self.is_paused();
-        ViewToken::new(
-            paused,
-            self.state.slots.iter().filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } if paused => Some(requirement.id.clone()),
-                _ => None,
-            }),
-        )
+        let ids = if paused {
+            self.requirements().into_iter().map(|r| r.id).collect()
+        } else {
+            Vec::new()
+        };
+        ViewToken::new(paused, ids)
     }
 
     /// Checks that the run waits for exactly what `seen` shows; otherwise
@@ -204,6 +214,29 @@ impl Run {
         error: &AgentError,
         actor: Option<&Actor>,
         view: Option<&ViewToken>,
+    /// Whether some call waits for an answer (its own requirement, or a paused
+    /// sub-agent's, even one that waits for a bare `resume()`).
+    fn has_waiting(&self) -> bool {
+        self.state.slots.iter().any(|s| {
+            matches!(
+                s.status,
+                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
+            )
+        })
+    }
+
+    /// The answers routed to the sub-agent call `id`, when it is one that waits to be
+    /// dispatched again with them.
+    pub fn routed_input(&self, id: &str) -> Option<ChildInput> {
+        self.state.slots.iter().find_map(|s| match &s.status {
+            SlotStatus::Delegated {
+                routed: Some(input),
+                ..
+            } if s.tool_use.id == id => Some(input.clone()),
+            _ => None,
+        })
+    }
+
         now: DateTime<Utc>,
     ) -> Vec<DecisionRecord> {
         let reason = match error {
@@ -328,14 +361,13 @@ impl Run {
                 Phase::Acting => {
                     let mut batch = Vec::new();
                     for slot in &mut self.state.slots {
-                        if let SlotStatus::Ready {
-                            input,
-                            edited,
-                            dispatched,
-                            ..
-                        } = &mut slot.status
-                        {
-                            if !*dispatched {
+                        match &mut slot.status {
+                            SlotStatus::Ready {
+                                input,
+                                edited,
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
                                 *dispatched = true;
                                 batch.push(Execution {
                                     tool_use: slot.tool_use.clone(),
@@ -349,18 +381,28 @@ impl Run {
                         return Step::Execute(batch);
                     }
                     let waiting = self.requirements();
-                    if !waiting.is_empty() {
+                    if self.has_waiting() {
                         self.state.phase = Phase::Paused;
                         self.record_requirements(&waiting);
                         return Step::Pause(waiting);
                     }
                     let mut unreported = false;
                     for slot in &mut self.state.slots {
-                        if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+                        if let SlotStatus::Ready { dispatched, .. }
+                        | SlotStatus::Delegated { dispatched, .. } = &mut slot.status
+                        {
                             // Dispatched but never reported (the runner stopped short):
                             // dispatch again; the ledger keeps it at most once.
                             *dispatched = false;
                             unreported = true;
+                // A sub-agent call dispatched with routed answers may have run them.
+                SlotStatus::Delegated {
+                    routed: Some(_), ..
+                } => Some(Execution {
+                    tool_use: s.tool_use.clone(),
+                    input: s.tool_use.input.clone(),
+                    edited: false,
+                }),
                         }
                     }
                     if unreported {
@@ -398,6 +440,19 @@ impl Run {
 
     /// The messages to send to the model: the transcript, repaired to be
     /// provider-valid. A repair is applied to the transcript (and stored at the next
+                            SlotStatus::Delegated {
+                                routed: Some(_),
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
+                                *dispatched = true;
+                                batch.push(Execution {
+                                    tool_use: slot.tool_use.clone(),
+                                    input: slot.tool_use.input.clone(),
+                                    edited: false,
+                                });
+                            }
+                            _ => {}
     /// commit) and reported.
     pub fn request_messages(&mut self) -> (Vec<Msg>, RepairReport) {
         let start = self.window_start();
@@ -581,6 +636,8 @@ impl Run {
                             id: slot.tool_use.id.clone(),
                             tool_use: slot.tool_use.clone(),
                             kind: RequirementKind::External,
+                        path: Vec::new(),
+                        agent: None,
                             reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
                             created_at: now,
                             expires_at,
@@ -636,6 +693,19 @@ impl Run {
             out.push(r);
         }
         if !out.is_empty() {
+                ExecOutcome::Delegated { id, requirements } => {
+                    let Some(slot) = self.slot_mut(&id) else {
+                        continue;
+                    };
+                    if matches!(slot.status, SlotStatus::Done { .. }) {
+                        continue;
+                    }
+                    slot.status = SlotStatus::Delegated {
+                        requirements,
+                        routed: None,
+                        dispatched: false,
+                    };
+                }
             self.push(Msg::tool_results(out));
         }
         let (repaired, report) = reins_memory::sanitize_after_interrupt(&self.messages);
@@ -652,6 +722,8 @@ impl Run {
         self.state.phase = Phase::Finished(status);
         self.state.stop_after_acting = false;
     }
+                            path: Vec::new(),
+                            agent: None,
 
     fn end_turn_slots(&mut self) {
         self.state.slots.clear();
@@ -846,3 +918,6 @@ pub(super) fn clip(s: &str, max: usize) -> String {
         out
     }
 }
+            SlotStatus::Delegated { requirements, .. } => {
+                requirements.iter().find(|r| r.id == id)
+            }
