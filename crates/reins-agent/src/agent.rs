@@ -61,8 +61,6 @@ pub(crate) struct AgentInner {
     pub(crate) sessions: Mutex<LiveSessions>,
     /// Runs in flight, for interrupts requested from elsewhere.
     pub(crate) remote: crate::remote::RemoteInterrupts,
-}
-
     /// Agents used as tools, by tool name.
     pub(crate) subagents: crate::subagent::SubAgents,
 impl std::fmt::Debug for Agent {
@@ -291,9 +289,49 @@ impl AgentBuilder {
         self
     }
 
+    /// Every run started by a message ends with a structured answer of type `T`
+    /// (its JSON Schema from schemars): `out.parsed::<T>()`. The model may call tools,
+    /// and pause for people, before it answers. See [`OutputSpec`](crate::OutputSpec)
+    /// and `docs/structured-output.md`.
+    pub fn output<T: schemars::JsonSchema>(self) -> Self {
+        self.output_spec(crate::structured::OutputSpec::of::<T>())
+    }
+
+    /// Every run started by a message ends with an answer matching `spec` (a schema
+    /// written by hand, a mode, a retry bound).
+    pub fn output_spec(mut self, spec: crate::structured::OutputSpec) -> Self {
+        self.output = Some(spec);
+        self
+    }
+
+    /// How the structured answer is asked for (default `Auto`: from the model's
+    /// capabilities). Applies to the spec set with `output`/`output_spec`.
+    pub fn output_mode(mut self, mode: crate::structured::OutputMode) -> Self {
+        if let Some(o) = self.output.take() {
+            self.output = Some(o.mode(mode));
+        }
+        self
+    }
+
+    /// How many times an invalid structured answer is sent back before the call fails
+    /// (default 2). Applies to the spec set with `output`/`output_spec`.
+    pub fn max_output_retries(mut self, n: u32) -> Self {
+        if let Some(o) = self.output.take() {
+            self.output = Some(o.max_retries(n));
+        }
+        self
+    }
+
     /// The instruction sent for the final summary when `max_iters` is reached.
     pub fn summary_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.summary_prompt = prompt.into();
+        self
+    }
+
+    /// Adds another agent as a tool (see [`Agent::as_tool`] and
+    /// [`crate::subagent`]). Both agents must use the same store.
+    pub fn subagent(mut self, tool: crate::subagent::SubAgentTool) -> Self {
+        self.subagents.add(tool);
         self
     }
 
@@ -321,6 +359,10 @@ impl AgentBuilder {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
         };
+        if !self.subagents.is_empty() {
+            self.subagents
+                .install(&self.name, &mut self.toolkit, &store)?;
+        }
         Ok(Agent {
             inner: Arc::new(AgentInner {
                 name: self.name,
@@ -346,6 +388,7 @@ impl AgentBuilder {
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),
+                subagents: self.subagents,
             }),
         })
     }

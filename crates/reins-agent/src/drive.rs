@@ -453,6 +453,15 @@ impl Driver {
         batch: Vec<Execution>,
     ) -> Result<Option<RunStatus>> {
         let iteration = core.run.state().iteration;
+        // Answers routed to paused sub-agents, handed to them with this dispatch.
+        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.routed_input(id).map(|r| (id.clone(), r))
+            })
+            .collect();
+        let route = |e: &Execution| routed.get(&e.tool_use.id).cloned();
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
         let exec_all = async {
             let mut outcomes = Vec::with_capacity(batch.len());
@@ -538,20 +547,12 @@ impl Driver {
 
     /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
     /// and whether a `PostActing` hook asked to stop.
-        // Answers routed to paused sub-agents, handed to them with this dispatch.
-        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
-            .iter()
-            .filter_map(|e| {
-                let id = &e.tool_use.id;
-                core.run.routed_input(id).map(|r| (id.clone(), r))
-            })
-            .collect();
-        let route = |e: &Execution| routed.get(&e.tool_use.id).cloned();
     async fn execute_one(
         &self,
         exec: &Execution,
         iteration: u32,
         chunks: UnboundedSender<reins_tool::ToolChunk>,
+        routed: Option<crate::run::ChildInput>,
     ) -> Result<(ExecOutcome, bool)> {
         let inner = &self.agent.inner;
         let original = &exec.tool_use;
@@ -585,6 +586,9 @@ impl Driver {
             let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
                 .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
             return Ok((ExecOutcome::Done(r), false));
+        }
+        if let Some(sub) = inner.subagents.get(&original.name) {
+            return self.execute_subagent(sub, to_run, routed, iteration).await;
         }
         let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
 
@@ -634,7 +638,6 @@ impl Driver {
         });
         let ctx = ToolContext::new(self.session.clone(), original.id.clone())
             .with_cancel(self.cancel.child_token())
-        routed: Option<crate::run::ChildInput>,
             .with_chunk_sender(chunks);
         let opts = reins_tool::ExecOptions {
             grace: inner.grace,
@@ -669,9 +672,6 @@ impl Driver {
         let control = if self.cancel.is_cancelled() {
             Control::default()
         } else {
-        if let Some(sub) = inner.subagents.get(&original.name) {
-            return self.execute_subagent(sub, to_run, routed, iteration).await;
-        }
             self.hooks(&mut ev, iteration).await?
         };
         let HookEvent::PostActing { result, .. } = ev else {

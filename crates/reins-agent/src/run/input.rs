@@ -122,6 +122,14 @@ impl Run {
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
         self.state.stop_after_acting = false;
+        self.state.output = self
+            .next_output
+            .take()
+            .map(|spec| super::OutputState {
+                spec,
+                attempts: 0,
+                asked: None,
+            });
         Ok(())
     }
 
@@ -227,21 +235,13 @@ impl Run {
         for req in &approved {
             self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
         }
-        for slot in &mut self.state.slots {
-            if let SlotStatus::Waiting { requirement } = &slot.status {
-                if requirement.kind == RequirementKind::Confirmation {
-                    self.req_ops.decide.push((
-                        slot.tool_use.id.clone(),
-                        serde_json::json!({"decision": "approve", "via": "resume"}),
-                    ));
-                    slot.status = SlotStatus::Ready {
         for req in approved.iter().filter(|r| r.is_nested()) {
             self.req_ops.decide.push((
                 req.id.clone(),
                 serde_json::json!({"decision": "approve", "via": "resume"}),
             ));
         }
-                        input: slot.tool_use.input.clone(),
+        for slot in &mut self.state.slots {
             if let SlotStatus::Delegated {
                 requirements,
                 routed: routed @ None,
@@ -268,6 +268,14 @@ impl Run {
                 }
                 continue;
             }
+            if let SlotStatus::Waiting { requirement } = &slot.status {
+                if requirement.kind == RequirementKind::Confirmation {
+                    self.req_ops.decide.push((
+                        slot.tool_use.id.clone(),
+                        serde_json::json!({"decision": "approve", "via": "resume"}),
+                    ));
+                    slot.status = SlotStatus::Ready {
+                        input: slot.tool_use.input.clone(),
                         edited: false,
                         approved_by: by.clone(),
                         dispatched: false,
@@ -371,10 +379,6 @@ impl Run {
                     edited_input, by, ..
                 } => {
                     let edited = edited_input
-            if let Some(slot) = self.delegated_slot_mut(&id) {
-                route(slot, d);
-                continue;
-            }
                         .as_ref()
                         .is_some_and(|e| *e != slot.tool_use.input);
                     slot.status = SlotStatus::Ready {

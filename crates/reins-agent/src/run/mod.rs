@@ -17,8 +17,8 @@ pub(crate) use input::child_id;
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
 pub use types::{
-    AfterReasoning, ChildInput, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState,
-    SlotStatus, Step, ToolSlot,
+    AfterReasoning, ChildInput, ExecOutcome, Execution, OutputState, Phase, RunConfig, RunInput,
+    RunState, SlotStatus, Step, ToolSlot,
 };
 
 use std::collections::HashSet;
@@ -113,6 +113,16 @@ impl Run {
             call: CallTally::default(),
             tool_ids,
         }
+        let out = self.state.output.as_mut()?;
+        let mode = out.spec.mode.resolve(caps);
+        out.asked = Some(mode);
+        Some((mode, out.spec.clone()))
+    }
+
+    /// The call's outcome for structured output: `Err` with the raw answer when it
+    /// stayed invalid after every retry.
+    pub fn output_failure(&self) -> Option<&(String, Vec<String>, u32)> {
+        self.call.output_failure.as_ref()
     }
 
     /// An empty run.
@@ -257,6 +267,14 @@ impl Run {
             .into_iter()
             .map(|(id, decision, by)| {
                 let req = pending.iter().find(|r| r.id == id);
+                // A requirement answered meanwhile is no longer pending: its call is
+                // still in the transcript.
+                let used = self
+                    .messages
+                    .iter()
+                    .rev()
+                    .flat_map(|m| m.tool_uses())
+                    .find(|u| u.id == id);
                 let actor = match (by, actor) {
                     (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
                     (Some(p), _) => Some(Actor::new(p)),
@@ -265,9 +283,17 @@ impl Run {
                 DecisionRecord {
                     seq: 0,
                     at: now,
-                    tool_name: req.map(|r| r.tool_use.name.clone()).unwrap_or_default(),
+                    tool_name: req
+                        .map(|r| &r.tool_use)
+                        .or(used)
+                        .map(|u| u.name.clone())
+                        .unwrap_or_default(),
                     kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
-                    shown_input: req.map(|r| r.tool_use.input.clone()).unwrap_or(Value::Null),
+                    shown_input: req
+                        .map(|r| &r.tool_use)
+                        .or(used)
+                        .map(|u| u.input.clone())
+                        .unwrap_or(Value::Null),
                     requirement_id: id,
                     decision,
                     via: via.to_owned(),
@@ -338,6 +364,14 @@ impl Run {
                     tool_use: s.tool_use.clone(),
                     input: input.clone(),
                     edited: *edited,
+                }),
+                // A sub-agent call dispatched with routed answers may have run them.
+                SlotStatus::Delegated {
+                    routed: Some(_), ..
+                } => Some(Execution {
+                    tool_use: s.tool_use.clone(),
+                    input: s.tool_use.input.clone(),
+                    edited: false,
                 }),
                 _ => None,
             })
@@ -515,9 +549,22 @@ impl Run {
         }
         self.state.iteration += 1;
         self.dedupe_tool_ids(&mut msg);
-        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
+        let mut gates: Vec<GateDecision> = gates;
+        let refused_finals = match self.take_structured_answer(&mut msg, &mut gates, &after) {
+            Answer::Done => return,
+            Answer::NotApplicable => Vec::new(),
+            Answer::Mixed(results) => results,
+        };
+        let uses: Vec<ToolUse> = msg
+            .tool_uses()
+            .filter(|u| !refused_finals.iter().any(|r| r.id == u.id))
+            .cloned()
+            .collect();
         if !msg.content.is_empty() {
             self.push(msg.clone());
+        }
+        if !refused_finals.is_empty() {
+            self.push(Msg::tool_results(refused_finals));
         }
         self.call.last_assistant = Some(msg);
         if uses.is_empty() {
@@ -568,6 +615,8 @@ impl Run {
                         reason,
                         created_at: now,
                         expires_at,
+                        path: Vec::new(),
+                        agent: None,
                     },
                 };
                 let status = if after.stop {
@@ -623,6 +672,19 @@ impl Run {
                     };
                     results.push(r);
                 }
+                ExecOutcome::Delegated { id, requirements } => {
+                    let Some(slot) = self.slot_mut(&id) else {
+                        continue;
+                    };
+                    if matches!(slot.status, SlotStatus::Done { .. }) {
+                        continue;
+                    }
+                    slot.status = SlotStatus::Delegated {
+                        requirements,
+                        routed: None,
+                        dispatched: false,
+                    };
+                }
                 ExecOutcome::Suspended { id, reason } => {
                     let ttl = self.config.requirement_ttl_secs;
                     let Some(slot) = self.slot_mut(&id) else {
@@ -636,8 +698,6 @@ impl Run {
                             id: slot.tool_use.id.clone(),
                             tool_use: slot.tool_use.clone(),
                             kind: RequirementKind::External,
-                        path: Vec::new(),
-                        agent: None,
                             reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
                             created_at: now,
                             expires_at,
@@ -722,8 +782,6 @@ impl Run {
         self.state.phase = Phase::Finished(status);
         self.state.stop_after_acting = false;
     }
-                            path: Vec::new(),
-                            agent: None,
 
     fn end_turn_slots(&mut self) {
         self.state.slots.clear();
@@ -734,6 +792,146 @@ impl Run {
                 log: std::mem::take(&mut self.req_ops.log),
                 ..ReqOps::default()
             };
+        }
+    }
+
+    // ----- structured output --------------------------------------------------------
+
+    /// Handles the model's message when the run asks for a structured answer: a text
+    /// answer (native mode, or a model that skipped the tool), or a lone `final_answer`
+    /// call, is validated — accepted (the run completes), or sent back with what is
+    /// wrong (bounded), or, past the bound, the call fails. A `final_answer` call mixed
+    /// with other tool calls is refused with an error result; the others go on.
+    fn take_structured_answer(
+        &mut self,
+        msg: &mut Msg,
+        gates: &mut Vec<GateDecision>,
+        after: &AfterReasoning,
+    ) -> Answer {
+        let Some(out) = self.state.output.clone() else {
+            return Answer::NotApplicable;
+        };
+        let Some(mode) = out.asked else {
+            return Answer::NotApplicable;
+        };
+        let tool_mode = mode != OutputMode::NativeSchema;
+        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
+        let finals: Vec<usize> = uses
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| tool_mode && u.name == FINAL_ANSWER_TOOL)
+            .map(|(i, _)| i)
+            .collect();
+        if uses.is_empty() {
+            if !after.goto.is_empty() {
+                return Answer::NotApplicable;
+            }
+            // A text answer: the JSON itself (native mode), or a model that answered
+            // in text instead of calling the tool.
+            let text = msg.text();
+            let checked = parse_text_answer(&text)
+                .map_err(|e| vec![e])
+                .and_then(|v| out.spec.validate(&v).map(|()| v));
+            self.judge(msg.clone(), &out, text, checked, None);
+            return Answer::Done;
+        }
+        if finals.is_empty() {
+            return Answer::NotApplicable;
+        }
+        if finals.len() == uses.len() && finals.len() == 1 {
+            let u = &uses[finals[0]];
+            let answer = out.spec.answer_from_args(&u.input);
+            let checked = if u.has_malformed_input() {
+                Err(vec![format!(
+                    "the arguments are not valid JSON: {}",
+                    u.raw_input.as_deref().unwrap_or_default()
+                )])
+            } else {
+                out.spec.validate(&answer).map(|()| answer)
+            };
+            let raw = u
+                .raw_input
+                .clone()
+                .unwrap_or_else(|| u.input.to_string());
+            self.judge(msg.clone(), &out, raw, checked, Some(u.clone()));
+            return Answer::Done;
+        }
+        // Mixed with other calls (or several answers at once): refuse the answers.
+        let mut refused = Vec::new();
+        for &i in finals.iter().rev() {
+            if i < gates.len() {
+                gates.remove(i);
+            }
+        }
+        for &i in &finals {
+            let u = &uses[i];
+            refused.push(ToolResult::for_use(
+                u,
+                reins_message::ToolOutcome::Error,
+                format!(
+                    "not accepted: call `{FINAL_ANSWER_TOOL}` alone, once the other tools                      have finished"
+                ),
+            ));
+        }
+        Answer::Mixed(refused)
+    }
+
+    /// Accepts, sends back, or (past the bound) fails a structured answer.
+    fn judge(
+        &mut self,
+        mut msg: Msg,
+        out: &OutputState,
+        raw: String,
+        checked: std::result::Result<Value, Vec<String>>,
+        via_tool: Option<ToolUse>,
+    ) {
+        match checked {
+            Ok(value) => {
+                msg.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("answer".to_owned()));
+                self.push(msg.clone());
+                if let Some(u) = &via_tool {
+                    self.push(Msg::tool_results([ToolResult::for_use(
+                        u,
+                        reins_message::ToolOutcome::Success,
+                        "answer accepted",
+                    )]));
+                }
+                self.call.last_assistant = Some(msg);
+                self.call.structured = Some(value);
+                self.finish(RunStatus::Completed);
+            }
+            Err(problems) => {
+                msg.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("invalid".to_owned()));
+                self.push(msg.clone());
+                self.call.last_assistant = Some(msg);
+                let text = feedback(&out.spec, &problems, via_tool.is_some() || out.asked != Some(OutputMode::NativeSchema));
+                let mut tell = match &via_tool {
+                    Some(u) => Msg::tool_results([ToolResult::for_use(
+                        u,
+                        reins_message::ToolOutcome::Error,
+                        text,
+                    )]),
+                    None => Msg::user(text),
+                };
+                tell.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("feedback".to_owned()));
+                if out.attempts >= out.spec.max_retries {
+                    // The tool use still needs its result; a text answer needs nothing.
+                    if via_tool.is_some() {
+                        self.push(tell);
+                    }
+                    self.call.output_failure = Some((raw, problems, out.attempts + 1));
+                    self.finish(RunStatus::Completed);
+                    return;
+                }
+                self.push(tell);
+                if let Some(o) = self.state.output.as_mut() {
+                    o.attempts += 1;
+                }
+                self.state.phase = Phase::Reasoning;
+            }
         }
     }
 
@@ -757,6 +955,7 @@ impl Run {
             usage: self.call.usage,
             repairs: self.call.repairs.clone(),
             iterations: self.call.iterations,
+            structured: self.call.structured.clone(),
         }
     }
 
@@ -918,6 +1117,3 @@ pub(super) fn clip(s: &str, max: usize) -> String {
         out
     }
 }
-            SlotStatus::Delegated { requirements, .. } => {
-                requirements.iter().find(|r| r.id == id)
-            }
