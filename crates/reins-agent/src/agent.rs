@@ -63,6 +63,8 @@ pub(crate) struct AgentInner {
     pub(crate) remote: crate::remote::RemoteInterrupts,
     /// Agents used as tools, by tool name.
     pub(crate) subagents: crate::subagent::SubAgents,
+}
+
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
@@ -378,13 +380,6 @@ impl AgentBuilder {
                 tool_lease: self.tool_lease,
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
-    /// Adds another agent as a tool (see [`Agent::as_tool`] and
-    /// [`crate::subagent`]). Both agents must use the same store.
-    pub fn subagent(mut self, tool: crate::subagent::SubAgentTool) -> Self {
-        self.subagents.add(tool);
-        self
-    }
-
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),
@@ -415,8 +410,3 @@ impl LiveSessions {
         self.map.insert(id.to_owned(), Arc::downgrade(shared));
     }
 }
-        if !self.subagents.is_empty() {
-            self.subagents
-                .install(&self.name, &mut self.toolkit, &store)?;
-        }
-                subagents: self.subagents,
