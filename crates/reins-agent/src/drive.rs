@@ -682,32 +682,6 @@ impl Driver {
         Ok((ExecOutcome::Done(result), control.is_stopped()))
     }
 
-    /// After a crash in the middle of tool execution, before a new message closes the
-    /// turn: calls the ledger shows finished keep their recorded results; calls that
-    /// started and never finished become `Unknown`. Calls that never started are
-    /// closed by the new message.
-    async fn settle_from_ledger(&self, core: &mut SessionCore) -> Result<()> {
-        let store = &self.agent.inner.store;
-        let mut settled = Vec::new();
-        for e in core.run.unsettled() {
-            let id = &e.tool_use.id;
-            if let Some(entry) = store.ledger_entry(&self.session, id).await? {
-                match (entry.state, entry.result) {
-                    (LedgerState::Finished, Some(r)) => settled.push(r),
-                    _ => {
-                        let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
-                        store.finish(&self.session, id, &r).await?;
-                        settled.push(r);
-                    }
-                }
-            }
-        }
-        if !settled.is_empty() {
-            core.run.settle(settled, Utc::now());
-        }
-        Ok(())
-    }
-}
     /// Serves a sub-agent call (see [`crate::subagent`]): the child session runs, and
     /// its pause becomes this call's.
     async fn execute_subagent(
@@ -750,3 +724,29 @@ impl Driver {
         Ok((ExecOutcome::Done(result), control.is_stopped()))
     }
 
+    /// After a crash in the middle of tool execution, before a new message closes the
+    /// turn: calls the ledger shows finished keep their recorded results; calls that
+    /// started and never finished become `Unknown`. Calls that never started are
+    /// closed by the new message.
+    async fn settle_from_ledger(&self, core: &mut SessionCore) -> Result<()> {
+        let store = &self.agent.inner.store;
+        let mut settled = Vec::new();
+        for e in core.run.unsettled() {
+            let id = &e.tool_use.id;
+            if let Some(entry) = store.ledger_entry(&self.session, id).await? {
+                match (entry.state, entry.result) {
+                    (LedgerState::Finished, Some(r)) => settled.push(r),
+                    _ => {
+                        let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
+                        store.finish(&self.session, id, &r).await?;
+                        settled.push(r);
+                    }
+                }
+            }
+        }
+        if !settled.is_empty() {
+            core.run.settle(settled, Utc::now());
+        }
+        Ok(())
+    }
+}

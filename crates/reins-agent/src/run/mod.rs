@@ -186,6 +186,29 @@ impl Run {
             .collect()
     }
 
+    /// Whether some call waits for an answer (its own requirement, or a paused
+    /// sub-agent's, even one that waits for a bare `resume()`).
+    fn has_waiting(&self) -> bool {
+        self.state.slots.iter().any(|s| {
+            matches!(
+                s.status,
+                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
+            )
+        })
+    }
+
+    /// The answers routed to the sub-agent call `id`, when it is one that waits to be
+    /// dispatched again with them.
+    pub fn routed_input(&self, id: &str) -> Option<ChildInput> {
+        self.state.slots.iter().find_map(|s| match &s.status {
+            SlotStatus::Delegated {
+                routed: Some(input),
+                ..
+            } if s.tool_use.id == id => Some(input.clone()),
+            _ => None,
+        })
+    }
+
     /// What a caller reading the run now is shown, as a token.
     pub fn view(&self) -> ViewToken {
         let paused = self.is_paused();
@@ -224,29 +247,6 @@ impl Run {
         error: &AgentError,
         actor: Option<&Actor>,
         view: Option<&ViewToken>,
-    /// Whether some call waits for an answer (its own requirement, or a paused
-    /// sub-agent's, even one that waits for a bare `resume()`).
-    fn has_waiting(&self) -> bool {
-        self.state.slots.iter().any(|s| {
-            matches!(
-                s.status,
-                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
-            )
-        })
-    }
-
-    /// The answers routed to the sub-agent call `id`, when it is one that waits to be
-    /// dispatched again with them.
-    pub fn routed_input(&self, id: &str) -> Option<ChildInput> {
-        self.state.slots.iter().find_map(|s| match &s.status {
-            SlotStatus::Delegated {
-                routed: Some(input),
-                ..
-            } if s.tool_use.id == id => Some(input.clone()),
-            _ => None,
-        })
-    }
-
         now: DateTime<Utc>,
     ) -> Vec<DecisionRecord> {
         let reason = match error {
@@ -409,6 +409,19 @@ impl Run {
                                     edited: *edited,
                                 });
                             }
+                            SlotStatus::Delegated {
+                                routed: Some(_),
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
+                                *dispatched = true;
+                                batch.push(Execution {
+                                    tool_use: slot.tool_use.clone(),
+                                    input: slot.tool_use.input.clone(),
+                                    edited: false,
+                                });
+                            }
+                            _ => {}
                         }
                     }
                     if !batch.is_empty() {
@@ -429,14 +442,6 @@ impl Run {
                             // dispatch again; the ledger keeps it at most once.
                             *dispatched = false;
                             unreported = true;
-                // A sub-agent call dispatched with routed answers may have run them.
-                SlotStatus::Delegated {
-                    routed: Some(_), ..
-                } => Some(Execution {
-                    tool_use: s.tool_use.clone(),
-                    input: s.tool_use.input.clone(),
-                    edited: false,
-                }),
                         }
                     }
                     if unreported {
@@ -474,19 +479,6 @@ impl Run {
 
     /// The messages to send to the model: the transcript, repaired to be
     /// provider-valid. A repair is applied to the transcript (and stored at the next
-                            SlotStatus::Delegated {
-                                routed: Some(_),
-                                dispatched,
-                                ..
-                            } if !*dispatched => {
-                                *dispatched = true;
-                                batch.push(Execution {
-                                    tool_use: slot.tool_use.clone(),
-                                    input: slot.tool_use.input.clone(),
-                                    edited: false,
-                                });
-                            }
-                            _ => {}
     /// commit) and reported.
     pub fn request_messages(&mut self) -> (Vec<Msg>, RepairReport) {
         let start = self.window_start();
@@ -701,6 +693,8 @@ impl Run {
                             reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
                             created_at: now,
                             expires_at,
+                            path: Vec::new(),
+                            agent: None,
                         },
                     };
                 }
@@ -753,19 +747,6 @@ impl Run {
             out.push(r);
         }
         if !out.is_empty() {
-                ExecOutcome::Delegated { id, requirements } => {
-                    let Some(slot) = self.slot_mut(&id) else {
-                        continue;
-                    };
-                    if matches!(slot.status, SlotStatus::Done { .. }) {
-                        continue;
-                    }
-                    slot.status = SlotStatus::Delegated {
-                        requirements,
-                        routed: None,
-                        dispatched: false,
-                    };
-                }
             self.push(Msg::tool_results(out));
         }
         let (repaired, report) = reins_memory::sanitize_after_interrupt(&self.messages);
@@ -1014,6 +995,9 @@ impl Run {
     fn requirement(&self, id: &str) -> Option<&Requirement> {
         self.state.slots.iter().find_map(|s| match &s.status {
             SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
+            SlotStatus::Delegated { requirements, .. } => {
+                requirements.iter().find(|r| r.id == id)
+            }
             _ => None,
         })
     }
