@@ -301,3 +301,32 @@ async fn without_a_handler_servers_do_not_ask() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn dropping_the_toolset_and_its_tools_stops_the_child() {
+    if !support::servers_available("dropping_the_toolset_and_its_tools_stops_the_child") {
+        return;
+    }
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    let tk = set.toolkit().unwrap();
+    let pid = set.child_pid().await.unwrap();
+    drop(set);
+    // The toolkit's tools still hold the connection.
+    let r = run(&tk, "everything__echo", json!({ "message": "still here" })).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    drop(tk);
+    let mut gone = false;
+    for _ in 0..50 {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !alive {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the server process {pid} outlived its last handle");
+}
