@@ -35,6 +35,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "custom_provider",
         "The forecast says: sunny and 21°C in Lisbon.",
     ),
+    ("subagents", "second approval refused; still one email"),
     // Checked below: "SKIPPED" without PostgreSQL, one charge per round with it.
     ("postgres_workers", ""),
     ("openai_quickstart", "SKIPPED"),

@@ -316,11 +316,7 @@ async fn run_child(
             Phase::Idle | Phase::Finished(_) => {
                 let messages = child.messages().await?;
                 return Ok(ExecOutcome::Done(finished_result(
-                    sub,
-                    tool_use,
-                    &child_id,
-                    view.phase,
-                    &messages,
+                    sub, tool_use, &child_id, view.phase, &messages,
                 )));
             }
         },
@@ -388,7 +384,11 @@ fn finished_result(
 
 /// The child's requirements as the parent shows them: each path starts with the
 /// parent's tool use id, and the id is the path joined with `/`.
-fn delegated(sub: &SubAgentTool, tool_use: &ToolUse, requirements: Vec<Requirement>) -> ExecOutcome {
+fn delegated(
+    sub: &SubAgentTool,
+    tool_use: &ToolUse,
+    requirements: Vec<Requirement>,
+) -> ExecOutcome {
     let requirements = requirements
         .into_iter()
         .map(|r| {
@@ -402,7 +402,10 @@ fn delegated(sub: &SubAgentTool, tool_use: &ToolUse, requirements: Vec<Requireme
             Requirement {
                 id: path.join("/"),
                 reason: format!("sub-agent `{}`: {}", sub.name, r.reason),
-                agent: r.agent.clone().or_else(|| Some(sub.agent.name().to_owned())),
+                agent: r
+                    .agent
+                    .clone()
+                    .or_else(|| Some(sub.agent.name().to_owned())),
                 path,
                 ..r
             }
@@ -420,7 +423,10 @@ mod tests {
 
     #[test]
     fn child_ids_join_parent_and_call() {
-        assert_eq!(child_session_id("user-7/chat", "call_1"), "user-7/chat/call_1");
+        assert_eq!(
+            child_session_id("user-7/chat", "call_1"),
+            "user-7/chat/call_1"
+        );
     }
 
     #[test]

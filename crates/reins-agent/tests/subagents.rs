@@ -93,7 +93,10 @@ async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval
         );
         let id = sid();
         let session = lead.session(&id).await.unwrap();
-        let out = session.call(Msg::user("send ops the report")).await.unwrap();
+        let out = session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
         assert_eq!(out.status, RunStatus::Paused, "{label}");
         assert_eq!(out.requirements.len(), 1, "{label}");
         let r = &out.requirements[0];
@@ -178,7 +181,10 @@ async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
         );
         let id = sid();
         let session = lead.session(&id).await.unwrap();
-        session.call(Msg::user("send ops the report")).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
         let out = session
             .resolve(vec![Decision::reject("p1/c1", "not before Monday")])
             .await
@@ -193,7 +199,10 @@ async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
             .unwrap();
         let child_msgs = child.messages().await.unwrap();
         assert!(
-            matches!(outcomes(&child_msgs).get("c1"), Some(ToolOutcome::Rejected { .. })),
+            matches!(
+                outcomes(&child_msgs).get("c1"),
+                Some(ToolOutcome::Rejected { .. })
+            ),
             "{label}"
         );
         // The child's model was asked again with the note in the transcript.
@@ -226,7 +235,10 @@ async fn user_input_and_resume_are_routed_to_the_child() {
             })),
         );
         let session = lead.session(&sid()).await.unwrap();
-        let out = session.call(Msg::user("send ops the report")).await.unwrap();
+        let out = session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
         assert_eq!(out.requirements[0].kind.label(), "user_input", "{label}");
         // Approving is the wrong kind of answer, at the parent as at the child.
         let err = session
@@ -235,7 +247,10 @@ async fn user_input_and_resume_are_routed_to_the_child() {
             .unwrap_err();
         assert!(matches!(err, AgentError::WrongDecision { .. }), "{label}");
         let out = session
-            .resolve(vec![Decision::input("p1/c1", json!({"body": "final numbers"}))])
+            .resolve(vec![Decision::input(
+                "p1/c1",
+                json!({"body": "final numbers"}),
+            )])
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
@@ -255,7 +270,10 @@ async fn user_input_and_resume_are_routed_to_the_child() {
             ToolPolicy::confirm(),
         );
         let session = lead.session(&sid()).await.unwrap();
-        session.call(Msg::user("send ops the report")).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
         let out = session.resume().await.unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
         assert_eq!(counter.count("send_email"), 1, "{label}");
@@ -334,7 +352,11 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(counter.count("slow"), 1, "{label}: the child's tool never started");
+        assert_eq!(
+            counter.count("slow"),
+            1,
+            "{label}: the child's tool never started"
+        );
         handle.interrupt();
         let out = handle.wait().await.unwrap();
         assert_eq!(out.status, RunStatus::Cancelled, "{label}");
@@ -407,16 +429,13 @@ async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
             assert_eq!(out.status, RunStatus::Paused, "{label}");
             let sb_ = b.session(&id).await.unwrap();
             assert!(sb_.is_paused().await.unwrap(), "{label}");
-            let (ra, rb) = tokio::join!(
-                sa_.resolve(vec![Decision::approve("p1/c1")]),
-                async {
-                    if round % 2 == 1 {
-                        sb_.resume().await
-                    } else {
-                        sb_.resolve(vec![Decision::approve("p1/c1")]).await
-                    }
+            let (ra, rb) = tokio::join!(sa_.resolve(vec![Decision::approve("p1/c1")]), async {
+                if round % 2 == 1 {
+                    sb_.resume().await
+                } else {
+                    sb_.resolve(vec![Decision::approve("p1/c1")]).await
                 }
-            );
+            });
             let completed = [&ra, &rb]
                 .iter()
                 .filter(|r| matches!(r, Ok(o) if o.status == RunStatus::Completed))
@@ -459,7 +478,10 @@ async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
         );
         let id = sid();
         let session = lead.session(&id).await.unwrap();
-        session.call(Msg::user("send ops the report")).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
         // Someone answers the child directly.
         let child = lead
             .subagent("research")
@@ -491,16 +513,23 @@ async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
 async fn a_subagent_on_another_store_is_refused_at_build() {
     let research = Agent::builder()
         .name("research")
-        .model(ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()))
+        .model(ScriptedModel::new(
+            Vec::<reins_model::ScriptedResponse>::new(),
+        ))
         .build()
         .unwrap();
     let err = Agent::builder()
         .name("lead")
-        .model(ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()))
+        .model(ScriptedModel::new(
+            Vec::<reins_model::ScriptedResponse>::new(),
+        ))
         .subagent(research.as_tool("research", "Researches"))
         .build()
         .unwrap_err();
-    assert!(matches!(err, AgentError::Config(ref m) if m.contains("same store")), "{err}");
+    assert!(
+        matches!(err, AgentError::Config(ref m) if m.contains("same store")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -515,7 +544,10 @@ async fn a_paused_parent_snapshot_keeps_the_nested_requirements() {
         ToolPolicy::confirm(),
     );
     let session = lead.session(&sid()).await.unwrap();
-    session.call(Msg::user("send ops the report")).await.unwrap();
+    session
+        .call(Msg::user("send ops the report"))
+        .await
+        .unwrap();
     let snap = serde_json::to_value(session.snapshot().await.unwrap()).unwrap();
     let text = snap.to_string();
     assert!(text.contains("\"delegated\""), "{text}");
