@@ -36,6 +36,11 @@ const EXAMPLES: &[(&str, &str)] = &[
         "The forecast says: sunny and 21°C in Lisbon.",
     ),
     ("subagents", "second approval refused; still one email"),
+    (
+        "structured_output",
+        "expense filed: 12.4 EUR at Café Lisboa",
+    ),
+    ("approval_views", "refused (stale_view)"),
     // Checked below: "SKIPPED" without PostgreSQL, one charge per round with it.
     ("postgres_workers", ""),
     ("openai_quickstart", "SKIPPED"),

@@ -55,6 +55,8 @@ pub(crate) struct AgentInner {
     pub(crate) tool_lease: Duration,
     pub(crate) session_lease: Duration,
     pub(crate) summary_prompt: String,
+    /// The structured answer every run started by a message must end with, if any.
+    pub(crate) output: Option<crate::structured::OutputSpec>,
     /// Identifies this agent instance as a lock owner in the store.
     pub(crate) owner: String,
     /// Live sessions of this agent, so that two handles on one id share one state.
@@ -110,7 +112,7 @@ impl Agent {
         }
         let state = self.inner.store.open_session(id).await?;
         let shared = SessionShared::from_state(id, state, self.inner.config)?;
-        let shared = {
+        let (shared, fresh) = {
             let mut map = self
                 .inner
                 .sessions
@@ -118,13 +120,18 @@ impl Agent {
                 .map_err(|_| AgentError::Internal("session map poisoned".to_owned()))?;
             // Another task may have opened it meanwhile: keep theirs.
             if let Some(existing) = map.get(id).and_then(Weak::upgrade) {
-                existing
+                (existing, false)
             } else {
                 map.insert(id, &shared);
-                shared
+                (shared, true)
             }
         };
-        Session::open(self.clone(), shared).await
+        if fresh {
+            // Just loaded: no need to read the version again.
+            Session::open_loaded(self.clone(), shared).await
+        } else {
+            Session::open(self.clone(), shared).await
+        }
     }
 
     fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
@@ -164,6 +171,7 @@ pub struct AgentBuilder {
     session_lease: Duration,
     summary_prompt: String,
     subagents: crate::subagent::SubAgents,
+    output: Option<crate::structured::OutputSpec>,
 }
 
 impl Default for AgentBuilder {
@@ -185,6 +193,7 @@ impl Default for AgentBuilder {
                              request. Do not call tools. Summarize what was done, what is left, \
                              and what the user should do next."
                 .to_owned(),
+            output: None,
             subagents: crate::subagent::SubAgents::default(),
         }
     }
@@ -357,6 +366,20 @@ impl AgentBuilder {
                 "session_lease must be at least 100 ms".to_owned(),
             ));
         }
+        if let Some(spec) = &self.output {
+            spec.check().map_err(AgentError::Config)?;
+        }
+        if self
+            .toolkit
+            .names()
+            .iter()
+            .any(|n| n == crate::structured::FINAL_ANSWER_TOOL)
+        {
+            return Err(AgentError::Config(format!(
+                "a tool is named `{}`, which reins reserves for structured answers; rename it",
+                crate::structured::FINAL_ANSWER_TOOL
+            )));
+        }
         let store = match self.store {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
@@ -380,6 +403,7 @@ impl AgentBuilder {
                 tool_lease: self.tool_lease,
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
+                output: self.output,
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),

@@ -122,14 +122,11 @@ impl Run {
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
         self.state.stop_after_acting = false;
-        self.state.output = self
-            .next_output
-            .take()
-            .map(|spec| super::OutputState {
-                spec,
-                attempts: 0,
-                asked: None,
-            });
+        self.state.output = self.next_output.take().map(|spec| super::OutputState {
+            spec,
+            attempts: 0,
+            asked: None,
+        });
         Ok(())
     }
 
@@ -370,6 +367,10 @@ impl Run {
                     note,
                     now,
                 );
+            }
+            if let Some(slot) = self.delegated_slot_mut(&id) {
+                route(slot, d);
+                continue;
             }
             let Some(slot) = self.slot_mut(&id) else {
                 continue;

@@ -32,6 +32,9 @@ use serde_json::Value;
 use crate::error::{AgentError, Result};
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
+use crate::structured::{
+    FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec, feedback, parse_text_answer,
+};
 use crate::view::{Actor, DecisionRecord, Verdict, ViewToken};
 
 /// A decision a refused input attempted: (requirement id, decision label, by).
@@ -61,6 +64,10 @@ pub struct Run {
     /// Every tool use id in the transcript (duplicates from a model are renamed).
     #[serde(skip)]
     tool_ids: HashSet<String>,
+    /// The structured answer the next run (started by a message) must end with.
+    #[serde(skip)]
+    next_output: Option<OutputSpec>,
+
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: RunState,
@@ -84,6 +91,10 @@ struct CallTally {
     /// Who the call acts for, and the view it acts on (for the audit trail).
     actor: Option<Actor>,
     view: Option<ViewToken>,
+    /// The validated structured answer, once given.
+    structured: Option<Value>,
+    /// The structured answer stayed invalid after every retry: (raw, problems, attempts).
+    output_failure: Option<(String, Vec<String>, u32)>,
 }
 
 impl Run {
@@ -112,6 +123,24 @@ impl Run {
             req_ops: ReqOps::default(),
             call: CallTally::default(),
             tool_ids,
+            next_output: None,
+        }
+    }
+
+    /// Sets the structured answer the next run started by a message must end with
+    /// (`None`: free text). Runs already in progress keep theirs.
+    pub fn set_next_output(&mut self, spec: Option<OutputSpec>) {
+        self.next_output = spec;
+    }
+
+    /// For a request about to be made: how to ask for the structured answer with a
+    /// model of these capabilities, when the run wants one. Records the mode used.
+    pub fn prepare_output(
+        &mut self,
+        caps: reins_model::ModelCapabilities,
+    ) -> Option<(OutputMode, OutputSpec)> {
+        if self.state.phase == Phase::Summarizing {
+            return None;
         }
         let out = self.state.output.as_mut()?;
         let mode = out.spec.mode.resolve(caps);
@@ -830,10 +859,7 @@ impl Run {
             } else {
                 out.spec.validate(&answer).map(|()| answer)
             };
-            let raw = u
-                .raw_input
-                .clone()
-                .unwrap_or_else(|| u.input.to_string());
+            let raw = u.raw_input.clone().unwrap_or_else(|| u.input.to_string());
             self.judge(msg.clone(), &out, raw, checked, Some(u.clone()));
             return Answer::Done;
         }
@@ -887,7 +913,11 @@ impl Run {
                     .insert(OUTPUT_MARK.to_owned(), Value::String("invalid".to_owned()));
                 self.push(msg.clone());
                 self.call.last_assistant = Some(msg);
-                let text = feedback(&out.spec, &problems, via_tool.is_some() || out.asked != Some(OutputMode::NativeSchema));
+                let text = feedback(
+                    &out.spec,
+                    &problems,
+                    via_tool.is_some() || out.asked != Some(OutputMode::NativeSchema),
+                );
                 let mut tell = match &via_tool {
                     Some(u) => Msg::tool_results([ToolResult::for_use(
                         u,
@@ -995,9 +1025,7 @@ impl Run {
     fn requirement(&self, id: &str) -> Option<&Requirement> {
         self.state.slots.iter().find_map(|s| match &s.status {
             SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
-            SlotStatus::Delegated { requirements, .. } => {
-                requirements.iter().find(|r| r.id == id)
-            }
+            SlotStatus::Delegated { requirements, .. } => requirements.iter().find(|r| r.id == id),
             _ => None,
         })
     }
@@ -1077,6 +1105,17 @@ impl Run {
         }
         self.messages = repaired;
     }
+}
+
+/// What [`Run::take_structured_answer`] made of a model message.
+enum Answer {
+    /// The run asks for no structured answer, or the message is not one.
+    NotApplicable,
+    /// The answer was accepted, sent back, or failed: nothing else to do.
+    Done,
+    /// `final_answer` calls mixed with others: their refusals, to store after the
+    /// message.
+    Mixed(Vec<ToolResult>),
 }
 
 /// The store record of a requirement.

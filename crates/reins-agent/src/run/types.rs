@@ -216,6 +216,23 @@ pub struct RunState {
     /// Requirement ids recorded in the store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stored_requirements: Vec<String>,
+    /// The structured answer this run must end with, when one was asked for (stored,
+    /// so a run resumed elsewhere still returns it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputState>,
+}
+
+/// A run's structured-output progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputState {
+    /// The schema and how to ask for it.
+    pub spec: crate::structured::OutputSpec,
+    /// Invalid answers sent back so far.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The mode the last request used (decided from the model's capabilities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<crate::structured::OutputMode>,
 }
 
 impl Default for RunState {
@@ -226,6 +243,7 @@ impl Default for RunState {
             slots: Vec::new(),
             stop_after_acting: false,
             stored_requirements: Vec::new(),
+            output: None,
         }
     }
 }
