@@ -152,8 +152,16 @@ async fn an_interrupted_long_operation_is_cancelled_on_the_wire() {
     assert_eq!(r.outcome, ToolOutcome::Interrupted, "{}", r.text());
     assert_eq!(set.cancellations_sent(), 1);
 
-    // What the server received: the call, then notifications/cancelled for its id.
-    let wire = std::fs::read_to_string(&log).unwrap();
+    // What the server received: the call, then notifications/cancelled for its id
+    // (`tee` copies it to the log a moment after it is sent).
+    let mut wire = String::new();
+    for _ in 0..100 {
+        wire = std::fs::read_to_string(&log).unwrap_or_default();
+        if wire.contains("notifications/cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let messages: Vec<Value> = wire
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
