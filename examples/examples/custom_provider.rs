@@ -16,14 +16,14 @@
 //! cargo run -p reins-examples --example custom_provider
 //! ```
 
-use futures::stream;
-use reins::model::{ChatChunk, ChatStream, FinishReason};
+// Everything comes from the facade: no `async-trait` or `futures` versions to match.
+use reins::futures::stream;
 use reins::prelude::*;
 
 /// Rules instead of weights.
 struct RuleModel;
 
-#[async_trait::async_trait]
+#[async_trait]
 impl ChatModel for RuleModel {
     fn model_name(&self) -> &str {
         "rule-model-1"

@@ -109,7 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(out.status, RunStatus::Paused);
     assert!(req.reason.contains("back office"));
     // The back office answers; hand the result back as a tool message.
-    let answer = ToolResult::success(&req.id, &req.tool_use.name, "invoice 1042: paid on 3 March");
+    let answer = ToolResult::answering(&req.id).success("invoice 1042: paid on 3 March");
     let out = session.call(Msg::tool_results([answer])).await?;
     println!("agent: {}", out.message.text());
     assert_eq!(out.status, RunStatus::Completed);

@@ -132,8 +132,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = session.call(Msg::user("email bo")).await?;
     show("call", &out);
     let pending = &out.requirements[0];
-    let cancelled =
-        ToolResult::cancelled(&pending.id, &pending.tool_use.name, "cancelled by the user");
+    // The session fills in the tool's name from the pending call.
+    let cancelled = ToolResult::answering(&pending.id).cancelled("cancelled by the user");
     let out = session.call(Msg::tool_results([cancelled])).await?;
     show("cancel", &out);
     assert_eq!(out.status, RunStatus::Completed);

@@ -35,9 +35,18 @@ const EXAMPLES: &[(&str, &str)] = &[
         "custom_provider",
         "The forecast says: sunny and 21°C in Lisbon.",
     ),
+    ("subagents", "second approval refused; still one email"),
+    (
+        "structured_output",
+        "expense filed: 12.4 EUR at Café Lisboa",
+    ),
+    ("approval_views", "refused (stale_view)"),
     // Checked below: "SKIPPED" without PostgreSQL, one charge per round with it.
     ("postgres_workers", ""),
     ("openai_quickstart", "SKIPPED"),
+    // Needs Node.js and the npm MCP servers (.ci/run installs them); without them it
+    // prints SKIPPED, and fails under CI=true.
+    ("mcp_tools", ""),
 ];
 
 fn examples_dir() -> PathBuf {

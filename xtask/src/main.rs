@@ -9,8 +9,11 @@
 //!   approval inbox (reins-server), on 127.0.0.1:8080.
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer` adds the side-by-side comparison with Agno).
+//! - `cargo xtask live`  — the live conformance scenarios against a real model
+//!   server (`--local`: a llama.cpp server set up from PyPI on loopback).
 
 mod bench;
+mod live;
 mod postgres;
 
 use std::process::{Command, ExitCode};
@@ -27,6 +30,7 @@ fn main() -> ExitCode {
         "demo" => demo(&rest),
         "serve" => serve(&rest),
         "bench" => bench::run(&rest),
+        "live" => live::live(&rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
             Ok(())
@@ -52,7 +56,11 @@ commands:
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
   bench         criterion suites with a summary table; `--peer` compares with Agno;
-                `--server` runs reins-server's HTTP benchmark";
+                `--server` runs reins-server's HTTP benchmark
+  live ARGS     conformance scenarios against a real server, as a table:
+                --base-url URL --model NAME [--api-key-env VAR]
+                [--provider openai|anthropic]; `--local` sets up a llama.cpp
+                server from PyPI on loopback first (see docs/providers.md)";
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {

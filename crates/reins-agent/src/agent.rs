@@ -55,12 +55,16 @@ pub(crate) struct AgentInner {
     pub(crate) tool_lease: Duration,
     pub(crate) session_lease: Duration,
     pub(crate) summary_prompt: String,
+    /// The structured answer every run started by a message must end with, if any.
+    pub(crate) output: Option<crate::structured::OutputSpec>,
     /// Identifies this agent instance as a lock owner in the store.
     pub(crate) owner: String,
     /// Live sessions of this agent, so that two handles on one id share one state.
     pub(crate) sessions: Mutex<LiveSessions>,
     /// Runs in flight, for interrupts requested from elsewhere.
     pub(crate) remote: crate::remote::RemoteInterrupts,
+    /// Agents used as tools, by tool name.
+    pub(crate) subagents: crate::subagent::SubAgents,
 }
 
 impl std::fmt::Debug for Agent {
@@ -108,7 +112,7 @@ impl Agent {
         }
         let state = self.inner.store.open_session(id).await?;
         let shared = SessionShared::from_state(id, state, self.inner.config)?;
-        let shared = {
+        let (shared, fresh) = {
             let mut map = self
                 .inner
                 .sessions
@@ -116,13 +120,18 @@ impl Agent {
                 .map_err(|_| AgentError::Internal("session map poisoned".to_owned()))?;
             // Another task may have opened it meanwhile: keep theirs.
             if let Some(existing) = map.get(id).and_then(Weak::upgrade) {
-                existing
+                (existing, false)
             } else {
                 map.insert(id, &shared);
-                shared
+                (shared, true)
             }
         };
-        Session::open(self.clone(), shared).await
+        if fresh {
+            // Just loaded: no need to read the version again.
+            Session::open_loaded(self.clone(), shared).await
+        } else {
+            Session::open(self.clone(), shared).await
+        }
     }
 
     fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
@@ -161,6 +170,8 @@ pub struct AgentBuilder {
     tool_lease: Duration,
     session_lease: Duration,
     summary_prompt: String,
+    subagents: crate::subagent::SubAgents,
+    output: Option<crate::structured::OutputSpec>,
 }
 
 impl Default for AgentBuilder {
@@ -182,6 +193,8 @@ impl Default for AgentBuilder {
                              request. Do not call tools. Summarize what was done, what is left, \
                              and what the user should do next."
                 .to_owned(),
+            output: None,
+            subagents: crate::subagent::SubAgents::default(),
         }
     }
 }
@@ -287,14 +300,54 @@ impl AgentBuilder {
         self
     }
 
+    /// Every run started by a message ends with a structured answer of type `T`
+    /// (its JSON Schema from schemars): `out.parsed::<T>()`. The model may call tools,
+    /// and pause for people, before it answers. See [`OutputSpec`](crate::OutputSpec)
+    /// and `docs/structured-output.md`.
+    pub fn output<T: schemars::JsonSchema>(self) -> Self {
+        self.output_spec(crate::structured::OutputSpec::of::<T>())
+    }
+
+    /// Every run started by a message ends with an answer matching `spec` (a schema
+    /// written by hand, a mode, a retry bound).
+    pub fn output_spec(mut self, spec: crate::structured::OutputSpec) -> Self {
+        self.output = Some(spec);
+        self
+    }
+
+    /// How the structured answer is asked for (default `Auto`: from the model's
+    /// capabilities). Applies to the spec set with `output`/`output_spec`.
+    pub fn output_mode(mut self, mode: crate::structured::OutputMode) -> Self {
+        if let Some(o) = self.output.take() {
+            self.output = Some(o.mode(mode));
+        }
+        self
+    }
+
+    /// How many times an invalid structured answer is sent back before the call fails
+    /// (default 2). Applies to the spec set with `output`/`output_spec`.
+    pub fn max_output_retries(mut self, n: u32) -> Self {
+        if let Some(o) = self.output.take() {
+            self.output = Some(o.max_retries(n));
+        }
+        self
+    }
+
     /// The instruction sent for the final summary when `max_iters` is reached.
     pub fn summary_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.summary_prompt = prompt.into();
         self
     }
 
+    /// Adds another agent as a tool (see [`Agent::as_tool`] and
+    /// [`crate::subagent`]). Both agents must use the same store.
+    pub fn subagent(mut self, tool: crate::subagent::SubAgentTool) -> Self {
+        self.subagents.add(tool);
+        self
+    }
+
     /// Builds the agent.
-    pub fn build(self) -> Result<Agent> {
+    pub fn build(mut self) -> Result<Agent> {
         let model = self.model.ok_or_else(|| {
             AgentError::Config("no model: call .model(..) with any ChatModel".to_owned())
         })?;
@@ -313,10 +366,28 @@ impl AgentBuilder {
                 "session_lease must be at least 100 ms".to_owned(),
             ));
         }
+        if let Some(spec) = &self.output {
+            spec.check().map_err(AgentError::Config)?;
+        }
+        if self
+            .toolkit
+            .names()
+            .iter()
+            .any(|n| n == crate::structured::FINAL_ANSWER_TOOL)
+        {
+            return Err(AgentError::Config(format!(
+                "a tool is named `{}`, which reins reserves for structured answers; rename it",
+                crate::structured::FINAL_ANSWER_TOOL
+            )));
+        }
         let store = match self.store {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
         };
+        if !self.subagents.is_empty() {
+            self.subagents
+                .install(&self.name, &mut self.toolkit, &store)?;
+        }
         Ok(Agent {
             inner: Arc::new(AgentInner {
                 name: self.name,
@@ -332,9 +403,11 @@ impl AgentBuilder {
                 tool_lease: self.tool_lease,
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
+                output: self.output,
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),
+                subagents: self.subagents,
             }),
         })
     }

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
 use reins_memory::{Claim, Error as StoreError, LedgerState};
 use reins_message::{Msg, Role, ToolResult};
-use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
+use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ResponseFormat, ToolChoice};
 use reins_tool::{ToolCallOutcome, ToolContext};
 use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
@@ -20,9 +20,55 @@ use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
 use crate::run::{AfterReasoning, ExecOutcome, Execution, Phase, RunInput, Step};
 use crate::session::{SessionCore, reload_if_needed, sync_with_store};
+use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
 use reins_tool::Concurrency;
 use std::sync::Arc;
+
+/// Shapes a request to ask for the run's structured answer in `mode`.
+fn ask_for_output(request: &mut ChatRequest, mode: OutputMode, spec: &OutputSpec) {
+    match mode {
+        OutputMode::NativeSchema => {
+            request.options.response_format = Some(ResponseFormat::JsonSchema {
+                name: spec.name.clone(),
+                schema: spec.schema.clone(),
+                strict: spec.strict_compatible(),
+            });
+        }
+        OutputMode::AnswerTool | OutputMode::PromptedTool | OutputMode::Auto => {
+            let others = !request.tools.is_empty();
+            request.tools.push(spec.answer_tool());
+            if mode == OutputMode::PromptedTool {
+                let note = spec.instruction();
+                let last_text = request
+                    .messages
+                    .first_mut()
+                    .filter(|m| m.role == Role::System)
+                    .and_then(|m| {
+                        m.content.iter_mut().rev().find_map(|b| match b {
+                            reins_message::ContentBlock::Text { text } => Some(text),
+                            _ => None,
+                        })
+                    });
+                match last_text {
+                    Some(text) => {
+                        text.push_str("\n\n");
+                        text.push_str(&note);
+                    }
+                    None => request
+                        .messages
+                        .insert(0, Msg::system(note).with_id("output-instruction")),
+                }
+            } else {
+                request.tool_choice = if others {
+                    ToolChoice::Required
+                } else {
+                    ToolChoice::Tool(FINAL_ANSWER_TOOL.to_owned())
+                };
+            }
+        }
+    }
+}
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -41,6 +87,9 @@ pub(crate) struct DriveArgs {
     pub(crate) view: Option<ViewToken>,
     /// The calling handle's view: set to what the run ends with.
     pub(crate) handle_view: Arc<std::sync::Mutex<ViewToken>>,
+    /// The structured answer a run started by this call's message must end with
+    /// (`None`: the agent's default).
+    pub(crate) output: Option<OutputSpec>,
     pub(crate) cancel: CancellationToken,
     pub(crate) events: UnboundedSender<RunEvent>,
 }
@@ -56,6 +105,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         actor,
         view,
         handle_view,
+        output,
         cancel,
         events,
     } = args;
@@ -66,6 +116,10 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         events,
         lock,
     };
+    if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
+        core.run
+            .set_next_output(output.or_else(|| d.agent.inner.output.clone()));
+    }
     let result = d.run(&mut core, input, actor.as_ref(), view.as_ref()).await;
     match &result {
         Ok(_) => {
@@ -206,6 +260,13 @@ impl Driver {
             }
         };
 
+        if let Some((raw, problems, attempts)) = core.run.output_failure().cloned() {
+            return Err(AgentError::InvalidOutput {
+                raw,
+                problems,
+                attempts,
+            });
+        }
         let out = core.run.output(&self.session, status);
         match status {
             RunStatus::Completed | RunStatus::MaxIterations => self.emit(RunEvent::Completed {
@@ -336,6 +397,7 @@ impl Driver {
         }
         request_messages.extend(messages);
         let mut request = ChatRequest::new(request_messages).with_options(inner.options.clone());
+        let mut output_mode = None;
         let mut event = if summary {
             request
                 .messages
@@ -344,6 +406,10 @@ impl Driver {
             HookEvent::PreSummary { request }
         } else {
             request.tools = inner.toolkit.specs();
+            if let Some((mode, spec)) = core.run.prepare_output(inner.model.capabilities()) {
+                ask_for_output(&mut request, mode, &spec);
+                output_mode = Some(mode);
+            }
             HookEvent::PreReasoning { request }
         };
         self.hooks(&mut event, iteration).await?;
@@ -362,6 +428,7 @@ impl Driver {
         }
         self.emit(RunEvent::ReasoningStarted { iteration });
         let want_chunks = inner.hooks.wants(HookEventKind::ReasoningChunk);
+        let mut answer_index: Option<usize> = None;
         let mut acc = MessageAccumulator::new();
         let stream = tokio::select! {
             biased;
@@ -389,15 +456,30 @@ impl Driver {
             acc.push(&chunk)?;
             match &chunk {
                 ChatChunk::TextDelta { text } => {
-                    self.emit(RunEvent::TextDelta { text: text.clone() })
+                    if output_mode == Some(OutputMode::NativeSchema) {
+                        self.emit(RunEvent::OutputDelta { json: text.clone() });
+                    }
+                    self.emit(RunEvent::TextDelta { text: text.clone() });
+                }
+                ChatChunk::ToolArgsDelta { index, fragment } if answer_index == Some(*index) => {
+                    self.emit(RunEvent::OutputDelta {
+                        json: fragment.clone(),
+                    });
                 }
                 ChatChunk::ThinkingDelta { text } => {
                     self.emit(RunEvent::ThinkingDelta { text: text.clone() });
                 }
-                ChatChunk::ToolCallStart { id, name, .. } => self.emit(RunEvent::ToolCallStarted {
-                    id: id.clone(),
-                    name: name.clone(),
-                }),
+                ChatChunk::ToolCallStart { id, name, index } => {
+                    if output_mode.is_some_and(|m| m != OutputMode::NativeSchema)
+                        && name == FINAL_ANSWER_TOOL
+                    {
+                        answer_index = Some(*index);
+                    }
+                    self.emit(RunEvent::ToolCallStarted {
+                        id: id.clone(),
+                        name: name.clone(),
+                    });
+                }
                 _ => {}
             }
             if want_chunks {
@@ -453,6 +535,15 @@ impl Driver {
         batch: Vec<Execution>,
     ) -> Result<Option<RunStatus>> {
         let iteration = core.run.state().iteration;
+        // Answers routed to paused sub-agents, handed to them with this dispatch.
+        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.routed_input(id).map(|r| (id.clone(), r))
+            })
+            .collect();
+        let route = |e: &Execution| routed.get(&e.tool_use.id).cloned();
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
         let exec_all = async {
             let mut outcomes = Vec::with_capacity(batch.len());
@@ -460,12 +551,15 @@ impl Driver {
                 Concurrency::Parallel if batch.len() > 1 => {
                     let futs = batch
                         .iter()
-                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone()));
+                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone(), route(e)));
                     outcomes = futures::future::join_all(futs).await;
                 }
                 _ => {
                     for e in &batch {
-                        outcomes.push(self.execute_one(e, iteration, chunk_tx.clone()).await);
+                        outcomes.push(
+                            self.execute_one(e, iteration, chunk_tx.clone(), route(e))
+                                .await,
+                        );
                     }
                 }
             }
@@ -540,6 +634,7 @@ impl Driver {
         exec: &Execution,
         iteration: u32,
         chunks: UnboundedSender<reins_tool::ToolChunk>,
+        routed: Option<crate::run::ChildInput>,
     ) -> Result<(ExecOutcome, bool)> {
         let inner = &self.agent.inner;
         let original = &exec.tool_use;
@@ -573,6 +668,9 @@ impl Driver {
             let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
                 .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
             return Ok((ExecOutcome::Done(r), false));
+        }
+        if let Some(sub) = inner.subagents.get(&original.name) {
+            return self.execute_subagent(sub, to_run, routed, iteration).await;
         }
         let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
 
@@ -649,6 +747,48 @@ impl Driver {
         }
         store.finish(&self.session, &original.id, &result).await?;
 
+        let mut ev = HookEvent::PostActing {
+            tool_use: to_run,
+            result,
+        };
+        let control = if self.cancel.is_cancelled() {
+            Control::default()
+        } else {
+            self.hooks(&mut ev, iteration).await?
+        };
+        let HookEvent::PostActing { result, .. } = ev else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PostActing event".to_owned(),
+            ));
+        };
+        Ok((ExecOutcome::Done(result), control.is_stopped()))
+    }
+
+    /// Serves a sub-agent call (see [`crate::subagent`]): the child session runs, and
+    /// its pause becomes this call's.
+    async fn execute_subagent(
+        &self,
+        sub: &crate::subagent::SubAgentTool,
+        to_run: reins_message::ToolUse,
+        routed: Option<crate::run::ChildInput>,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: to_run.id.clone(),
+            name: to_run.name.clone(),
+        });
+        let outcome = crate::subagent::execute(
+            &self.agent,
+            &self.session,
+            sub,
+            &to_run,
+            routed,
+            self.cancel.child_token(),
+        )
+        .await?;
+        let ExecOutcome::Done(result) = outcome else {
+            return Ok((outcome, false));
+        };
         let mut ev = HookEvent::PostActing {
             tool_use: to_run,
             result,

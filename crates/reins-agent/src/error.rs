@@ -68,6 +68,22 @@ pub enum AgentError {
         /// What the session waits for now.
         pending: Vec<crate::requirement::Requirement>,
     },
+    /// The model's structured answer did not match the output schema, even after it
+    /// was told what was wrong `attempts - 1` times. The invalid answers are in the
+    /// transcript, marked (`reins.output: "invalid"` in their metadata).
+    #[error(
+        "the model's answer does not match the output schema after {attempts} attempt(s): {}; raw answer: {}",
+        .problems.join("; "),
+        crate::run::clip(.raw, 400)
+    )]
+    InvalidOutput {
+        /// The last answer, as the model wrote it.
+        raw: String,
+        /// What is wrong with it.
+        problems: Vec<String>,
+        /// How many answers were tried.
+        attempts: u32,
+    },
     /// The input cannot be accepted (e.g. a user message carrying tool results).
     #[error("invalid input: {0}")]
     InvalidInput(String),

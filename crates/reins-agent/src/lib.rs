@@ -66,6 +66,8 @@ mod requirement;
 pub mod run;
 mod session;
 mod snapshot;
+mod structured;
+pub mod subagent;
 mod view;
 mod watch;
 
@@ -79,5 +81,7 @@ pub use requirement::{Decision, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};
 pub use session::Session;
 pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
+pub use structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec};
+pub use subagent::{SubAgentTool, child_session_id};
 pub use view::{Actor, DecisionRecord, SessionView, Verdict, ViewToken};
 pub use watch::SessionWatch;

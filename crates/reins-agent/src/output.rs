@@ -40,6 +40,35 @@ pub struct RunOutput {
     pub repairs: RepairReport,
     /// Model calls made during the run.
     pub iterations: u32,
+    /// The structured answer, validated against the run's output schema, when the run
+    /// asked for one and completed (see [`RunOutput::parsed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
+}
+
+impl RunOutput {
+    /// The structured answer as a `T`. Fails when the run has none (it paused, was
+    /// cancelled, or asked for free text) or when it does not deserialize into `T`.
+    pub fn parsed<T: serde::de::DeserializeOwned>(&self) -> crate::Result<T> {
+        let Some(v) = &self.structured else {
+            return Err(crate::AgentError::InvalidInput(format!(
+                "the run has no structured answer: it ended {:?}{}",
+                self.status,
+                if self.status == RunStatus::Paused {
+                    " (resolve its requirements first)"
+                } else {
+                    " without an output schema"
+                }
+            )));
+        };
+        serde_json::from_value(v.clone()).map_err(|e| crate::AgentError::InvalidOutput {
+            raw: v.to_string(),
+            problems: vec![format!(
+                "it does not deserialize into the requested type: {e}"
+            )],
+            attempts: 0,
+        })
+    }
 }
 
 /// What a running [`RunHandle`](crate::RunHandle) publishes, in order.
@@ -63,6 +92,13 @@ pub enum RunEvent {
     TextDelta {
         /// The new text.
         text: String,
+    },
+    /// More of the structured answer's JSON as the model streams it (the text of a
+    /// native-schema answer, or the `final_answer` call's arguments). Partial: parse
+    /// the final answer from the output, not from these.
+    OutputDelta {
+        /// The new JSON text.
+        json: String,
     },
     /// More reasoning text.
     ThinkingDelta {

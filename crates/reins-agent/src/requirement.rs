@@ -52,12 +52,27 @@ pub struct Requirement {
     /// with a new message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// For a requirement raised inside a sub-agent: the route to it, outermost first —
+    /// the parent's sub-agent tool use id(s), then the child's own requirement id. The
+    /// requirement's `id` is the path joined with `/`. Empty for the run's own
+    /// requirements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
+    /// For a requirement raised inside a sub-agent: the name of the agent whose model
+    /// made the call (so a UI can say "research wants to run `send_email`").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl Requirement {
     /// Whether the requirement has expired at `now`.
     pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|t| now >= t)
+    }
+
+    /// Whether the requirement was raised inside a sub-agent (its `path` is set).
+    pub fn is_nested(&self) -> bool {
+        !self.path.is_empty()
     }
 }
 

@@ -14,6 +14,7 @@ use crate::output::RunOutput;
 use crate::requirement::{Decision, Requirement};
 use crate::run::{Run, RunConfig, RunInput, RunState};
 use crate::snapshot::SessionSnapshot;
+use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, SessionView, ViewToken};
 use crate::watch::SessionWatch;
 
@@ -115,6 +116,15 @@ impl Session {
     /// A handle on `shared` whose view is what the session waits for now (a running
     /// session waits for nothing).
     pub(crate) async fn open(agent: Agent, shared: Arc<SessionShared>) -> Result<Self> {
+        Self::open_checked(agent, shared, true).await
+    }
+
+    /// [`Session::open`] on a state just loaded from the store: no version read.
+    pub(crate) async fn open_loaded(agent: Agent, shared: Arc<SessionShared>) -> Result<Self> {
+        Self::open_checked(agent, shared, false).await
+    }
+
+    async fn open_checked(agent: Agent, shared: Arc<SessionShared>, check: bool) -> Result<Self> {
         let session = Self {
             agent,
             shared,
@@ -127,7 +137,9 @@ impl Session {
         // A run in flight in this process holds the state: it waits for nothing now,
         // and the first read after it ends sees its result.
         if let Ok(mut core) = session.shared.core.clone().try_lock_owned() {
-            session.refresh(&mut core).await?;
+            if check {
+                session.refresh(&mut core).await?;
+            }
             session.set_view(core.run.view());
         }
         Ok(session)
@@ -208,6 +220,29 @@ impl Session {
         self.start_resolve_at(view, decisions).await?.wait().await
     }
 
+    /// Sends a message whose run must end with a structured answer of type `T` (its
+    /// JSON Schema from schemars), whatever the agent's default: read it with
+    /// `out.parsed::<T>()` once the run completed. The schema is stored with the run,
+    /// so a pause in between does not lose it — `resume`/`resolve` (here or in another
+    /// process) end with the typed answer. See `docs/structured-output.md`.
+    pub async fn call_typed<T: schemars::JsonSchema>(&self, msg: Msg) -> Result<RunOutput> {
+        let mut spec = OutputSpec::of::<T>();
+        if let Some(default) = &self.agent.inner.output {
+            spec = spec.mode(default.mode).max_retries(default.max_retries);
+        }
+        self.call_with_output(msg, spec).await
+    }
+
+    /// [`Session::call_typed`] with an explicit [`OutputSpec`] (a hand-written schema,
+    /// a mode, a retry bound).
+    pub async fn call_with_output(&self, msg: Msg, spec: OutputSpec) -> Result<RunOutput> {
+        spec.check().map_err(AgentError::InvalidInput)?;
+        self.start_full(RunInput::Message(msg), None, Some(spec))
+            .await?
+            .wait()
+            .await
+    }
+
     /// Starts a run and returns at once with a [`RunHandle`] to stream its events and
     /// interrupt it.
     pub async fn start(&self, msg: Msg) -> Result<RunHandle> {
@@ -251,6 +286,15 @@ impl Session {
     }
 
     async fn start_with(&self, input: RunInput, view: Option<ViewToken>) -> Result<RunHandle> {
+        self.start_full(input, view, None).await
+    }
+
+    async fn start_full(
+        &self,
+        input: RunInput,
+        view: Option<ViewToken>,
+        output: Option<OutputSpec>,
+    ) -> Result<RunHandle> {
         let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
             return Err(AgentError::SessionBusy {
@@ -261,7 +305,7 @@ impl Session {
         let cancel = CancellationToken::new();
         let active = crate::remote::ActiveRun::register(&self.agent, self.id(), &cancel).await;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(Box::pin(crate::drive::drive(
+        let task = spawn_drive(
             crate::drive::DriveArgs {
                 agent: self.agent.clone(),
                 session: self.id().to_owned(),
@@ -271,11 +315,12 @@ impl Session {
                 actor: self.actor.clone(),
                 view,
                 handle_view: self.view.clone(),
+                output,
                 cancel: cancel.clone(),
                 events: tx,
             },
             active,
-        )));
+        );
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
     }
 
@@ -409,6 +454,18 @@ impl Session {
     pub(crate) async fn refresh(&self, core: &mut SessionCore) -> Result<()> {
         sync_with_store(&self.agent, self.id(), core).await
     }
+}
+
+/// Spawns a run's drive future. A plain function with a type-erased future: a run can
+/// start runs of other sessions (sub-agents), and naming the future's type here keeps
+/// that recursion from becoming a cycle in the compiler's `Send` reasoning.
+fn spawn_drive(
+    args: crate::drive::DriveArgs,
+    active: crate::remote::ActiveRun,
+) -> tokio::task::JoinHandle<Result<RunOutput>> {
+    let fut: std::pin::Pin<Box<dyn std::future::Future<Output = Result<RunOutput>> + Send>> =
+        Box::pin(crate::drive::drive(args, active));
+    tokio::spawn(fut)
 }
 
 /// Brings the cached run up to date with the store: one version read; a full load only

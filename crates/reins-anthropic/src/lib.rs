@@ -29,7 +29,8 @@
 //!   (`thinking_delta`, `signature_delta`), `message_delta` (`stop_reason`, output
 //!   usage), `message_stop`, `ping`, `error`; unknown events are skipped.
 //! - Requests: the system prompt in the top-level `system` field; `tools` with
-//!   `input_schema`; `tool_choice` (`auto`, `none`, `any`, a named tool);
+//!   `input_schema`; `tool_choice` (`none`, `any`, a named tool; `auto`, the
+//!   default, is not sent);
 //!   `tool_use` and `tool_result` blocks (`is_error` for anything but success);
 //!   signed thinking blocks sent back unchanged; consecutive tool and user messages
 //!   merged into one user turn with the tool results first; images (base64 or URL);

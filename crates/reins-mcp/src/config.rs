@@ -22,6 +22,36 @@ pub type ByteStreamFuture = Pin<Box<dyn Future<Output = std::io::Result<ByteStre
 
 type StreamFactory = Arc<dyn Fn() -> ByteStreamFuture + Send + Sync>;
 
+/// A server's question to the user during a tool call (MCP `elicitation/create`, form
+/// mode).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Elicitation {
+    /// The server's name.
+    pub server: String,
+    /// What the server asks, for the person.
+    pub message: String,
+    /// A JSON Schema (a flat object of primitive fields) of the answer.
+    pub requested_schema: serde_json::Value,
+}
+
+/// The person's answer to an [`Elicitation`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ElicitationAnswer {
+    /// The values asked for (an object matching the requested schema).
+    Accept(serde_json::Value),
+    /// The person said no.
+    Decline,
+    /// The person dismissed the question without choosing.
+    Cancel,
+}
+
+/// A future answering an [`Elicitation`].
+pub type ElicitationFuture = Pin<Box<dyn Future<Output = ElicitationAnswer> + Send>>;
+
+pub(crate) type ElicitationHandler = Arc<dyn Fn(Elicitation) -> ElicitationFuture + Send + Sync>;
+
 /// How to reach a server.
 #[derive(Clone)]
 pub(crate) enum Endpoint {
@@ -112,6 +142,7 @@ pub struct McpServer {
     pub(crate) exclude: BTreeSet<String>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) connect_timeout: Duration,
+    pub(crate) elicitation: Option<ElicitationHandler>,
 }
 
 impl fmt::Debug for McpServer {
@@ -124,6 +155,7 @@ impl fmt::Debug for McpServer {
             .field("default_policy", &self.default_policy)
             .field("overrides", &self.overrides)
             .field("call_timeout", &self.call_timeout)
+            .field("answers_elicitation", &self.elicitation.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -142,6 +174,7 @@ impl McpServer {
             exclude: BTreeSet::new(),
             call_timeout: None,
             connect_timeout: Duration::from_secs(30),
+            elicitation: None,
         }
     }
 
@@ -285,6 +318,20 @@ impl McpServer {
     /// How long starting the server and the MCP handshake may take (default 30 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Answers the server's questions to the user (`elicitation/create`, form mode)
+    /// with `answer`, while the tool call that asked waits. Without it the client does
+    /// not declare the elicitation capability, so servers do not ask. An accepted
+    /// answer that does not match the requested schema is refused back to the server.
+    /// The call's timeout keeps running while the person answers.
+    pub fn on_elicitation<F, Fut>(mut self, answer: F) -> Self
+    where
+        F: Fn(Elicitation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ElicitationAnswer> + Send + 'static,
+    {
+        self.elicitation = Some(Arc::new(move |e| Box::pin(answer(e))));
         self
     }
 

@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex};
 use reins_tool::ToolContext;
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ErrorData, Implementation, ProgressNotificationParam, ProgressToken,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService, ServiceExt};
+use serde_json::Value;
 
-use crate::config::{Endpoint, McpServer};
+use crate::config::{Elicitation, ElicitationAnswer, ElicitationHandler, Endpoint, McpServer};
 use crate::error::{Error, Result};
 
 /// How many of a child's last stderr lines are kept for error messages.
@@ -62,11 +64,12 @@ impl Drop for ProgressRoute {
     }
 }
 
-/// The MCP client side: answers the server's notifications.
+/// The MCP client side: answers the server's notifications and questions.
 #[derive(Clone)]
 pub(crate) struct Handler {
     server: String,
     routes: Arc<Routes>,
+    elicitation: Option<ElicitationHandler>,
 }
 
 /// `[progress 2/5] message` for a progress notification.
@@ -102,9 +105,56 @@ impl ClientHandler for Handler {
         self.routes.tools_changed.store(true, Ordering::Release);
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let (
+            Some(answer),
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            },
+        ) = (&self.elicitation, request)
+        else {
+            // URL mode is not declared; without a handler nothing is declared.
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        let question = Elicitation {
+            server: self.server.clone(),
+            message,
+            requested_schema: schema.clone(),
+        };
+        Ok(match answer(question).await {
+            ElicitationAnswer::Accept(values) => {
+                if let Err(problems) = reins_tool::validate(&schema, &values) {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "the answer does not match the requested schema: {}",
+                            problems.join("; ")
+                        ),
+                        None,
+                    ));
+                }
+                ElicitResult::new(ElicitationAction::Accept).with_content(values)
+            }
+            ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = if self.elicitation.is_some() {
+            serde_json::from_value(serde_json::json!({ "elicitation": { "form": {} } }))
+                .unwrap_or_default()
+        } else {
+            ClientCapabilities::default()
+        };
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("reins-mcp", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -224,6 +274,7 @@ impl Connection {
         let handler = Handler {
             server: self.name().to_owned(),
             routes: self.routes.clone(),
+            elicitation: self.config.elicitation.clone(),
         };
         let handshake = |e: &dyn std::fmt::Display| Error::Handshake {
             server: self.name().to_owned(),

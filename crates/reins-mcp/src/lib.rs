@@ -67,6 +67,13 @@
 //!   ([`ToolContext::emit`](reins_tool::ToolContext::emit)), which the agent publishes as
 //!   `ActingChunk` hook events and `ToolExecutionChunk` run events.
 //!
+//! ## Elicitation
+//!
+//! A server's `elicitation/create` (form mode) during a call is answered by the
+//! callback given to [`McpServer::on_elicitation`] while the call waits; without one,
+//! the capability is not declared. (Surfacing it as a paused run with a user-input
+//! requirement needs runner support in reins-agent; see `docs/mcp.md`.)
+//!
 //! ## Faults
 //!
 //! | What happened | Outcome |
@@ -96,7 +103,9 @@ mod http;
 mod policy;
 mod toolset;
 
-pub use config::{ByteStream, ByteStreamFuture, McpServer};
+pub use config::{
+    ByteStream, ByteStreamFuture, Elicitation, ElicitationAnswer, ElicitationFuture, McpServer,
+};
 pub use error::{Error, Result};
 pub use policy::PolicySource;
 pub use toolset::{McpTool, McpToolset, add_all};

@@ -152,8 +152,16 @@ async fn an_interrupted_long_operation_is_cancelled_on_the_wire() {
     assert_eq!(r.outcome, ToolOutcome::Interrupted, "{}", r.text());
     assert_eq!(set.cancellations_sent(), 1);
 
-    // What the server received: the call, then notifications/cancelled for its id.
-    let wire = std::fs::read_to_string(&log).unwrap();
+    // What the server received: the call, then notifications/cancelled for its id
+    // (`tee` copies it to the log a moment after it is sent).
+    let mut wire = String::new();
+    for _ in 0..100 {
+        wire = std::fs::read_to_string(&log).unwrap_or_default();
+        if wire.contains("notifications/cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let messages: Vec<Value> = wire
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -244,4 +252,89 @@ async fn a_killed_server_reruns_an_idempotent_call() {
     assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
     assert!(r.text().contains("completed"), "{}", r.text());
     assert_eq!(set.connections(), 2);
+}
+
+#[tokio::test]
+async fn elicitation_is_answered_while_the_call_waits() {
+    if !support::servers_available("elicitation_is_answered_while_the_call_waits") {
+        return;
+    }
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let set = McpToolset::connect(support::everything().on_elicitation(move |q| {
+        log.lock().unwrap().push(q.clone());
+        async move {
+            reins_mcp::ElicitationAnswer::Accept(json!({
+                "name": "Ada Lovelace",
+                "check": true,
+                "integer": 7,
+                "untitledSingleSelectEnum": "Joey"
+            }))
+        }
+    }))
+    .await
+    .unwrap();
+    // server-everything registers this tool after the handshake, for clients that
+    // declare elicitation, and announces it with notifications/tools/list_changed.
+    for _ in 0..100 {
+        if set
+            .tool("everything__trigger-elicitation-request")
+            .is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        set.refresh().await.unwrap();
+    }
+    let tk = set.toolkit().unwrap();
+    let r = run(&tk, "everything__trigger-elicitation-request", json!({})).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    assert!(r.text().contains("Ada Lovelace"), "{}", r.text());
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].server, "everything");
+    assert!(asked[0].requested_schema["properties"]["name"].is_object());
+}
+
+#[tokio::test]
+async fn without_a_handler_servers_do_not_ask() {
+    if !support::servers_available("without_a_handler_servers_do_not_ask") {
+        return;
+    }
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    set.refresh().await.unwrap();
+    assert!(
+        set.tool("everything__trigger-elicitation-request")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_toolset_and_its_tools_stops_the_child() {
+    if !support::servers_available("dropping_the_toolset_and_its_tools_stops_the_child") {
+        return;
+    }
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    let tk = set.toolkit().unwrap();
+    let pid = set.child_pid().await.unwrap();
+    drop(set);
+    // The toolkit's tools still hold the connection.
+    let r = run(&tk, "everything__echo", json!({ "message": "still here" })).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    drop(tk);
+    let mut gone = false;
+    for _ in 0..50 {
+        let alive = std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !alive {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the server process {pid} outlived its last handle");
 }

@@ -31,19 +31,12 @@ use crate::store::{
 /// assert_eq!(store.load_session("chat-1").await?.messages.len(), 1);
 /// # Ok::<(), reins_memory::Error>(()) }).unwrap();
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct InMemoryStore {
     inner: Arc<Mutex<Inner>>,
-    changes: tokio::sync::broadcast::Sender<StoreChange>,
-}
-
-impl Default for InMemoryStore {
-    fn default() -> Self {
-        Self {
-            inner: Arc::default(),
-            changes: tokio::sync::broadcast::channel(CHANGE_BUFFER).0,
-        }
-    }
+    /// Created by the first listener: a broadcast channel allocates its whole buffer
+    /// up front, which a store nobody watches should not pay for.
+    changes: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
 }
 
 /// How many changes a slow listener may fall behind before it sees `Lagged`.
@@ -77,8 +70,8 @@ impl InMemoryStore {
     }
 
     fn notify(&self, session: &str) {
-        if self.changes.receiver_count() > 0 {
-            let _ = self.changes.send(StoreChange {
+        if let Some(tx) = self.changes.get().filter(|tx| tx.receiver_count() > 0) {
+            let _ = tx.send(StoreChange {
                 session: Some(session.to_owned()),
             });
         }
@@ -359,7 +352,10 @@ impl MemoryStore for InMemoryStore {
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {
-        Ok(self.changes.subscribe())
+        Ok(self
+            .changes
+            .get_or_init(|| tokio::sync::broadcast::channel(CHANGE_BUFFER).0)
+            .subscribe())
     }
 }
 

@@ -382,12 +382,23 @@ pub fn preview(s: &str) -> String {
 
 fn net_error(e: reqwest::Error) -> ModelError {
     let e = e.without_url();
+    // reqwest's own text ("error sending request") leaves out why: add the causes.
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
     if e.is_timeout() {
-        ModelError::Timeout(e.to_string())
+        ModelError::Timeout(text)
     } else if e.is_decode() || e.is_body() {
-        ModelError::Network(format!("the response body broke off: {e}"))
+        ModelError::Network(format!("the response body broke off: {text}"))
     } else {
-        ModelError::Network(e.to_string())
+        ModelError::Network(text)
     }
 }
 

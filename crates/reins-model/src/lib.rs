@@ -47,7 +47,7 @@
 //! | feature   | default | what it adds |
 //! |-----------|---------|--------------|
 //! | `testing` | no      | `ScriptedModel` and `ScriptedResponse`: a scripted model for tests, benchmarks and demos |
-//! | `http`    | no      | [`http`]: `HttpSettings` (base URL, key, retries, timeout, client) and the streamed HTTP exchange providers share |
+//! | `http`    | no      | the `http` module: `HttpSettings` (base URL, key, retries, timeout, client) and the streamed HTTP exchange providers share |
 
 mod accumulate;
 mod chunk;

@@ -322,6 +322,12 @@ impl ScriptedResponse {
         Self::default().then_text(t)
     }
 
+    /// An empty answer: no text, no tool call, then `Finish { Stop }` (what some
+    /// servers send; see [`Accumulated::is_empty_answer`](crate::Accumulated::is_empty_answer)).
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
     /// One tool call; its id is `call_<n>`, unique per model.
     pub fn tool_call(name: impl Into<String>, args: Value) -> Self {
         Self::default().then_tool_call(name, args)
@@ -439,5 +445,13 @@ mod tests {
         let mut n = 0;
         split("", 3, |_| n += 1);
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn an_empty_response_is_an_empty_answer_that_stops() {
+        let model = ScriptedModel::new([ScriptedResponse::empty()]);
+        let done = futures::executor::block_on(model.complete(ChatRequest::new(vec![]))).unwrap();
+        assert!(done.is_empty_answer());
+        assert_eq!(done.finish_reason, Some(FinishReason::Stop));
     }
 }

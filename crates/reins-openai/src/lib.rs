@@ -24,8 +24,14 @@
 //! - Streaming with `stream_options.include_usage` (usage, cached and reasoning
 //!   tokens; DeepSeek's `prompt_cache_hit_tokens`).
 //! - Tool calls, parallel ones too: argument deltas by `index`; servers that reuse
-//!   index 0 for a parallel batch are handled; `tool_choice` (`auto`, `none`,
-//!   `required`, a named function).
+//!   index 0 for a parallel batch are handled; `tool_choice` (`none`, `required`,
+//!   a named function; `auto`, every server's default, is not sent).
+//! - Nothing the caller did not set: optional fields are left out, as the official
+//!   SDKs do (some compatible servers answer a spelled-out default differently).
+//! - An assistant message that only calls tools carries `content: null` on the
+//!   first-party presets (`openai`, `dashscope`, `deepseek`) and `content: ""` on
+//!   `compatible` and `ollama` (several local servers reject `null`); see
+//!   [`OpenAiChat::with_empty_string_tool_call_content`].
 //! - `response_format`: JSON mode and JSON Schema; `temperature`, `max_tokens`,
 //!   `stop`, `seed`; [`ChatOptions::extra`](reins_model::ChatOptions) merged into the
 //!   body (e.g. `enable_thinking` for Qwen).

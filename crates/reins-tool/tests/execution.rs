@@ -648,3 +648,18 @@ async fn typed_tools_register_and_run() {
     let r = result(&tk, &call("greet", json!({ "name": "ann" }))).await;
     assert_eq!(r.text(), r#"{"greeting":"hello ann","session":"s1"}"#);
 }
+
+#[tokio::test]
+async fn a_tool_that_cannot_tell_whether_it_acted_reports_unknown() {
+    let mut tk = Toolkit::new();
+    tk.add_dynamic(DynamicTool::new(
+        "remote_write",
+        "Writes through another process",
+        json!({ "type": "object", "properties": {} }),
+        |_, _| async { Err(ToolError::Unknown("the server died mid-call".into())) },
+    ))
+    .unwrap();
+    let r = result(&tk, &call("remote_write", json!({}))).await;
+    assert_eq!(r.outcome, ToolOutcome::Unknown);
+    assert_eq!(r.text(), "the server died mid-call");
+}

@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use reins_message::{Msg, Role, ToolOutcome, ToolResult};
 use serde_json::{Map, Value};
 
-use super::{CallTally, NOT_RUN_INTERRUPTED, Phase, Run, RunInput, SlotStatus, ToolSlot, clip};
+use super::{
+    CallTally, ChildInput, NOT_RUN_INTERRUPTED, Phase, Run, RunInput, SlotStatus, ToolSlot, clip,
+};
 use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, RequirementKind};
 use crate::view::{Actor, ViewToken};
@@ -73,15 +75,7 @@ impl Run {
             clip(&msg.text(), 200)
         );
         let mut results = Vec::new();
-        let waiting: Vec<_> = self
-            .state
-            .slots
-            .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } => Some(requirement.clone()),
-                _ => None,
-            })
-            .collect();
+        let waiting = self.requirements();
         for req in &waiting {
             self.log_decision(
                 req,
@@ -96,7 +90,7 @@ impl Run {
         for slot in &mut self.state.slots {
             match &slot.status {
                 SlotStatus::Done { .. } => {}
-                SlotStatus::Waiting { .. } => {
+                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. } => {
                     let r = ToolResult::rejected(
                         &slot.tool_use.id,
                         &slot.tool_use.name,
@@ -107,7 +101,7 @@ impl Run {
                     };
                     results.push(r);
                 }
-                SlotStatus::Ready { .. } => {
+                SlotStatus::Ready { .. } | SlotStatus::Delegated { .. } => {
                     let r = ToolResult::cancelled(
                         &slot.tool_use.id,
                         &slot.tool_use.name,
@@ -128,6 +122,11 @@ impl Run {
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
         self.state.stop_after_acting = false;
+        self.state.output = self.next_output.take().map(|spec| super::OutputState {
+            spec,
+            attempts: 0,
+            asked: None,
+        });
         Ok(())
     }
 
@@ -143,10 +142,13 @@ impl Run {
             if !seen.insert(r.id.as_str()) {
                 return Err(AgentError::DuplicateDecision { id: r.id.clone() });
             }
-            let waiting =
-                self.state.slots.iter().any(|s| {
-                    s.tool_use.id == r.id && matches!(s.status, SlotStatus::Waiting { .. })
-                });
+            let waiting = self.state.slots.iter().any(|s| {
+                s.tool_use.id == r.id
+                    && matches!(
+                        s.status,
+                        SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
+                    )
+            });
             if !waiting {
                 return Err(AgentError::UnknownRequirement {
                     id: r.id.clone(),
@@ -209,44 +211,60 @@ impl Run {
                 });
             }
         }
-        let waiting: Vec<&ToolSlot> = self
-            .state
-            .slots
-            .iter()
-            .filter(|s| matches!(s.status, SlotStatus::Waiting { .. }))
-            .collect();
+        let waiting = self.requirements();
         let confirmations = waiting
             .iter()
-            .filter(|s| {
-                matches!(&s.status, SlotStatus::Waiting { requirement } if requirement.kind == RequirementKind::Confirmation)
-            })
+            .filter(|r| r.kind == RequirementKind::Confirmation)
             .count();
         if !waiting.is_empty() && confirmations == 0 {
-            let ids: Vec<String> = waiting.iter().map(|s| s.tool_use.id.clone()).collect();
+            let ids: Vec<String> = waiting.iter().map(|r| r.id.clone()).collect();
             return Err(AgentError::InvalidInput(format!(
                 "resume() approves confirmations only; {} need input or an external result: \
                  answer them with resolve()",
                 ids.join(", ")
             )));
         }
-        let approved: Vec<_> = self
-            .state
-            .slots
-            .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement }
-                    if requirement.kind == RequirementKind::Confirmation =>
-                {
-                    Some(requirement.clone())
-                }
-                _ => None,
-            })
+        let approved: Vec<_> = waiting
+            .into_iter()
+            .filter(|r| r.kind == RequirementKind::Confirmation)
             .collect();
         let by = self.call.actor.as_ref().map(|a| a.principal.clone());
         for req in &approved {
             self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
         }
+        for req in approved.iter().filter(|r| r.is_nested()) {
+            self.req_ops.decide.push((
+                req.id.clone(),
+                serde_json::json!({"decision": "approve", "via": "resume"}),
+            ));
+        }
         for slot in &mut self.state.slots {
+            if let SlotStatus::Delegated {
+                requirements,
+                routed: routed @ None,
+                ..
+            } = &mut slot.status
+            {
+                let approvals: Vec<Decision> = requirements
+                    .iter()
+                    .filter(|r| r.kind == RequirementKind::Confirmation)
+                    .map(|r| {
+                        let d = Decision::approve(child_id(&r.path, &r.id));
+                        match &by {
+                            Some(p) => d.by(p.clone()),
+                            None => d,
+                        }
+                    })
+                    .collect();
+                if requirements.is_empty() {
+                    *routed = Some(ChildInput::Resume);
+                } else if !approvals.is_empty() {
+                    *routed = Some(ChildInput::Decisions {
+                        decisions: approvals,
+                    });
+                }
+                continue;
+            }
             if let SlotStatus::Waiting { requirement } = &slot.status {
                 if requirement.kind == RequirementKind::Confirmation {
                     self.req_ops.decide.push((
@@ -350,6 +368,10 @@ impl Run {
                     now,
                 );
             }
+            if let Some(slot) = self.delegated_slot_mut(&id) {
+                route(slot, d);
+                continue;
+            }
             let Some(slot) = self.slot_mut(&id) else {
                 continue;
             };
@@ -429,16 +451,17 @@ impl Run {
 
     /// After answers: run what is cleared, or reason when nothing waits.
     fn after_answers(&mut self) {
-        let any_ready = self
-            .state
-            .slots
-            .iter()
-            .any(|s| matches!(s.status, SlotStatus::Ready { .. }));
-        let any_waiting = self
-            .state
-            .slots
-            .iter()
-            .any(|s| matches!(s.status, SlotStatus::Waiting { .. }));
+        let any_ready = self.state.slots.iter().any(|s| {
+            matches!(
+                s.status,
+                SlotStatus::Ready { .. }
+                    | SlotStatus::Delegated {
+                        routed: Some(_),
+                        ..
+                    }
+            )
+        });
+        let any_waiting = self.has_waiting();
         self.state.phase = if any_ready {
             Phase::Acting
         } else if any_waiting {
@@ -447,5 +470,81 @@ impl Run {
             self.end_turn_slots();
             Phase::Reasoning
         };
+    }
+}
+
+/// The id a nested requirement has in the child session one level down: its path
+/// without the parent's hop, joined with `/` (the child's own id when the child raised
+/// it itself).
+pub(crate) fn child_id(path: &[String], id: &str) -> String {
+    match path.split_first() {
+        Some((_, rest)) if !rest.is_empty() => rest.join("/"),
+        _ => id.to_owned(),
+    }
+}
+
+/// Routes a decision on a sub-agent's requirement to the child: the decision, with the
+/// child's id, joins the answers the call is dispatched again with.
+fn route(slot: &mut ToolSlot, decision: Decision) {
+    let SlotStatus::Delegated {
+        requirements,
+        routed,
+        ..
+    } = &mut slot.status
+    else {
+        return;
+    };
+    let Some(req) = requirements.iter().find(|r| r.id == decision.id()) else {
+        return;
+    };
+    let child = child_id(&req.path, &req.id);
+    let decision = match decision {
+        Decision::Approve {
+            edited_input, by, ..
+        } => Decision::Approve {
+            id: child,
+            edited_input,
+            by,
+        },
+        Decision::Reject { note, by, .. } => Decision::Reject {
+            id: child,
+            note,
+            by,
+        },
+        Decision::Input { values, by, .. } => Decision::Input {
+            id: child,
+            values,
+            by,
+        },
+        Decision::ExternalResult {
+            output,
+            is_error,
+            by,
+            ..
+        } => Decision::ExternalResult {
+            id: child,
+            output,
+            is_error,
+            by,
+        },
+    };
+    match routed {
+        Some(ChildInput::Decisions { decisions }) => decisions.push(decision),
+        _ => {
+            *routed = Some(ChildInput::Decisions {
+                decisions: vec![decision],
+            });
+        }
+    }
+}
+
+impl Run {
+    /// The sub-agent call waiting for requirement `id`, while its answers are still
+    /// being collected.
+    fn delegated_slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
+        self.state.slots.iter_mut().find(|s| {
+            matches!(&s.status, SlotStatus::Delegated { requirements, .. }
+                if requirements.iter().any(|r| r.id == id))
+        })
     }
 }

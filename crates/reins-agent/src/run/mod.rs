@@ -10,12 +10,15 @@
 mod input;
 mod types;
 
+#[cfg(test)]
+pub(crate) use input::child_id;
+
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
 pub use types::{
-    AfterReasoning, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState, SlotStatus, Step,
-    ToolSlot,
+    AfterReasoning, ChildInput, ExecOutcome, Execution, OutputState, Phase, RunConfig, RunInput,
+    RunState, SlotStatus, Step, ToolSlot,
 };
 
 use std::collections::HashSet;
@@ -29,6 +32,9 @@ use serde_json::Value;
 use crate::error::{AgentError, Result};
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
+use crate::structured::{
+    FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec, feedback, parse_text_answer,
+};
 use crate::view::{Actor, DecisionRecord, Verdict, ViewToken};
 
 /// A decision a refused input attempted: (requirement id, decision label, by).
@@ -58,6 +64,10 @@ pub struct Run {
     /// Every tool use id in the transcript (duplicates from a model are renamed).
     #[serde(skip)]
     tool_ids: HashSet<String>,
+    /// The structured answer the next run (started by a message) must end with.
+    #[serde(skip)]
+    next_output: Option<OutputSpec>,
+
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: RunState,
@@ -81,6 +91,10 @@ struct CallTally {
     /// Who the call acts for, and the view it acts on (for the audit trail).
     actor: Option<Actor>,
     view: Option<ViewToken>,
+    /// The validated structured answer, once given.
+    structured: Option<Value>,
+    /// The structured answer stayed invalid after every retry: (raw, problems, attempts).
+    output_failure: Option<(String, Vec<String>, u32)>,
 }
 
 impl Run {
@@ -88,7 +102,9 @@ impl Run {
     pub fn restore(config: RunConfig, messages: Vec<Msg>, state: Option<RunState>) -> Self {
         let mut state = state.unwrap_or_default();
         for slot in &mut state.slots {
-            if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+            if let SlotStatus::Ready { dispatched, .. } | SlotStatus::Delegated { dispatched, .. } =
+                &mut slot.status
+            {
                 *dispatched = false;
             }
         }
@@ -107,7 +123,35 @@ impl Run {
             req_ops: ReqOps::default(),
             call: CallTally::default(),
             tool_ids,
+            next_output: None,
         }
+    }
+
+    /// Sets the structured answer the next run started by a message must end with
+    /// (`None`: free text). Runs already in progress keep theirs.
+    pub fn set_next_output(&mut self, spec: Option<OutputSpec>) {
+        self.next_output = spec;
+    }
+
+    /// For a request about to be made: how to ask for the structured answer with a
+    /// model of these capabilities, when the run wants one. Records the mode used.
+    pub fn prepare_output(
+        &mut self,
+        caps: reins_model::ModelCapabilities,
+    ) -> Option<(OutputMode, OutputSpec)> {
+        if self.state.phase == Phase::Summarizing {
+            return None;
+        }
+        let out = self.state.output.as_mut()?;
+        let mode = out.spec.mode.resolve(caps);
+        out.asked = Some(mode);
+        Some((mode, out.spec.clone()))
+    }
+
+    /// The call's outcome for structured output: `Err` with the raw answer when it
+    /// stayed invalid after every retry.
+    pub fn output_failure(&self) -> Option<&(String, Vec<String>, u32)> {
+        self.call.output_failure.as_ref()
     }
 
     /// An empty run.
@@ -153,28 +197,56 @@ impl Run {
         )
     }
 
-    /// The requirements a paused run waits for, in the model's order.
+    /// The requirements a paused run waits for, in the model's order; a sub-agent's
+    /// requirements (with their [`Requirement::path`]) stand where its call is.
     pub fn requirements(&self) -> Vec<Requirement> {
         self.state
             .slots
             .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } => Some(requirement.clone()),
-                _ => None,
+            .flat_map(|s| match &s.status {
+                SlotStatus::Waiting { requirement } => vec![requirement.clone()],
+                SlotStatus::Delegated {
+                    requirements,
+                    routed: None,
+                    ..
+                } => requirements.clone(),
+                _ => Vec::new(),
             })
             .collect()
+    }
+
+    /// Whether some call waits for an answer (its own requirement, or a paused
+    /// sub-agent's, even one that waits for a bare `resume()`).
+    fn has_waiting(&self) -> bool {
+        self.state.slots.iter().any(|s| {
+            matches!(
+                s.status,
+                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
+            )
+        })
+    }
+
+    /// The answers routed to the sub-agent call `id`, when it is one that waits to be
+    /// dispatched again with them.
+    pub fn routed_input(&self, id: &str) -> Option<ChildInput> {
+        self.state.slots.iter().find_map(|s| match &s.status {
+            SlotStatus::Delegated {
+                routed: Some(input),
+                ..
+            } if s.tool_use.id == id => Some(input.clone()),
+            _ => None,
+        })
     }
 
     /// What a caller reading the run now is shown, as a token.
     pub fn view(&self) -> ViewToken {
         let paused = self.is_paused();
-        ViewToken::new(
-            paused,
-            self.state.slots.iter().filter_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } if paused => Some(requirement.id.clone()),
-                _ => None,
-            }),
-        )
+        let ids = if paused {
+            self.requirements().into_iter().map(|r| r.id).collect()
+        } else {
+            Vec::new()
+        };
+        ViewToken::new(paused, ids)
     }
 
     /// Checks that the run waits for exactly what `seen` shows; otherwise
@@ -224,6 +296,14 @@ impl Run {
             .into_iter()
             .map(|(id, decision, by)| {
                 let req = pending.iter().find(|r| r.id == id);
+                // A requirement answered meanwhile is no longer pending: its call is
+                // still in the transcript.
+                let used = self
+                    .messages
+                    .iter()
+                    .rev()
+                    .flat_map(|m| m.tool_uses())
+                    .find(|u| u.id == id);
                 let actor = match (by, actor) {
                     (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
                     (Some(p), _) => Some(Actor::new(p)),
@@ -232,9 +312,17 @@ impl Run {
                 DecisionRecord {
                     seq: 0,
                     at: now,
-                    tool_name: req.map(|r| r.tool_use.name.clone()).unwrap_or_default(),
+                    tool_name: req
+                        .map(|r| &r.tool_use)
+                        .or(used)
+                        .map(|u| u.name.clone())
+                        .unwrap_or_default(),
                     kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
-                    shown_input: req.map(|r| r.tool_use.input.clone()).unwrap_or(Value::Null),
+                    shown_input: req
+                        .map(|r| &r.tool_use)
+                        .or(used)
+                        .map(|u| u.input.clone())
+                        .unwrap_or(Value::Null),
                     requirement_id: id,
                     decision,
                     via: via.to_owned(),
@@ -306,6 +394,14 @@ impl Run {
                     input: input.clone(),
                     edited: *edited,
                 }),
+                // A sub-agent call dispatched with routed answers may have run them.
+                SlotStatus::Delegated {
+                    routed: Some(_), ..
+                } => Some(Execution {
+                    tool_use: s.tool_use.clone(),
+                    input: s.tool_use.input.clone(),
+                    edited: false,
+                }),
                 _ => None,
             })
             .collect()
@@ -328,14 +424,13 @@ impl Run {
                 Phase::Acting => {
                     let mut batch = Vec::new();
                     for slot in &mut self.state.slots {
-                        if let SlotStatus::Ready {
-                            input,
-                            edited,
-                            dispatched,
-                            ..
-                        } = &mut slot.status
-                        {
-                            if !*dispatched {
+                        match &mut slot.status {
+                            SlotStatus::Ready {
+                                input,
+                                edited,
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
                                 *dispatched = true;
                                 batch.push(Execution {
                                     tool_use: slot.tool_use.clone(),
@@ -343,20 +438,35 @@ impl Run {
                                     edited: *edited,
                                 });
                             }
+                            SlotStatus::Delegated {
+                                routed: Some(_),
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
+                                *dispatched = true;
+                                batch.push(Execution {
+                                    tool_use: slot.tool_use.clone(),
+                                    input: slot.tool_use.input.clone(),
+                                    edited: false,
+                                });
+                            }
+                            _ => {}
                         }
                     }
                     if !batch.is_empty() {
                         return Step::Execute(batch);
                     }
                     let waiting = self.requirements();
-                    if !waiting.is_empty() {
+                    if self.has_waiting() {
                         self.state.phase = Phase::Paused;
                         self.record_requirements(&waiting);
                         return Step::Pause(waiting);
                     }
                     let mut unreported = false;
                     for slot in &mut self.state.slots {
-                        if let SlotStatus::Ready { dispatched, .. } = &mut slot.status {
+                        if let SlotStatus::Ready { dispatched, .. }
+                        | SlotStatus::Delegated { dispatched, .. } = &mut slot.status
+                        {
                             // Dispatched but never reported (the runner stopped short):
                             // dispatch again; the ledger keeps it at most once.
                             *dispatched = false;
@@ -460,9 +570,22 @@ impl Run {
         }
         self.state.iteration += 1;
         self.dedupe_tool_ids(&mut msg);
-        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
+        let mut gates: Vec<GateDecision> = gates;
+        let refused_finals = match self.take_structured_answer(&mut msg, &mut gates, &after) {
+            Answer::Done => return,
+            Answer::NotApplicable => Vec::new(),
+            Answer::Mixed(results) => results,
+        };
+        let uses: Vec<ToolUse> = msg
+            .tool_uses()
+            .filter(|u| !refused_finals.iter().any(|r| r.id == u.id))
+            .cloned()
+            .collect();
         if !msg.content.is_empty() {
             self.push(msg.clone());
+        }
+        if !refused_finals.is_empty() {
+            self.push(Msg::tool_results(refused_finals));
         }
         self.call.last_assistant = Some(msg);
         if uses.is_empty() {
@@ -513,6 +636,8 @@ impl Run {
                         reason,
                         created_at: now,
                         expires_at,
+                        path: Vec::new(),
+                        agent: None,
                     },
                 };
                 let status = if after.stop {
@@ -568,6 +693,19 @@ impl Run {
                     };
                     results.push(r);
                 }
+                ExecOutcome::Delegated { id, requirements } => {
+                    let Some(slot) = self.slot_mut(&id) else {
+                        continue;
+                    };
+                    if matches!(slot.status, SlotStatus::Done { .. }) {
+                        continue;
+                    }
+                    slot.status = SlotStatus::Delegated {
+                        requirements,
+                        routed: None,
+                        dispatched: false,
+                    };
+                }
                 ExecOutcome::Suspended { id, reason } => {
                     let ttl = self.config.requirement_ttl_secs;
                     let Some(slot) = self.slot_mut(&id) else {
@@ -584,6 +722,8 @@ impl Run {
                             reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
                             created_at: now,
                             expires_at,
+                            path: Vec::new(),
+                            agent: None,
                         },
                     };
                 }
@@ -665,6 +805,147 @@ impl Run {
         }
     }
 
+    // ----- structured output --------------------------------------------------------
+
+    /// Handles the model's message when the run asks for a structured answer: a text
+    /// answer (native mode, or a model that skipped the tool), or a lone `final_answer`
+    /// call, is validated — accepted (the run completes), or sent back with what is
+    /// wrong (bounded), or, past the bound, the call fails. A `final_answer` call mixed
+    /// with other tool calls is refused with an error result; the others go on.
+    fn take_structured_answer(
+        &mut self,
+        msg: &mut Msg,
+        gates: &mut Vec<GateDecision>,
+        after: &AfterReasoning,
+    ) -> Answer {
+        let Some(out) = self.state.output.clone() else {
+            return Answer::NotApplicable;
+        };
+        let Some(mode) = out.asked else {
+            return Answer::NotApplicable;
+        };
+        let tool_mode = mode != OutputMode::NativeSchema;
+        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
+        let finals: Vec<usize> = uses
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| tool_mode && u.name == FINAL_ANSWER_TOOL)
+            .map(|(i, _)| i)
+            .collect();
+        if uses.is_empty() {
+            if !after.goto.is_empty() {
+                return Answer::NotApplicable;
+            }
+            // A text answer: the JSON itself (native mode), or a model that answered
+            // in text instead of calling the tool.
+            let text = msg.text();
+            let checked = parse_text_answer(&text)
+                .map_err(|e| vec![e])
+                .and_then(|v| out.spec.validate(&v).map(|()| v));
+            self.judge(msg.clone(), &out, text, checked, None);
+            return Answer::Done;
+        }
+        if finals.is_empty() {
+            return Answer::NotApplicable;
+        }
+        if finals.len() == uses.len() && finals.len() == 1 {
+            let u = &uses[finals[0]];
+            let answer = out.spec.answer_from_args(&u.input);
+            let checked = if u.has_malformed_input() {
+                Err(vec![format!(
+                    "the arguments are not valid JSON: {}",
+                    u.raw_input.as_deref().unwrap_or_default()
+                )])
+            } else {
+                out.spec.validate(&answer).map(|()| answer)
+            };
+            let raw = u.raw_input.clone().unwrap_or_else(|| u.input.to_string());
+            self.judge(msg.clone(), &out, raw, checked, Some(u.clone()));
+            return Answer::Done;
+        }
+        // Mixed with other calls (or several answers at once): refuse the answers.
+        let mut refused = Vec::new();
+        for &i in finals.iter().rev() {
+            if i < gates.len() {
+                gates.remove(i);
+            }
+        }
+        for &i in &finals {
+            let u = &uses[i];
+            refused.push(ToolResult::for_use(
+                u,
+                reins_message::ToolOutcome::Error,
+                format!(
+                    "not accepted: call `{FINAL_ANSWER_TOOL}` alone, once the other tools                      have finished"
+                ),
+            ));
+        }
+        Answer::Mixed(refused)
+    }
+
+    /// Accepts, sends back, or (past the bound) fails a structured answer.
+    fn judge(
+        &mut self,
+        mut msg: Msg,
+        out: &OutputState,
+        raw: String,
+        checked: std::result::Result<Value, Vec<String>>,
+        via_tool: Option<ToolUse>,
+    ) {
+        match checked {
+            Ok(value) => {
+                msg.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("answer".to_owned()));
+                self.push(msg.clone());
+                if let Some(u) = &via_tool {
+                    self.push(Msg::tool_results([ToolResult::for_use(
+                        u,
+                        reins_message::ToolOutcome::Success,
+                        "answer accepted",
+                    )]));
+                }
+                self.call.last_assistant = Some(msg);
+                self.call.structured = Some(value);
+                self.finish(RunStatus::Completed);
+            }
+            Err(problems) => {
+                msg.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("invalid".to_owned()));
+                self.push(msg.clone());
+                self.call.last_assistant = Some(msg);
+                let text = feedback(
+                    &out.spec,
+                    &problems,
+                    via_tool.is_some() || out.asked != Some(OutputMode::NativeSchema),
+                );
+                let mut tell = match &via_tool {
+                    Some(u) => Msg::tool_results([ToolResult::for_use(
+                        u,
+                        reins_message::ToolOutcome::Error,
+                        text,
+                    )]),
+                    None => Msg::user(text),
+                };
+                tell.metadata
+                    .insert(OUTPUT_MARK.to_owned(), Value::String("feedback".to_owned()));
+                if out.attempts >= out.spec.max_retries {
+                    // The tool use still needs its result; a text answer needs nothing.
+                    if via_tool.is_some() {
+                        self.push(tell);
+                    }
+                    self.call.output_failure = Some((raw, problems, out.attempts + 1));
+                    self.finish(RunStatus::Completed);
+                    return;
+                }
+                self.push(tell);
+                if let Some(o) = self.state.output.as_mut() {
+                    o.attempts += 1;
+                }
+                self.state.phase = Phase::Reasoning;
+            }
+        }
+    }
+
     // ----- results of a call -----------------------------------------------------
 
     /// The output of the call so far, with this status.
@@ -685,6 +966,7 @@ impl Run {
             usage: self.call.usage,
             repairs: self.call.repairs.clone(),
             iterations: self.call.iterations,
+            structured: self.call.structured.clone(),
         }
     }
 
@@ -743,6 +1025,7 @@ impl Run {
     fn requirement(&self, id: &str) -> Option<&Requirement> {
         self.state.slots.iter().find_map(|s| match &s.status {
             SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
+            SlotStatus::Delegated { requirements, .. } => requirements.iter().find(|r| r.id == id),
             _ => None,
         })
     }
@@ -822,6 +1105,17 @@ impl Run {
         }
         self.messages = repaired;
     }
+}
+
+/// What [`Run::take_structured_answer`] made of a model message.
+enum Answer {
+    /// The run asks for no structured answer, or the message is not one.
+    NotApplicable,
+    /// The answer was accepted, sent back, or failed: nothing else to do.
+    Done,
+    /// `final_answer` calls mixed with others: their refusals, to store after the
+    /// message.
+    Mixed(Vec<ToolResult>),
 }
 
 /// The store record of a requirement.

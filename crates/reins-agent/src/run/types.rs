@@ -90,6 +90,20 @@ pub enum SlotStatus {
         #[serde(skip)]
         dispatched: bool,
     },
+    /// The call is a sub-agent whose child session paused: the parent waits for the
+    /// child's requirements (see [`crate::subagent`]).
+    Delegated {
+        /// The child's requirements as the parent shows them: ids qualified by
+        /// [`Requirement::path`].
+        requirements: Vec<Requirement>,
+        /// Answers for the child, routed here by `resolve`/`resume` and not yet handed
+        /// to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        routed: Option<ChildInput>,
+        /// Handed to the runner in the current process (not stored).
+        #[serde(skip)]
+        dispatched: bool,
+    },
     /// Has its result in the transcript.
     Done {
         /// The result's outcome.
@@ -125,6 +139,14 @@ impl Execution {
 pub enum ExecOutcome {
     /// A result (of any outcome).
     Done(ToolResult),
+    /// The call is a sub-agent whose child session paused with these requirements
+    /// (already qualified by their path).
+    Delegated {
+        /// The tool use id (of the sub-agent call).
+        id: String,
+        /// What the child waits for.
+        requirements: Vec<Requirement>,
+    },
     /// The tool suspended itself: the caller must execute it.
     Suspended {
         /// The tool use id.
@@ -164,6 +186,20 @@ pub enum RunInput {
     Decisions(Vec<Decision>),
 }
 
+/// What a parent run hands a paused sub-agent's child session when it dispatches the
+/// sub-agent call again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum ChildInput {
+    /// Go on after a pause without requirements (a hook stopped the child).
+    Resume,
+    /// Answers to the child's requirements, with the child's own ids.
+    Decisions {
+        /// The decisions.
+        decisions: Vec<Decision>,
+    },
+}
+
 /// The serializable part of a run that is stored with the session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
@@ -180,6 +216,23 @@ pub struct RunState {
     /// Requirement ids recorded in the store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stored_requirements: Vec<String>,
+    /// The structured answer this run must end with, when one was asked for (stored,
+    /// so a run resumed elsewhere still returns it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputState>,
+}
+
+/// A run's structured-output progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputState {
+    /// The schema and how to ask for it.
+    pub spec: crate::structured::OutputSpec,
+    /// Invalid answers sent back so far.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The mode the last request used (decided from the model's capabilities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<crate::structured::OutputMode>,
 }
 
 impl Default for RunState {
@@ -190,6 +243,7 @@ impl Default for RunState {
             slots: Vec::new(),
             stop_after_acting: false,
             stored_requirements: Vec::new(),
+            output: None,
         }
     }
 }

@@ -1,0 +1,441 @@
+//! Sub-agents: an [`Agent`] used as a tool of another agent, with its pauses bubbling
+//! up to the parent.
+//!
+//! [`Agent::as_tool`] wraps an agent as a [`SubAgentTool`]; register it on the parent
+//! with [`AgentBuilder::subagent`](crate::AgentBuilder::subagent). The model sees a
+//! tool taking one argument, `task`. Each call runs the sub-agent in its own *child
+//! session*, stored in the same store as the parent, whose id is derived from the
+//! parent session and the tool use id ([`child_session_id`]) — so it is durable and
+//! can be opened, read and audited like any session.
+//!
+//! - When the child pauses, the parent pauses too. The parent's requirements include
+//!   the child's, each with its [`Requirement::path`] (the parent's tool use id, then
+//!   the child's requirement id) and [`Requirement::agent`]; its `id` is the path
+//!   joined with `/`.
+//! - `resolve` on the parent routes each decision down to the child (with the child's
+//!   id); `resume` approves the child's confirmations the parent showed. The parent
+//!   then dispatches the sub-agent call again, which hands the answers to the child
+//!   and waits for it, so both runs go on. A rejection's note reaches the child's
+//!   model as the rejected tool's result.
+//! - Interrupting the parent interrupts the running child (its turn is sanitized as
+//!   any interrupted turn is); the parent's result for the call is `Interrupted`.
+//! - At most once, through the nesting: the child's tools are claimed in the child
+//!   session's ledger, the child session's lock refuses a second concurrent run, and a
+//!   dispatch that finds the child already finished returns its answer instead of
+//!   asking again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use reins_memory::{Claim, MemoryStore};
+use reins_message::{Msg, Role, ToolResult, ToolUse};
+use reins_tool::{DynamicTool, ToolError, ToolPolicy, Toolkit};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::error::{AgentError, Result};
+use crate::output::{RunOutput, RunStatus};
+use crate::requirement::Requirement;
+use crate::run::{ChildInput, ExecOutcome, Phase};
+
+/// The id of the child session a sub-agent call runs in: the parent session's id and
+/// the tool use id, joined with `/`.
+pub fn child_session_id(parent_session: &str, tool_use_id: &str) -> String {
+    format!("{parent_session}/{tool_use_id}")
+}
+
+/// An [`Agent`] packaged as a tool of another agent; see [`Agent::as_tool`] and the
+/// [module docs](self).
+#[derive(Clone)]
+#[must_use]
+pub struct SubAgentTool {
+    agent: Agent,
+    name: String,
+    description: String,
+    policy: ToolPolicy,
+}
+
+impl std::fmt::Debug for SubAgentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubAgentTool")
+            .field("name", &self.name)
+            .field("agent", &self.agent.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// This agent as a tool named `name` of another agent (register it with
+    /// [`AgentBuilder::subagent`](crate::AgentBuilder::subagent)). The model calls it
+    /// with `{"task": "..."}`; the task is the child session's first user message and
+    /// the sub-agent's final answer is the tool's result.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), reins_agent::AgentError> {
+    /// use std::sync::Arc;
+    /// use reins_agent::{Agent, RunStatus};
+    /// use reins_memory::{InMemoryStore, MemoryStore};
+    /// use reins_message::Msg;
+    /// use reins_model::{ScriptedModel, ScriptedResponse};
+    /// use serde_json::json;
+    ///
+    /// let store: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
+    /// let research = Agent::builder()
+    ///     .name("research")
+    ///     .model(ScriptedModel::new([ScriptedResponse::text("Rust 1.0 shipped in 2015.")]))
+    ///     .store_arc(store.clone())
+    ///     .build()?;
+    /// let lead = Agent::builder()
+    ///     .name("lead")
+    ///     .model(ScriptedModel::new([
+    ///         ScriptedResponse::tool_call_with_id("call_1", "research", json!({"task": "When did Rust 1.0 ship?"})),
+    ///         ScriptedResponse::text("2015."),
+    ///     ]))
+    ///     .store_arc(store)
+    ///     .subagent(research.as_tool("research", "Looks facts up"))
+    ///     .build()?;
+    /// let out = lead.call(Msg::user("When did Rust 1.0 ship?")).await?;
+    /// assert_eq!(out.status, RunStatus::Completed);
+    /// // The sub-agent's conversation is a session of its own.
+    /// let child = lead.subagent("research").expect("registered").session("default/call_1").await?;
+    /// assert_eq!(child.messages().await?.len(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn as_tool(&self, name: impl Into<String>, description: impl Into<String>) -> SubAgentTool {
+        SubAgentTool {
+            agent: self.clone(),
+            name: name.into(),
+            description: description.into(),
+            policy: ToolPolicy::auto(),
+        }
+    }
+
+    /// The agent registered as sub-agent tool `name`, if any (to open its child
+    /// sessions).
+    pub fn subagent(&self, name: &str) -> Option<&Agent> {
+        self.inner.subagents.get(name).map(|s| &s.agent)
+    }
+}
+
+impl SubAgentTool {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The agent behind the tool.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// How calls of the sub-agent itself are gated at the parent (default: they run
+    /// without asking; the sub-agent's own tools keep their policies either way).
+    pub fn policy(mut self, policy: ToolPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "task": {
+                    "type": "string",
+                    "description": "What the sub-agent should do, stated fully: it sees nothing else of this conversation."
+                }
+            },
+            "required": ["task"]
+        })
+    }
+
+    /// The tool the parent's toolkit holds. Its handler serves calls made outside an
+    /// agent run (a toolkit executed on its own): it runs the child to its end, and
+    /// suspends the call when the child pauses.
+    fn dynamic_tool(self: &Arc<Self>) -> DynamicTool {
+        let me = Arc::clone(self);
+        DynamicTool::new(
+            &self.name,
+            &self.description,
+            Self::schema(),
+            move |input: Value, ctx: reins_tool::ToolContext| {
+                let me = Arc::clone(&me);
+                async move {
+                    let tool_use = ToolUse::new(ctx.tool_use_id.clone(), me.name.clone(), input);
+                    let out = run_child(&me, &ctx.session_id, &tool_use, None, ctx.cancel.clone())
+                        .await
+                        .map_err(|e| ToolError::failed(e.to_string()))?;
+                    match out {
+                        ExecOutcome::Done(r) if r.is_error() => Err(ToolError::failed(r.text())),
+                        ExecOutcome::Done(r) => Ok(reins_tool::ToolOutput::text(r.text())),
+                        ExecOutcome::Delegated { requirements, .. } => {
+                            Err(ToolError::suspend(format!(
+                                "sub-agent `{}` waits for {} requirement(s)",
+                                me.name,
+                                requirements.len()
+                            )))
+                        }
+                        ExecOutcome::Suspended { reason, .. } => Err(ToolError::suspend(reason)),
+                    }
+                }
+            },
+        )
+        .policy(self.policy.clone())
+    }
+}
+
+/// The sub-agents registered on an agent, by tool name.
+#[derive(Clone, Default)]
+pub(crate) struct SubAgents(HashMap<String, Arc<SubAgentTool>>);
+
+impl SubAgents {
+    pub(crate) fn add(&mut self, tool: SubAgentTool) {
+        self.0.insert(tool.name.clone(), Arc::new(tool));
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<SubAgentTool>> {
+        self.0.get(name)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Checks that every sub-agent keeps its sessions in `store`, and registers their
+    /// tools in `toolkit`.
+    pub(crate) fn install(
+        &self,
+        parent: &str,
+        toolkit: &mut Toolkit,
+        store: &Arc<dyn MemoryStore>,
+    ) -> Result<()> {
+        let mut names: Vec<&String> = self.0.keys().collect();
+        names.sort();
+        for name in names {
+            let Some(sub) = self.0.get(name) else {
+                continue;
+            };
+            if !std::ptr::addr_eq(Arc::as_ptr(sub.agent.store()), Arc::as_ptr(store)) {
+                return Err(AgentError::Config(format!(
+                    "sub-agent `{name}` (agent `{}`) keeps its sessions in another store than \
+                     `{parent}`; build both with .store_arc(..) on the same store so the child \
+                     sessions live beside the parent's",
+                    sub.agent.name()
+                )));
+            }
+            toolkit.add_dynamic(sub.dynamic_tool()).map_err(|e| {
+                AgentError::Config(format!("cannot register sub-agent `{name}`: {e}"))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Serves one dispatch of a sub-agent call in `session` (the parent's): consults the
+/// parent's ledger, then starts, answers, continues or reads the child session.
+pub(crate) async fn execute(
+    parent: &Agent,
+    session: &str,
+    sub: &SubAgentTool,
+    tool_use: &ToolUse,
+    routed: Option<ChildInput>,
+    cancel: CancellationToken,
+) -> Result<ExecOutcome> {
+    let store = parent.store();
+    let fingerprint = reins_memory::fingerprint(&tool_use.input);
+    // The parent's ledger records the call as running from its first dispatch until
+    // its result, so a crash in between reads as `Unknown`, never as "not run". The
+    // claim is taken over on every dispatch: the child's own ledger and session lock
+    // are what keep its tools at most once.
+    let claim = store
+        .claim(
+            session,
+            &tool_use.id,
+            &fingerprint,
+            parent.inner.tool_lease,
+            true,
+        )
+        .await?;
+    if let Claim::Finished(r) = claim {
+        return Ok(ExecOutcome::Done(r));
+    }
+    let out = run_child(sub, session, tool_use, routed, cancel).await?;
+    if let ExecOutcome::Done(r) = &out {
+        store.finish(session, &tool_use.id, r).await?;
+    }
+    Ok(out)
+}
+
+/// Runs (or continues, or reads) the child session of one sub-agent call.
+async fn run_child(
+    sub: &SubAgentTool,
+    parent_session: &str,
+    tool_use: &ToolUse,
+    routed: Option<ChildInput>,
+    cancel: CancellationToken,
+) -> Result<ExecOutcome> {
+    let child_id = child_session_id(parent_session, &tool_use.id);
+    let child = sub.agent.session(&child_id).await?;
+    let view = child.view().await?;
+    let pending: Vec<&str> = view.requirements.iter().map(|r| r.id.as_str()).collect();
+    let handle = match routed {
+        // Answers routed from the parent, still fitting what the child waits for.
+        Some(ChildInput::Decisions { decisions })
+            if view.paused && decisions.iter().all(|d| pending.contains(&d.id())) =>
+        {
+            child.start_resolve_at(&view.token, decisions).await?
+        }
+        Some(ChildInput::Resume) if view.paused && pending.is_empty() => {
+            child.start_resume_at(&view.token).await?
+        }
+        // Otherwise the answers were delivered before a crash (or never were needed):
+        // go by what the child session holds.
+        _ => match view.phase {
+            Phase::Idle if child.messages().await?.is_empty() => {
+                let Some(task) = tool_use.input.get("task").and_then(Value::as_str) else {
+                    return Ok(ExecOutcome::Done(ToolResult::error(
+                        &tool_use.id,
+                        &tool_use.name,
+                        format!(
+                            "invalid arguments for `{}`: `task` (a string) is required",
+                            tool_use.name
+                        ),
+                    )));
+                };
+                child.start(Msg::user(task)).await?
+            }
+            Phase::Paused => {
+                return Ok(delegated(sub, tool_use, view.requirements));
+            }
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing => {
+                // Cut short by a crash: the child goes on from where it was; its ledger
+                // settles the tools that were running.
+                child.start_resume_at(&view.token).await?
+            }
+            Phase::Idle | Phase::Finished(_) => {
+                let messages = child.messages().await?;
+                return Ok(ExecOutcome::Done(finished_result(
+                    sub, tool_use, &child_id, view.phase, &messages,
+                )));
+            }
+        },
+    };
+    let interrupter = handle.interrupter();
+    let wait = handle.wait();
+    tokio::pin!(wait);
+    let out = tokio::select! {
+        biased;
+        out = &mut wait => out?,
+        () = cancel.cancelled() => {
+            interrupter.interrupt();
+            wait.await?
+        }
+    };
+    Ok(outcome(sub, tool_use, &child_id, out))
+}
+
+/// The parent's view of a child run's output.
+fn outcome(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str, out: RunOutput) -> ExecOutcome {
+    match out.status {
+        RunStatus::Paused => delegated(sub, tool_use, out.requirements),
+        RunStatus::Completed | RunStatus::MaxIterations => ExecOutcome::Done(
+            ToolResult::success(&tool_use.id, &tool_use.name, out.message.text())
+                .with_metadata("child_session", Value::String(child_id.to_owned()))
+                .with_metadata("child_status", json!(out.status)),
+        ),
+        RunStatus::Cancelled => ExecOutcome::Done(interrupted(sub, tool_use, child_id)),
+    }
+}
+
+fn interrupted(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str) -> ToolResult {
+    ToolResult::interrupted(
+        &tool_use.id,
+        &tool_use.name,
+        format!(
+            "interrupted: sub-agent `{}` was stopped before it finished; \
+             what it did is kept in session `{child_id}`",
+            sub.name
+        ),
+    )
+    .with_metadata("child_session", Value::String(child_id.to_owned()))
+}
+
+/// The result of a call whose child session already ended (a dispatch after a crash).
+fn finished_result(
+    sub: &SubAgentTool,
+    tool_use: &ToolUse,
+    child_id: &str,
+    phase: Phase,
+    messages: &[Msg],
+) -> ToolResult {
+    if phase == Phase::Finished(RunStatus::Cancelled) {
+        return interrupted(sub, tool_use, child_id);
+    }
+    let answer = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(Msg::text)
+        .unwrap_or_default();
+    ToolResult::success(&tool_use.id, &tool_use.name, answer)
+        .with_metadata("child_session", Value::String(child_id.to_owned()))
+}
+
+/// The child's requirements as the parent shows them: each path starts with the
+/// parent's tool use id, and the id is the path joined with `/`.
+fn delegated(
+    sub: &SubAgentTool,
+    tool_use: &ToolUse,
+    requirements: Vec<Requirement>,
+) -> ExecOutcome {
+    let requirements = requirements
+        .into_iter()
+        .map(|r| {
+            let mut path = Vec::with_capacity(r.path.len().max(1) + 1);
+            path.push(tool_use.id.clone());
+            if r.path.is_empty() {
+                path.push(r.id.clone());
+            } else {
+                path.extend(r.path.iter().cloned());
+            }
+            Requirement {
+                id: path.join("/"),
+                reason: format!("sub-agent `{}`: {}", sub.name, r.reason),
+                agent: r
+                    .agent
+                    .clone()
+                    .or_else(|| Some(sub.agent.name().to_owned())),
+                path,
+                ..r
+            }
+        })
+        .collect();
+    ExecOutcome::Delegated {
+        id: tool_use.id.clone(),
+        requirements,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_ids_join_parent_and_call() {
+        assert_eq!(
+            child_session_id("user-7/chat", "call_1"),
+            "user-7/chat/call_1"
+        );
+    }
+
+    #[test]
+    fn child_requirement_ids_drop_the_parents_hop() {
+        use crate::run::child_id;
+        let one = vec!["call_a".to_owned(), "call_b".to_owned()];
+        assert_eq!(child_id(&one, "call_a/call_b"), "call_b");
+        let two = vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        assert_eq!(child_id(&two, "a/b/c"), "b/c");
+        assert_eq!(child_id(&[], "x"), "x");
+    }
+}

@@ -1,0 +1,555 @@
+//! Sub-agents as tools: a child's pause is the parent's pause (requirements carry their
+//! path), decisions made at the parent are routed down, interrupts flow down, and the
+//! child's side effects stay at most once through the nesting.
+//!
+//! Every scenario runs on the in-memory store, SQLite and PostgreSQL (fails under
+//! `CI=true` without a server, reported SKIPPED elsewhere).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reins_agent::{Agent, AgentError, Decision, RunStatus, child_session_id};
+use reins_memory::{InMemoryStore, MemoryStore};
+use reins_message::{Msg, ToolOutcome};
+use reins_model::ScriptedModel;
+use reins_tool::ToolPolicy;
+use serde_json::json;
+use support::*;
+
+type Store = Arc<dyn MemoryStore>;
+
+/// Two handles on one store for each backend: (label, a, b, keep-alive).
+async fn stores(what: &str) -> Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> {
+    let mut out: Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> = Vec::new();
+    let mem: Store = Arc::new(InMemoryStore::new());
+    out.push(("memory", mem.clone(), mem, None));
+    let dir = tempfile::tempdir().unwrap();
+    for spec in harness_stores(dir.path(), what) {
+        let (a, b) = (spec.open().await, spec.open().await);
+        out.push((spec.label(), a, b, None));
+    }
+    if let Some(first) = out.iter_mut().find(|p| p.0 == "sqlite") {
+        first.3 = Some(dir);
+    }
+    out
+}
+
+/// A `research` sub-agent (the demo tools; `send_email` and `delete_file` gated by
+/// `gated`) under a `lead` agent, both on `store`.
+fn team(
+    store: &Store,
+    lead_model: ScriptedModel,
+    research_model: ScriptedModel,
+    counter: &Counter,
+    gated: ToolPolicy,
+) -> Agent {
+    let research = Agent::builder()
+        .name("research")
+        .model(research_model)
+        .toolkit(toolkit(counter, gated))
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    Agent::builder()
+        .name("lead")
+        .model(lead_model)
+        .store_arc(store.clone())
+        .subagent(research.as_tool("research", "Researches and reports by email"))
+        .build()
+        .unwrap()
+}
+
+fn lead_script() -> ScriptedModel {
+    ScriptedModel::new([
+        call("p1", "research", json!({"task": "email ops the report"})),
+        text("research reports: done"),
+    ])
+}
+
+fn research_script() -> ScriptedModel {
+    ScriptedModel::new([
+        call("c1", "send_email", json!({"to": "ops", "body": "report"})),
+        text("the report went out"),
+    ])
+}
+
+fn sid() -> String {
+    format!("sub-{}", reins_message::new_id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval_is_routed_down() {
+    for (label, store, _, _keep) in stores("sapprove").await {
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        let out = session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Paused, "{label}");
+        assert_eq!(out.requirements.len(), 1, "{label}");
+        let r = &out.requirements[0];
+        assert_eq!(r.id, "p1/c1", "{label}");
+        assert_eq!(r.path, vec!["p1".to_owned(), "c1".to_owned()], "{label}");
+        assert_eq!(r.agent.as_deref(), Some("research"), "{label}");
+        assert_eq!(r.tool_use.name, "send_email", "{label}");
+        assert_eq!(r.kind.label(), "confirmation", "{label}");
+        assert_eq!(counter.count("send_email"), 0, "{label}");
+
+        // The child is a session of its own, in the same store, paused on its own id.
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        let child_reqs = child.requirements().await.unwrap();
+        assert_eq!(child_reqs.len(), 1, "{label}");
+        assert_eq!(child_reqs[0].id, "c1", "{label}");
+        assert!(child_reqs[0].path.is_empty(), "{label}");
+
+        let out = session
+            .resolve(vec![Decision::approve("p1/c1").by("alice")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(out.message.text(), "research reports: done", "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+
+        let parent_msgs = session.messages().await.unwrap();
+        assert_valid(&parent_msgs);
+        assert_eq!(
+            result_text(&parent_msgs, "p1"),
+            "the report went out",
+            "{label}"
+        );
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        assert_eq!(
+            outcomes(&child_msgs).get("c1"),
+            Some(&ToolOutcome::Success),
+            "{label}"
+        );
+
+        // Both trails hold the decision: the parent's with the routed id, the child's
+        // with its own.
+        let parent_trail = session.decisions().await.unwrap();
+        assert!(
+            parent_trail
+                .iter()
+                .any(|d| d.requirement_id == "p1/c1" && d.decision == "approve"),
+            "{label}: {parent_trail:?}"
+        );
+        let child_trail = child.decisions().await.unwrap();
+        assert!(
+            child_trail.iter().any(|d| d.requirement_id == "c1"
+                && d.decision == "approve"
+                && d.actor.as_ref().is_some_and(|a| a.principal == "alice")),
+            "{label}: {child_trail:?}"
+        );
+
+        // Resolving again finds nothing pending and runs nothing.
+        let again = session.resolve(vec![Decision::approve("p1/c1")]).await;
+        assert!(again.is_err(), "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
+    for (label, store, _, _keep) in stores("sreject").await {
+        let counter = Counter::default();
+        let research_model = research_script();
+        let seen = research_model.clone();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_model,
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        let out = session
+            .resolve(vec![Decision::reject("p1/c1", "not before Monday")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("send_email"), 0, "{label}");
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        let child_msgs = child.messages().await.unwrap();
+        assert!(
+            matches!(
+                outcomes(&child_msgs).get("c1"),
+                Some(ToolOutcome::Rejected { .. })
+            ),
+            "{label}"
+        );
+        // The child's model was asked again with the note in the transcript.
+        let requests = seen.requests();
+        let last = requests.last().unwrap();
+        assert!(
+            last.messages
+                .iter()
+                .flat_map(|m| m.tool_results_iter())
+                .any(|r| r.id == "c1" && r.text().contains("not before Monday")),
+            "{label}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_input_and_resume_are_routed_to_the_child() {
+    for (label, store, _, _keep) in stores("sinput").await {
+        // User input: the kind is the child's; the values are merged into its call.
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::user_input(json!({
+                "type": "object",
+                "properties": {"body": {"type": "string"}},
+                "required": ["body"]
+            })),
+        );
+        let session = lead.session(&sid()).await.unwrap();
+        let out = session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        assert_eq!(out.requirements[0].kind.label(), "user_input", "{label}");
+        // Approving is the wrong kind of answer, at the parent as at the child.
+        let err = session
+            .resolve(vec![Decision::approve("p1/c1")])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, AgentError::WrongDecision { .. }), "{label}");
+        let out = session
+            .resolve(vec![Decision::input(
+                "p1/c1",
+                json!({"body": "final numbers"}),
+            )])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(
+            counter.args("send_email"),
+            vec![json!({"to": "ops", "body": "final numbers"})],
+            "{label}"
+        );
+
+        // resume(): approves the child's confirmation the parent showed.
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let session = lead.session(&sid()).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        let out = session.resume().await.unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
+    for (label, store, _, _keep) in stores("sdeep").await {
+        let counter = Counter::default();
+        let research = Agent::builder()
+            .name("research")
+            .model(research_script())
+            .toolkit(toolkit(&counter, ToolPolicy::confirm()))
+            .store_arc(store.clone())
+            .build()
+            .unwrap();
+        let manager = Agent::builder()
+            .name("manager")
+            .model(ScriptedModel::new([
+                call("m1", "research", json!({"task": "email ops the report"})),
+                text("manager: report sent"),
+            ]))
+            .store_arc(store.clone())
+            .subagent(research.as_tool("research", "Researches"))
+            .build()
+            .unwrap();
+        let lead = Agent::builder()
+            .name("lead")
+            .model(ScriptedModel::new([
+                call("p1", "manager", json!({"task": "get the report out"})),
+                text("all done"),
+            ]))
+            .store_arc(store.clone())
+            .subagent(manager.as_tool("manager", "Manages"))
+            .build()
+            .unwrap();
+        let session = lead.session(&sid()).await.unwrap();
+        let out = session.call(Msg::user("report")).await.unwrap();
+        assert_eq!(out.status, RunStatus::Paused, "{label}");
+        let r = &out.requirements[0];
+        assert_eq!(r.id, "p1/m1/c1", "{label}");
+        assert_eq!(r.path, ["p1", "m1", "c1"], "{label}");
+        assert_eq!(r.agent.as_deref(), Some("research"), "{label}");
+        let out = session
+            .resolve(vec![Decision::approve("p1/m1/c1")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(out.message.text(), "all done", "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_of_the_parent_stops_the_running_child() {
+    for (label, store, _, _keep) in stores("sintr").await {
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            ScriptedModel::new([
+                call("c1", "slow", json!({"ms": 60_000})),
+                text("never reached"),
+            ]),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        let handle = session.start(Msg::user("research slowly")).await.unwrap();
+        // Wait until the child's tool is running (no timing assertion: just polling).
+        for _ in 0..6_000 {
+            if counter.count("slow") > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            counter.count("slow"),
+            1,
+            "{label}: the child's tool never started"
+        );
+        handle.interrupt();
+        let out = handle.wait().await.unwrap();
+        assert_eq!(out.status, RunStatus::Cancelled, "{label}");
+
+        let parent_msgs = session.messages().await.unwrap();
+        assert_valid(&parent_msgs);
+        assert_eq!(
+            outcomes(&parent_msgs).get("p1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        assert_eq!(
+            outcomes(&child_msgs).get("c1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+        assert!(!child.is_paused().await.unwrap(), "{label}");
+        // The session goes on: a new message works at the parent.
+        let lead2 = team(
+            &store,
+            ScriptedModel::new([text("ok")]),
+            ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let out = lead2
+            .session(&id)
+            .await
+            .unwrap()
+            .call(Msg::user("never mind"))
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+    }
+}
+
+/// Two workers resolve the same paused parent at once: the child's tool runs once,
+/// whoever wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
+    for (label, sa, sb, _keep) in stores("srace").await {
+        for round in 0..4 {
+            let counter = Counter::default();
+            let a = team(
+                &sa,
+                lead_script(),
+                research_script(),
+                &counter,
+                ToolPolicy::confirm(),
+            );
+            // B's models answer from where A's scripts would be after the pause.
+            let b = team(
+                &sb,
+                ScriptedModel::new([text("research reports: done")]),
+                ScriptedModel::new([text("the report went out")]),
+                &counter,
+                ToolPolicy::confirm(),
+            );
+            let id = sid();
+            let sa_ = a.session(&id).await.unwrap();
+            let out = sa_.call(Msg::user("send ops the report")).await.unwrap();
+            assert_eq!(out.status, RunStatus::Paused, "{label}");
+            let sb_ = b.session(&id).await.unwrap();
+            assert!(sb_.is_paused().await.unwrap(), "{label}");
+            let (ra, rb) = tokio::join!(sa_.resolve(vec![Decision::approve("p1/c1")]), async {
+                if round % 2 == 1 {
+                    sb_.resume().await
+                } else {
+                    sb_.resolve(vec![Decision::approve("p1/c1")]).await
+                }
+            });
+            let completed = [&ra, &rb]
+                .iter()
+                .filter(|r| matches!(r, Ok(o) if o.status == RunStatus::Completed))
+                .count();
+            assert!(completed >= 1, "{label} round {round}: {ra:?} {rb:?}");
+            assert_eq!(counter.count("send_email"), 1, "{label} round {round}");
+            for r in [&ra, &rb] {
+                if let Err(e) = r {
+                    assert!(
+                        matches!(
+                            e,
+                            AgentError::SessionBusy { .. }
+                                | AgentError::StaleView { .. }
+                                | AgentError::NothingToResume { .. }
+                                | AgentError::UnknownRequirement { .. }
+                        ),
+                        "{label} round {round}: {e}"
+                    );
+                }
+            }
+            let msgs = sa_.messages().await.unwrap();
+            assert_valid(&msgs);
+        }
+    }
+}
+
+/// The child's answers were delivered but the parent never recorded the outcome (what
+/// a crash between the two leaves): the parent's next dispatch reads the finished
+/// child instead of asking again, and the tool ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
+    for (label, store, _, _keep) in stores("sdone").await {
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        session
+            .call(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        // Someone answers the child directly.
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        child.requirements().await.unwrap();
+        let out = child.resolve(vec![Decision::approve("c1")]).await.unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+        // The parent still shows the child's requirement; approving it finds the child
+        // done and takes its answer.
+        let out = session
+            .resolve(vec![Decision::approve("p1/c1")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+        assert_eq!(
+            result_text(&session.messages().await.unwrap(), "p1"),
+            "the report went out",
+            "{label}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_subagent_on_another_store_is_refused_at_build() {
+    let research = Agent::builder()
+        .name("research")
+        .model(ScriptedModel::new(
+            Vec::<reins_model::ScriptedResponse>::new(),
+        ))
+        .build()
+        .unwrap();
+    let err = Agent::builder()
+        .name("lead")
+        .model(ScriptedModel::new(
+            Vec::<reins_model::ScriptedResponse>::new(),
+        ))
+        .subagent(research.as_tool("research", "Researches"))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, AgentError::Config(ref m) if m.contains("same store")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_parent_snapshot_keeps_the_nested_requirements() {
+    let store: Store = Arc::new(InMemoryStore::new());
+    let counter = Counter::default();
+    let lead = team(
+        &store,
+        lead_script(),
+        research_script(),
+        &counter,
+        ToolPolicy::confirm(),
+    );
+    let session = lead.session(&sid()).await.unwrap();
+    session
+        .call(Msg::user("send ops the report"))
+        .await
+        .unwrap();
+    let snap = serde_json::to_value(session.snapshot().await.unwrap()).unwrap();
+    let text = snap.to_string();
+    assert!(text.contains("\"delegated\""), "{text}");
+    assert!(text.contains("p1/c1"), "{text}");
+}

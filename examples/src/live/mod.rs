@@ -1,0 +1,327 @@
+//! The live conformance run (`cargo xtask live`): a fixed set of scenarios against
+//! a real endpoint, printed as a table.
+
+mod scenarios;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reins::anthropic::AnthropicChat;
+use reins::model::ChatModel;
+use reins::model::RetryPolicy;
+use reins::model::http::HttpSettings;
+use reins::openai::OpenAiChat;
+
+const HELP: &str =
+    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic]
+            [--timeout SECS] [--only NAME[,NAME..]] [--list]
+
+Runs a fixed set of scenarios against a real model server and prints a table
+(scenario, pass/fail, latency, the exact error).
+
+  --base-url URL      the server: for openai the part before /chat/completions
+                      (e.g. http://127.0.0.1:8000/v1), for anthropic the part
+                      before /v1/messages (e.g. https://api.anthropic.com)
+  --model NAME        the model name to send
+  --api-key-env VAR   read the API key from this environment variable (default:
+                      none for openai, ANTHROPIC_API_KEY for anthropic)
+  --provider P        openai (default; any Chat Completions server) or anthropic
+  --timeout SECS      per request: time to the first chunk and longest silence
+                      (default 300: small CPU models are slow)
+  --only NAMES        run only these scenarios (comma-separated ids, see --list)
+  --list              list the scenarios and exit
+
+Exit status: 0 when every scenario passed, 1 when one failed, 2 on bad arguments.";
+
+/// Which wire format the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// OpenAI Chat Completions (and every compatible server).
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// The parsed command line.
+#[derive(Debug, Clone)]
+pub struct Args {
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: Option<String>,
+    pub provider: Provider,
+    pub timeout: Duration,
+    pub only: Vec<String>,
+}
+
+enum Parsed {
+    Run(Args),
+    List,
+    Help,
+}
+
+fn parse(args: &[String]) -> Result<Parsed, String> {
+    let mut base_url = None;
+    let mut model = None;
+    let mut api_key_env = None;
+    let mut provider = Provider::OpenAi;
+    let mut timeout = Duration::from_secs(300);
+    let mut only = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match a.as_str() {
+            "--base-url" => base_url = Some(value("--base-url")?),
+            "--model" => model = Some(value("--model")?),
+            "--api-key-env" => api_key_env = Some(value("--api-key-env")?),
+            "--provider" => {
+                provider = match value("--provider")?.as_str() {
+                    "openai" => Provider::OpenAi,
+                    "anthropic" => Provider::Anthropic,
+                    other => {
+                        return Err(format!(
+                            "unknown provider `{other}`: use openai or anthropic"
+                        ));
+                    }
+                }
+            }
+            "--timeout" => {
+                let v = value("--timeout")?;
+                let secs: u64 = v
+                    .parse()
+                    .map_err(|_| format!("--timeout takes whole seconds, not `{v}`"))?;
+                timeout = Duration::from_secs(secs.max(1));
+            }
+            "--only" => {
+                only = value("--only")?
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+            }
+            "--list" => return Ok(Parsed::List),
+            "--help" | "-h" => return Ok(Parsed::Help),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    let base_url = base_url.ok_or("--base-url is required")?;
+    let model = model.ok_or("--model is required")?;
+    for name in &only {
+        if !scenarios::ALL.iter().any(|s| s.id == name) {
+            return Err(format!(
+                "unknown scenario `{name}`; known: {}",
+                scenarios::ALL
+                    .iter()
+                    .map(|s| s.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Ok(Parsed::Run(Args {
+        base_url,
+        model,
+        api_key_env,
+        provider,
+        timeout,
+        only,
+    }))
+}
+
+/// The endpoint under test: the model, and what a raw (non-streamed) request needs.
+#[derive(Clone)]
+pub struct Target {
+    pub args: Args,
+    pub model: Arc<dyn ChatModel>,
+    pub openai: Option<OpenAiChat>,
+    pub anthropic: Option<AnthropicChat>,
+    pub http: HttpSettings,
+}
+
+fn target(args: Args) -> Result<Target, String> {
+    let key_var = args
+        .api_key_env
+        .clone()
+        .or_else(|| (args.provider == Provider::Anthropic).then(|| "ANTHROPIC_API_KEY".to_owned()));
+    let key = match &key_var {
+        Some(var) => Some(
+            std::env::var(var)
+                .ok()
+                .filter(|k| !k.trim().is_empty())
+                .ok_or_else(|| format!("{var} is not set (named by --api-key-env)"))?,
+        ),
+        None => None,
+    };
+    // No retries: the table shows what the server did the first time.
+    let mut http = HttpSettings::new(
+        match args.provider {
+            Provider::OpenAi => "openai-compatible",
+            Provider::Anthropic => "anthropic",
+        },
+        args.base_url.clone(),
+    )
+    .with_retry(RetryPolicy::none())
+    .with_timeout(args.timeout);
+    if let Some(key) = key {
+        http = http.with_api_key(key.trim());
+    }
+    Ok(match args.provider {
+        Provider::OpenAi => {
+            let m = OpenAiChat::from_settings(http.clone(), &args.model);
+            Target {
+                model: Arc::new(m.clone()),
+                openai: Some(m),
+                anthropic: None,
+                http,
+                args,
+            }
+        }
+        Provider::Anthropic => {
+            let m = AnthropicChat::from_settings(http.clone(), &args.model).with_max_tokens(512);
+            Target {
+                model: Arc::new(m.clone()),
+                openai: None,
+                anthropic: Some(m),
+                http,
+                args,
+            }
+        }
+    })
+}
+
+/// One row of the table.
+pub struct Row {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub outcome: Result<String, String>,
+    pub latency: Duration,
+}
+
+/// Runs the scenarios (all, or those named) and returns one row each.
+pub async fn run(target: &Target) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for s in scenarios::ALL {
+        if !target.args.only.is_empty() && !target.args.only.iter().any(|n| n == s.id) {
+            continue;
+        }
+        eprintln!("… {}", s.title);
+        let started = Instant::now();
+        // Each scenario gets a connection pool of its own, so a connection a server
+        // broke in one scenario cannot fail the next, and a bound of its own, so a
+        // hung one cannot stall the run.
+        let fresh = match self::target(target.args.clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                rows.push(Row {
+                    id: s.id,
+                    title: s.title,
+                    outcome: Err(e),
+                    latency: started.elapsed(),
+                });
+                continue;
+            }
+        };
+        let bound = target.args.timeout * 4;
+        let outcome = match tokio::time::timeout(bound, (s.run)(fresh)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "no result within {}s (4 × --timeout)",
+                bound.as_secs()
+            )),
+        };
+        rows.push(Row {
+            id: s.id,
+            title: s.title,
+            outcome,
+            latency: started.elapsed(),
+        });
+    }
+    rows
+}
+
+/// The table as Markdown (it goes straight into docs/providers.md).
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| scenario | result | latency | detail or exact error |\n");
+    out.push_str("|---|---|---|---|\n");
+    for r in rows {
+        let (result, detail) = match &r.outcome {
+            Ok(d) => ("pass", d.as_str()),
+            Err(e) => ("FAIL", e.as_str()),
+        };
+        let detail = detail.replace('|', "\\|").replace('\n', " ");
+        out.push_str(&format!(
+            "| {} (`{}`) | {} | {:.1} s | {} |\n",
+            r.title,
+            r.id,
+            result,
+            r.latency.as_secs_f64(),
+            detail
+        ));
+    }
+    let failed = rows.iter().filter(|r| r.outcome.is_err()).count();
+    out.push_str(&format!(
+        "\n{} passed, {} failed\n",
+        rows.len() - failed,
+        failed
+    ));
+    out
+}
+
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse(&args) {
+        Ok(Parsed::Run(a)) => a,
+        Ok(Parsed::List) => {
+            for s in scenarios::ALL {
+                println!("{:<16} {}", s.id, s.title);
+            }
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Help) => {
+            println!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("live: {e}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
+    };
+    let target = match target(args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("live: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("live: could not start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "live conformance: {} `{}` at {}\n",
+        match target.args.provider {
+            Provider::OpenAi => "openai-compatible",
+            Provider::Anthropic => "anthropic",
+        },
+        target.args.model,
+        target.args.base_url
+    );
+    let rows = rt.block_on(run(&target));
+    print!("{}", table(&rows));
+    if rows.iter().any(|r| r.outcome.is_err()) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
