@@ -401,6 +401,75 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
     }
 }
 
+/// An interrupt requested through the store by another worker (`request_interrupt`)
+/// reaches the running child through the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
+    for (label, sa, sb, _keep) in stores("sremote").await {
+        let counter = Counter::default();
+        let a = team(
+            &sa,
+            lead_script(),
+            ScriptedModel::new([call("c1", "slow", json!({"ms": 60_000})), text("never")]),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let b = team(
+            &sb,
+            ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()),
+            ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let handle = a
+            .session(&id)
+            .await
+            .unwrap()
+            .start(Msg::user("research slowly"))
+            .await
+            .unwrap();
+        for _ in 0..6_000 {
+            if counter.count("slow") > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            counter.count("slow"),
+            1,
+            "{label}: the child's tool never started"
+        );
+        let hb = b.session(&id).await.unwrap();
+        assert!(hb.request_interrupt().await.unwrap(), "{label}");
+        let out = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{label}: the run never noticed the interrupt"))
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Cancelled, "{label}");
+        let parent_msgs = hb.messages().await.unwrap();
+        assert_valid(&parent_msgs);
+        assert_eq!(
+            outcomes(&parent_msgs).get("p1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+        let child = b
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        assert_eq!(
+            outcomes(&child_msgs).get("c1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+    }
+}
+
 /// Two workers resolve the same paused parent at once: the child's tool runs once,
 /// whoever wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
