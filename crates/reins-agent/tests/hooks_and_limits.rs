@@ -372,6 +372,9 @@ impl MemoryStore for FlakyStore {
     async fn changes(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
         self.inner.changes().await
     }
+    async fn interrupt_notices(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
+        self.inner.interrupt_notices().await
+    }
 }
 
 #[tokio::test]

@@ -404,6 +404,10 @@ async fn an_interrupt_requested_elsewhere_stops_the_run() {
                 None => panic!("{label}: the run ended before the tool started"),
             }
         }
+        // The tool's body is running (it records itself first thing).
+        while counter.count("slow") == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         assert!(hb.request_interrupt().await.unwrap(), "{label}");
         let out = tokio::time::timeout(Duration::from_secs(30), run.wait())
             .await
