@@ -130,10 +130,7 @@ impl PostgresStore {
                 }
             }
         }
-        let channel = match &options.schema {
-            Some(schema) => format!("reins_changes_{schema}"),
-            None => "reins_changes".to_owned(),
-        };
+        let channel = change_channel(options.schema.as_deref());
         let store = Self {
             pool,
             changes: ChangeHub::new(),
@@ -782,6 +779,21 @@ impl PostgresStore {
             .execute(&mut **tx)
             .await?;
         Ok(())
+    }
+}
+
+/// The LISTEN/NOTIFY channel of a schema: `reins_changes_<schema>`, or, when that would
+/// pass PostgreSQL's 63-byte identifier limit, the schema's SHA-256 prefix instead.
+fn change_channel(schema: Option<&str>) -> String {
+    use sha2::Digest;
+    match schema {
+        None => "reins_changes".to_owned(),
+        Some(s) if s.len() <= 63 - "reins_changes_".len() => format!("reins_changes_{s}"),
+        Some(s) => {
+            let digest = sha2::Sha256::digest(s.as_bytes());
+            let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+            format!("reins_changes_{hex}")
+        }
     }
 }
 
