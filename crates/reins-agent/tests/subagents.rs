@@ -12,30 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins_agent::{Agent, AgentError, Decision, RunStatus, child_session_id};
-use reins_memory::{InMemoryStore, MemoryStore};
+use reins_memory::InMemoryStore;
 use reins_message::{Msg, ToolOutcome};
 use reins_model::ScriptedModel;
 use reins_tool::ToolPolicy;
 use serde_json::json;
 use support::*;
 
-type Store = Arc<dyn MemoryStore>;
-
-/// Two handles on one store for each backend: (label, a, b, keep-alive).
-async fn stores(what: &str) -> Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> {
-    let mut out: Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> = Vec::new();
-    let mem: Store = Arc::new(InMemoryStore::new());
-    out.push(("memory", mem.clone(), mem, None));
-    let dir = tempfile::tempdir().unwrap();
-    for spec in harness_stores(dir.path(), what) {
-        let (a, b) = (spec.open().await, spec.open().await);
-        out.push((spec.label(), a, b, None));
-    }
-    if let Some(first) = out.iter_mut().find(|p| p.0 == "sqlite") {
-        first.3 = Some(dir);
-    }
-    out
-}
+type Store = SharedStore;
 
 /// A `research` sub-agent (the demo tools; `send_email` and `delete_file` gated by
 /// `gated`) under a `lead` agent, both on `store`.
@@ -82,7 +66,7 @@ fn sid() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval_is_routed_down() {
-    for (label, store, _, _keep) in stores("sapprove").await {
+    for (label, store, _, _keep) in store_pairs("sapprove").await {
         let counter = Counter::default();
         let lead = team(
             &store,
@@ -168,7 +152,7 @@ async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
-    for (label, store, _, _keep) in stores("sreject").await {
+    for (label, store, _, _keep) in store_pairs("sreject").await {
         let counter = Counter::default();
         let research_model = research_script();
         let seen = research_model.clone();
@@ -220,7 +204,7 @@ async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_input_and_resume_are_routed_to_the_child() {
-    for (label, store, _, _keep) in stores("sinput").await {
+    for (label, store, _, _keep) in store_pairs("sinput").await {
         // User input: the kind is the child's; the values are merged into its call.
         let counter = Counter::default();
         let lead = team(
@@ -282,7 +266,7 @@ async fn user_input_and_resume_are_routed_to_the_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
-    for (label, store, _, _keep) in stores("sdeep").await {
+    for (label, store, _, _keep) in store_pairs("sdeep").await {
         let counter = Counter::default();
         let research = Agent::builder()
             .name("research")
@@ -330,7 +314,7 @@ async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_of_the_parent_stops_the_running_child() {
-    for (label, store, _, _keep) in stores("sintr").await {
+    for (label, store, _, _keep) in store_pairs("sintr").await {
         let counter = Counter::default();
         let lead = team(
             &store,
@@ -405,7 +389,7 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
 /// reaches the running child through the parent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
-    for (label, sa, sb, _keep) in stores("sremote").await {
+    for (label, sa, sb, _keep) in store_pairs("sremote").await {
         let counter = Counter::default();
         let a = team(
             &sa,
@@ -474,7 +458,7 @@ async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
 /// whoever wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
-    for (label, sa, sb, _keep) in stores("srace").await {
+    for (label, sa, sb, _keep) in store_pairs("srace").await {
         for round in 0..4 {
             let counter = Counter::default();
             let a = team(
@@ -536,7 +520,7 @@ async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
 /// child instead of asking again, and the tool ran once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
-    for (label, store, _, _keep) in stores("sdone").await {
+    for (label, store, _, _keep) in store_pairs("sdone").await {
         let counter = Counter::default();
         let lead = team(
             &store,

@@ -99,6 +99,25 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
         .is_some_and(|d| d.is_unique_violation())
 }
 
+/// A decision log row: `seq` is its 1-based position in the session's log.
+pub(crate) fn decode_decision(
+    session: &str,
+    seq: usize,
+    requirement_id: String,
+    at: DateTime<Utc>,
+    record: &str,
+) -> Result<crate::store::DecisionEntry> {
+    Ok(crate::store::DecisionEntry {
+        seq: seq as u64,
+        at,
+        record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
+            session: session.to_owned(),
+            detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
+        })?,
+        requirement_id,
+    })
+}
+
 /// Counts to and from the signed integers SQL stores.
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)

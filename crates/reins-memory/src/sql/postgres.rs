@@ -10,8 +10,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::{
-    ChangeHub, Feeds, decode_ledger, decode_message, decode_requirement, decode_run_state,
-    encode_json, encode_message, is_unique_violation, to_i64, to_u64,
+    ChangeHub, Feeds, decode_decision, decode_ledger, decode_message, decode_requirement,
+    decode_run_state, encode_json, encode_message, is_unique_violation, to_i64, to_u64,
 };
 use crate::commit::Commit;
 use crate::error::{Error, Result};
@@ -692,21 +692,12 @@ impl MemoryStore for PostgresStore {
         .bind(session)
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (i, r) in rows.iter().enumerate() {
-            let requirement_id: String = r.try_get(0)?;
-            let record: &str = r.try_get(2)?;
-            out.push(DecisionEntry {
-                seq: i as u64 + 1,
-                at: r.try_get(1)?,
-                record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
-                    session: session.to_owned(),
-                    detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
-                })?,
-                requirement_id,
-            });
-        }
-        Ok(out)
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                decode_decision(session, i + 1, r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)
+            })
+            .collect()
     }
 
     async fn request_interrupt(&self, session: &str) -> Result<bool> {
