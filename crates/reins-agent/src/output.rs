@@ -44,6 +44,11 @@ pub struct RunOutput {
     /// asked for one and completed (see [`RunOutput::parsed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<serde_json::Value>,
+    /// The run completed because the model answered with nothing: no text (thinking
+    /// alone counts as nothing) and no tool call. The empty answer is not stored (the
+    /// transcript stays provider-valid); show the person that nothing came back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_answer: bool,
 }
 
 impl RunOutput {

@@ -51,7 +51,7 @@ impl ActiveRun {
         }
         let mut listener = remote.listener.lock().await;
         if listener.as_ref().is_none_or(|l| l.0.is_finished()) {
-            match agent.inner.store.changes().await {
+            match agent.inner.store.interrupt_notices().await {
                 Ok(feed) => {
                     let weak = Arc::downgrade(&agent.inner);
                     *listener = Some(Listener(tokio::spawn(listen(weak, feed))));

@@ -418,8 +418,155 @@ fn delegated(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::requirement::{Decision, RequirementKind};
+    use crate::run::{AfterReasoning, GateDecision, Run, RunConfig, RunInput, SlotStatus, Step};
+    use chrono::Utc;
+    use reins_message::{ContentBlock, ToolOutcome, Usage};
+
+    fn nested(parent: &str, child: &str, kind: RequirementKind) -> Requirement {
+        Requirement {
+            id: format!("{parent}/{child}"),
+            tool_use: ToolUse::new(child, "send_email", json!({"to": "ops"})),
+            kind,
+            reason: "sub-agent `research`: needs confirmation".to_owned(),
+            created_at: Utc::now(),
+            expires_at: None,
+            path: vec![parent.to_owned(), child.to_owned()],
+            agent: Some("research".to_owned()),
+        }
+    }
+
+    /// A run whose sub-agent call `p1` came back paused with `reqs`.
+    fn delegated_run(reqs: Vec<Requirement>) -> Run {
+        let mut run = Run::new(RunConfig::default());
+        run.begin(RunInput::Message(Msg::user("go")), Utc::now())
+            .unwrap();
+        assert_eq!(run.next_step(), Step::Reason { summary: false });
+        let call = Msg::new(
+            Role::Assistant,
+            vec![ContentBlock::ToolUse(ToolUse::new(
+                "p1",
+                "research",
+                json!({"task": "t"}),
+            ))],
+        );
+        run.on_model_message(
+            call,
+            vec![GateDecision::Run],
+            AfterReasoning::default(),
+            Usage::default(),
+            Utc::now(),
+        );
+        let Step::Execute(batch) = run.next_step() else {
+            panic!("expected the sub-agent call to be dispatched");
+        };
+        assert_eq!(batch.len(), 1);
+        run.on_tool_results(
+            vec![ExecOutcome::Delegated {
+                id: "p1".to_owned(),
+                requirements: reqs,
+            }],
+            false,
+            Utc::now(),
+        );
+        run
+    }
+
+    #[test]
+    fn a_delegated_call_pauses_the_run_with_the_childs_requirements() {
+        let mut run = delegated_run(vec![
+            nested("p1", "c1", RequirementKind::Confirmation),
+            nested("p1", "c2", RequirementKind::External),
+        ]);
+        let Step::Pause(reqs) = run.next_step() else {
+            panic!("expected a pause");
+        };
+        let ids: Vec<_> = reqs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["p1/c1", "p1/c2"]);
+        assert_eq!(run.view().requirement_ids(), ["p1/c1", "p1/c2"]);
+
+        // A partial answer is routed with the child's id; the call is dispatched again
+        // and its other requirement is not shown meanwhile.
+        run.begin(
+            RunInput::Decisions(vec![Decision::reject("p1/c2", "no").by("bob")]),
+            Utc::now(),
+        )
+        .unwrap();
+        match run.routed_input("p1") {
+            Some(ChildInput::Decisions { decisions }) => {
+                assert_eq!(decisions, vec![Decision::reject("c2", "no").by("bob")]);
+            }
+            other => panic!("unexpected routing: {other:?}"),
+        }
+        assert!(run.requirements().is_empty());
+        let Step::Execute(batch) = run.next_step() else {
+            panic!("expected a dispatch");
+        };
+        assert_eq!(batch[0].tool_use.id, "p1");
+    }
+
+    #[test]
+    fn resume_routes_approvals_of_exactly_the_confirmations_shown() {
+        let mut run = delegated_run(vec![
+            nested("p1", "c1", RequirementKind::Confirmation),
+            nested("p1", "c2", RequirementKind::External),
+        ]);
+        let _ = run.next_step();
+        run.begin(RunInput::Resume, Utc::now()).unwrap();
+        match run.routed_input("p1") {
+            Some(ChildInput::Decisions { decisions }) => {
+                assert_eq!(decisions, vec![Decision::approve("c1")]);
+            }
+            other => panic!("unexpected routing: {other:?}"),
+        }
+
+        // A child stopped by a hook (no requirements) is resumed as such.
+        let mut run = delegated_run(Vec::new());
+        assert_eq!(run.next_step(), Step::Pause(Vec::new()));
+        run.begin(RunInput::Resume, Utc::now()).unwrap();
+        assert_eq!(run.routed_input("p1"), Some(ChildInput::Resume));
+    }
+
+    #[test]
+    fn a_new_message_closes_a_delegated_call_as_rejected() {
+        let mut run = delegated_run(vec![nested("p1", "c1", RequirementKind::Confirmation)]);
+        let _ = run.next_step();
+        run.begin(RunInput::Message(Msg::user("never mind")), Utc::now())
+            .unwrap();
+        let closed = run
+            .messages()
+            .iter()
+            .flat_map(|m| m.tool_results_iter())
+            .find(|r| r.id == "p1")
+            .map(|r| r.outcome.clone());
+        assert!(matches!(closed, Some(ToolOutcome::Rejected { .. })));
+        assert!(run.state().slots.is_empty());
+    }
+
+    #[test]
+    fn the_delegated_slot_round_trips_through_json() {
+        let run = delegated_run(vec![nested("p1", "c1", RequirementKind::Confirmation)]);
+        let v = serde_json::to_value(run.state()).unwrap();
+        assert_eq!(v["slots"][0]["status"]["slot"], "delegated");
+        assert_eq!(
+            v["slots"][0]["status"]["requirements"][0]["path"],
+            json!(["p1", "c1"])
+        );
+        let back: crate::run::RunState = serde_json::from_value(v).unwrap();
+        assert!(matches!(
+            back.slots[0].status,
+            SlotStatus::Delegated { routed: None, .. }
+        ));
+        // A plain requirement serializes without the new fields.
+        let mut plain = nested("p1", "c1", RequirementKind::Confirmation);
+        plain.path.clear();
+        plain.agent = None;
+        let v = serde_json::to_value(&plain).unwrap();
+        assert!(v.get("path").is_none() && v.get("agent").is_none());
+    }
 
     #[test]
     fn child_ids_join_parent_and_call() {

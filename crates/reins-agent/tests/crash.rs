@@ -203,6 +203,9 @@ impl MemoryStore for MarkedStore {
     async fn changes(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
         self.0.changes().await
     }
+    async fn interrupt_notices(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
+        self.0.interrupt_notices().await
+    }
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use reins_agent::{Agent, AgentError, RunStatus};
+use reins_agent::{Agent, AgentError, RunEvent, RunStatus};
 use reins_hook::{Control, Hook, HookContext, HookError, HookEvent};
 use reins_memory::{Commit, InMemoryStore, MemoryStore};
 use reins_message::{Msg, ToolOutcome};
@@ -372,6 +372,9 @@ impl MemoryStore for FlakyStore {
     async fn changes(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
         self.inner.changes().await
     }
+    async fn interrupt_notices(&self) -> reins_memory::Result<reins_memory::ChangeFeed> {
+        self.inner.interrupt_notices().await
+    }
 }
 
 #[tokio::test]
@@ -406,4 +409,54 @@ async fn a_store_error_ends_the_run_and_the_session_reloads_valid() {
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 1);
     assert_valid(&s.messages().await.unwrap());
+}
+
+/// A model that answers with nothing: the run says so (not a silent Completed), the
+/// empty answer is not stored, and the next turn is provider-valid.
+#[tokio::test]
+async fn an_empty_answer_is_flagged_and_the_next_turn_stays_valid() {
+    let counter = Counter::default();
+    let model = ScriptedModel::new([ScriptedResponse::empty(), text("here I am")]);
+    let agent = agent(model.clone(), toolkit(&counter, ToolPolicy::confirm()))
+        .build()
+        .unwrap();
+    let s = agent.session("empty").await.unwrap();
+    let out = s.call(Msg::user("hello?")).await.unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert!(out.empty_answer);
+    assert_eq!(s.messages().await.unwrap().len(), 1);
+    let out = s.call(Msg::user("hello again")).await.unwrap();
+    assert!(!out.empty_answer);
+    assert_eq!(out.message.text(), "here I am");
+    assert_valid(&model.last_request().unwrap().messages);
+    assert_valid(&s.messages().await.unwrap());
+}
+
+/// With parallel tools, each tool's `ToolExecutionFinished` is published when that tool
+/// finishes: a quick tool's result is announced before a slow one's, whatever their
+/// order in the batch.
+#[tokio::test]
+async fn each_tool_is_announced_when_it_finishes() {
+    let counter = Counter::default();
+    let both = ScriptedResponse::tool_call_with_id("slow1", "slow", json!({"ms": 300}))
+        .then_tool_call("search_web", json!({"query": "fast"}));
+    let model = ScriptedModel::new([both, text("done")]);
+    let agent = agent(model, toolkit(&counter, ToolPolicy::auto()))
+        .build()
+        .unwrap();
+    let mut run = agent
+        .session("order")
+        .await
+        .unwrap()
+        .start(Msg::user("both"))
+        .await
+        .unwrap();
+    let mut finished = Vec::new();
+    while let Some(ev) = run.next_event().await {
+        if let RunEvent::ToolExecutionFinished { result } = ev {
+            finished.push(result.name);
+        }
+    }
+    run.wait().await.unwrap();
+    assert_eq!(finished, ["search_web", "slow"]);
 }

@@ -12,30 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins_agent::{Agent, AgentError, Decision, RunStatus, child_session_id};
-use reins_memory::{InMemoryStore, MemoryStore};
+use reins_memory::InMemoryStore;
 use reins_message::{Msg, ToolOutcome};
 use reins_model::ScriptedModel;
 use reins_tool::ToolPolicy;
 use serde_json::json;
 use support::*;
 
-type Store = Arc<dyn MemoryStore>;
-
-/// Two handles on one store for each backend: (label, a, b, keep-alive).
-async fn stores(what: &str) -> Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> {
-    let mut out: Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> = Vec::new();
-    let mem: Store = Arc::new(InMemoryStore::new());
-    out.push(("memory", mem.clone(), mem, None));
-    let dir = tempfile::tempdir().unwrap();
-    for spec in harness_stores(dir.path(), what) {
-        let (a, b) = (spec.open().await, spec.open().await);
-        out.push((spec.label(), a, b, None));
-    }
-    if let Some(first) = out.iter_mut().find(|p| p.0 == "sqlite") {
-        first.3 = Some(dir);
-    }
-    out
-}
+type Store = SharedStore;
 
 /// A `research` sub-agent (the demo tools; `send_email` and `delete_file` gated by
 /// `gated`) under a `lead` agent, both on `store`.
@@ -82,7 +66,7 @@ fn sid() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval_is_routed_down() {
-    for (label, store, _, _keep) in stores("sapprove").await {
+    for (label, store, _, _keep) in store_pairs("sapprove").await {
         let counter = Counter::default();
         let lead = team(
             &store,
@@ -168,7 +152,7 @@ async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
-    for (label, store, _, _keep) in stores("sreject").await {
+    for (label, store, _, _keep) in store_pairs("sreject").await {
         let counter = Counter::default();
         let research_model = research_script();
         let seen = research_model.clone();
@@ -220,7 +204,7 @@ async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_input_and_resume_are_routed_to_the_child() {
-    for (label, store, _, _keep) in stores("sinput").await {
+    for (label, store, _, _keep) in store_pairs("sinput").await {
         // User input: the kind is the child's; the values are merged into its call.
         let counter = Counter::default();
         let lead = team(
@@ -282,7 +266,7 @@ async fn user_input_and_resume_are_routed_to_the_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
-    for (label, store, _, _keep) in stores("sdeep").await {
+    for (label, store, _, _keep) in store_pairs("sdeep").await {
         let counter = Counter::default();
         let research = Agent::builder()
             .name("research")
@@ -330,7 +314,7 @@ async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_of_the_parent_stops_the_running_child() {
-    for (label, store, _, _keep) in stores("sintr").await {
+    for (label, store, _, _keep) in store_pairs("sintr").await {
         let counter = Counter::default();
         let lead = team(
             &store,
@@ -401,11 +385,80 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
     }
 }
 
+/// An interrupt requested through the store by another worker (`request_interrupt`)
+/// reaches the running child through the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
+    for (label, sa, sb, _keep) in store_pairs("sremote").await {
+        let counter = Counter::default();
+        let a = team(
+            &sa,
+            lead_script(),
+            ScriptedModel::new([call("c1", "slow", json!({"ms": 60_000})), text("never")]),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let b = team(
+            &sb,
+            ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()),
+            ScriptedModel::new(Vec::<reins_model::ScriptedResponse>::new()),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let handle = a
+            .session(&id)
+            .await
+            .unwrap()
+            .start(Msg::user("research slowly"))
+            .await
+            .unwrap();
+        for _ in 0..6_000 {
+            if counter.count("slow") > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            counter.count("slow"),
+            1,
+            "{label}: the child's tool never started"
+        );
+        let hb = b.session(&id).await.unwrap();
+        assert!(hb.request_interrupt().await.unwrap(), "{label}");
+        let out = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{label}: the run never noticed the interrupt"))
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Cancelled, "{label}");
+        let parent_msgs = hb.messages().await.unwrap();
+        assert_valid(&parent_msgs);
+        assert_eq!(
+            outcomes(&parent_msgs).get("p1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+        let child = b
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        assert_eq!(
+            outcomes(&child_msgs).get("c1"),
+            Some(&ToolOutcome::Interrupted),
+            "{label}"
+        );
+    }
+}
+
 /// Two workers resolve the same paused parent at once: the child's tool runs once,
 /// whoever wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
-    for (label, sa, sb, _keep) in stores("srace").await {
+    for (label, sa, sb, _keep) in store_pairs("srace").await {
         for round in 0..4 {
             let counter = Counter::default();
             let a = team(
@@ -467,7 +520,7 @@ async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
 /// child instead of asking again, and the tool ran once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
-    for (label, store, _, _keep) in stores("sdone").await {
+    for (label, store, _, _keep) in store_pairs("sdone").await {
         let counter = Counter::default();
         let lead = team(
             &store,
@@ -552,4 +605,148 @@ async fn a_paused_parent_snapshot_keeps_the_nested_requirements() {
     let text = snap.to_string();
     assert!(text.contains("\"delegated\""), "{text}");
     assert!(text.contains("p1/c1"), "{text}");
+}
+
+// ----- a nested crash ----------------------------------------------------------------
+
+/// Deterministic models for both processes: the lead delegates, then answers; the
+/// research agent runs `effect`, then answers.
+fn crash_team(store: &Store, log: std::path::PathBuf) -> Agent {
+    let lead_model = ScriptedModel::from_fn(|req| {
+        if req.messages.iter().any(|m| m.has_tool_results()) {
+            text("lead: research finished")
+        } else {
+            call("p1", "research", json!({"task": "do the effect"}))
+        }
+    });
+    let research_model = ScriptedModel::from_fn(|req| {
+        if req.messages.iter().any(|m| m.has_tool_results()) {
+            text("research: done")
+        } else {
+            call("c1", "effect", json!({"query": "x"}))
+        }
+    });
+    let mut tools = reins_tool::Toolkit::new();
+    tools
+        .add(reins_tool::Toolkit::function(
+            "effect",
+            "A side effect that takes a while",
+            move |_a: QueryArgs, _ctx| {
+                let log = log.clone();
+                async move {
+                    log_effect(&log, "begin");
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    log_effect(&log, "end");
+                    Ok::<_, reins_tool::ToolError>("effect done".to_owned())
+                }
+            },
+        ))
+        .unwrap();
+    let research = Agent::builder()
+        .name("research")
+        .model(research_model)
+        .toolkit(tools)
+        .store_arc(store.clone())
+        .session_lease(Duration::from_millis(200))
+        .tool_lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    Agent::builder()
+        .name("lead")
+        .model(lead_model)
+        .store_arc(store.clone())
+        .session_lease(Duration::from_millis(200))
+        .tool_lease(Duration::from_millis(600))
+        .subagent(research.as_tool("research", "Does the effect"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the nested crash test in a child process"]
+async fn nested_crash_child() {
+    let spec = StoreSpec::from_env();
+    let log: std::path::PathBuf = std::env::var("REINS_EFFECT_LOG").unwrap().into();
+    let sid = std::env::var("REINS_SESSION").unwrap();
+    let store = spec.open().await;
+    let lead = crash_team(&store, log);
+    // Killed while the child's tool runs; never returns.
+    let _ = lead
+        .session(&sid)
+        .await
+        .unwrap()
+        .call(Msg::user("go"))
+        .await;
+}
+
+/// The process running a parent and its sub-agent is killed while the child's tool
+/// runs. Another process resumes the parent: the child's tool is not run again (it
+/// becomes `Unknown` once its lease expires), both sessions end valid, and the parent
+/// completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_subagent_never_runs_its_tool_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    for spec in harness_stores(dir.path(), "snest") {
+        let label = spec.label();
+        let sid = sid();
+        let log = dir.path().join(format!("{label}-effects.log"));
+        // Create the schema before the child races for it.
+        let store = spec.open().await;
+        let mut cmd = child_test("nested_crash_child");
+        cmd.envs(spec.env())
+            .env("REINS_EFFECT_LOG", &log)
+            .env("REINS_SESSION", &sid)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let mut started = false;
+        for _ in 0..6_000 {
+            if effects(&log).iter().any(|l| l == "begin") {
+                started = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(started, "{label}: the child's tool never started");
+
+        let lead = crash_team(&store, log.clone());
+        let session = lead.session(&sid).await.unwrap();
+        let mut done = None;
+        for _ in 0..400 {
+            match session.resume().await {
+                Ok(out) => {
+                    done = Some(out);
+                    break;
+                }
+                // The dead process's locks and leases run out first.
+                Err(
+                    AgentError::SessionBusy { .. }
+                    | AgentError::ToolInFlight { .. }
+                    | AgentError::StaleView { .. },
+                ) => tokio::time::sleep(Duration::from_millis(25)).await,
+                Err(e) => panic!("{label}: {e}"),
+            }
+        }
+        let out = done.unwrap_or_else(|| panic!("{label}: never resumed"));
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(effects(&log), vec!["begin".to_owned()], "{label}");
+        let parent_msgs = session.messages().await.unwrap();
+        assert_valid(&parent_msgs);
+        assert_eq!(result_text(&parent_msgs, "p1"), "research: done", "{label}");
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&sid, "p1"))
+            .await
+            .unwrap();
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        assert_eq!(
+            outcomes(&child_msgs).get("c1"),
+            Some(&ToolOutcome::Unknown),
+            "{label}"
+        );
+    }
 }

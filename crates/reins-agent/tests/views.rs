@@ -26,23 +26,7 @@ use reins_tool::ToolPolicy;
 use serde_json::json;
 use support::*;
 
-type Store = Arc<dyn MemoryStore>;
-
-/// Two handles on one store for each backend: (label, a, b, keep-alive).
-async fn store_pairs(what: &str) -> Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> {
-    let mut out: Vec<(&'static str, Store, Store, Option<tempfile::TempDir>)> = Vec::new();
-    let mem: Store = Arc::new(InMemoryStore::new());
-    out.push(("memory", mem.clone(), mem, None));
-    let dir = tempfile::tempdir().unwrap();
-    for spec in harness_stores(dir.path(), what) {
-        let (a, b) = (spec.open().await, spec.open().await);
-        out.push((spec.label(), a, b, None));
-    }
-    if let Some(last) = out.iter_mut().find(|p| p.0 == "sqlite") {
-        last.3 = Some(dir);
-    }
-    out
-}
+type Store = SharedStore;
 
 fn worker(store: &Store, model: ScriptedModel, counter: &Counter) -> reins_agent::AgentBuilder {
     agent(model, toolkit(counter, ToolPolicy::confirm())).store_arc(store.clone())
@@ -403,6 +387,10 @@ async fn an_interrupt_requested_elsewhere_stops_the_run() {
                 Some(_) => {}
                 None => panic!("{label}: the run ended before the tool started"),
             }
+        }
+        // The tool's body is running (it records itself first thing).
+        while counter.count("slow") == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(hb.request_interrupt().await.unwrap(), "{label}");
         let out = tokio::time::timeout(Duration::from_secs(30), run.wait())

@@ -98,6 +98,7 @@ impl fmt::Debug for Endpoint {
 
 impl Endpoint {
     /// A short description for error messages (no secrets).
+    #[cfg_attr(not(feature = "stdio"), allow(dead_code))]
     pub(crate) fn describe(&self) -> String {
         match self {
             Self::Stdio { program, args, .. } => {

@@ -18,6 +18,7 @@ use crate::config::{Elicitation, ElicitationAnswer, ElicitationHandler, Endpoint
 use crate::error::{Error, Result};
 
 /// How many of a child's last stderr lines are kept for error messages.
+#[cfg(feature = "stdio")]
 const STDERR_TAIL: usize = 8;
 
 /// Locks a std mutex, recovering the data if a panicking thread poisoned it (every

@@ -37,6 +37,8 @@ pub struct InMemoryStore {
     /// Created by the first listener: a broadcast channel allocates its whole buffer
     /// up front, which a store nobody watches should not pay for.
     changes: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
+    /// The interrupt requests only (what an agent's listener waits on).
+    interrupts: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
 }
 
 /// How many changes a slow listener may fall behind before it sees `Lagged`.
@@ -69,11 +71,18 @@ impl InMemoryStore {
         Self::default()
     }
 
-    fn notify(&self, session: &str) {
+    fn notify(&self, session: &str, interrupt: bool) {
+        let change = || StoreChange {
+            session: Some(session.to_owned()),
+            maybe_interrupt: interrupt,
+        };
         if let Some(tx) = self.changes.get().filter(|tx| tx.receiver_count() > 0) {
-            let _ = tx.send(StoreChange {
-                session: Some(session.to_owned()),
-            });
+            let _ = tx.send(change());
+        }
+        if interrupt {
+            if let Some(tx) = self.interrupts.get().filter(|tx| tx.receiver_count() > 0) {
+                let _ = tx.send(change());
+            }
         }
     }
 
@@ -166,7 +175,7 @@ impl MemoryStore for InMemoryStore {
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
         drop(guard);
-        self.notify(id);
+        self.notify(id, false);
         Ok(version)
     }
 
@@ -334,7 +343,7 @@ impl MemoryStore for InMemoryStore {
             _ => false,
         };
         if flagged {
-            self.notify(session);
+            self.notify(session, true);
         }
         Ok(flagged)
     }
@@ -355,6 +364,13 @@ impl MemoryStore for InMemoryStore {
         Ok(self
             .changes
             .get_or_init(|| tokio::sync::broadcast::channel(CHANGE_BUFFER).0)
+            .subscribe())
+    }
+
+    async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+        Ok(self
+            .interrupts
+            .get_or_init(|| tokio::sync::broadcast::channel(64).0)
             .subscribe())
     }
 }

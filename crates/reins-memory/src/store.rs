@@ -212,6 +212,9 @@ pub struct StoreChange {
     /// changed (SQLite learns of other processes' writes by polling), so a listener
     /// checks the sessions it cares about.
     pub session: Option<String>,
+    /// Whether this may be an interrupt request (true for requests, and for notices of
+    /// unknown origin); false for a plain commit.
+    pub maybe_interrupt: bool,
 }
 
 impl StoreChange {
@@ -301,6 +304,11 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// interrupt (one query, however many runs the owner has in flight).
     async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>>;
 
+    /// The part of [`changes`](MemoryStore::changes) that may be interrupt requests:
+    /// what a worker listens to so that its runs stop when asked, without waking for
+    /// every commit.
+    async fn interrupt_notices(&self) -> Result<ChangeFeed>;
+
     /// A feed of changes made by any writer — this process or another sharing the
     /// store (PostgreSQL: LISTEN/NOTIFY; SQLite: polling `PRAGMA data_version`;
     /// in memory: direct). Used to notice pauses, resumes and interrupt requests made
@@ -368,6 +376,9 @@ macro_rules! forward_store {
             }
             async fn changes(&self) -> Result<ChangeFeed> {
                 (**self).changes().await
+            }
+            async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+                (**self).interrupt_notices().await
             }
         }
     )*};

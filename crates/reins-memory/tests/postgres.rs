@@ -146,3 +146,23 @@ async fn workers_racing_to_migrate_a_fresh_schema_all_succeed() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_long_schema_name_still_gets_a_change_feed() {
+    let Some(url) = url() else { return };
+    let schema = format!(
+        "reins_long_schema_name_for_the_change_channel_{}",
+        std::process::id()
+    );
+    assert!(schema.len() > 49);
+    let opts = || PostgresOptions::default().schema(schema.clone());
+    let a = PostgresStore::connect_with(&url, opts()).await.unwrap();
+    let b = PostgresStore::connect_with(&url, opts()).await.unwrap();
+    a.open_session("s").await.unwrap();
+    let mut feed = a.changes().await.unwrap();
+    b.commit("s", Commit::at(0).append(Msg::user("hi")))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(std::time::Duration::from_secs(20), feed.recv()).await;
+    assert!(matches!(got, Ok(Ok(_))), "{got:?}");
+}

@@ -114,26 +114,28 @@ pub use reins_tool as tool;
 pub mod prelude {
     pub use async_trait::async_trait;
     pub use reins_agent::{
-        Agent, AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle, RunOutput,
-        RunStatus, Session, SessionSnapshot,
+        Actor, Agent, AgentError, Decision, DecisionRecord, OutputMode, OutputSpec, Requirement,
+        RequirementKind, RunEvent, RunHandle, RunOutput, RunStatus, Session, SessionSnapshot,
+        SessionView, ViewToken,
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
     pub use reins_hook::{
         Control, Hook, HookContext, HookError, HookEvent, HookEventKind, ToolConfirmationHook,
     };
+    #[cfg(feature = "mcp")]
+    pub use reins_mcp::{McpServer, McpToolset};
     #[cfg(feature = "postgres")]
     pub use reins_memory::PostgresStore;
     #[cfg(feature = "sqlite")]
     pub use reins_memory::{Durability, SqliteStore};
-    #[cfg(feature = "mcp")]
-    pub use reins_mcp::{McpServer, McpToolset};
     pub use reins_memory::{InMemoryStore, MemoryStore};
     pub use reins_message::{
         ContentBlock, Msg, Role, ToolAnswer, ToolOutcome, ToolResult, ToolUse,
     };
     pub use reins_model::{
-        ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, ModelError, ToolChoice,
+        ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, ModelCapabilities, ModelError,
+        ToolChoice,
     };
     #[cfg(feature = "testing")]
     pub use reins_model::{ScriptedModel, ScriptedResponse};

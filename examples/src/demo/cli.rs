@@ -49,6 +49,8 @@ pub struct Options {
     pub check: bool,
     pub provider: Option<Provider>,
     pub model: Option<String>,
+    /// MCP servers whose tools are added (`--mcp "CMD ARGS"`, repeatable).
+    pub mcp: Vec<String>,
     pub help: bool,
 }
 
@@ -63,6 +65,7 @@ impl Default for Options {
             check: false,
             provider: None,
             model: None,
+            mcp: Vec::new(),
             help: false,
         }
     }
@@ -86,6 +89,10 @@ options:
   --provider NAME     offline | dashscope | openai | anthropic
   --model NAME        the model name for the chosen provider
   --offline           same as --provider offline
+  --mcp 'CMD ARGS'    add the tools of an MCP server started with this command line
+                      (stdio; split on spaces; `{sandbox}` becomes the sandbox path).
+                      Repeatable. Their policies come from the server's annotations:
+                      e.g. server-filesystem's write_file waits for your approval
   -h, --help          this text
 
 Without --provider the model is chosen from the environment: DASHSCOPE_API_KEY
@@ -134,6 +141,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> 
             "--provider" => o.provider = Some(Provider::parse(&value("--provider")?)?),
             "--model" => o.model = Some(value("--model")?),
             "--offline" => o.provider = Some(Provider::Offline),
+            "--mcp" => o.mcp.push(value("--mcp")?),
             "-h" | "--help" | "help" => o.help = true,
             other => return Err(format!("unknown argument `{other}` (see --help)")),
         }
@@ -172,6 +180,8 @@ mod tests {
         let o = p(&["--provider", "claude", "--model", "m"]).unwrap();
         assert_eq!(o.provider, Some(Provider::Anthropic));
         assert_eq!(o.model.as_deref(), Some("m"));
+        let o = p(&["--mcp", "npx -y server {sandbox}", "--mcp=other"]).unwrap();
+        assert_eq!(o.mcp, ["npx -y server {sandbox}", "other"]);
     }
 
     #[test]

@@ -331,6 +331,9 @@ impl Chat<'_> {
             }
         };
         match out.status {
+            RunStatus::Completed if out.empty_answer => self
+                .printer
+                .note("(the model returned an empty answer; try again or rephrase)"),
             RunStatus::Completed => {}
             RunStatus::MaxIterations => self
                 .printer

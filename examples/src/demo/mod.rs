@@ -38,6 +38,8 @@ pub struct Setup {
     pub model: Arc<dyn ChatModel>,
     pub model_label: String,
     pub offline: bool,
+    /// Connected MCP servers (`--mcp`), whose tools join the sandbox's.
+    pub mcp: Vec<reins::mcp::McpToolset>,
 }
 
 impl Setup {
@@ -54,7 +56,8 @@ impl Setup {
                 self.db_path().display()
             )
         })?;
-        let tools = sandbox::toolkit(&self.sandbox).map_err(|e| e.to_string())?;
+        let mut tools = sandbox::toolkit(&self.sandbox).map_err(|e| e.to_string())?;
+        reins::mcp::add_all(&self.mcp, &mut tools).map_err(|e| e.to_string())?;
         let agent = Agent::builder()
             .name(AGENT)
             .system_prompt(system_prompt(&self.sandbox))
@@ -255,7 +258,34 @@ async fn prepare(opts: &Options, script_mode: bool, builtin: bool) -> Result<Set
         model: choice.model,
         model_label: choice.label,
         offline: choice.offline,
+        mcp: Vec::new(),
     };
+    let mut setup = setup;
+    for (i, line) in opts.mcp.iter().enumerate() {
+        let root = setup.sandbox.root().display().to_string();
+        let mut words = line
+            .split_whitespace()
+            .map(|w| w.replace("{sandbox}", &root));
+        let program = words
+            .next()
+            .ok_or_else(|| "`--mcp` needs a command line".to_owned())?;
+        let name = if i == 0 {
+            "mcp".to_owned()
+        } else {
+            format!("mcp{}", i + 1)
+        };
+        let server = reins::mcp::McpServer::stdio(name, program, words);
+        let toolset = reins::mcp::McpToolset::connect(server)
+            .await
+            .map_err(|e| e.to_string())?;
+        for t in toolset.tools() {
+            eprintln!(
+                "demo: MCP tool {} (policy from {:?})",
+                t.name, t.policy_source
+            );
+        }
+        setup.mcp.push(toolset);
+    }
     // The built-in script's checks assume a fresh start, so it always gets one.
     if opts.fresh || builtin {
         setup.reset().await?;

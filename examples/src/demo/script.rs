@@ -357,6 +357,9 @@ impl Replay<'_> {
                 let s = render::interrupt_summary(&msgs, self.printer.partial_text);
                 self.printer.line(&format!("  ⏹ {s}"));
             }
+            RunStatus::Completed if out.empty_answer => {
+                self.printer.note("  (the model returned an empty answer)")
+            }
             RunStatus::Completed | RunStatus::MaxIterations => {}
         }
         if let Some(t) = trigger

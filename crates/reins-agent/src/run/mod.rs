@@ -95,6 +95,8 @@ struct CallTally {
     structured: Option<Value>,
     /// The structured answer stayed invalid after every retry: (raw, problems, attempts).
     output_failure: Option<(String, Vec<String>, u32)>,
+    /// The model's last answer had no text and no tool call.
+    empty_answer: bool,
 }
 
 impl Run {
@@ -587,6 +589,7 @@ impl Run {
         if !refused_finals.is_empty() {
             self.push(Msg::tool_results(refused_finals));
         }
+        self.call.empty_answer = uses.is_empty() && msg.text().trim().is_empty();
         self.call.last_assistant = Some(msg);
         if uses.is_empty() {
             if after.goto.is_empty() {
@@ -967,6 +970,7 @@ impl Run {
             repairs: self.call.repairs.clone(),
             iterations: self.call.iterations,
             structured: self.call.structured.clone(),
+            empty_answer: self.call.empty_answer && status == RunStatus::Completed,
         }
     }
 

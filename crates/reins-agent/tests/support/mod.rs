@@ -447,3 +447,36 @@ pub fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<S
     });
     rx
 }
+
+/// A store shared by two workers: a handle each (for SQL backends, separate pools).
+pub type SharedStore = Arc<dyn reins_memory::MemoryStore>;
+
+/// Two handles on one store for each backend — in memory (one store, shared), SQLite
+/// (two pools on one file) and PostgreSQL (see [`harness_stores`]): (label, a, b,
+/// what keeps the SQLite file alive).
+pub async fn store_pairs(
+    what: &str,
+) -> Vec<(
+    &'static str,
+    SharedStore,
+    SharedStore,
+    Option<tempfile::TempDir>,
+)> {
+    let mut out: Vec<(
+        &'static str,
+        SharedStore,
+        SharedStore,
+        Option<tempfile::TempDir>,
+    )> = Vec::new();
+    let mem: SharedStore = Arc::new(reins_memory::InMemoryStore::new());
+    out.push(("memory", mem.clone(), mem, None));
+    let dir = tempfile::tempdir().unwrap();
+    for spec in harness_stores(dir.path(), what) {
+        let (a, b) = (spec.open().await, spec.open().await);
+        out.push((spec.label(), a, b, None));
+    }
+    if let Some(first) = out.iter_mut().find(|p| p.0 == "sqlite") {
+        first.3 = Some(dir);
+    }
+    out
+}

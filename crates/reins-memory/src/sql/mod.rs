@@ -99,6 +99,25 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
         .is_some_and(|d| d.is_unique_violation())
 }
 
+/// A decision log row: `seq` is its 1-based position in the session's log.
+pub(crate) fn decode_decision(
+    session: &str,
+    seq: usize,
+    requirement_id: String,
+    at: DateTime<Utc>,
+    record: &str,
+) -> Result<crate::store::DecisionEntry> {
+    Ok(crate::store::DecisionEntry {
+        seq: seq as u64,
+        at,
+        record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
+            session: session.to_owned(),
+            detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
+        })?,
+        requirement_id,
+    })
+}
+
 /// Counts to and from the signed integers SQL stores.
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -109,46 +128,88 @@ pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-/// The change feed of a SQL store: local commits are announced at once, and one
+/// Where a store's change notices go: every notice to `all`, and those that may be
+/// interrupt requests to `interrupts` too (so an agent waiting for interrupt requests
+/// does not wake for every commit).
+#[derive(Debug, Clone)]
+pub(crate) struct Feeds {
+    all: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
+    interrupts: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
+}
+
+impl Feeds {
+    fn new() -> Self {
+        Self {
+            all: tokio::sync::broadcast::channel(1024).0,
+            interrupts: tokio::sync::broadcast::channel(64).0,
+        }
+    }
+
+    /// Announces a change.
+    pub(crate) fn send(&self, session: Option<&str>, maybe_interrupt: bool) {
+        let change = || crate::store::StoreChange {
+            session: session.map(str::to_owned),
+            maybe_interrupt,
+        };
+        if self.all.receiver_count() > 0 {
+            let _ = self.all.send(change());
+        }
+        if maybe_interrupt && self.interrupts.receiver_count() > 0 {
+            let _ = self.interrupts.send(change());
+        }
+    }
+
+    /// Whether anyone still listens.
+    pub(crate) fn listened(&self) -> bool {
+        self.all.receiver_count() + self.interrupts.receiver_count() > 0
+    }
+}
+
+/// The change feeds of a SQL store: local writes are announced at once, and one
 /// background listener per store (started by the first subscriber, ended when the last
 /// one is gone) announces other processes' writes.
 #[derive(Debug)]
 pub(crate) struct ChangeHub {
-    tx: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
+    feeds: Feeds,
     listener: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl ChangeHub {
     pub(crate) fn new() -> std::sync::Arc<Self> {
         std::sync::Arc::new(Self {
-            tx: tokio::sync::broadcast::channel(1024).0,
+            feeds: Feeds::new(),
             listener: tokio::sync::Mutex::new(None),
         })
     }
 
     /// Announces a change to `session` made through this store handle.
-    pub(crate) fn notify(&self, session: Option<&str>) {
-        if self.tx.receiver_count() > 0 {
-            let _ = self.tx.send(crate::store::StoreChange {
-                session: session.map(str::to_owned),
-            });
-        }
+    pub(crate) fn notify(&self, session: Option<&str>, maybe_interrupt: bool) {
+        self.feeds.send(session, maybe_interrupt);
     }
 
-    /// Subscribes, starting the background listener with `start` when none runs.
-    /// `start` gets the sender and returns the listener's task, or fails.
-    pub(crate) async fn subscribe<F, Fut>(&self, start: F) -> Result<crate::store::ChangeFeed>
+    /// Subscribes to every change (or, with `interrupts_only`, to those that may be
+    /// interrupt requests), starting the background listener with `start` when none
+    /// runs. `start` gets the feeds and returns the listener's task, or fails.
+    pub(crate) async fn subscribe<F, Fut>(
+        &self,
+        interrupts_only: bool,
+        start: F,
+    ) -> Result<crate::store::ChangeFeed>
     where
-        F: FnOnce(tokio::sync::broadcast::Sender<crate::store::StoreChange>) -> Fut,
+        F: FnOnce(Feeds) -> Fut,
         Fut: std::future::Future<Output = Result<Option<tokio::task::JoinHandle<()>>>>,
     {
-        let rx = self.tx.subscribe();
+        let rx = if interrupts_only {
+            self.feeds.interrupts.subscribe()
+        } else {
+            self.feeds.all.subscribe()
+        };
         let mut listener = self.listener.lock().await;
         if listener
             .as_ref()
             .is_none_or(tokio::task::JoinHandle::is_finished)
         {
-            *listener = start(self.tx.clone()).await?;
+            *listener = start(self.feeds.clone()).await?;
         }
         Ok(rx)
     }

@@ -10,14 +10,14 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::{
-    ChangeHub, decode_ledger, decode_message, decode_requirement, decode_run_state, encode_json,
-    encode_message, is_unique_violation, to_i64, to_u64,
+    ChangeHub, Feeds, decode_decision, decode_ledger, decode_message, decode_requirement,
+    decode_run_state, encode_json, encode_message, is_unique_violation, to_i64, to_u64,
 };
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MAX_LEASE, MemoryStore,
-    SessionState, SessionSummary, StoreChange,
+    SessionState, SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
@@ -130,10 +130,7 @@ impl PostgresStore {
                 }
             }
         }
-        let channel = match &options.schema {
-            Some(schema) => format!("reins_changes_{schema}"),
-            None => "reins_changes".to_owned(),
-        };
+        let channel = change_channel(options.schema.as_deref());
         let store = Self {
             pool,
             changes: ChangeHub::new(),
@@ -473,7 +470,7 @@ impl MemoryStore for PostgresStore {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        self.notify_in(&mut tx, id).await?;
+        self.notify_in(&mut tx, id, false).await?;
         tx.commit().await?;
         Ok(new_version)
     }
@@ -695,21 +692,12 @@ impl MemoryStore for PostgresStore {
         .bind(session)
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (i, r) in rows.iter().enumerate() {
-            let requirement_id: String = r.try_get(0)?;
-            let record: &str = r.try_get(2)?;
-            out.push(DecisionEntry {
-                seq: i as u64 + 1,
-                at: r.try_get(1)?,
-                record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
-                    session: session.to_owned(),
-                    detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
-                })?,
-                requirement_id,
-            });
-        }
-        Ok(out)
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                decode_decision(session, i + 1, r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)
+            })
+            .collect()
     }
 
     async fn request_interrupt(&self, session: &str) -> Result<bool> {
@@ -722,7 +710,7 @@ impl MemoryStore for PostgresStore {
         .await?;
         let flagged = done.rows_affected() == 1;
         if flagged {
-            self.notify_in(&mut tx, session).await?;
+            self.notify_in(&mut tx, session, true).await?;
         }
         tx.commit().await?;
         Ok(flagged)
@@ -739,34 +727,64 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {
-        let pool = self.pool.clone();
-        let channel = self.channel.clone();
-        self.changes
-            .subscribe(|tx| async move {
-                let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-                listener.listen(&channel).await?;
-                Ok(Some(tokio::spawn(listen_for_changes(listener, tx))))
-            })
-            .await
+        self.subscribe_changes(false).await
+    }
+
+    async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+        self.subscribe_changes(true).await
     }
 }
 
 impl PostgresStore {
-    /// Queues a NOTIFY for `session` (delivered when the transaction commits).
+    async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
+        let pool = self.pool.clone();
+        let channel = self.channel.clone();
+        self.changes
+            .subscribe(interrupts_only, |feeds| async move {
+                let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                listener.listen(&channel).await?;
+                Ok(Some(tokio::spawn(listen_for_changes(listener, feeds))))
+            })
+            .await
+    }
+
+    /// Queues a NOTIFY for `session` (delivered when the transaction commits): the
+    /// payload is `c:<id>` for a commit, `i:<id>` for an interrupt request.
     async fn notify_in(
         &self,
         tx: &mut Transaction<'static, Postgres>,
         session: &str,
+        interrupt: bool,
     ) -> Result<()> {
         // NOTIFY payloads are limited to 8000 bytes: a longer id is announced as
         // "something changed".
-        let payload = if session.len() < 7900 { session } else { "" };
+        let kind = if interrupt { "i:" } else { "c:" };
+        let payload = if session.len() < 7900 {
+            format!("{kind}{session}")
+        } else {
+            String::new()
+        };
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(&self.channel)
             .bind(payload)
             .execute(&mut **tx)
             .await?;
         Ok(())
+    }
+}
+
+/// The LISTEN/NOTIFY channel of a schema: `reins_changes_<schema>`, or, when that would
+/// pass PostgreSQL's 63-byte identifier limit, the schema's SHA-256 prefix instead.
+fn change_channel(schema: Option<&str>) -> String {
+    use sha2::Digest;
+    match schema {
+        None => "reins_changes".to_owned(),
+        Some(s) if s.len() <= 63 - "reins_changes_".len() => format!("reins_changes_{s}"),
+        Some(s) => {
+            let digest = sha2::Sha256::digest(s.as_bytes());
+            let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
+            format!("reins_changes_{hex}")
+        }
     }
 }
 
@@ -794,24 +812,22 @@ async fn insert_decisions(
 /// Forwards NOTIFYs to the change feed until nobody listens. A lost connection is
 /// re-established by the listener; since notices may have been missed meanwhile,
 /// listeners are told that anything may have changed.
-async fn listen_for_changes(
-    mut listener: sqlx::postgres::PgListener,
-    tx: tokio::sync::broadcast::Sender<StoreChange>,
-) {
+async fn listen_for_changes(mut listener: sqlx::postgres::PgListener, feeds: Feeds) {
     loop {
-        if tx.receiver_count() == 0 {
+        if !feeds.listened() {
             break;
         }
         let next = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
         match next {
             Err(_) => {}
-            Ok(Ok(n)) => {
-                let session = (!n.payload().is_empty()).then(|| n.payload().to_owned());
-                let _ = tx.send(StoreChange { session });
-            }
+            Ok(Ok(n)) => match n.payload().split_at_checked(2) {
+                Some(("c:", session)) => feeds.send(Some(session), false),
+                Some(("i:", session)) => feeds.send(Some(session), true),
+                _ => feeds.send(None, true),
+            },
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "listening for PostgreSQL changes failed; reconnecting");
-                let _ = tx.send(StoreChange { session: None });
+                feeds.send(None, true);
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }

@@ -13,14 +13,15 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::{
-    ChangeHub, decode_ledger, decode_message, decode_requirement, decode_run_state, decode_time,
-    encode_json, encode_message, encode_time, is_unique_violation, to_i64, to_u64,
+    ChangeHub, Feeds, decode_decision, decode_ledger, decode_message, decode_requirement,
+    decode_run_state, decode_time, encode_json, encode_message, encode_time, is_unique_violation,
+    to_i64, to_u64,
 };
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
-    SessionState, SessionSummary, StoreChange, lease_end,
+    SessionState, SessionSummary, lease_end,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
@@ -537,7 +538,7 @@ impl MemoryStore for SqliteStore {
         }
         update.bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
-        self.changes.notify(Some(id));
+        self.changes.notify(Some(id), false);
         Ok(new_version)
     }
 
@@ -751,22 +752,14 @@ impl MemoryStore for SqliteStore {
         .bind(session)
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (i, r) in rows.iter().enumerate() {
-            let requirement_id: String = r.try_get(0)?;
-            let at: &str = r.try_get(1)?;
-            let record: &str = r.try_get(2)?;
-            out.push(DecisionEntry {
-                seq: i as u64 + 1,
-                at: decode_time(session, "decision row at", at)?,
-                record: serde_json::from_str(record).map_err(|e| Error::Corrupt {
-                    session: session.to_owned(),
-                    detail: format!("decision row for `{requirement_id}` does not parse: {e}"),
-                })?,
-                requirement_id,
-            });
-        }
-        Ok(out)
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let at: &str = r.try_get(1)?;
+                let at = decode_time(session, "decision row at", at)?;
+                decode_decision(session, i + 1, r.try_get(0)?, at, r.try_get(2)?)
+            })
+            .collect()
     }
 
     async fn request_interrupt(&self, session: &str) -> Result<bool> {
@@ -779,7 +772,7 @@ impl MemoryStore for SqliteStore {
         .await?;
         let flagged = done.rows_affected() == 1;
         if flagged {
-            self.changes.notify(Some(session));
+            self.changes.notify(Some(session), true);
         }
         Ok(flagged)
     }
@@ -795,14 +788,24 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {
+        self.subscribe_changes(false).await
+    }
+
+    async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+        self.subscribe_changes(true).await
+    }
+}
+
+impl SqliteStore {
+    async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
         let poll = self.poll.clone();
         self.changes
-            .subscribe(|tx| async move {
+            .subscribe(interrupts_only, |feeds| async move {
                 let Some((connect, every)) = poll else {
                     return Ok(None);
                 };
                 let conn = sqlx::ConnectOptions::connect(&connect).await?;
-                Ok(Some(tokio::spawn(poll_data_version(conn, every, tx))))
+                Ok(Some(tokio::spawn(poll_data_version(conn, every, feeds))))
             })
             .await
     }
@@ -832,14 +835,10 @@ async fn insert_decisions(
 /// Notices other connections' commits: `PRAGMA data_version` on a connection of its
 /// own changes whenever another connection (of this process or another) committed.
 /// Ends when nobody listens any more.
-async fn poll_data_version(
-    mut conn: sqlx::SqliteConnection,
-    every: Duration,
-    tx: tokio::sync::broadcast::Sender<StoreChange>,
-) {
+async fn poll_data_version(mut conn: sqlx::SqliteConnection, every: Duration, feeds: Feeds) {
     let mut last: Option<i64> = None;
     loop {
-        if tx.receiver_count() == 0 {
+        if !feeds.listened() {
             break;
         }
         match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
@@ -848,13 +847,13 @@ async fn poll_data_version(
         {
             Ok(v) => {
                 if last.is_some_and(|l| l != v) {
-                    let _ = tx.send(StoreChange { session: None });
+                    feeds.send(None, true);
                 }
                 last = Some(v);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "polling SQLite for changes failed");
-                let _ = tx.send(StoreChange { session: None });
+                feeds.send(None, true);
             }
         }
         tokio::time::sleep(every).await;

@@ -834,16 +834,27 @@ pub async fn changes_reach_other_handles<S: MemoryStore>(a: &S, b: &S) {
             .unwrap()
     );
     while feed.try_recv().is_ok() {}
+    let mut interrupts = b.interrupt_notices().await.unwrap();
     assert!(a.request_interrupt(&id).await.unwrap());
-    let got = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            if let Ok(c) = feed.recv().await {
-                if c.concerns(&id) {
-                    return;
+    for (name, f) in [
+        ("all changes", &mut feed),
+        ("interrupt notices", &mut interrupts),
+    ] {
+        let got = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match f.recv().await {
+                    Ok(c) if c.concerns(&id) && c.maybe_interrupt => return true,
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
                 }
             }
-        }
-    })
-    .await;
-    assert!(got.is_ok(), "the interrupt request was not announced");
+        })
+        .await;
+        assert_eq!(
+            got.ok(),
+            Some(true),
+            "the interrupt request was not announced on {name}"
+        );
+    }
 }
