@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
 use reins_memory::{Claim, Error as StoreError, LedgerState};
 use reins_message::{Msg, Role, ToolResult};
-use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ResponseFormat, ToolChoice};
+use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
 use reins_tool::{ToolCallOutcome, ToolContext};
 use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
@@ -24,51 +24,6 @@ use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
 use reins_tool::Concurrency;
 use std::sync::Arc;
-
-/// Shapes a request to ask for the run's structured answer in `mode`.
-fn ask_for_output(request: &mut ChatRequest, mode: OutputMode, spec: &OutputSpec) {
-    match mode {
-        OutputMode::NativeSchema => {
-            request.options.response_format = Some(ResponseFormat::JsonSchema {
-                name: spec.name.clone(),
-                schema: spec.schema.clone(),
-                strict: spec.strict_compatible(),
-            });
-        }
-        OutputMode::AnswerTool | OutputMode::PromptedTool | OutputMode::Auto => {
-            let others = !request.tools.is_empty();
-            request.tools.push(spec.answer_tool());
-            if mode == OutputMode::PromptedTool {
-                let note = spec.instruction();
-                let last_text = request
-                    .messages
-                    .first_mut()
-                    .filter(|m| m.role == Role::System)
-                    .and_then(|m| {
-                        m.content.iter_mut().rev().find_map(|b| match b {
-                            reins_message::ContentBlock::Text { text } => Some(text),
-                            _ => None,
-                        })
-                    });
-                match last_text {
-                    Some(text) => {
-                        text.push_str("\n\n");
-                        text.push_str(&note);
-                    }
-                    None => request
-                        .messages
-                        .insert(0, Msg::system(note).with_id("output-instruction")),
-                }
-            } else {
-                request.tool_choice = if others {
-                    ToolChoice::Required
-                } else {
-                    ToolChoice::Tool(FINAL_ANSWER_TOOL.to_owned())
-                };
-            }
-        }
-    }
-}
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -407,7 +362,7 @@ impl Driver {
         } else {
             request.tools = inner.toolkit.specs();
             if let Some((mode, spec)) = core.run.prepare_output(inner.model.capabilities()) {
-                ask_for_output(&mut request, mode, &spec);
+                crate::structured::ask_for_output(&mut request, mode, &spec);
                 output_mode = Some(mode);
             }
             HookEvent::PreReasoning { request }
@@ -760,6 +715,17 @@ impl Driver {
         }
         store.finish(&self.session, &original.id, &result).await?;
 
+        self.post_acting(to_run, result, iteration).await
+    }
+
+    /// Runs the `PostActing` hooks on a finished call (not after an interrupt): they may
+    /// edit the result or ask to stop.
+    async fn post_acting(
+        &self,
+        to_run: reins_message::ToolUse,
+        result: ToolResult,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
         let mut ev = HookEvent::PostActing {
             tool_use: to_run,
             result,
@@ -802,21 +768,7 @@ impl Driver {
         let ExecOutcome::Done(result) = outcome else {
             return Ok((outcome, false));
         };
-        let mut ev = HookEvent::PostActing {
-            tool_use: to_run,
-            result,
-        };
-        let control = if self.cancel.is_cancelled() {
-            Control::default()
-        } else {
-            self.hooks(&mut ev, iteration).await?
-        };
-        let HookEvent::PostActing { result, .. } = ev else {
-            return Err(AgentError::Internal(
-                "a hook replaced the PostActing event".to_owned(),
-            ));
-        };
-        Ok((ExecOutcome::Done(result), control.is_stopped()))
+        self.post_acting(to_run, result, iteration).await
     }
 
     /// After a crash in the middle of tool execution, before a new message closes the

@@ -25,7 +25,8 @@
 //! call fails with [`AgentError::InvalidOutput`](crate::AgentError::InvalidOutput),
 //! which carries the raw answer.
 
-use reins_message::ToolSpec;
+use reins_message::{Msg, Role, ToolSpec};
+use reins_model::{ChatRequest, ResponseFormat, ToolChoice};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -248,6 +249,51 @@ fn type_name(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// Shapes a request to ask for the run's structured answer in `mode`.
+pub(crate) fn ask_for_output(request: &mut ChatRequest, mode: OutputMode, spec: &OutputSpec) {
+    match mode {
+        OutputMode::NativeSchema => {
+            request.options.response_format = Some(ResponseFormat::JsonSchema {
+                name: spec.name.clone(),
+                schema: spec.schema.clone(),
+                strict: spec.strict_compatible(),
+            });
+        }
+        OutputMode::AnswerTool | OutputMode::PromptedTool | OutputMode::Auto => {
+            let others = !request.tools.is_empty();
+            request.tools.push(spec.answer_tool());
+            if mode == OutputMode::PromptedTool {
+                let note = spec.instruction();
+                let last_text = request
+                    .messages
+                    .first_mut()
+                    .filter(|m| m.role == Role::System)
+                    .and_then(|m| {
+                        m.content.iter_mut().rev().find_map(|b| match b {
+                            reins_message::ContentBlock::Text { text } => Some(text),
+                            _ => None,
+                        })
+                    });
+                match last_text {
+                    Some(text) => {
+                        text.push_str("\n\n");
+                        text.push_str(&note);
+                    }
+                    None => request
+                        .messages
+                        .insert(0, Msg::system(note).with_id("output-instruction")),
+                }
+            } else {
+                request.tool_choice = if others {
+                    ToolChoice::Required
+                } else {
+                    ToolChoice::Tool(FINAL_ANSWER_TOOL.to_owned())
+                };
+            }
+        }
     }
 }
 

@@ -7,6 +7,9 @@
 //! tool uses, decisions, interrupts and stopping lives here, with no async and no I/O,
 //! so it can be property-tested on its own.
 
+mod answer;
+use answer::Answer;
+mod audit;
 mod input;
 mod types;
 
@@ -29,13 +32,10 @@ use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{AgentError, Result};
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
-use crate::structured::{
-    FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec, feedback, parse_text_answer,
-};
-use crate::view::{Actor, DecisionRecord, Verdict, ViewToken};
+use crate::structured::{OutputMode, OutputSpec};
+use crate::view::{Actor, DecisionRecord, ViewToken};
 
 /// A decision a refused input attempted: (requirement id, decision label, by).
 pub(crate) type Attempt = (String, String, Option<String>);
@@ -238,141 +238,6 @@ impl Run {
             } if s.tool_use.id == id => Some(input.clone()),
             _ => None,
         })
-    }
-
-    /// What a caller reading the run now is shown, as a token.
-    pub fn view(&self) -> ViewToken {
-        let paused = self.is_paused();
-        let ids = if paused {
-            self.requirements().into_iter().map(|r| r.id).collect()
-        } else {
-            Vec::new()
-        };
-        ViewToken::new(paused, ids)
-    }
-
-    /// Checks that the run waits for exactly what `seen` shows; otherwise
-    /// [`AgentError::StaleView`] with what is pending now.
-    pub fn check_view(&self, seen: &ViewToken) -> Result<()> {
-        let now = self.view();
-        if now == *seen {
-            return Ok(());
-        }
-        Err(AgentError::StaleView {
-            seen: seen.requirement_ids().to_vec(),
-            pending: if self.is_paused() {
-                self.requirements()
-            } else {
-                Vec::new()
-            },
-        })
-    }
-
-    /// Audit records of a refused input: one per attempted decision
-    /// `(requirement id, decision label, by)`; for a bare `resume()` that named no
-    /// requirement, one per requirement pending now.
-    pub(crate) fn refusal_records(
-        &self,
-        attempted: &[Attempt],
-        via: &str,
-        error: &AgentError,
-        actor: Option<&Actor>,
-        view: Option<&ViewToken>,
-        now: DateTime<Utc>,
-    ) -> Vec<DecisionRecord> {
-        let reason = match error {
-            AgentError::StaleView { .. } => "stale_view",
-            AgentError::RequirementExpired { .. } => "expired",
-            _ => "refused",
-        };
-        let pending = self.requirements();
-        let at_stake: Vec<Attempt> = if attempted.is_empty() {
-            pending
-                .iter()
-                .map(|r| (r.id.clone(), "approve".to_owned(), None))
-                .collect()
-        } else {
-            attempted.to_vec()
-        };
-        at_stake
-            .into_iter()
-            .map(|(id, decision, by)| {
-                let req = pending.iter().find(|r| r.id == id);
-                // A requirement answered meanwhile is no longer pending: its call is
-                // still in the transcript.
-                let used = self
-                    .messages
-                    .iter()
-                    .rev()
-                    .flat_map(|m| m.tool_uses())
-                    .find(|u| u.id == id);
-                let actor = match (by, actor) {
-                    (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
-                    (Some(p), _) => Some(Actor::new(p)),
-                    (None, a) => a.cloned(),
-                };
-                DecisionRecord {
-                    seq: 0,
-                    at: now,
-                    tool_name: req
-                        .map(|r| &r.tool_use)
-                        .or(used)
-                        .map(|u| u.name.clone())
-                        .unwrap_or_default(),
-                    kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
-                    shown_input: req
-                        .map(|r| &r.tool_use)
-                        .or(used)
-                        .map(|u| u.input.clone())
-                        .unwrap_or(Value::Null),
-                    requirement_id: id,
-                    decision,
-                    via: via.to_owned(),
-                    verdict: Verdict::Refused {
-                        reason: reason.to_owned(),
-                        detail: error.to_string(),
-                    },
-                    actor,
-                    executed_input: None,
-                    note: None,
-                    view: view.cloned(),
-                }
-            })
-            .collect()
-    }
-
-    /// Records an applied decision on `req` in the audit trail of the next commit.
-    #[allow(clippy::too_many_arguments)]
-    fn log_decision(
-        &mut self,
-        req: &Requirement,
-        decision: &str,
-        via: &str,
-        by: Option<&str>,
-        executed_input: Option<Value>,
-        note: Option<String>,
-        now: DateTime<Utc>,
-    ) {
-        let actor = match (by, &self.call.actor) {
-            (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
-            (Some(p), _) => Some(Actor::new(p)),
-            (None, a) => a.clone(),
-        };
-        self.req_ops.log.push(DecisionRecord {
-            seq: 0,
-            at: now,
-            requirement_id: req.id.clone(),
-            tool_name: req.tool_use.name.clone(),
-            kind: req.kind.label().to_owned(),
-            decision: decision.to_owned(),
-            via: via.to_owned(),
-            verdict: Verdict::Applied,
-            actor,
-            shown_input: req.tool_use.input.clone(),
-            executed_input,
-            note,
-            view: self.call.view.clone(),
-        });
     }
 
     fn pending_ids(&self) -> Vec<String> {
@@ -808,147 +673,6 @@ impl Run {
         }
     }
 
-    // ----- structured output --------------------------------------------------------
-
-    /// Handles the model's message when the run asks for a structured answer: a text
-    /// answer (native mode, or a model that skipped the tool), or a lone `final_answer`
-    /// call, is validated — accepted (the run completes), or sent back with what is
-    /// wrong (bounded), or, past the bound, the call fails. A `final_answer` call mixed
-    /// with other tool calls is refused with an error result; the others go on.
-    fn take_structured_answer(
-        &mut self,
-        msg: &mut Msg,
-        gates: &mut Vec<GateDecision>,
-        after: &AfterReasoning,
-    ) -> Answer {
-        let Some(out) = self.state.output.clone() else {
-            return Answer::NotApplicable;
-        };
-        let Some(mode) = out.asked else {
-            return Answer::NotApplicable;
-        };
-        let tool_mode = mode != OutputMode::NativeSchema;
-        let uses: Vec<ToolUse> = msg.tool_uses().cloned().collect();
-        let finals: Vec<usize> = uses
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| tool_mode && u.name == FINAL_ANSWER_TOOL)
-            .map(|(i, _)| i)
-            .collect();
-        if uses.is_empty() {
-            if !after.goto.is_empty() {
-                return Answer::NotApplicable;
-            }
-            // A text answer: the JSON itself (native mode), or a model that answered
-            // in text instead of calling the tool.
-            let text = msg.text();
-            let checked = parse_text_answer(&text)
-                .map_err(|e| vec![e])
-                .and_then(|v| out.spec.validate(&v).map(|()| v));
-            self.judge(msg.clone(), &out, text, checked, None);
-            return Answer::Done;
-        }
-        if finals.is_empty() {
-            return Answer::NotApplicable;
-        }
-        if finals.len() == uses.len() && finals.len() == 1 {
-            let u = &uses[finals[0]];
-            let answer = out.spec.answer_from_args(&u.input);
-            let checked = if u.has_malformed_input() {
-                Err(vec![format!(
-                    "the arguments are not valid JSON: {}",
-                    u.raw_input.as_deref().unwrap_or_default()
-                )])
-            } else {
-                out.spec.validate(&answer).map(|()| answer)
-            };
-            let raw = u.raw_input.clone().unwrap_or_else(|| u.input.to_string());
-            self.judge(msg.clone(), &out, raw, checked, Some(u.clone()));
-            return Answer::Done;
-        }
-        // Mixed with other calls (or several answers at once): refuse the answers.
-        let mut refused = Vec::new();
-        for &i in finals.iter().rev() {
-            if i < gates.len() {
-                gates.remove(i);
-            }
-        }
-        for &i in &finals {
-            let u = &uses[i];
-            refused.push(ToolResult::for_use(
-                u,
-                reins_message::ToolOutcome::Error,
-                format!(
-                    "not accepted: call `{FINAL_ANSWER_TOOL}` alone, once the other tools                      have finished"
-                ),
-            ));
-        }
-        Answer::Mixed(refused)
-    }
-
-    /// Accepts, sends back, or (past the bound) fails a structured answer.
-    fn judge(
-        &mut self,
-        mut msg: Msg,
-        out: &OutputState,
-        raw: String,
-        checked: std::result::Result<Value, Vec<String>>,
-        via_tool: Option<ToolUse>,
-    ) {
-        match checked {
-            Ok(value) => {
-                msg.metadata
-                    .insert(OUTPUT_MARK.to_owned(), Value::String("answer".to_owned()));
-                self.push(msg.clone());
-                if let Some(u) = &via_tool {
-                    self.push(Msg::tool_results([ToolResult::for_use(
-                        u,
-                        reins_message::ToolOutcome::Success,
-                        "answer accepted",
-                    )]));
-                }
-                self.call.last_assistant = Some(msg);
-                self.call.structured = Some(value);
-                self.finish(RunStatus::Completed);
-            }
-            Err(problems) => {
-                msg.metadata
-                    .insert(OUTPUT_MARK.to_owned(), Value::String("invalid".to_owned()));
-                self.push(msg.clone());
-                self.call.last_assistant = Some(msg);
-                let text = feedback(
-                    &out.spec,
-                    &problems,
-                    via_tool.is_some() || out.asked != Some(OutputMode::NativeSchema),
-                );
-                let mut tell = match &via_tool {
-                    Some(u) => Msg::tool_results([ToolResult::for_use(
-                        u,
-                        reins_message::ToolOutcome::Error,
-                        text,
-                    )]),
-                    None => Msg::user(text),
-                };
-                tell.metadata
-                    .insert(OUTPUT_MARK.to_owned(), Value::String("feedback".to_owned()));
-                if out.attempts >= out.spec.max_retries {
-                    // The tool use still needs its result; a text answer needs nothing.
-                    if via_tool.is_some() {
-                        self.push(tell);
-                    }
-                    self.call.output_failure = Some((raw, problems, out.attempts + 1));
-                    self.finish(RunStatus::Completed);
-                    return;
-                }
-                self.push(tell);
-                if let Some(o) = self.state.output.as_mut() {
-                    o.attempts += 1;
-                }
-                self.state.phase = Phase::Reasoning;
-            }
-        }
-    }
-
     // ----- results of a call -----------------------------------------------------
 
     /// The output of the call so far, with this status.
@@ -1109,17 +833,6 @@ impl Run {
         }
         self.messages = repaired;
     }
-}
-
-/// What [`Run::take_structured_answer`] made of a model message.
-enum Answer {
-    /// The run asks for no structured answer, or the message is not one.
-    NotApplicable,
-    /// The answer was accepted, sent back, or failed: nothing else to do.
-    Done,
-    /// `final_answer` calls mixed with others: their refusals, to store after the
-    /// message.
-    Mixed(Vec<ToolResult>),
 }
 
 /// The store record of a requirement.
