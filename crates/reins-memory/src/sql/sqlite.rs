@@ -804,8 +804,16 @@ impl SqliteStore {
                 let Some((connect, every)) = poll else {
                     return Ok(None);
                 };
-                let conn = sqlx::ConnectOptions::connect(&connect).await?;
-                Ok(Some(tokio::spawn(poll_data_version(conn, every, feeds))))
+                let mut conn: sqlx::SqliteConnection =
+                    sqlx::ConnectOptions::connect(&connect).await?;
+                // The baseline is read before the subscriber gets its feed, so a write
+                // made right after `changes()` returns is announced, never absorbed.
+                let baseline: i64 = sqlx::query_scalar("PRAGMA data_version")
+                    .fetch_one(&mut conn)
+                    .await?;
+                Ok(Some(tokio::spawn(poll_data_version(
+                    conn, baseline, every, feeds,
+                ))))
             })
             .await
     }
@@ -835,9 +843,15 @@ async fn insert_decisions(
 /// Notices other connections' commits: `PRAGMA data_version` on a connection of its
 /// own changes whenever another connection (of this process or another) committed.
 /// Ends when nobody listens any more.
-async fn poll_data_version(mut conn: sqlx::SqliteConnection, every: Duration, feeds: Feeds) {
-    let mut last: Option<i64> = None;
+async fn poll_data_version(
+    mut conn: sqlx::SqliteConnection,
+    baseline: i64,
+    every: Duration,
+    feeds: Feeds,
+) {
+    let mut last = baseline;
     loop {
+        tokio::time::sleep(every).await;
         if !feeds.listened() {
             break;
         }
@@ -846,16 +860,15 @@ async fn poll_data_version(mut conn: sqlx::SqliteConnection, every: Duration, fe
             .await
         {
             Ok(v) => {
-                if last.is_some_and(|l| l != v) {
+                if v != last {
                     feeds.send(None, true);
+                    last = v;
                 }
-                last = Some(v);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "polling SQLite for changes failed");
                 feeds.send(None, true);
             }
         }
-        tokio::time::sleep(every).await;
     }
 }
