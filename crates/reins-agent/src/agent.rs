@@ -57,6 +57,8 @@ pub(crate) struct AgentInner {
     pub(crate) summary_prompt: String,
     /// The structured answer every run started by a message must end with, if any.
     pub(crate) output: Option<crate::structured::OutputSpec>,
+    /// Keeps requests within a token budget by summarizing older turns.
+    pub(crate) context: Option<crate::context::ContextPolicy>,
     /// Identifies this agent instance as a lock owner in the store.
     pub(crate) owner: String,
     /// Live sessions of this agent, so that two handles on one id share one state.
@@ -172,6 +174,7 @@ pub struct AgentBuilder {
     summary_prompt: String,
     subagents: crate::subagent::SubAgents,
     output: Option<crate::structured::OutputSpec>,
+    context: Option<crate::context::ContextPolicy>,
 }
 
 impl Default for AgentBuilder {
@@ -194,6 +197,7 @@ impl Default for AgentBuilder {
                              and what the user should do next."
                 .to_owned(),
             output: None,
+            context: None,
             subagents: crate::subagent::SubAgents::default(),
         }
     }
@@ -264,6 +268,20 @@ impl AgentBuilder {
     /// it). The store keeps the whole transcript either way.
     pub fn history_turns(mut self, turns: u32) -> Self {
         self.config.history_turns = Some(turns.max(1));
+        self
+    }
+
+    /// Keeps every model request within a token budget: when the history grows past
+    /// it, the oldest turns are summarized into a stored summary message that stands
+    /// in for them (the originals stay in the store). See [`ContextPolicy`].
+    ///
+    /// With [`history_turns`](Self::history_turns) as well, requests carry at most
+    /// that many turns after the summary, and the summaries cover the turns it leaves
+    /// out too.
+    ///
+    /// [`ContextPolicy`]: crate::ContextPolicy
+    pub fn context(mut self, policy: crate::context::ContextPolicy) -> Self {
+        self.context = Some(policy);
         self
     }
 
@@ -356,6 +374,9 @@ impl AgentBuilder {
                 "max_iters must be at least 1".to_owned(),
             ));
         }
+        if let Some(policy) = &self.context {
+            policy.validate()?;
+        }
         if self.name.trim().is_empty() {
             return Err(AgentError::Config(
                 "the agent's name cannot be empty".to_owned(),
@@ -404,6 +425,7 @@ impl AgentBuilder {
                 session_lease: self.session_lease,
                 summary_prompt: self.summary_prompt,
                 output: self.output,
+                context: self.context,
                 owner: reins_message::new_id(),
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),

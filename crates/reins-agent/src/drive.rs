@@ -4,7 +4,7 @@
 
 use chrono::Utc;
 use futures::StreamExt;
-use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
+use reins_hook::{Control, HookContext, HookEvent, HookEventKind, SummaryReason};
 use reins_memory::{Claim, Error as StoreError, LedgerState};
 use reins_message::{Msg, Role, ToolResult};
 use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
@@ -24,6 +24,8 @@ use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
 use reins_tool::Concurrency;
 use std::sync::Arc;
+
+mod fit;
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -341,7 +343,10 @@ impl Driver {
     async fn reason(&self, core: &mut SessionCore, summary: bool) -> Result<Option<RunStatus>> {
         let inner = &self.agent.inner;
         let iteration = core.run.state().iteration + 1;
-        let (messages, report) = core.run.request_messages();
+        if let Some(status) = self.fit_context(core, summary, iteration).await? {
+            return Ok(Some(status));
+        }
+        let (messages, report) = core.run.request_messages(inner.context.is_some());
         if !report.is_empty() {
             tracing::warn!(session = %self.session, ?report, "transcript repaired before the model request");
             self.emit(RunEvent::Repaired { report });
@@ -358,7 +363,10 @@ impl Driver {
                 .messages
                 .push(Msg::user(inner.summary_prompt.clone()).with_id("summary-prompt"));
             request.tool_choice = ToolChoice::None;
-            HookEvent::PreSummary { request }
+            HookEvent::PreSummary {
+                request,
+                reason: SummaryReason::IterationLimit,
+            }
         } else {
             request.tools = inner.toolkit.specs();
             if let Some((mode, spec)) = core.run.prepare_output(inner.model.capabilities()) {
@@ -369,7 +377,7 @@ impl Driver {
         };
         self.hooks(&mut event, iteration).await?;
         let request = match event {
-            HookEvent::PreSummary { request } | HookEvent::PreReasoning { request } => request,
+            HookEvent::PreSummary { request, .. } | HookEvent::PreReasoning { request } => request,
             _ => {
                 return Err(AgentError::Internal(
                     "a hook replaced the request event".to_owned(),
@@ -450,13 +458,16 @@ impl Driver {
         message.name = Some(inner.name.clone());
 
         let mut event = if summary {
-            HookEvent::PostSummary { message }
+            HookEvent::PostSummary {
+                message,
+                reason: SummaryReason::IterationLimit,
+            }
         } else {
             HookEvent::PostReasoning { message }
         };
         let control = self.hooks(&mut event, iteration).await?;
         let message = match event {
-            HookEvent::PostSummary { message } | HookEvent::PostReasoning { message } => message,
+            HookEvent::PostSummary { message, .. } | HookEvent::PostReasoning { message } => message,
             _ => {
                 return Err(AgentError::Internal(
                     "a hook replaced the message event".to_owned(),

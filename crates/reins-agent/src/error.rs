@@ -104,6 +104,10 @@ pub enum AgentError {
     /// The store failed.
     #[error("store error: {0}")]
     Store(#[from] reins_memory::Error),
+    /// Context compression could not summarize the older turns (see
+    /// [`ContextPolicy`](crate::ContextPolicy)); nothing was stored.
+    #[error("context compression failed: {0}")]
+    Summarization(String),
     /// The agent was built with an invalid configuration.
     #[error("invalid agent configuration: {0}")]
     Config(String),

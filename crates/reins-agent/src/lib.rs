@@ -54,8 +54,10 @@
 //! | `sqlite`   | yes     | `reins_memory::SqliteStore` (the embedded default store) |
 //! | `postgres` | no      | `reins_memory::PostgresStore` |
 //! | `testing`  | no      | `reins_model::ScriptedModel`, for tests and offline demos |
+//! | `tiktoken` | yes     | exact token counts for OpenAI models in [`ContextPolicy`] (`tiktoken-rs`) |
 
 mod agent;
+pub mod context;
 mod drive;
 mod error;
 mod handle;
@@ -72,6 +74,7 @@ mod view;
 mod watch;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
+pub use context::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::UNKNOWN_OUTCOME;
 pub use error::{AgentError, Result};
 pub use handle::{Interrupter, RunEvents, RunHandle};

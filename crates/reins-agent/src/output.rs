@@ -146,6 +146,25 @@ pub enum RunEvent {
         /// What changed.
         report: RepairReport,
     },
+    /// Older turns were summarized to keep the request within the agent's context
+    /// budget ([`ContextPolicy`](crate::ContextPolicy)); the summary is stored as a
+    /// message and stands in for them from now on.
+    ContextCompressed {
+        /// What the summary covers (its text included).
+        summary: crate::context::ContextSummary,
+        /// Tokens of the request before.
+        tokens_before: usize,
+        /// Tokens of the request after (the summary included).
+        tokens_after: usize,
+    },
+    /// The request stays over the context budget even after compression (the current
+    /// turn alone is too large); it is sent anyway.
+    ContextOverBudget {
+        /// Tokens of the request.
+        tokens: usize,
+        /// The budget.
+        budget: usize,
+    },
     /// The run paused.
     Paused {
         /// What it waits for.

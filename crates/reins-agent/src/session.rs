@@ -360,6 +360,19 @@ impl Session {
         self.read(|run| run.messages().to_vec()).await
     }
 
+    /// The context summaries in the transcript, oldest first (see
+    /// [`ContextPolicy`](crate::ContextPolicy)). The last one stands in for the
+    /// messages it covers in requests; the originals stay in [`messages`](Self::messages).
+    pub async fn summaries(&self) -> Result<Vec<crate::context::ContextSummary>> {
+        self.read(|run| {
+            run.messages()
+                .iter()
+                .filter_map(crate::context::ContextSummary::from_msg)
+                .collect()
+        })
+        .await
+    }
+
     /// What the session waits for, when it is paused. Updates this handle's view.
     pub async fn requirements(&self) -> Result<Vec<Requirement>> {
         self.read(|run| {

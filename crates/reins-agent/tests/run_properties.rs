@@ -218,7 +218,7 @@ impl Sim {
             }
             match self.run.next_step() {
                 Step::Reason { summary } => {
-                    let (msgs, _report) = self.run.request_messages();
+                    let (msgs, _report) = self.run.request_messages(false);
                     check_valid(&msgs).map_err(TestCaseError::fail)?;
                     let Some((out, hook, stop_after)) = self.outputs.next() else {
                         // The model is out of answers: it says something plain.

@@ -152,7 +152,7 @@ impl Hook for TracingHook {
                 let span = self.close(&SpanKey::Call(session));
                 tracing::info!(parent: &span, chars = output.text().len(), "call finished");
             }
-            HookEvent::PreReasoning { request } | HookEvent::PreSummary { request } => {
+            HookEvent::PreReasoning { request } | HookEvent::PreSummary { request, .. } => {
                 let parent = self.current(&SpanKey::Call(session.clone()));
                 let span = tracing::debug_span!(parent: &parent, "agent.reasoning", iteration = ctx.iteration, summary);
                 let span = self.open(SpanKey::Reasoning(session), span);
@@ -162,7 +162,7 @@ impl Hook for TracingHook {
                 let span = self.current(&SpanKey::Reasoning(session));
                 tracing::trace!(parent: &span, ?chunk, "model chunk");
             }
-            HookEvent::PostReasoning { message } | HookEvent::PostSummary { message } => {
+            HookEvent::PostReasoning { message } | HookEvent::PostSummary { message, .. } => {
                 let span = self.close(&SpanKey::Reasoning(session));
                 tracing::debug!(parent: &span, tool_uses = message.tool_uses().count(), chars = message.text().len(), "model answered");
             }

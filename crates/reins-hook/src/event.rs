@@ -58,16 +58,23 @@ pub enum HookEvent {
         /// Its result.
         result: ToolResult,
     },
-    /// The run hit its iteration limit and the model is about to be asked for a
-    /// summary. The request is mutable.
+    /// The model is about to be asked for a summary: the run hit its iteration limit
+    /// ([`SummaryReason::IterationLimit`]), or older turns are being compressed to keep
+    /// the request within the context budget ([`SummaryReason::Context`]). The request
+    /// is mutable.
     PreSummary {
         /// What will be sent.
         request: ChatRequest,
+        /// Why a summary is asked for.
+        reason: SummaryReason,
     },
-    /// The summary arrived. The message is mutable.
+    /// The summary arrived. The message is mutable (for a context summary, its text
+    /// becomes the stored summary).
     PostSummary {
         /// The summary.
         message: Msg,
+        /// Why it was asked for.
+        reason: SummaryReason,
     },
     /// The run failed.
     Error {
@@ -93,6 +100,20 @@ impl HookEvent {
             Self::Error { .. } => HookEventKind::Error,
         }
     }
+}
+
+/// Why the model is asked for a summary ([`HookEvent::PreSummary`],
+/// [`HookEvent::PostSummary`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SummaryReason {
+    /// The run reached its iteration limit: a last call without tools, whose answer
+    /// ends the run.
+    IterationLimit,
+    /// The request was over the agent's context budget: older turns are summarized
+    /// into a stored summary message that stands in for them in requests.
+    Context,
 }
 
 /// The kind of a [`HookEvent`], without its data.

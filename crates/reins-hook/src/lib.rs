@@ -51,5 +51,5 @@ mod hook;
 
 pub use builtin::{ToolConfirmationHook, TracingHook};
 pub use control::Control;
-pub use event::{HookContext, HookEvent, HookEventKind};
+pub use event::{HookContext, HookEvent, HookEventKind, SummaryReason};
 pub use hook::{Hook, HookError, Hooks, Result};

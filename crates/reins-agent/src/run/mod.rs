@@ -10,6 +10,7 @@
 mod answer;
 use answer::Answer;
 mod audit;
+mod context;
 mod input;
 mod types;
 
@@ -19,6 +20,7 @@ pub(crate) use input::child_id;
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
+pub use context::{ContextPlan, Cut};
 pub use types::{
     AfterReasoning, ChildInput, ExecOutcome, Execution, OutputState, Phase, RunConfig, RunInput,
     RunState, SlotStatus, Step, ToolSlot,
@@ -71,6 +73,9 @@ pub struct Run {
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: RunState,
+    /// Token counts by message id, for context compression.
+    #[serde(skip)]
+    token_counts: std::collections::HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -126,6 +131,7 @@ impl Run {
             call: CallTally::default(),
             tool_ids,
             next_output: None,
+            token_counts: std::collections::HashMap::new(),
         }
     }
 
@@ -375,22 +381,38 @@ impl Run {
 
     /// The messages to send to the model: the transcript, repaired to be
     /// provider-valid. A repair is applied to the transcript (and stored at the next
-    /// commit) and reported.
-    pub fn request_messages(&mut self) -> (Vec<Msg>, RepairReport) {
-        let start = self.window_start();
+    /// commit) and reported. With `summaries` (the agent has a context policy), the
+    /// active summary stands in for the messages it covers; stored summary messages
+    /// are never sent as such.
+    pub fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
+        let active = if summaries {
+            self.active_summary()
+        } else {
+            None
+        };
+        let summary = active.map(|(pos, _)| self.messages[pos].clone());
+        let start = self.window_start().max(active.map_or(0, |(_, b)| b));
         let window = &self.messages[start..];
-        if reins_memory::repair::is_provider_valid(window) {
-            return (window.to_vec(), RepairReport::default());
+        let (mut out, report): (Vec<Msg>, RepairReport) =
+            if reins_memory::repair::is_provider_valid(window) {
+                let kept = window.iter().filter(|m| !crate::context::is_summary(m));
+                (kept.cloned().collect(), RepairReport::default())
+            } else {
+                let (repaired, report) = reins_memory::sanitize_for_request(window);
+                if !report.is_empty() {
+                    let mut whole = self.messages[..start].to_vec();
+                    whole.extend(repaired.iter().cloned());
+                    self.apply_repair(whole);
+                    self.call.repairs.merge(report.clone());
+                }
+                let mut repaired = repaired;
+                repaired.retain(|m| !crate::context::is_summary(m));
+                (repaired, report)
+            };
+        if let Some(s) = summary {
+            out.insert(0, crate::context::summary_for_request(&s, out.first()));
         }
-        let (repaired, report) = reins_memory::sanitize_for_request(window);
-        if report.is_empty() {
-            return (repaired, report);
-        }
-        let mut whole = self.messages[..start].to_vec();
-        whole.extend(repaired.iter().cloned());
-        self.apply_repair(whole);
-        self.call.repairs.merge(report.clone());
-        (repaired, report)
+        (out, report)
     }
 
     /// Where the context window starts: at the user message that opens the oldest
@@ -777,6 +799,7 @@ impl Run {
     /// store: removals and in-place rewrites when the stored prefix keeps its order,
     /// otherwise a rewrite of the tail after the common prefix.
     fn apply_repair(&mut self, repaired: Vec<Msg>) {
+        self.token_counts.clear();
         let stored = &self.messages[..self.saved];
         let stored_ids: std::collections::HashMap<&str, usize> = stored
             .iter()
