@@ -265,7 +265,10 @@ impl fmt::Debug for ContextPolicy {
                 "summarizer",
                 &self.summarizer.as_ref().map(|m| m.model_name().to_owned()),
             )
-            .field("counter", &self.counter.as_ref().map(|c| c.name().to_owned()))
+            .field(
+                "counter",
+                &self.counter.as_ref().map(|c| c.name().to_owned()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -474,7 +477,8 @@ impl ContextSummary {
         if msg.role != Role::System {
             return None;
         }
-        let meta: SummaryMeta = serde_json::from_value(msg.metadata.get(SUMMARY_MARK)?.clone()).ok()?;
+        let meta: SummaryMeta =
+            serde_json::from_value(msg.metadata.get(SUMMARY_MARK)?.clone()).ok()?;
         Some(Self {
             id: msg.id.clone(),
             first: meta.first,
@@ -719,7 +723,10 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("compress_to(1000) must be below the budget (1000)"), "{e}");
+        assert!(
+            e.contains("compress_to(1000) must be below the budget (1000)"),
+            "{e}"
+        );
         let e = ContextPolicy::new(1000)
             .summary_tokens(700)
             .validate()

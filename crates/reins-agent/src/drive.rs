@@ -467,7 +467,9 @@ impl Driver {
         };
         let control = self.hooks(&mut event, iteration).await?;
         let message = match event {
-            HookEvent::PostSummary { message, .. } | HookEvent::PostReasoning { message } => message,
+            HookEvent::PostSummary { message, .. } | HookEvent::PostReasoning { message } => {
+                message
+            }
             _ => {
                 return Err(AgentError::Internal(
                     "a hook replaced the message event".to_owned(),

@@ -9,8 +9,10 @@ use reins_message::{Msg, Role, Usage};
 use super::Run;
 use crate::context::{ContextPolicy, ContextSummary, TokenCounter, is_summary};
 
-/// Tokens counted for the line that introduces a summary in a request.
-const HEADER_TOKENS: usize = 16;
+/// Tokens of the line that introduces a summary in a request.
+fn header_tokens(counter: &dyn TokenCounter) -> usize {
+    counter.count_text(crate::context::SUMMARY_HEADER) + 2
+}
 
 /// What the next request costs and, when it is over budget, where to cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +91,7 @@ impl Run {
     ) -> ContextPlan {
         let active = self.active_summary();
         let (summary_tokens, boundary) = match active {
-            Some((pos, b)) => (self.tokens_at(counter, pos) + HEADER_TOKENS, b),
+            Some((pos, b)) => (self.tokens_at(counter, pos) + header_tokens(counter), b),
             None => (0, 0),
         };
         let start = boundary.max(self.window_start());
@@ -141,7 +143,10 @@ impl Run {
                 open_until = Some(open_until.map_or(end, |e| e.max(end)));
             }
         }
-        let fixed = overhead + policy.max_summary_tokens() + HEADER_TOKENS;
+        let fixed = overhead
+            + policy.max_summary_tokens()
+            + crate::context::MESSAGE_OVERHEAD
+            + header_tokens(counter);
         let target_tail = policy.target().saturating_sub(fixed);
         let chosen = candidates
             .iter()
@@ -199,5 +204,206 @@ impl Run {
     /// Adds the token usage of a call made outside the reasoning loop (a summary).
     pub(crate) fn add_usage(&mut self, usage: Usage) {
         self.call.usage += usage;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{EstimateCounter, SUMMARY_HEADER};
+    use crate::run::RunConfig;
+    use chrono::Utc;
+    use proptest::prelude::*;
+    use reins_memory::repair::violations;
+    use reins_message::{ToolResult, ToolUse};
+    use serde_json::json;
+
+    /// One turn: a user message of `user` chars, tool rounds (each: the sizes of its
+    /// results), and a final answer of `answer` chars (none: the turn is in progress,
+    /// as when the model is about to be called after tool results).
+    #[derive(Debug, Clone)]
+    struct Turn {
+        user: usize,
+        rounds: Vec<Vec<usize>>,
+        answer: Option<usize>,
+    }
+
+    fn turn() -> impl Strategy<Value = Turn> {
+        (
+            1usize..600,
+            proptest::collection::vec(proptest::collection::vec(1usize..1_500, 1..4), 0..4),
+            proptest::option::weighted(0.9, 1usize..800),
+        )
+            .prop_map(|(user, rounds, answer)| Turn {
+                user,
+                rounds,
+                answer,
+            })
+    }
+
+    fn transcript(turns: &[Turn]) -> Vec<Msg> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        for (t, turn) in turns.iter().enumerate() {
+            out.push(Msg::user(format!("t{t} {}", "u".repeat(turn.user))));
+            for round in &turn.rounds {
+                let uses: Vec<ToolUse> = round
+                    .iter()
+                    .map(|_| {
+                        n += 1;
+                        ToolUse::new(format!("call_{n}"), "search", json!({ "q": n }))
+                    })
+                    .collect();
+                let mut a = Msg::assistant("");
+                a.content = uses
+                    .iter()
+                    .cloned()
+                    .map(reins_message::ContentBlock::ToolUse)
+                    .collect();
+                out.push(a);
+                out.push(Msg::tool_results(uses.iter().zip(round).map(
+                    |(u, size)| ToolResult::success(u.id.clone(), "search", "r".repeat(*size)),
+                )));
+            }
+            // Only the last turn may be in progress.
+            match turn.answer {
+                Some(a) => out.push(Msg::assistant("a".repeat(a))),
+                None if t + 1 < turns.len() => out.push(Msg::assistant("done")),
+                None => {}
+            }
+        }
+        out
+    }
+
+    fn summary_msg(run: &mut Run, cut: &Cut, policy: &ContextPolicy) -> Msg {
+        let counter = EstimateCounter;
+        let input = run.summary_input(&counter, cut);
+        let text = "s".repeat(policy.max_summary_tokens() * 4);
+        ContextSummary {
+            id: reins_message::new_id(),
+            first: input
+                .messages
+                .first()
+                .map(|m| m.id.clone())
+                .unwrap_or_default(),
+            last: input
+                .messages
+                .last()
+                .map(|m| m.id.clone())
+                .unwrap_or_default(),
+            messages: input.messages.len(),
+            builds_on: input.earlier.map(|e| e.id),
+            covered_tokens: input.covered_tokens,
+            summary_tokens: counter.count_text(&text),
+            counter: "estimate".into(),
+            created_at: Utc::now(),
+            text,
+        }
+        .to_msg()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// For any history, budget and fixed overhead: after compressing as the runner
+        /// does, the request is provider-valid, never separates a tool use from its
+        /// result, respects the budget unless the plan said it cannot, and the
+        /// transcript still holds every original message in order.
+        #[test]
+        fn compressed_requests_are_valid_within_budget_and_lose_nothing(
+            turns in proptest::collection::vec(turn(), 1..25),
+            budget in 300usize..4_000,
+            target_pct in 30usize..90,
+            overhead in 0usize..120,
+        ) {
+            let messages = transcript(&turns);
+            let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+            let mut run = Run::restore(RunConfig::default(), messages, None);
+            let policy = ContextPolicy::new(budget).compress_to(budget * target_pct / 100);
+            prop_assume!(policy.validate().is_ok());
+            let counter = EstimateCounter;
+            let mut plan = run.plan_context(&counter, overhead, &policy);
+            let mut compressions = 0;
+            while let Some(cut) = plan.cut {
+                // Nothing in the covered range is a tool use whose result is kept.
+                let covered = &run.messages()[cut.from..cut.to];
+                let kept = &run.messages()[cut.to..];
+                for u in covered.iter().flat_map(Msg::tool_uses) {
+                    prop_assert!(!kept.iter().any(|m| m.tool_results_iter().any(|r| r.id == u.id)));
+                }
+                let msg = summary_msg(&mut run, &cut, &policy);
+                run.add_summary(msg);
+                compressions += 1;
+                prop_assert!(compressions <= 40, "compression does not converge");
+                plan = run.plan_context(&counter, overhead, &policy);
+            }
+            let (request, report) = run.request_messages(true);
+            prop_assert!(report.is_empty());
+            prop_assert!(violations(&request).is_empty(), "{:?}", violations(&request));
+            let first = request.iter().find(|m| m.role != Role::System);
+            prop_assert!(
+                first.is_none_or(|m| m.role == Role::User),
+                "starts with {:?}",
+                first.map(|m| m.role)
+            );
+            if compressions > 0 {
+                prop_assert!(request[0].text().starts_with(SUMMARY_HEADER));
+            }
+            let tokens: usize = request.iter().map(|m| counter.count_message(m)).sum();
+            if !plan.over_budget {
+                prop_assert!(tokens + overhead <= budget, "{} + {} > {}", tokens, overhead, budget);
+            }
+            // The latest user message is sent, unless a cut inside its turn was needed.
+            let last_user = run
+                .messages()
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .map(|m| m.id.clone());
+            if let Some(id) = last_user {
+                let in_request = request.iter().any(|m| m.id == id);
+                let mid_turn_cut = request
+                    .first()
+                    .is_some_and(|m| m.role == Role::User && m.text().starts_with(SUMMARY_HEADER));
+                prop_assert!(in_request || mid_turn_cut);
+            }
+            // Append-only: the originals, in order, with the summaries added.
+            let now: Vec<&str> = run
+                .messages()
+                .iter()
+                .filter(|m| !crate::context::is_summary(m))
+                .map(|m| m.id.as_str())
+                .collect();
+            prop_assert_eq!(now, ids.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert_eq!(
+                run.messages().iter().filter(|m| crate::context::is_summary(m)).count(),
+                compressions
+            );
+        }
+    }
+
+    #[test]
+    fn within_budget_there_is_nothing_to_do() {
+        let mut run = Run::restore(
+            RunConfig::default(),
+            vec![Msg::user("hi"), Msg::assistant("hello")],
+            None,
+        );
+        let plan = run.plan_context(&EstimateCounter, 10, &ContextPolicy::new(1_000));
+        assert_eq!(plan.cut, None);
+        assert!(!plan.over_budget);
+        assert_eq!(plan.tokens, 10 + 1 + 4 + 2 + 4);
+    }
+
+    #[test]
+    fn a_single_message_over_budget_is_reported_not_cut() {
+        let mut run = Run::restore(
+            RunConfig::default(),
+            vec![Msg::user("x".repeat(8_000))],
+            None,
+        );
+        let plan = run.plan_context(&EstimateCounter, 0, &ContextPolicy::new(1_000));
+        assert_eq!(plan.cut, None);
+        assert!(plan.over_budget);
     }
 }

@@ -17,10 +17,10 @@ mod types;
 #[cfg(test)]
 pub(crate) use input::child_id;
 
+pub use context::{ContextPlan, Cut};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
-pub use context::{ContextPlan, Cut};
 pub use types::{
     AfterReasoning, ChildInput, ExecOutcome, Execution, OutputState, Phase, RunConfig, RunInput,
     RunState, SlotStatus, Step, ToolSlot,
