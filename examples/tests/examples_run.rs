@@ -41,6 +41,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         "expense filed: 12.4 EUR at Café Lisboa",
     ),
     ("approval_views", "refused (stale_view)"),
+    (
+        "context_compression",
+        "the store keeps all 80 original messages",
+    ),
     // Checked below: "SKIPPED" without PostgreSQL, one charge per round with it.
     ("postgres_workers", ""),
     ("openai_quickstart", "SKIPPED"),

@@ -67,6 +67,8 @@ pub(crate) struct AgentInner {
     pub(crate) remote: crate::remote::RemoteInterrupts,
     /// Agents used as tools, by tool name.
     pub(crate) subagents: crate::subagent::SubAgents,
+    /// Calls in flight that asked a question and wait for the answer.
+    pub(crate) live_calls: crate::drive::LiveCalls,
 }
 
 impl std::fmt::Debug for Agent {
@@ -430,6 +432,7 @@ impl AgentBuilder {
                 sessions: Mutex::new(LiveSessions::default()),
                 remote: crate::remote::RemoteInterrupts::default(),
                 subagents: self.subagents,
+                live_calls: crate::drive::LiveCalls::default(),
             }),
         })
     }

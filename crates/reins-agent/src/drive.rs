@@ -25,7 +25,11 @@ use crate::view::{Actor, ViewToken};
 use reins_tool::Concurrency;
 use std::sync::Arc;
 
+mod ask;
 mod fit;
+
+pub use ask::ASKED_ELSEWHERE;
+pub(crate) use ask::LiveCalls;
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -98,6 +102,11 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
             }
         }
     }
+    // Calls that asked a question stay live only while the run waits for the answer.
+    d.agent
+        .inner
+        .live_calls
+        .keep_only(&d.session, &core.run.asking());
     drop(active);
     d.lock.release().await;
     result
@@ -511,7 +520,20 @@ impl Driver {
                 core.run.routed_input(id).map(|r| (id.clone(), r))
             })
             .collect();
-        let route = |e: &Execution| routed.get(&e.tool_use.id).cloned();
+        // Answers to questions of calls in flight, handed to them with this dispatch.
+        let answers: std::collections::HashMap<String, reins_tool::QuestionAnswer> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.question_answer(id).map(|a| (id.clone(), a))
+            })
+            .collect();
+        let route = |e: &Execution| {
+            (
+                routed.get(&e.tool_use.id).cloned(),
+                answers.get(&e.tool_use.id).cloned(),
+            )
+        };
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
         let exec_all = async {
             let mut outcomes = Vec::with_capacity(batch.len());
@@ -534,36 +556,43 @@ impl Driver {
             drop(chunk_tx);
             outcomes
         };
-        let forward = async {
-            let want = self.agent.inner.hooks.wants(HookEventKind::ActingChunk);
-            while let Some(chunk) = chunk_rx.recv().await {
-                let reins_tool::ToolChunk { tool_use_id, block } = chunk;
-                if let Some(text) = block.as_text() {
-                    self.emit(RunEvent::ToolExecutionChunk {
-                        id: tool_use_id.clone(),
-                        text: text.to_owned(),
-                    });
-                }
-                if want {
-                    let mut ev = HookEvent::ActingChunk {
-                        tool_use_id,
-                        chunk: block,
-                    };
-                    if let Err(e) = self.hooks(&mut ev, iteration).await {
-                        tracing::warn!(error = %e, "an ActingChunk hook failed");
-                    }
+        let want = self.agent.inner.hooks.wants(HookEventKind::ActingChunk);
+        let forward = |chunk: reins_tool::ToolChunk| async move {
+            let reins_tool::ToolChunk { tool_use_id, block } = chunk;
+            if let Some(text) = block.as_text() {
+                self.emit(RunEvent::ToolExecutionChunk {
+                    id: tool_use_id.clone(),
+                    text: text.to_owned(),
+                });
+            }
+            if want {
+                let mut ev = HookEvent::ActingChunk {
+                    tool_use_id,
+                    chunk: block,
+                };
+                if let Err(e) = self.hooks(&mut ev, iteration).await {
+                    tracing::warn!(error = %e, "an ActingChunk hook failed");
                 }
             }
         };
-        // Tools may run long: keep the session lock alive meanwhile.
-        let work = async { tokio::join!(exec_all, forward) };
-        tokio::pin!(work);
-        let (outcomes, ()) = loop {
+        // Until every call of the batch is done (a call that asked a question keeps
+        // its chunk sender, so the channel does not close): forward partial output,
+        // and keep the session lock alive meanwhile (tools may run long).
+        tokio::pin!(exec_all);
+        let outcomes = loop {
             tokio::select! {
-                done = &mut work => break done,
+                biased;
+                done = &mut exec_all => break done,
+                Some(chunk) = chunk_rx.recv() => {
+                    forward(chunk).await;
+                    self.lock.renew_if_due().await;
+                }
                 _ = tokio::time::sleep(self.lock.renew_every()) => self.lock.renew_if_due().await,
             }
         };
+        while let Ok(chunk) = chunk_rx.try_recv() {
+            forward(chunk).await;
+        }
 
         let mut results = Vec::new();
         let mut stop = false;
@@ -601,9 +630,15 @@ impl Driver {
         exec: &Execution,
         iteration: u32,
         chunks: UnboundedSender<reins_tool::ToolChunk>,
-        routed: Option<crate::run::ChildInput>,
+        (routed, answer): (
+            Option<crate::run::ChildInput>,
+            Option<reins_tool::QuestionAnswer>,
+        ),
     ) -> Result<(ExecOutcome, bool)> {
-        let out = self.execute_one(exec, iteration, chunks, routed).await;
+        let out = match answer {
+            Some(answer) => self.continue_call(exec, answer, iteration).await,
+            None => self.execute_one(exec, iteration, chunks, routed).await,
+        };
         if let Ok((ExecOutcome::Done(r), _)) = &out {
             self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
         }
@@ -699,14 +734,49 @@ impl Driver {
             id: original.id.clone(),
             name: original.name.clone(),
         });
+        // The call gets a token of its own (the run's interrupt is forwarded while the
+        // run waits for it), so that it can outlive the run when it asks a question.
+        let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
+        let call_cancel = tokio_util::sync::CancellationToken::new();
         let ctx = ToolContext::new(self.session.clone(), original.id.clone())
-            .with_cancel(self.cancel.child_token())
-            .with_chunk_sender(chunks);
+            .with_cancel(call_cancel.clone())
+            .with_chunk_sender(chunks)
+            .with_question_sender(questions_tx);
         let opts = reins_tool::ExecOptions {
             grace: inner.grace,
             ..reins_tool::ExecOptions::default()
         };
-        let outcome = inner.toolkit.execute(&to_run, ctx, &opts).await;
+        let toolkit = inner.toolkit.clone();
+        let call_use = to_run.clone();
+        let call: ask::CallFuture =
+            Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
+        let outcome = match self.await_call(call, questions, call_cancel, &to_run).await {
+            ask::Waited::Done(outcome) => outcome,
+            ask::Waited::Asked(requirement) => {
+                return Ok((
+                    ExecOutcome::Asking {
+                        id: original.id.clone(),
+                        requirement,
+                    },
+                    false,
+                ));
+            }
+        };
+        self.finish_call(original, to_run, edited, outcome, iteration)
+            .await
+    }
+
+    /// The end of a call that ran: its result recorded in the ledger, then the
+    /// `PostActing` hooks.
+    async fn finish_call(
+        &self,
+        original: &reins_message::ToolUse,
+        to_run: reins_message::ToolUse,
+        edited: bool,
+        outcome: ToolCallOutcome,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        let store = &self.agent.inner.store;
         let mut result = match outcome {
             ToolCallOutcome::Done(r) => r,
             ToolCallOutcome::Suspended { reason, .. } => {

@@ -75,7 +75,7 @@ mod watch;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use context::{ContextPolicy, ContextSummary, TokenCounter};
-pub use drive::UNKNOWN_OUTCOME;
+pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use error::{AgentError, Result};
 pub use handle::{Interrupter, RunEvents, RunHandle};
 pub use output::{RunEvent, RunOutput, RunStatus};

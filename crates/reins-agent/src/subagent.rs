@@ -177,6 +177,9 @@ impl SubAgentTool {
                             )))
                         }
                         ExecOutcome::Suspended { reason, .. } => Err(ToolError::suspend(reason)),
+                        ExecOutcome::Asking { requirement, .. } => {
+                            Err(ToolError::suspend(requirement.reason))
+                        }
                     }
                 }
             },

@@ -144,6 +144,8 @@ pub struct McpServer {
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) connect_timeout: Duration,
     pub(crate) elicitation: Option<ElicitationHandler>,
+    /// Whether questions without a callback go to the asking call's run.
+    pub(crate) elicit_in_runs: bool,
 }
 
 impl fmt::Debug for McpServer {
@@ -157,6 +159,7 @@ impl fmt::Debug for McpServer {
             .field("overrides", &self.overrides)
             .field("call_timeout", &self.call_timeout)
             .field("answers_elicitation", &self.elicitation.is_some())
+            .field("elicitation_in_runs", &self.elicit_in_runs)
             .finish_non_exhaustive()
     }
 }
@@ -176,6 +179,7 @@ impl McpServer {
             call_timeout: None,
             connect_timeout: Duration::from_secs(30),
             elicitation: None,
+            elicit_in_runs: true,
         }
     }
 
@@ -323,16 +327,29 @@ impl McpServer {
     }
 
     /// Answers the server's questions to the user (`elicitation/create`, form mode)
-    /// with `answer`, while the tool call that asked waits. Without it the client does
-    /// not declare the elicitation capability, so servers do not ask. An accepted
-    /// answer that does not match the requested schema is refused back to the server.
-    /// The call's timeout keeps running while the person answers.
+    /// with `answer`, while the tool call that asked waits, instead of pausing the
+    /// run. An accepted answer that does not match the requested schema is refused
+    /// back to the server. The call's timeout keeps running while the person answers.
+    ///
+    /// Without a callback, a question goes to the run of the call that asked
+    /// ([`reins_tool::ToolContext::ask`]): the run pauses with a user-input
+    /// requirement (the requested schema as its fields) and `resolve` answers it; see
+    /// the crate docs.
     pub fn on_elicitation<F, Fut>(mut self, answer: F) -> Self
     where
         F: Fn(Elicitation) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ElicitationAnswer> + Send + 'static,
     {
         self.elicitation = Some(Arc::new(move |e| Box::pin(answer(e))));
+        self
+    }
+
+    /// Does not declare the elicitation capability at all, so servers do not ask
+    /// (the default declares it: questions pause the asking call's run, or go to
+    /// [`on_elicitation`](Self::on_elicitation)'s callback).
+    pub fn no_elicitation(mut self) -> Self {
+        self.elicitation = None;
+        self.elicit_in_runs = false;
         self
     }
 

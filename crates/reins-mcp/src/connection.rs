@@ -30,8 +30,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// State the client handler shares with calls in flight.
 #[derive(Default)]
 pub(crate) struct Routes {
-    /// Calls in flight by progress token: progress goes to their chunk sender.
-    progress: Mutex<HashMap<String, ToolContext>>,
+    /// Calls in flight by progress token (with the order they started in): progress
+    /// goes to their chunk sender, questions to the latest that can ask.
+    progress: Mutex<HashMap<String, (u64, ToolContext)>>,
+    /// Numbers the calls in flight.
+    started: std::sync::atomic::AtomicU64,
     /// Set by `notifications/tools/list_changed`, cleared by a re-list.
     pub(crate) tools_changed: AtomicBool,
     /// The child's last stderr lines.
@@ -51,7 +54,8 @@ pub(crate) struct ProgressRoute {
 impl ProgressRoute {
     pub(crate) fn new(routes: &Arc<Routes>, token: &ProgressToken, ctx: ToolContext) -> Self {
         let key = token_key(token);
-        lock(&routes.progress).insert(key.clone(), ctx);
+        let n = routes.started.fetch_add(1, Ordering::Relaxed);
+        lock(&routes.progress).insert(key.clone(), (n, ctx));
         Self {
             routes: routes.clone(),
             key,
@@ -71,6 +75,7 @@ pub(crate) struct Handler {
     server: String,
     routes: Arc<Routes>,
     elicitation: Option<ElicitationHandler>,
+    elicit_in_runs: bool,
 }
 
 /// `[progress 2/5] message` for a progress notification.
@@ -86,6 +91,29 @@ pub(crate) fn progress_text(p: &ProgressNotificationParam) -> String {
     text
 }
 
+impl Handler {
+    /// A question for the run of the call that asked: MCP does not say which request
+    /// an elicitation belongs to, so it goes to the latest call in flight on this
+    /// server that can ask (the only one, unless several calls run at once).
+    async fn ask_in_run(&self, message: String, schema: Value) -> ElicitationAnswer {
+        let ctx = lock(&self.routes.progress)
+            .values()
+            .filter(|(_, ctx)| ctx.can_ask())
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, ctx)| ctx.clone());
+        let Some(ctx) = ctx else {
+            tracing::debug!(server = %self.server, "an elicitation with no call that can ask: declined");
+            return ElicitationAnswer::Decline;
+        };
+        let question = reins_tool::ToolQuestion { message, schema };
+        match ctx.ask(question).await {
+            reins_tool::QuestionAnswer::Accept(values) => ElicitationAnswer::Accept(values),
+            reins_tool::QuestionAnswer::Decline => ElicitationAnswer::Decline,
+            reins_tool::QuestionAnswer::Cancel => ElicitationAnswer::Cancel,
+        }
+    }
+}
+
 impl ClientHandler for Handler {
     async fn on_progress(
         &self,
@@ -94,7 +122,7 @@ impl ClientHandler for Handler {
     ) {
         let ctx = lock(&self.routes.progress)
             .get(&token_key(&params.progress_token))
-            .cloned();
+            .map(|(_, ctx)| ctx.clone());
         match ctx {
             Some(ctx) => ctx.emit(progress_text(&params)),
             None => tracing::debug!(server = %self.server, "progress for a call no longer running"),
@@ -111,25 +139,29 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let (
-            Some(answer),
-            ElicitRequestParams::FormElicitationParams {
-                message,
-                requested_schema,
-                ..
-            },
-        ) = (&self.elicitation, request)
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
         else {
-            // URL mode is not declared; without a handler nothing is declared.
+            // URL mode is not declared.
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
         let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let question = Elicitation {
-            server: self.server.clone(),
-            message,
-            requested_schema: schema.clone(),
+        let answer = match &self.elicitation {
+            Some(answer) => {
+                answer(Elicitation {
+                    server: self.server.clone(),
+                    message,
+                    requested_schema: schema.clone(),
+                })
+                .await
+            }
+            None if self.elicit_in_runs => self.ask_in_run(message, schema.clone()).await,
+            None => ElicitationAnswer::Decline,
         };
-        Ok(match answer(question).await {
+        Ok(match answer {
             ElicitationAnswer::Accept(values) => {
                 if let Err(problems) = reins_tool::validate(&schema, &values) {
                     return Err(ErrorData::invalid_params(
@@ -148,7 +180,8 @@ impl ClientHandler for Handler {
     }
 
     fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities = if self.elicitation.is_some() {
+        let capabilities: ClientCapabilities = if self.elicitation.is_some() || self.elicit_in_runs
+        {
             serde_json::from_value(serde_json::json!({ "elicitation": { "form": {} } }))
                 .unwrap_or_default()
         } else {
@@ -276,6 +309,7 @@ impl Connection {
             server: self.name().to_owned(),
             routes: self.routes.clone(),
             elicitation: self.config.elicitation.clone(),
+            elicit_in_runs: self.config.elicit_in_runs,
         };
         let handshake = |e: &dyn std::fmt::Display| Error::Handshake {
             server: self.name().to_owned(),

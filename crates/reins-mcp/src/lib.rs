@@ -69,10 +69,14 @@
 //!
 //! ## Elicitation
 //!
-//! A server's `elicitation/create` (form mode) during a call is answered by the
-//! callback given to [`McpServer::on_elicitation`] while the call waits; without one,
-//! the capability is not declared. (Surfacing it as a paused run with a user-input
-//! requirement needs runner support in reins-agent; see `docs/mcp.md`.)
+//! A server's `elicitation/create` (form mode) during a call becomes a question of
+//! that call ([`reins_tool::ToolContext::ask`]): in an agent's run, the run pauses
+//! with a user-input requirement (the server's message as its reason, the requested
+//! schema as its fields) while the call stays in flight, and
+//! `resolve(Decision::input(..))` answers it (a rejection declines). If the process
+//! stops before the answer, or the answer reaches another worker, the call's outcome
+//! is `Unknown`. A callback given to [`McpServer::on_elicitation`] answers instead,
+//! without pausing; [`McpServer::no_elicitation`] does not declare the capability.
 //!
 //! ## Faults
 //!

@@ -1,7 +1,8 @@
 //! MCP tools in a real agent run (the scripted model drives it): the filesystem
 //! server's `write_file` pauses for approval (its annotations say destructive); approve
 //! writes the file, reject does not; progress shows as run events and an interrupt
-//! stops the call.
+//! stops the call; server-everything's elicitation pauses the run and the answer given
+//! with `resolve` reaches the server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod support;
@@ -143,4 +144,103 @@ async fn progress_is_a_run_event_and_an_interrupt_stops_the_call() {
         results[0].text()
     );
     assert_eq!(set.cancellations_sent(), 1);
+}
+
+/// Waits until server-everything has registered its elicitation tool (it does so after
+/// the handshake, for clients that declare elicitation).
+async fn with_elicitation_tool(set: &McpToolset) {
+    for _ in 0..100 {
+        if set
+            .tool("everything__trigger-elicitation-request")
+            .is_some()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        set.refresh().await.unwrap();
+    }
+    panic!("server-everything never offered trigger-elicitation-request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_pauses_the_run_and_resolve_answers_the_server() {
+    if !support::servers_available("an_elicitation_pauses_the_run_and_resolve_answers_the_server") {
+        return;
+    }
+    let set = McpToolset::connect(support::everything()).await.unwrap();
+    with_elicitation_tool(&set).await;
+    let model = ScriptedModel::new([
+        ScriptedResponse::tool_call_with_id(
+            "e1",
+            "everything__trigger-elicitation-request",
+            json!({}),
+        ),
+        ScriptedResponse::text("thanks"),
+        ScriptedResponse::tool_call_with_id(
+            "e2",
+            "everything__trigger-elicitation-request",
+            json!({}),
+        ),
+        ScriptedResponse::text("ok"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .toolkit(set.toolkit().unwrap())
+        .build()
+        .unwrap();
+    let session = agent.session("elicit-1").await.unwrap();
+    let out = session.call(Msg::user("ask me")).await.unwrap();
+    assert_eq!(out.status, RunStatus::Paused, "{:?}", out.message);
+    let req = out.requirements[0].clone();
+    assert_eq!(req.tool_use.id, "e1");
+    let RequirementKind::UserInput { fields } = &req.kind else {
+        panic!("not a user-input requirement: {:?}", req.kind);
+    };
+    assert!(fields["properties"]["name"].is_object(), "{fields}");
+    assert!(!req.reason.is_empty());
+
+    // An answer that does not match the server's schema is refused before it is sent.
+    let e = session
+        .resolve(vec![Decision::input(
+            &req.id,
+            json!({ "integer": "seven" }),
+        )])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not match"), "{e}");
+
+    let out = session
+        .resolve(vec![Decision::input(
+            &req.id,
+            json!({ "name": "Ada Lovelace", "check": true, "integer": 7, "untitledSingleSelectEnum": "Joey" }),
+        )
+        .by("ana")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    let results = tool_results(&session.messages().await.unwrap());
+    assert_eq!(
+        results[0].outcome,
+        ToolOutcome::Success,
+        "{}",
+        results[0].text()
+    );
+    assert!(
+        results[0].text().contains("Ada Lovelace"),
+        "{}",
+        results[0].text()
+    );
+
+    // A rejection declines: the server hears "decline".
+    let out = session.call(Msg::user("ask again")).await.unwrap();
+    assert_eq!(out.status, RunStatus::Paused);
+    let id = out.requirements[0].id.clone();
+    let out = session
+        .resolve(vec![Decision::reject(&id, "not telling")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    let results = tool_results(&session.messages().await.unwrap());
+    let text = results[1].text().to_lowercase();
+    assert!(text.contains("decline"), "{text}");
 }

@@ -297,11 +297,13 @@ async fn elicitation_is_answered_while_the_call_waits() {
 }
 
 #[tokio::test]
-async fn without_a_handler_servers_do_not_ask() {
-    if !support::servers_available("without_a_handler_servers_do_not_ask") {
+async fn without_elicitation_declared_servers_do_not_ask() {
+    if !support::servers_available("without_elicitation_declared_servers_do_not_ask") {
         return;
     }
-    let set = McpToolset::connect(support::everything()).await.unwrap();
+    let set = McpToolset::connect(support::everything().no_elicitation())
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     set.refresh().await.unwrap();
     assert!(

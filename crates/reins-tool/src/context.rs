@@ -1,8 +1,45 @@
 //! [`ToolContext`]: what a tool knows about the call it is serving.
 
 use reins_message::ContentBlock;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+/// A question a running tool asks a person, mid-call (an MCP server's elicitation,
+/// or any tool that needs one more answer before it can finish).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolQuestion {
+    /// What to ask, for a person.
+    pub message: String,
+    /// A JSON Schema (an object schema) of the answer's fields.
+    pub schema: Value,
+}
+
+/// A person's answer to a [`ToolQuestion`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", content = "values", rename_all = "snake_case")]
+pub enum QuestionAnswer {
+    /// The fields, matching the question's schema.
+    Accept(Value),
+    /// The person declined to answer.
+    Decline,
+    /// The question was withdrawn without an answer (the run was interrupted, moved
+    /// on, or nobody could be asked).
+    Cancel,
+}
+
+/// A question on its way from a tool to whoever runs it, with where the answer goes.
+#[derive(Debug)]
+pub struct PendingQuestion {
+    /// The id of the tool use asking.
+    pub tool_use_id: String,
+    /// The question.
+    pub question: ToolQuestion,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<QuestionAnswer>,
+}
 
 /// A piece of partial output a tool emitted while running.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +78,7 @@ pub struct ToolContext {
     /// watches it and returns early; one that does not is aborted after a grace period.
     pub cancel: CancellationToken,
     chunks: Option<UnboundedSender<ToolChunk>>,
+    questions: Option<UnboundedSender<PendingQuestion>>,
 }
 
 impl ToolContext {
@@ -51,6 +89,7 @@ impl ToolContext {
             tool_use_id: tool_use_id.into(),
             cancel: CancellationToken::new(),
             chunks: None,
+            questions: None,
         }
     }
 
@@ -77,6 +116,45 @@ impl ToolContext {
                 tool_use_id: self.tool_use_id.clone(),
                 block: block.into(),
             });
+        }
+    }
+
+    /// Sends the questions this call asks ([`ToolContext::ask`]) to this channel.
+    #[must_use]
+    pub fn with_question_sender(mut self, tx: UnboundedSender<PendingQuestion>) -> Self {
+        self.questions = Some(tx);
+        self
+    }
+
+    /// Whether someone can answer [`ToolContext::ask`] (an agent's run does: the
+    /// question pauses the run as a user-input requirement).
+    pub fn can_ask(&self) -> bool {
+        self.questions.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Asks a person a question and waits for the answer, while the call stays in
+    /// flight. In an agent's run the question becomes a requirement (kind user input,
+    /// the schema as its fields): the run pauses, and `resolve(Decision::input(..))`
+    /// answers ([`QuestionAnswer::Accept`]) or a rejection declines
+    /// ([`QuestionAnswer::Decline`]). The answer is [`QuestionAnswer::Cancel`] when the
+    /// call is cancelled meanwhile, and [`QuestionAnswer::Decline`] when nobody can be
+    /// asked ([`ToolContext::can_ask`] is false).
+    pub async fn ask(&self, question: ToolQuestion) -> QuestionAnswer {
+        let Some(tx) = &self.questions else {
+            return QuestionAnswer::Decline;
+        };
+        let (reply, answer) = oneshot::channel();
+        let pending = PendingQuestion {
+            tool_use_id: self.tool_use_id.clone(),
+            question,
+            reply,
+        };
+        if tx.send(pending).is_err() {
+            return QuestionAnswer::Decline;
+        }
+        tokio::select! {
+            a = answer => a.unwrap_or(QuestionAnswer::Cancel),
+            () = self.cancel.cancelled() => QuestionAnswer::Cancel,
         }
     }
 
@@ -120,6 +198,44 @@ mod tests {
         drop(rx);
         ctx.emit("receiver gone");
         assert!(!ctx.has_chunk_sender());
+    }
+
+    #[tokio::test]
+    async fn a_question_reaches_the_asker_and_the_answer_comes_back() {
+        let ctx = ToolContext::new("s", "c");
+        let q = ToolQuestion {
+            message: "which seat?".into(),
+            schema: serde_json::json!({"type": "object"}),
+        };
+        assert!(!ctx.can_ask());
+        assert_eq!(ctx.ask(q.clone()).await, QuestionAnswer::Decline);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = ctx.with_question_sender(tx);
+        assert!(ctx.can_ask());
+        let asker = tokio::spawn({
+            let ctx = ctx.clone();
+            let q = q.clone();
+            async move { ctx.ask(q).await }
+        });
+        let pending = rx.recv().await.unwrap();
+        assert_eq!(pending.tool_use_id, "c");
+        assert_eq!(pending.question, q);
+        pending
+            .reply
+            .send(QuestionAnswer::Accept(serde_json::json!({"seat": "12A"})))
+            .unwrap();
+        assert_eq!(
+            asker.await.unwrap(),
+            QuestionAnswer::Accept(serde_json::json!({"seat": "12A"}))
+        );
+        // An unanswered question is cancelled with the call.
+        let asker = tokio::spawn({
+            let ctx = ctx.clone();
+            async move { ctx.ask(q).await }
+        });
+        let _pending = rx.recv().await.unwrap();
+        ctx.cancel.cancel();
+        assert_eq!(asker.await.unwrap(), QuestionAnswer::Cancel);
     }
 
     #[test]

@@ -77,7 +77,7 @@ mod schema;
 mod tool;
 mod toolkit;
 
-pub use context::{ToolChunk, ToolContext};
+pub use context::{PendingQuestion, QuestionAnswer, ToolChunk, ToolContext, ToolQuestion};
 pub use error::{Error, Result, ToolError};
 pub use exec::{Concurrency, DEFAULT_MAX_OUTPUT_BYTES, ExecOptions, ToolCallOutcome};
 pub use output::{IntoToolOutput, Json, ToolOutput};

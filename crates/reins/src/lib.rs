@@ -88,6 +88,7 @@
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
+//! | `tiktoken`  | yes     | exact token counts for OpenAI models in `ContextPolicy` (context compression) |
 
 /// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
 /// `Tool`, `MemoryStore`): `#[reins::async_trait]`, or `#[async_trait]` after
@@ -114,14 +115,15 @@ pub use reins_tool as tool;
 pub mod prelude {
     pub use async_trait::async_trait;
     pub use reins_agent::{
-        Actor, Agent, AgentError, Decision, DecisionRecord, OutputMode, OutputSpec, Requirement,
-        RequirementKind, RunEvent, RunHandle, RunOutput, RunStatus, Session, SessionSnapshot,
-        SessionView, ViewToken,
+        Actor, Agent, AgentError, ContextPolicy, ContextSummary, Decision, DecisionRecord,
+        OutputMode, OutputSpec, Requirement, RequirementKind, RunEvent, RunHandle, RunOutput,
+        RunStatus, Session, SessionSnapshot, SessionView, ViewToken,
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
     pub use reins_hook::{
-        Control, Hook, HookContext, HookError, HookEvent, HookEventKind, ToolConfirmationHook,
+        Control, Hook, HookContext, HookError, HookEvent, HookEventKind, SummaryReason,
+        ToolConfirmationHook,
     };
     #[cfg(feature = "mcp")]
     pub use reins_mcp::{McpServer, McpToolset};

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use reins_message::{Msg, Role, ToolOutcome, ToolResult};
+use reins_tool::QuestionAnswer;
 use serde_json::{Map, Value};
 
 use super::{
@@ -95,6 +96,18 @@ impl Run {
                         &slot.tool_use.id,
                         &slot.tool_use.name,
                         Some(note.clone()),
+                    );
+                    slot.status = SlotStatus::Done {
+                        outcome: r.outcome.clone(),
+                    };
+                    results.push(r);
+                }
+                // In flight, waiting for an answer: the runner stops it.
+                SlotStatus::Asking { .. } => {
+                    let r = ToolResult::interrupted(
+                        &slot.tool_use.id,
+                        &slot.tool_use.name,
+                        super::ASKING_INTERRUPTED,
                     );
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
@@ -328,6 +341,18 @@ impl Run {
                         req.id
                     )));
                 }
+                // A tool's question is answered as asked: the schema is the tool's.
+                if let (Some(_), RequirementKind::UserInput { fields }) =
+                    (self.asking_slot(d.id()), &req.kind)
+                {
+                    if let Err(problems) = reins_tool::validate(fields, values) {
+                        return Err(AgentError::InvalidInput(format!(
+                            "the answer to `{}` does not match the question's fields: {}",
+                            req.id,
+                            problems.join("; ")
+                        )));
+                    }
+                }
             }
         }
         // All valid: apply.
@@ -367,6 +392,15 @@ impl Run {
                     note,
                     now,
                 );
+            }
+            if let Some(i) = self.asking_slot(&id) {
+                if let SlotStatus::Asking { answer, .. } = &mut self.state.slots[i].status {
+                    *answer = Some(match d {
+                        Decision::Input { values, .. } => QuestionAnswer::Accept(values),
+                        _ => QuestionAnswer::Decline,
+                    });
+                }
+                continue;
             }
             if let Some(slot) = self.delegated_slot_mut(&id) {
                 route(slot, d);
@@ -459,6 +493,10 @@ impl Run {
                         routed: Some(_),
                         ..
                     }
+                    | SlotStatus::Asking {
+                        answer: Some(_),
+                        ..
+                    }
             )
         });
         let any_waiting = self.has_waiting();
@@ -541,6 +579,13 @@ fn route(slot: &mut ToolSlot, decision: Decision) {
 impl Run {
     /// The sub-agent call waiting for requirement `id`, while its answers are still
     /// being collected.
+    /// The index of the slot whose pending question has the requirement id `id`.
+    fn asking_slot(&self, id: &str) -> Option<usize> {
+        self.state.slots.iter().position(|s| {
+            matches!(&s.status, SlotStatus::Asking { requirement, answer: None, .. } if requirement.id == id)
+        })
+    }
+
     fn delegated_slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
         self.state.slots.iter_mut().find(|s| {
             matches!(&s.status, SlotStatus::Delegated { requirements, .. }

@@ -45,6 +45,11 @@ pub(crate) type Attempt = (String, String, Option<String>);
 /// The text a tool use gets when it never ran because the run was interrupted.
 pub const NOT_RUN_INTERRUPTED: &str = "not run: interrupted";
 
+/// The text a call gets when it was stopped while waiting for an answer to its
+/// question (its side effects so far may be partial).
+pub const ASKING_INTERRUPTED: &str =
+    "stopped while waiting for an answer to its question; what it did so far may be partial";
+
 /// The run state machine over a session's transcript.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
@@ -212,7 +217,12 @@ impl Run {
             .slots
             .iter()
             .flat_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement } => vec![requirement.clone()],
+                SlotStatus::Waiting { requirement }
+                | SlotStatus::Asking {
+                    requirement,
+                    answer: None,
+                    ..
+                } => vec![requirement.clone()],
                 SlotStatus::Delegated {
                     requirements,
                     routed: None,
@@ -229,9 +239,32 @@ impl Run {
         self.state.slots.iter().any(|s| {
             matches!(
                 s.status,
-                SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. }
+                SlotStatus::Waiting { .. }
+                    | SlotStatus::Delegated { routed: None, .. }
+                    | SlotStatus::Asking { answer: None, .. }
             )
         })
+    }
+
+    /// The answer to the question the call `id` asked, when it waits to be handed
+    /// to the call.
+    pub fn question_answer(&self, id: &str) -> Option<reins_tool::QuestionAnswer> {
+        self.state.slots.iter().find_map(|s| match &s.status {
+            SlotStatus::Asking {
+                answer: Some(a), ..
+            } if s.tool_use.id == id => Some(a.clone()),
+            _ => None,
+        })
+    }
+
+    /// The tool use ids of calls in flight waiting for an answer to a question.
+    pub fn asking(&self) -> Vec<String> {
+        self.state
+            .slots
+            .iter()
+            .filter(|s| matches!(s.status, SlotStatus::Asking { .. }))
+            .map(|s| s.tool_use.id.clone())
+            .collect()
     }
 
     /// The answers routed to the sub-agent call `id`, when it is one that waits to be
@@ -267,10 +300,12 @@ impl Run {
                     input: input.clone(),
                     edited: *edited,
                 }),
-                // A sub-agent call dispatched with routed answers may have run them.
+                // A sub-agent call dispatched with routed answers may have run them; a
+                // call that asked a question was running.
                 SlotStatus::Delegated {
                     routed: Some(_), ..
-                } => Some(Execution {
+                }
+                | SlotStatus::Asking { .. } => Some(Execution {
                     tool_use: s.tool_use.clone(),
                     input: s.tool_use.input.clone(),
                     edited: false,
@@ -315,6 +350,11 @@ impl Run {
                                 routed: Some(_),
                                 dispatched,
                                 ..
+                            }
+                            | SlotStatus::Asking {
+                                answer: Some(_),
+                                dispatched,
+                                ..
                             } if !*dispatched => {
                                 *dispatched = true;
                                 batch.push(Execution {
@@ -338,7 +378,12 @@ impl Run {
                     let mut unreported = false;
                     for slot in &mut self.state.slots {
                         if let SlotStatus::Ready { dispatched, .. }
-                        | SlotStatus::Delegated { dispatched, .. } = &mut slot.status
+                        | SlotStatus::Delegated { dispatched, .. }
+                        | SlotStatus::Asking {
+                            answer: Some(_),
+                            dispatched,
+                            ..
+                        } = &mut slot.status
                         {
                             // Dispatched but never reported (the runner stopped short):
                             // dispatch again; the ledger keeps it at most once.
@@ -596,6 +641,19 @@ impl Run {
                         dispatched: false,
                     };
                 }
+                ExecOutcome::Asking { id, requirement } => {
+                    let Some(slot) = self.slot_mut(&id) else {
+                        continue;
+                    };
+                    if matches!(slot.status, SlotStatus::Done { .. }) {
+                        continue;
+                    }
+                    slot.status = SlotStatus::Asking {
+                        requirement,
+                        answer: None,
+                        dispatched: false,
+                    };
+                }
                 ExecOutcome::Suspended { id, reason } => {
                     let ttl = self.config.requirement_ttl_secs;
                     let Some(slot) = self.slot_mut(&id) else {
@@ -653,12 +711,17 @@ impl Run {
                 .iter()
                 .find(|r| r.id == slot.tool_use.id)
                 .cloned()
-                .unwrap_or_else(|| {
-                    ToolResult::cancelled(
+                .unwrap_or_else(|| match slot.status {
+                    SlotStatus::Asking { .. } => ToolResult::interrupted(
+                        &slot.tool_use.id,
+                        &slot.tool_use.name,
+                        ASKING_INTERRUPTED,
+                    ),
+                    _ => ToolResult::cancelled(
                         &slot.tool_use.id,
                         &slot.tool_use.name,
                         NOT_RUN_INTERRUPTED,
-                    )
+                    ),
                 });
             slot.status = SlotStatus::Done {
                 outcome: r.outcome.clone(),
@@ -774,7 +837,12 @@ impl Run {
 
     fn requirement(&self, id: &str) -> Option<&Requirement> {
         self.state.slots.iter().find_map(|s| match &s.status {
-            SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
+            SlotStatus::Waiting { requirement }
+            | SlotStatus::Asking {
+                requirement,
+                answer: None,
+                ..
+            } if requirement.id == id => Some(requirement),
             SlotStatus::Delegated { requirements, .. } => requirements.iter().find(|r| r.id == id),
             _ => None,
         })

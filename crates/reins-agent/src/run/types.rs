@@ -104,6 +104,19 @@ pub enum SlotStatus {
         #[serde(skip)]
         dispatched: bool,
     },
+    /// The call is running and asked a person a question ([`reins_tool::ToolContext::ask`],
+    /// e.g. an MCP server's elicitation): the run pauses with this user-input
+    /// requirement while the call stays in flight in the process that started it.
+    Asking {
+        /// The question as a requirement (its id is not the tool use's).
+        requirement: Requirement,
+        /// The answer, once given, not yet handed to the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<reins_tool::QuestionAnswer>,
+        /// Handed to the runner in the current process (not stored).
+        #[serde(skip)]
+        dispatched: bool,
+    },
     /// Has its result in the transcript.
     Done {
         /// The result's outcome.
@@ -146,6 +159,13 @@ pub enum ExecOutcome {
         id: String,
         /// What the child waits for.
         requirements: Vec<Requirement>,
+    },
+    /// The call asked a person a question and waits for the answer, in flight.
+    Asking {
+        /// The tool use id.
+        id: String,
+        /// The question as a user-input requirement.
+        requirement: Requirement,
     },
     /// The tool suspended itself: the caller must execute it.
     Suspended {

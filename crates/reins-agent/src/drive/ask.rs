@@ -1,0 +1,196 @@
+//! Calls that ask a person a question mid-call ([`ToolContext::ask`], e.g. an MCP
+//! server's elicitation) and stay in flight while the run pauses.
+//!
+//! While the run waits for a call, the call runs inline. When it asks, the call's
+//! future moves to a task of its own and is kept in the agent's [`LiveCalls`] with
+//! the channel its answer goes to; the run pauses with a user-input requirement (the
+//! question's schema as its fields). `resolve` with an input (or a rejection, which
+//! declines) dispatches the call again: the answer is handed to the live call and the
+//! run waits for its result (or its next question). A call that is not live in this
+//! process any more — the process restarted, or the decision reached another worker —
+//! cannot be answered: its outcome is `Unknown` (it was running, it may have acted).
+//!
+//! [`ToolContext::ask`]: reins_tool::ToolContext::ask
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use chrono::Utc;
+use reins_message::{ToolResult, ToolUse};
+use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::Driver;
+use crate::error::Result;
+use crate::output::RunEvent;
+use crate::requirement::{Requirement, RequirementKind};
+use crate::run::{ExecOutcome, Execution};
+
+/// The text a call gets when its question was answered where the call is not live.
+pub const ASKED_ELSEWHERE: &str = "outcome unknown: the call was waiting for an answer to its question \
+     in a process that stopped or is not this one; it may or may not have taken effect";
+
+/// A tool call's future, owned.
+pub(crate) type CallFuture = Pin<Box<dyn Future<Output = ToolCallOutcome> + Send>>;
+
+/// How waiting for a call ended.
+pub(crate) enum Waited {
+    /// It finished.
+    Done(ToolCallOutcome),
+    /// It asked a question (now a requirement) and stays in flight.
+    Asked(Requirement),
+}
+
+/// A call in flight that waits for the answer to its question.
+struct LiveCall {
+    task: tokio::task::JoinHandle<ToolCallOutcome>,
+    questions: UnboundedReceiver<PendingQuestion>,
+    reply: oneshot::Sender<QuestionAnswer>,
+    cancel: CancellationToken,
+}
+
+/// The calls of an agent's sessions that wait for answers, by (session, tool use id).
+#[derive(Default)]
+pub(crate) struct LiveCalls(Mutex<HashMap<(String, String), LiveCall>>);
+
+impl LiveCalls {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), LiveCall>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take(&self, session: &str, id: &str) -> Option<LiveCall> {
+        self.map().remove(&(session.to_owned(), id.to_owned()))
+    }
+
+    /// Stops the live calls of `session` that no longer wait for an answer (the run
+    /// moved on: a new message, an interrupt): they are cancelled, their results
+    /// dropped (the run already gave them one).
+    pub(crate) fn keep_only(&self, session: &str, asking: &[String]) {
+        let mut map = self.map();
+        map.retain(|(s, id), call| {
+            let keep = s != session || asking.contains(id);
+            if !keep {
+                call.cancel.cancel();
+            }
+            keep
+        });
+    }
+}
+
+impl Driver {
+    /// Waits for a call, forwarding the run's interrupt to it, until it finishes or
+    /// asks a question.
+    pub(super) async fn await_call(
+        &self,
+        mut call: CallFuture,
+        mut questions: UnboundedReceiver<PendingQuestion>,
+        cancel: CancellationToken,
+        tool_use: &ToolUse,
+    ) -> Waited {
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut call => return Waited::Done(out),
+                () = self.cancel.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                Some(q) = questions.recv() => {
+                    if self.cancel.is_cancelled() {
+                        let _ = q.reply.send(QuestionAnswer::Cancel);
+                        continue;
+                    }
+                    let requirement = self.question_requirement(tool_use, &q);
+                    let task = tokio::spawn(call);
+                    self.agent.inner.live_calls.map().insert(
+                        (self.session.clone(), tool_use.id.clone()),
+                        LiveCall { task, questions, reply: q.reply, cancel },
+                    );
+                    return Waited::Asked(requirement);
+                }
+            }
+        }
+    }
+
+    fn question_requirement(&self, tool_use: &ToolUse, q: &PendingQuestion) -> Requirement {
+        let now = Utc::now();
+        let expires_at = self
+            .agent
+            .inner
+            .config
+            .requirement_ttl_secs
+            .and_then(|s| i64::try_from(s).ok())
+            .map(|s| now + chrono::Duration::seconds(s));
+        Requirement {
+            id: format!("{}~ask-{}", tool_use.id, reins_message::new_id()),
+            tool_use: tool_use.clone(),
+            kind: RequirementKind::UserInput {
+                fields: q.question.schema.clone(),
+            },
+            reason: q.question.message.clone(),
+            created_at: now,
+            expires_at,
+            path: Vec::new(),
+            agent: None,
+        }
+    }
+
+    /// Hands the answer to a call waiting for it, and waits for the call again.
+    pub(super) async fn continue_call(
+        &self,
+        exec: &Execution,
+        answer: QuestionAnswer,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        let to_run = exec.effective_use();
+        let Some(live) = self
+            .agent
+            .inner
+            .live_calls
+            .take(&self.session, &exec.tool_use.id)
+        else {
+            let r = ToolResult::unknown(&exec.tool_use.id, &exec.tool_use.name, ASKED_ELSEWHERE);
+            self.agent
+                .inner
+                .store
+                .finish(&self.session, &exec.tool_use.id, &r)
+                .await?;
+            return Ok((ExecOutcome::Done(r), false));
+        };
+        let (id, name) = (exec.tool_use.id.clone(), exec.tool_use.name.clone());
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: id.clone(),
+            name: name.clone(),
+        });
+        let _ = live.reply.send(answer);
+        let task = live.task;
+        let call: CallFuture = Box::pin(async move {
+            task.await.unwrap_or_else(|e| {
+                ToolCallOutcome::Done(ToolResult::unknown(
+                    id,
+                    name,
+                    format!("the call's task failed while it ran: {e}"),
+                ))
+            })
+        });
+        match self
+            .await_call(call, live.questions, live.cancel, &to_run)
+            .await
+        {
+            Waited::Done(outcome) => {
+                self.finish_call(&exec.tool_use, to_run, exec.edited, outcome, iteration)
+                    .await
+            }
+            Waited::Asked(requirement) => Ok((
+                ExecOutcome::Asking {
+                    id: exec.tool_use.id.clone(),
+                    requirement,
+                },
+                false,
+            )),
+        }
+    }
+}
