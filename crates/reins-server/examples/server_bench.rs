@@ -104,11 +104,10 @@ async fn store_of(kind: &str, dir: &std::path::Path, tag: &str) -> Arc<dyn Memor
 
 async fn over_http(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
     let app = Server::new(agent(store))
-        .auth(Auth::new().token("bench", Principal::new("bench", [R::Admin])))
-        .router();
+        .auth(Auth::new().token("bench", Principal::new("bench", [R::Admin])));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = tokio::spawn(async move { app.serve(listener).await });
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(n)
         .build()
