@@ -56,6 +56,20 @@ pub(crate) struct Subscription {
     pub(crate) replay: Vec<Arc<Envelope>>,
     pub(crate) rx: broadcast::Receiver<Arc<Envelope>>,
     pub(crate) gap: bool,
+    /// The sequence number of the last event published before subscribing.
+    pub(crate) position: u64,
+}
+
+/// A `Last-Event-ID` of the session stream, parsed: `<instance>-<seq>.<messages>`,
+/// where `seq` is the last run event of that instance the client saw and `messages`
+/// how many stored messages it was sent (the older `<instance>-<seq>` of run streams
+/// has no message count).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LastId {
+    /// The run-event position, when the id comes from this instance.
+    pub(crate) seq: Option<u64>,
+    /// How many stored messages the client has.
+    pub(crate) messages: Option<usize>,
 }
 
 impl Channel {
@@ -107,15 +121,18 @@ impl Channel {
                 replay: Vec::new(),
                 rx: self.tx.subscribe(),
                 gap: true,
+                position: 0,
             };
         };
         let rx = self.tx.subscribe();
+        let position = ring.next - 1;
         match after {
             None => Subscription {
                 _channel: self.clone(),
                 replay: Vec::new(),
                 rx,
                 gap: false,
+                position,
             },
             Some(after) => {
                 let oldest = ring.items.front().map_or(ring.next, |e| e.seq);
@@ -131,6 +148,7 @@ impl Channel {
                     replay,
                     rx,
                     gap,
+                    position,
                 }
             }
         }
@@ -213,10 +231,23 @@ impl Hub {
         }
     }
 
-    /// Parses a `Last-Event-ID` of this instance into a sequence number.
-    pub(crate) fn parse_last_id(&self, id: &str) -> Option<u64> {
-        let (inst, seq) = id.rsplit_once('-')?;
-        (inst == self.instance).then(|| seq.parse().ok()).flatten()
+    /// Parses a `Last-Event-ID` (see [`LastId`]); ids of other instances give only
+    /// their message count, malformed ones nothing.
+    pub(crate) fn parse_last_id(&self, id: &str) -> LastId {
+        let (run_part, messages) = match id.split_once('.') {
+            Some((r, n)) => (r, n.parse().ok()),
+            None => (id, None),
+        };
+        let seq = run_part
+            .rsplit_once('-')
+            .filter(|(inst, _)| *inst == self.instance)
+            .and_then(|(_, seq)| seq.parse().ok());
+        LastId { seq, messages }
+    }
+
+    /// The SSE id of a session-stream event (see [`LastId`]).
+    pub(crate) fn event_id(&self, seq: u64, messages: usize) -> String {
+        format!("{}-{seq}.{messages}", self.instance)
     }
 
     pub(crate) fn notify(&self, session: &str) {
