@@ -342,3 +342,46 @@ impl Hub {
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn last_event_ids_name_a_run_position_here_and_a_message_count_anywhere() {
+        let hub = Hub::new(Duration::from_secs(1));
+        let id = hub.event_id(7, 12);
+        let here = hub.parse_last_id(&id);
+        assert_eq!((here.seq, here.messages), (Some(7), Some(12)));
+        // Another instance's id: only the message count means something here.
+        let other = hub.parse_last_id("0123abcd-7.12");
+        assert_eq!((other.seq, other.messages), (None, Some(12)));
+        // A run stream's id (no count), and garbage.
+        let run = hub.parse_last_id(&format!("{}-3", hub.instance));
+        assert_eq!((run.seq, run.messages), (Some(3), None));
+        for bad in ["", "x", "-.", "a-b.c", "..", "\u{0}"] {
+            let p = hub.parse_last_id(bad);
+            assert_eq!((p.seq, p.messages), (None, None), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_subscriber_replays_what_it_missed_and_learns_of_gaps() {
+        let c = Arc::new(Channel::new());
+        for i in 0..3 {
+            c.publish("i", "e", Value::from(i), None, false);
+        }
+        let fresh = c.subscribe(None);
+        assert_eq!(
+            (fresh.position, fresh.replay.len(), fresh.gap),
+            (3, 0, false)
+        );
+        let back = c.subscribe(Some(1));
+        let seqs: Vec<u64> = back.replay.iter().map(|e| e.seq).collect();
+        assert_eq!((seqs, back.gap), (vec![2, 3], false));
+        // A position this channel never gave out.
+        assert!(c.subscribe(Some(9)).gap);
+    }
+}
