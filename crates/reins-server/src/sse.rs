@@ -52,6 +52,8 @@ fn respond(rx: mpsc::Receiver<Event>, keep_alive: std::time::Duration) -> Respon
 struct Cursor {
     seq: u64,
     messages: Option<usize>,
+    /// The id of the last message sent, to notice a transcript that was rewritten.
+    last_message: Option<String>,
     last_state: Option<(u64, bool)>,
 }
 
@@ -86,6 +88,7 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
                 last.seq.unwrap_or(position)
             },
             messages: last.messages,
+            last_message: None,
             last_state: None,
         };
         // Run events to replay (same instance, still kept), then what the store has
@@ -146,8 +149,8 @@ fn event_of_at(hub: &crate::hub::Hub, env: &Envelope, cur: &Cursor) -> Event {
 }
 
 /// Reads the stored session and sends what the client lacks: the messages after the
-/// ones it has (a `reset` with the whole transcript if the stored one got shorter, as
-/// when a repair dropped messages), then a `state` when the session moved (or
+/// ones it has (a `reset` with the whole transcript if the stored one got shorter or
+/// no longer ends where this stream left it, as when a repair dropped messages), then a `state` when the session moved (or
 /// `force`). A client without a message count starts at the current transcript. False
 /// when the client is gone.
 async fn sync(
@@ -170,8 +173,18 @@ async fn sync(
     };
     let total = stored.messages.len();
     match cur.messages {
-        None => cur.messages = Some(total),
-        Some(have) if have > total => {
+        None => {
+            cur.messages = Some(total);
+            cur.last_message = stored.messages.last().map(|m| m.id.clone());
+        }
+        Some(have)
+            if have > total
+                || (have > 0
+                    && cur.last_message.as_ref().is_some_and(|last| {
+                        stored.messages.get(have - 1).map(|m| &m.id) != Some(last)
+                    })) =>
+        {
+            cur.last_message = stored.messages.last().map(|m| m.id.clone());
             cur.messages = Some(total);
             let data = json!({"session_id": id, "messages": stored.messages});
             let ev = Event::default()
@@ -185,6 +198,7 @@ async fn sync(
         Some(have) => {
             for (index, m) in stored.messages.iter().enumerate().skip(have) {
                 cur.messages = Some(index + 1);
+                cur.last_message = Some(m.id.clone());
                 let data = json!({"session_id": id, "index": index, "message": m});
                 let ev = Event::default()
                     .id(state.hub.event_id(cur.seq, index + 1))
