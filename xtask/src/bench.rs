@@ -11,10 +11,13 @@
 //!   the benchmark issue is met; then runs `concurrency_bench`. `shared/` is
 //!   `REINS_SHARED_DIR`, or `../shared` beside the repository. Raw JSON goes to
 //!   `target/peer-bench/`.
-//! - `cargo xtask bench --server [--sessions N]` — reins-server's `server_bench`
-//!   example (release build): N concurrent sessions (default 1,000) × one tool-call run
-//!   with 20 ms model latency, over HTTP and directly, on the in-memory and SQLite
-//!   stores: throughput, p50/p99 latency and overhead, peak RSS.
+//! - `cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]` —
+//!   reins-server's `server_bench` example (release build): N concurrent sessions
+//!   (default 1,000) × one tool-call run with 20 ms model latency, over HTTP (each
+//!   server in its own process) and directly, on the in-memory and SQLite stores:
+//!   throughput, p50/p99 latency and overhead, the server's peak RSS and CPU time; the
+//!   same workload on Agno's AgentOS side by side (`crates/reins-server/bench/
+//!   agentos_server.py`, set up from PyPI in `target/agentos-venv` when missing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,21 +28,7 @@ use std::time::SystemTime;
 pub fn run(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--server") {
-        let rest: Vec<&String> = args.iter().filter(|a| *a != "--server").collect();
-        return crate::run(
-            crate::cargo()
-                .args([
-                    "run",
-                    "--release",
-                    "--quiet",
-                    "-p",
-                    "reins-server",
-                    "--example",
-                    "server_bench",
-                    "--",
-                ])
-                .args(rest),
-        );
+        return server(args);
     }
     if args.iter().any(|a| a == "--peer") {
         let rounds = match args.iter().position(|a| a == "--rounds") {
@@ -54,6 +43,88 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     criterion_suites(quick, &filter)
+}
+
+// ----- --server: reins-server vs Agno's AgentOS ---------------------------------------
+
+/// `--server [--sessions N] [--store KIND] [--no-agentos]`: reins-server's `server_bench`
+/// with AgentOS beside it (set up from PyPI in `target/agentos-venv` when missing).
+fn server(args: &[String]) -> Result<(), String> {
+    let no_agentos = args.iter().any(|a| a == "--no-agentos");
+    let rest: Vec<&String> = args
+        .iter()
+        .filter(|a| *a != "--server" && *a != "--no-agentos")
+        .collect();
+    let mut cmd = crate::cargo();
+    cmd.current_dir(repo_root()).args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "reins-server",
+        "--example",
+        "server_bench",
+        "--",
+    ]);
+    cmd.args(rest);
+    if !no_agentos {
+        match agentos_python() {
+            Ok(python) => {
+                cmd.arg("--agentos")
+                    .arg(python)
+                    .arg("--agentos-script")
+                    .arg(
+                        repo_root()
+                            .join("crates")
+                            .join("reins-server")
+                            .join("bench")
+                            .join("agentos_server.py"),
+                    );
+            }
+            Err(e) => eprintln!("xtask: AgentOS left out of the comparison: {e}"),
+        }
+    }
+    crate::run(&mut cmd)
+}
+
+/// The python of `target/agentos-venv`, created and filled from PyPI when missing.
+fn agentos_python() -> Result<PathBuf, String> {
+    let venv = target_dir().join("agentos-venv");
+    let python = venv.join("bin").join("python");
+    let ready = |python: &Path| {
+        Command::new(python)
+            .args([
+                "-c",
+                "import agno.os, fastapi, uvicorn, multipart, sqlalchemy",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if python.is_file() && ready(&python) {
+        return Ok(python);
+    }
+    eprintln!("xtask: setting up AgentOS in {}", venv.display());
+    crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    // AgentOS serves with FastAPI + uvicorn; its run endpoint reads form fields
+    // (python-multipart); the SQLite store goes through SQLAlchemy.
+    crate::run(Command::new(venv.join("bin").join("pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "agno",
+        "fastapi",
+        "uvicorn",
+        "python-multipart",
+        "sqlalchemy",
+    ]))?;
+    if ready(&python) {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot import agno.os, fastapi, uvicorn, multipart and sqlalchemy after installing them",
+            python.display()
+        ))
+    }
 }
 
 fn repo_root() -> PathBuf {

@@ -1,18 +1,27 @@
 //! Server benchmark (not a test): N concurrent sessions, each one run with a tool call,
-//! through HTTP on one instance, with a model that takes 20 ms per answer. Prints the
-//! throughput, the latency percentiles, the overhead over the model's 40 ms (two
-//! answers per run: the tool call, then the final text), the same figures for the
-//! same runs made directly on the `Agent` (no HTTP), and the peak RSS.
+//! through HTTP on one instance, with a model that takes 20 ms per answer; the same
+//! workload on Agno's AgentOS (FastAPI + uvicorn) side by side when a Python with Agno
+//! is given. Prints, per server and store: the throughput, the latency percentiles,
+//! the overhead over the model's 40 ms (two answers per run: the tool call, then the
+//! final text), the server process's peak RSS and CPU time; and, for reference, the
+//! same runs made directly on the `Agent` (no HTTP).
 //!
 //! ```text
-//! cargo xtask bench --server                      # 1,000 sessions, in-memory and SQLite stores
-//! cargo run --release -p reins-server --example server_bench -- --sessions 1000 --store sqlite
+//! cargo xtask bench --server        # 1,000 sessions; in-memory and SQLite stores; AgentOS too
+//! cargo run --release -p reins-server --example server_bench -- --sessions 1000 --store sqlite \
+//!     [--agentos PYTHON --agentos-script crates/reins-server/bench/agentos_server.py]
 //! ```
 //!
-//! Client and server share the process (and its RSS); each in-flight request holds a
-//! connection, so the open-files limit must allow 2 × sessions sockets.
+//! Each server runs in its own process (reins: this program run again with
+//! `--serve-child`; AgentOS: `bench/agentos_server.py`), so the RSS and CPU figures are
+//! the server's alone; this process is the load generator for both, over loopback.
+//! Each in-flight request holds a connection, so the open-files limit must allow
+//! 2 × sessions sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +31,7 @@ use reins_message::{Msg, Role};
 use reins_model::{ChatRequest, ScriptedModel, ScriptedResponse};
 use reins_server::{Auth, Principal, Role as R, Server};
 use reins_tool::{ToolError, Toolkit};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const MODEL_LATENCY: Duration = Duration::from_millis(20);
 
@@ -71,16 +80,34 @@ fn agent(store: Arc<dyn MemoryStore>) -> Agent {
         .unwrap()
 }
 
-fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+/// `VmHWM` (peak RSS) and CPU seconds (user + system) of a process.
+fn usage(pid: u32) -> (f64, f64) {
+    let hwm = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0);
+    // Fields 14 and 15 of /proc/PID/stat (after the parenthesised name), in ticks.
+    let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.to_owned();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(ticks / 100.0)
+        })
+        .unwrap_or(f64::NAN);
+    (hwm, cpu)
 }
 
 struct Figures {
     wall: Duration,
     lat: Vec<Duration>,
+    /// The server process's peak RSS (MiB) and CPU seconds, when it is a process of
+    /// its own.
+    server: Option<(f64, f64)>,
 }
 
 impl Figures {
@@ -90,7 +117,7 @@ impl Figures {
     }
 }
 
-async fn store_of(kind: &str, dir: &std::path::Path, tag: &str) -> Arc<dyn MemoryStore> {
+async fn store_of(kind: &str, dir: &Path, tag: &str) -> Arc<dyn MemoryStore> {
     match kind {
         "memory" => Arc::new(reins_memory::InMemoryStore::new()),
         "sqlite" => Arc::new(
@@ -102,34 +129,131 @@ async fn store_of(kind: &str, dir: &std::path::Path, tag: &str) -> Arc<dyn Memor
     }
 }
 
-async fn over_http(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
-    let app = Server::new(agent(store))
-        .auth(Auth::new().token("bench", Principal::new("bench", [R::Admin])))
-        .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(n)
+/// In the child: serve until stdin closes.
+fn serve_child(kind: &str, port_file: &Path, dir: &Path) {
+    std::thread::spawn(|| {
+        let mut sink = [0u8; 64];
+        while std::io::stdin().read(&mut sink).is_ok_and(|n| n > 0) {}
+        std::process::exit(0);
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
         .build()
         .unwrap();
+    rt.block_on(async {
+        let store = store_of(kind, dir, "reins").await;
+        let server = Server::new(agent(store))
+            .auth(Auth::new().token("bench", Principal::new("bench", [R::Admin])));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tmp = port_file.with_extension("tmp");
+        std::fs::write(&tmp, port.to_string()).unwrap();
+        std::fs::rename(&tmp, port_file).unwrap();
+        server.serve(listener).await.unwrap();
+    });
+}
+
+/// A server process; killed when dropped.
+struct ServerProcess {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_server(mut cmd: Command, port_file: &Path, what: &str) -> ServerProcess {
+    let _ = std::fs::remove_file(port_file);
+    let child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut proc = ServerProcess { child, port: 0 };
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = std::fs::read_to_string(port_file)
+            && let Ok(p) = p.trim().parse::<u16>()
+        {
+            proc.port = p;
+            return proc;
+        }
+        if let Ok(Some(status)) = proc.child.try_wait() {
+            panic!("{what} exited before listening ({status})");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{what} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Which server the load goes to.
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    Reins,
+    AgentOs,
+}
+
+async fn one_run(client: &reqwest::Client, target: Target, port: u16, session: &str) {
+    let res = match target {
+        Target::Reins => client
+            .post(format!(
+                "http://127.0.0.1:{port}/v1/sessions/{}/runs",
+                session.replace('/', "%2F")
+            ))
+            .bearer_auth("bench")
+            .json(&json!({"message": "go"})),
+        Target::AgentOs => client
+            .post(format!("http://127.0.0.1:{port}/agents/bench/runs"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "message=go&stream=false&session_id={}",
+                session.replace('/', "-")
+            )),
+    }
+    .send()
+    .await
+    .expect("request");
+    let status = res.status();
+    let text = res.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "{text}");
+    let out: Value = serde_json::from_str(&text).unwrap();
+    match target {
+        Target::Reins => {
+            assert_eq!(out["status"], "completed", "{out}");
+            assert_eq!(out["message"]["content"][0]["text"], "done", "{out}");
+        }
+        Target::AgentOs => {
+            assert_eq!(out["status"], "COMPLETED", "{out}");
+            assert_eq!(out["content"], "done", "{out}");
+            assert_eq!(out["tools"][0]["result"], "found x", "{out}");
+        }
+    }
+}
+
+async fn over_http(server: &ServerProcess, target: Target, n: usize) -> Figures {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(n)
+        .timeout(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    // One run first, so that lazy set-up on either side is not timed.
+    one_run(&client, target, server.port, "warm/up").await;
+    let before = usage(server.child.id());
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
         let client = client.clone();
-        let url = format!("http://{addr}/v1/sessions/bench%2F{i}/runs");
+        let port = server.port;
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let res = client
-                .post(url)
-                .bearer_auth("bench")
-                .json(&json!({"message": "go"}))
-                .send()
-                .await
-                .expect("request");
-            assert_eq!(res.status(), 200, "{:?}", res.text().await);
-            let out: serde_json::Value = res.json().await.unwrap();
-            assert_eq!(out["status"], "completed");
+            one_run(&client, target, port, &format!("bench/{i}")).await;
             t.elapsed()
         }));
     }
@@ -138,9 +262,13 @@ async fn over_http(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
         lat.push(t.await.unwrap());
     }
     let wall = start.elapsed();
-    server.abort();
+    let after = usage(server.child.id());
     lat.sort();
-    Figures { wall, lat }
+    Figures {
+        wall,
+        lat,
+        server: Some((after.0, after.1 - before.1)),
+    }
 }
 
 async fn direct(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
@@ -163,7 +291,11 @@ async fn direct(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
     }
     let wall = start.elapsed();
     lat.sort();
-    Figures { wall, lat }
+    Figures {
+        wall,
+        lat,
+        server: None,
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -173,9 +305,19 @@ fn ms(d: Duration) -> f64 {
 fn main() {
     let mut n = 1000usize;
     let mut stores = vec!["memory".to_owned(), "sqlite".to_owned()];
+    let mut agentos: Option<(PathBuf, PathBuf)> = None;
+    let mut python: Option<PathBuf> = None;
+    let mut script: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--serve-child" => {
+                let kind = args.next().expect("--serve-child STORE PORT_FILE DIR");
+                let port_file = PathBuf::from(args.next().expect("PORT_FILE"));
+                let dir = PathBuf::from(args.next().expect("DIR"));
+                serve_child(&kind, &port_file, &dir);
+                return;
+            }
             "--sessions" => {
                 n = args
                     .next()
@@ -183,9 +325,17 @@ fn main() {
                     .expect("--sessions N")
             }
             "--store" => stores = vec![args.next().expect("--store memory|sqlite")],
+            "--agentos" => python = Some(args.next().expect("--agentos PYTHON").into()),
+            "--agentos-script" => script = Some(args.next().expect("--agentos-script PATH").into()),
             "--bench" => {}
             other => panic!("unknown argument `{other}`"),
         }
+    }
+    if let Some(python) = python {
+        let script = script.unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/agentos_server.py")
+        });
+        agentos = Some((python, script));
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -193,40 +343,102 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let model = ms(MODEL_LATENCY * 2);
+    let agno_version = agentos.as_ref().map(|(py, _)| {
+        Command::new(py)
+            .args([
+                "-c",
+                "import importlib.metadata as m; print(m.version('agno'), m.version('fastapi'), m.version('uvicorn'))",
+            ])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    });
     println!(
-        "reins-server bench: {n} concurrent sessions × 1 run (tool call + answer), model {} ms per answer, {} CPUs",
+        "server bench: {n} concurrent sessions × 1 run (tool call + answer), model {} ms per answer, {} CPUs",
         ms(MODEL_LATENCY),
         std::thread::available_parallelism().map_or(0, |p| p.get())
     );
+    if let Some(v) = &agno_version {
+        let v: Vec<&str> = v.split_whitespace().collect();
+        println!(
+            "AgentOS: agno {}, fastapi {}, uvicorn {} (one process, one worker)",
+            v.first().unwrap_or(&"?"),
+            v.get(1).unwrap_or(&"?"),
+            v.get(2).unwrap_or(&"?")
+        );
+    } else {
+        println!("AgentOS: not run (no --agentos PYTHON)");
+    }
     println!(
-        "{:<8} {:<7} {:>10} {:>9} {:>9} {:>9} {:>14} {:>14}",
-        "store", "path", "runs/s", "p50 ms", "p99 ms", "max ms", "p50 overhead", "p99 overhead"
+        "{:<8} {:<14} {:>8} {:>9} {:>9} {:>9} {:>13} {:>13} {:>9} {:>8}",
+        "store",
+        "server",
+        "runs/s",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "p50 overhead",
+        "p99 overhead",
+        "peak RSS",
+        "CPU s"
     );
+    let exe = std::env::current_exe().unwrap();
     for kind in &stores {
-        for path in ["direct", "http"] {
-            let f = rt.block_on(async {
-                let store = store_of(kind, dir.path(), &format!("{kind}-{path}")).await;
-                if path == "http" {
-                    over_http(store, n).await
-                } else {
-                    direct(store, n).await
-                }
-            });
+        let mut rows: Vec<(&str, Figures)> = Vec::new();
+        let f = rt.block_on(async {
+            let store = store_of(kind, dir.path(), &format!("{kind}-direct")).await;
+            direct(store, n).await
+        });
+        rows.push(("reins direct", f));
+        {
+            let sub = dir.path().join(format!("reins-{kind}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let port_file = sub.join("port");
+            let mut cmd = Command::new(&exe);
+            cmd.arg("--serve-child").arg(kind).arg(&port_file).arg(&sub);
+            let server = spawn_server(cmd, &port_file, "the reins server");
+            let f = rt.block_on(over_http(&server, Target::Reins, n));
+            rows.push(("reins HTTP", f));
+        }
+        if let Some((python, script)) = &agentos {
+            let sub = dir.path().join(format!("agentos-{kind}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let port_file = sub.join("port");
+            let mut cmd = Command::new(python);
+            cmd.arg(script)
+                .arg("--port-file")
+                .arg(&port_file)
+                .arg("--db")
+                .arg(kind)
+                .arg("--dir")
+                .arg(&sub)
+                .env("AGNO_TELEMETRY", "false");
+            let server = spawn_server(cmd, &port_file, "AgentOS");
+            let f = rt.block_on(over_http(&server, Target::AgentOs, n));
+            rows.push(("AgentOS HTTP", f));
+        }
+        for (name, f) in rows {
+            let (rss, cpu) = match f.server {
+                Some((rss, cpu)) => (format!("{rss:.0} MiB"), format!("{cpu:.2}")),
+                None => ("-".to_owned(), "-".to_owned()),
+            };
             println!(
-                "{:<8} {:<7} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>11.1} ms {:>11.1} ms",
+                "{:<8} {:<14} {:>8.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} ms {:>10.1} ms {:>9} {:>8}",
                 kind,
-                path,
+                name,
                 n as f64 / f.wall.as_secs_f64(),
                 ms(f.pct(0.5)),
                 ms(f.pct(0.99)),
                 ms(*f.lat.last().unwrap()),
                 ms(f.pct(0.5)) - model,
                 ms(f.pct(0.99)) - model,
+                rss,
+                cpu,
             );
         }
     }
     println!(
-        "peak RSS (client and server in one process): {:.1} MiB",
-        peak_rss_mib().unwrap_or(f64::NAN)
+        "peak RSS and CPU s: the server process alone (CPU over the timed runs); direct: in the load generator's process"
     );
 }

@@ -422,7 +422,7 @@ fn decode_cursor(c: &str) -> Option<CursorKey> {
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event"),
     ),
     responses(
-        (status = 200, description = "An SSE stream: `state` (the session view, without messages) on connect and whenever the stored session changes; the run events (`text_delta`, `tool_call_ready`, `paused`, …, `output`, `error`) of runs executing on this instance", content_type = "text/event-stream", body = String),
+        (status = 200, description = "An SSE stream, from any instance: `message` (`{session_id, index, message}`) for each message stored after the stream began, `state` (the session view, without messages) on connect and whenever the stored session changes, `reset` when the stored transcript got shorter; and the run events (`text_delta`, `tool_call_ready`, `paused`, …, `output`, `error`) of runs executing on the instance serving the stream. Reconnecting with `Last-Event-ID` on any instance resumes without losing a stored message", content_type = "text/event-stream", body = String),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
@@ -534,9 +534,18 @@ fn spawn_pump(state: &AppState, session: &str, mut handle: RunHandle) -> Arc<Loc
             if let Some(o) = data.as_object_mut() {
                 o.insert("run_id".to_owned(), Value::String(run_id.clone()));
             }
+            // Events that follow a committed step: subscribers read the store then.
             let notable = matches!(
                 name.as_str(),
-                "paused" | "tool_execution_finished" | "completed" | "cancelled" | "failed"
+                "run_started"
+                    | "resumed"
+                    | "reasoning_started"
+                    | "tool_execution_started"
+                    | "paused"
+                    | "tool_execution_finished"
+                    | "completed"
+                    | "cancelled"
+                    | "failed"
             );
             chan.publish(&hub.instance, &name, data, Some(&run_id), false);
             if notable {

@@ -64,6 +64,9 @@ pub enum ServerError {
         /// What was wrong.
         message: String,
     },
+    /// The client was too slow: the request body did not arrive in time (408).
+    #[error("request timeout: {0}")]
+    Timeout(String),
     /// The store failed (503 when unreachable, otherwise 500).
     #[error("store error: {0}")]
     Store(String),
@@ -90,7 +93,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable machine-readable code (`bad_body`, `unauthorized`, `forbidden`,
     /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`,
-    /// `payload_too_large`, `invalid_decision`, `expired`, `invalid_input`, `store`,
+    /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
     /// `model`, `internal`).
     pub code: String,
     /// A sentence for a person.
@@ -111,6 +114,7 @@ impl ServerError {
             Self::UnknownSession(_) | Self::UnknownRequirement(_) => StatusCode::NOT_FOUND,
             Self::Busy(_) | Self::NotPaused(_) | Self::StaleView { .. } => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Model(_) => StatusCode::BAD_GATEWAY,
@@ -130,6 +134,7 @@ impl ServerError {
             Self::NotPaused(_) => "not_paused",
             Self::StaleView { .. } => "stale_view",
             Self::TooLarge(_) => "payload_too_large",
+            Self::Timeout(_) => "timeout",
             Self::Invalid { code, .. } => code,
             Self::Store(_) => "store",
             Self::Model(_) => "model",

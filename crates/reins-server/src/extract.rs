@@ -38,17 +38,27 @@ where
     type Rejection = ServerError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Self(v)),
-            Err(e) => Err(json_rejection(e, limit)),
+        let Some(BodyLimit(limit, deadline)) = req.extensions().get::<BodyLimit>().copied() else {
+            return match axum::Json::<T>::from_request(req, state).await {
+                Ok(axum::Json(v)) => Ok(Self(v)),
+                Err(e) => Err(json_rejection(e, 0)),
+            };
+        };
+        // The whole body within the deadline, however it is paced.
+        match tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state)).await {
+            Ok(Ok(axum::Json(v))) => Ok(Self(v)),
+            Ok(Err(e)) => Err(json_rejection(e, limit)),
+            Err(_) => Err(ServerError::Timeout(format!(
+                "the request body did not arrive within {} ms",
+                deadline.as_millis()
+            ))),
         }
     }
 }
 
-/// The configured body limit, for the 413 message.
+/// The configured body limit (for the 413 message) and the time a whole body may take.
 #[derive(Clone, Copy)]
-pub(crate) struct BodyLimit(pub(crate) usize);
+pub(crate) struct BodyLimit(pub(crate) usize, pub(crate) std::time::Duration);
 
 fn json_rejection(e: JsonRejection, limit: usize) -> ServerError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {

@@ -56,6 +56,20 @@ pub(crate) struct Subscription {
     pub(crate) replay: Vec<Arc<Envelope>>,
     pub(crate) rx: broadcast::Receiver<Arc<Envelope>>,
     pub(crate) gap: bool,
+    /// The sequence number of the last event published before subscribing.
+    pub(crate) position: u64,
+}
+
+/// A `Last-Event-ID` of the session stream, parsed: `<instance>-<seq>.<messages>`,
+/// where `seq` is the last run event of that instance the client saw and `messages`
+/// how many stored messages it was sent (the older `<instance>-<seq>` of run streams
+/// has no message count).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LastId {
+    /// The run-event position, when the id comes from this instance.
+    pub(crate) seq: Option<u64>,
+    /// How many stored messages the client has.
+    pub(crate) messages: Option<usize>,
 }
 
 impl Channel {
@@ -107,15 +121,18 @@ impl Channel {
                 replay: Vec::new(),
                 rx: self.tx.subscribe(),
                 gap: true,
+                position: 0,
             };
         };
         let rx = self.tx.subscribe();
+        let position = ring.next - 1;
         match after {
             None => Subscription {
                 _channel: self.clone(),
                 replay: Vec::new(),
                 rx,
                 gap: false,
+                position,
             },
             Some(after) => {
                 let oldest = ring.items.front().map_or(ring.next, |e| e.seq);
@@ -131,6 +148,7 @@ impl Channel {
                     replay,
                     rx,
                     gap,
+                    position,
                 }
             }
         }
@@ -213,10 +231,23 @@ impl Hub {
         }
     }
 
-    /// Parses a `Last-Event-ID` of this instance into a sequence number.
-    pub(crate) fn parse_last_id(&self, id: &str) -> Option<u64> {
-        let (inst, seq) = id.rsplit_once('-')?;
-        (inst == self.instance).then(|| seq.parse().ok()).flatten()
+    /// Parses a `Last-Event-ID` (see [`LastId`]); ids of other instances give only
+    /// their message count, malformed ones nothing.
+    pub(crate) fn parse_last_id(&self, id: &str) -> LastId {
+        let (run_part, messages) = match id.split_once('.') {
+            Some((r, n)) => (r, n.parse().ok()),
+            None => (id, None),
+        };
+        let seq = run_part
+            .rsplit_once('-')
+            .filter(|(inst, _)| *inst == self.instance)
+            .and_then(|(_, seq)| seq.parse().ok());
+        LastId { seq, messages }
+    }
+
+    /// The SSE id of a session-stream event (see [`LastId`]).
+    pub(crate) fn event_id(&self, seq: u64, messages: usize) -> String {
+        format!("{}-{seq}.{messages}", self.instance)
     }
 
     pub(crate) fn notify(&self, session: &str) {
@@ -309,5 +340,48 @@ impl Hub {
                 }
             }
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn last_event_ids_name_a_run_position_here_and_a_message_count_anywhere() {
+        let hub = Hub::new(Duration::from_secs(1));
+        let id = hub.event_id(7, 12);
+        let here = hub.parse_last_id(&id);
+        assert_eq!((here.seq, here.messages), (Some(7), Some(12)));
+        // Another instance's id: only the message count means something here.
+        let other = hub.parse_last_id("0123abcd-7.12");
+        assert_eq!((other.seq, other.messages), (None, Some(12)));
+        // A run stream's id (no count), and garbage.
+        let run = hub.parse_last_id(&format!("{}-3", hub.instance));
+        assert_eq!((run.seq, run.messages), (Some(3), None));
+        for bad in ["", "x", "-.", "a-b.c", "..", "\u{0}"] {
+            let p = hub.parse_last_id(bad);
+            assert_eq!((p.seq, p.messages), (None, None), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_subscriber_replays_what_it_missed_and_learns_of_gaps() {
+        let c = Arc::new(Channel::new());
+        for i in 0..3 {
+            c.publish("i", "e", Value::from(i), None, false);
+        }
+        let fresh = c.subscribe(None);
+        assert_eq!(
+            (fresh.position, fresh.replay.len(), fresh.gap),
+            (3, 0, false)
+        );
+        let back = c.subscribe(Some(1));
+        let seqs: Vec<u64> = back.replay.iter().map(|e| e.seq).collect();
+        assert_eq!((seqs, back.gap), (vec![2, 3], false));
+        // A position this channel never gave out.
+        assert!(c.subscribe(Some(9)).gap);
     }
 }

@@ -4,8 +4,10 @@
 //! tokens mapped to principals with roles, an approval inbox in the browser, and any
 //! number of instances sharing one PostgreSQL store.
 //!
-//! [`Server::new`] takes an [`Agent`]; [`Server::router`] gives an [`axum::Router`] to
-//! serve as it is or to mount in a larger application.
+//! [`Server::new`] takes an [`Agent`]; [`Server::serve`] serves it on a TCP listener
+//! (HTTP/1.1 with header, body and request timeouts against slow clients), and
+//! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
+//! (serve that with [`serve()`] to keep the header timeout).
 //!
 //! | endpoint | what it does |
 //! |---|---|
@@ -34,12 +36,12 @@
 //!     .model(ScriptedModel::new([ScriptedResponse::text("Hello!")]))
 //!     .build()?;
 //! let auth = Auth::new().token("alice-token", Principal::new("alice", [Role::User]));
-//! let app = Server::new(agent).auth(auth).router();
+//! let server = Server::new(agent).auth(auth);
 //!
 //! // Serve it (here on a free loopback port), then talk to it over HTTP.
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let addr = listener.local_addr()?;
-//! let server = tokio::spawn(async move { axum::serve(listener, app).await });
+//! let server = tokio::spawn(server.serve(listener));
 //!
 //! let mut stream = tokio::net::TcpStream::connect(addr).await?;
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,6 +74,7 @@ mod error;
 mod extract;
 mod hub;
 mod openapi;
+pub mod serve;
 mod sse;
 mod state;
 pub mod types;
@@ -92,6 +95,7 @@ use tower_http::trace::TraceLayer;
 pub use auth::{Auth, AuthConfigError, Principal, Role, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;
+pub use serve::{ServeOptions, serve, serve_with_shutdown};
 
 use crate::extract::BodyLimit;
 use crate::hub::Hub;
@@ -107,6 +111,7 @@ pub struct Server {
     auth: Auth,
     limits: Limits,
     poll_interval: Duration,
+    serve: ServeOptions,
 }
 
 impl std::fmt::Debug for Server {
@@ -115,6 +120,7 @@ impl std::fmt::Debug for Server {
             .field("agent", &self.agent.name())
             .field("auth", &self.auth)
             .field("limits", &self.limits)
+            .field("serve", &self.serve)
             .finish_non_exhaustive()
     }
 }
@@ -133,6 +139,7 @@ impl Server {
                 keep_alive: Duration::from_secs(15),
             },
             poll_interval: Duration::from_secs(2),
+            serve: ServeOptions::default(),
         }
     }
 
@@ -155,10 +162,20 @@ impl Server {
         self
     }
 
-    /// How long the server waits for the next piece of a request body (default 15 s):
-    /// slow clients are cut off.
+    /// How long a client has to send a whole request body (default 15 s), however it
+    /// paces it: a body that stalls or trickles in slower gets 408 and nothing is done.
+    /// Response bodies (SSE streams) are not affected.
     pub fn body_timeout(mut self, timeout: Duration) -> Self {
         self.limits.body_timeout = timeout;
+        self
+    }
+
+    /// How long a client has to send a request's line and headers (default 15 s); it
+    /// also bounds idle keep-alive connections. It applies when the server serves
+    /// itself ([`serve`](Server::serve)); a router nested elsewhere gets it from
+    /// [`serve()`](crate::serve()) with [`ServeOptions`].
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.serve = self.serve.header_timeout(timeout);
         self
     }
 
@@ -179,6 +196,35 @@ impl Server {
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
+    }
+
+    /// Serves the [`router`](Server::router) on `listener` (HTTP/1.1, with the header
+    /// timeout) until the process ends.
+    ///
+    /// # Errors
+    ///
+    /// See [`serve()`](crate::serve()).
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let options = self.serve.clone();
+        serve::serve(listener, self.router(), options).await
+    }
+
+    /// Like [`serve`](Server::serve), until `signal` completes (see
+    /// [`serve_with_shutdown()`](crate::serve_with_shutdown())).
+    ///
+    /// # Errors
+    ///
+    /// See [`serve()`](crate::serve()).
+    pub async fn serve_with_shutdown<F>(
+        self,
+        listener: tokio::net::TcpListener,
+        signal: F,
+    ) -> std::io::Result<()>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let options = self.serve.clone();
+        serve::serve_with_shutdown(listener, self.router(), options, signal).await
     }
 
     /// The service, ready to serve or to nest in another router.
@@ -212,7 +258,10 @@ impl Server {
             .route("/v1/sessions/{id}/events", get(api::get_events))
             .fallback(not_found)
             .with_state(state)
-            .layer(axum::Extension(BodyLimit(limits.body_limit)))
+            .layer(axum::Extension(BodyLimit(
+                limits.body_limit,
+                limits.body_timeout,
+            )))
             .layer(RequestBodyLimitLayer::new(limits.body_limit))
             .layer(RequestBodyTimeoutLayer::new(limits.body_timeout))
             .layer(TimeoutLayer::with_status_code(

@@ -329,14 +329,45 @@ async fn session_events_resume_after_last_event_id() {
         .filter(|e| e.id.is_some())
         .collect();
     assert!(seen.len() >= 3, "{seen:?}");
+    // The committed steps arrive as `message` events: the user's, then the answer.
+    let indexes = |evs: &[SseEvent]| -> Vec<u64> {
+        evs.iter()
+            .filter(|e| e.event == "message")
+            .map(|e| e.data["index"].as_u64().unwrap())
+            .collect()
+    };
+    let run_events = |evs: &[SseEvent]| -> Vec<(String, Value)> {
+        evs.iter()
+            .filter(|e| !matches!(e.event.as_str(), "message" | "state" | "reset"))
+            .map(|e| (e.event.clone(), e.data.clone()))
+            .collect()
+    };
+    let mut seen = seen;
+    // Read on until the stored answer has arrived too.
+    while indexes(&seen).len() < 2 {
+        seen.push(first.next().await.unwrap());
+    }
+    assert_eq!(indexes(&seen), [2, 3], "{seen:?}");
+    let msgs: Vec<&SseEvent> = seen.iter().filter(|e| e.event == "message").collect();
+    assert_eq!(msgs[0].data["message"]["role"], "user");
+    assert_eq!(msgs[1].data["message"]["role"], "assistant");
     drop(first);
-    // Reconnect after the first event: the rest is replayed, in order, no state first.
+    // Reconnect after the first event: the rest is replayed (run events in order, and
+    // the messages it had not had), then the current state.
     let mut again = SseReader::new(open(seen[0].id.clone()).await.unwrap());
-    let replay = again.until("output").await;
-    let ids: Vec<_> = replay.iter().filter_map(|e| e.id.clone()).collect();
-    let want: Vec<_> = seen[1..].iter().filter_map(|e| e.id.clone()).collect();
-    assert_eq!(ids, want);
-    // An id from another instance (or too old): the current state first.
+    let replay = again.until("state").await;
+    assert_eq!(run_events(&replay), run_events(&seen[1..]));
+    let before: Vec<u64> = indexes(&seen[1..]);
+    let mut got = indexes(&replay);
+    got.retain(|i| before.contains(i));
+    assert_eq!(got, before);
+    assert_eq!(replay.last().unwrap().data["status"], "idle");
+    // An id from another instance with a message count: the messages after it, then
+    // the state (committed steps are never lost, whichever instance answers).
+    let mut other = SseReader::new(open(Some("someone-else-7.3".into())).await.unwrap());
+    let evs = other.until("state").await;
+    assert_eq!(indexes(&evs), [3], "{evs:?}");
+    // An id without a count (or unreadable): the current state first.
     let mut other = SseReader::new(open(Some("someone-else-7".into())).await.unwrap());
     assert_eq!(other.next().await.unwrap().event, "state");
 }

@@ -288,3 +288,176 @@ async fn an_sse_client_that_never_reads_does_not_hold_up_runs() {
     assert_eq!(first.data["status"], "idle");
     drop(sock);
 }
+
+/// Reads from a raw socket until `done` says the answer is complete, the peer closes
+/// (or resets) the connection, or `limit` runs out; what was read, and whether the
+/// connection ended.
+async fn read_until(
+    sock: &mut tokio::net::tcp::OwnedReadHalf,
+    limit: Duration,
+    done: impl Fn(&str) -> bool,
+) -> (String, bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, sock.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
+            Ok(Ok(0) | Err(_)) => return (String::from_utf8_lossy(&got).into_owned(), true),
+            Ok(Ok(n)) => {
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if done(&text) {
+                    return (text.into_owned(), false);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_sends_its_headers_slowly_is_disconnected() {
+    let s = start_with(|srv| srv.header_timeout(Duration::from_secs(2))).await;
+    // Slowloris: a header byte per second; the whole head would take about 60 s.
+    let sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let (mut rd, mut wr) = sock.into_split();
+    let head = format!("GET /v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n");
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = sent.clone();
+    let writer = tokio::spawn(async move {
+        for b in head.bytes() {
+            if wr.write_all(&[b]).await.is_err() {
+                return;
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let started = std::time::Instant::now();
+    let (answer, closed) = read_until(&mut rd, Duration::from_secs(20), |_| false).await;
+    let took = started.elapsed();
+    assert!(closed, "the connection was not closed within 20 s");
+    assert!(
+        took < Duration::from_secs(8),
+        "closed only after {took:?} (header timeout 2 s)"
+    );
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    assert!(sent.load(std::sync::atomic::Ordering::Relaxed) < 20);
+    writer.abort();
+
+    // A connection that sends nothing at all is closed too.
+    let sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let (mut rd, _wr) = sock.into_split();
+    let (_, closed) = read_until(&mut rd, Duration::from_secs(20), |_| false).await;
+    assert!(closed, "an idle connection was kept open");
+
+    // Others are served meanwhile.
+    let (st, me) = s.get(ADMIN, "/v1/me").await;
+    assert_eq!(st, 200, "{me}");
+}
+
+#[tokio::test]
+async fn a_client_that_trickles_its_body_gets_408_and_changes_nothing() {
+    // Each byte arrives well within the idle gap allowed by `body_timeout`, but the
+    // whole body would take 20 s: it must arrive within `body_timeout` in total.
+    let s = start_with(|srv| {
+        srv.body_timeout(Duration::from_secs(1))
+            .request_timeout(Duration::from_secs(60))
+    })
+    .await;
+    let body = json!({"message": "x".repeat(80)}).to_string();
+    let sock = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let (mut rd, mut wr) = sock.into_split();
+    let head = format!(
+        "POST /v1/sessions/alice%2Ftrickle/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    wr.write_all(head.as_bytes()).await.unwrap();
+    let writer = tokio::spawn(async move {
+        for b in body.bytes() {
+            if wr.write_all(&[b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let started = std::time::Instant::now();
+    let (answer, _) = read_until(&mut rd, Duration::from_secs(20), |t| {
+        t.contains("\r\n\r\n") && t.ends_with('}')
+    })
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(answer.contains(r#""code":"timeout""#), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    writer.abort();
+    let (st, _) = s.get(ADMIN, "/v1/sessions/alice%2Ftrickle").await;
+    assert_eq!(st, 404);
+}
+
+#[tokio::test]
+async fn sse_streams_outlive_every_timeout() {
+    let s = start_with(|srv| {
+        srv.header_timeout(Duration::from_secs(1))
+            .body_timeout(Duration::from_secs(1))
+            .request_timeout(Duration::from_secs(1))
+            .keep_alive(Duration::from_secs(60))
+    })
+    .await;
+    let (st, _) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Flong/runs",
+            json!({"message": "hi"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let res = s
+        .client
+        .get(s.url("/v1/sessions/alice%2Flong/events"))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    let mut events = SseReader::new(res);
+    assert_eq!(events.next().await.unwrap().event, "state");
+    // Silent for three times every timeout (no keep-alive comments either)...
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // ...and still delivering.
+    let (st, _) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Flong/runs",
+            json!({"message": "still there?"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let seen = events.until("output").await;
+    assert_eq!(
+        seen.last().unwrap().data["output"]["status"],
+        "completed",
+        "{seen:?}"
+    );
+    // A streamed run that lasts longer than the request timeout is not cut either.
+    let res = s
+        .client
+        .post(s.url("/v1/sessions/alice%2Flong/runs?stream=true"))
+        .bearer_auth(ALICE)
+        .json(&json!({"message": "slow things"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let mut run = SseReader::new(res);
+    run.until("tool_execution_started").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (st, _) = s
+        .post(ALICE, "/v1/sessions/alice%2Flong/interrupt", json!({}))
+        .await;
+    assert_eq!(st, 202);
+    let rest = run.until("output").await;
+    assert_eq!(rest.last().unwrap().data["output"]["status"], "cancelled");
+}

@@ -1,6 +1,8 @@
 //! Two server processes on one PostgreSQL database (the URL comes from
 //! `REINS_TEST_POSTGRES_URL`, which `cargo xtask test` sets after starting a throwaway
-//! cluster): a run paused on A is decided on B; B's inbox learns of A's pause live; an
+//! cluster): a run paused on A is decided on B; B's inbox learns of A's pause live, and
+//! a session stream open on B sees A's committed steps, the pause and B's own run, then
+//! resumes on A with `Last-Event-ID`; an
 //! interrupt posted to B stops a run executing on A; after `kill -9` of A in the middle
 //! of a tool, B recovers the session with an honest `unknown` outcome.
 //!
@@ -38,14 +40,13 @@ fn child_server() {
         let store = reins_memory::PostgresStore::connect(&url).await.unwrap();
         let ran: Ran = Arc::default();
         let agent = support::agent(Arc::new(store), &ran);
-        let app = reins_server::Server::new(agent)
+        let server = reins_server::Server::new(agent)
             .auth(auth())
-            .poll_interval(Duration::from_millis(200))
-            .router();
+            .poll_interval(Duration::from_millis(200));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         std::fs::write(&port_file, port.to_string()).unwrap();
-        axum::serve(listener, app).await.unwrap();
+        server.serve(listener).await.unwrap();
     });
 }
 
@@ -109,6 +110,15 @@ async fn get(c: &reqwest::Client, url: String, token: &str) -> (u16, Value) {
     (st, res.json().await.unwrap_or(Value::Null))
 }
 
+/// The messages of a session stream's `message` events.
+fn messages_of(events: &[SseEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e.event == "message")
+        .map(|e| e.data["message"].clone())
+        .collect()
+}
+
 fn outcomes(view: &Value, tool: &str) -> Vec<String> {
     let mut out = Vec::new();
     for m in view["messages"].as_array().into_iter().flatten() {
@@ -154,6 +164,30 @@ async fn two_instances_share_sessions_on_postgres() {
     let mut b_inbox = SseReader::new(res);
     assert_eq!(b_inbox.next().await.unwrap().event, "ready");
 
+    // The session exists (a first exchange on A), and B's session stream is open
+    // before the run that pauses.
+    let (st, out) = post(
+        &c,
+        format!("{}/v1/sessions/{}/runs", a.base, enc(&s1)),
+        ALICE,
+        json!({"message": "hello"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{out}");
+    let res = c
+        .get(format!("{}/v1/sessions/{}/events", b.base, enc(&s1)))
+        .bearer_auth(ANA)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let mut b_events = SseReader::new(res);
+    let ev = b_events.next().await.unwrap();
+    assert_eq!(
+        (ev.event.as_str(), &ev.data["status"]),
+        ("state", &json!("idle"))
+    );
+
     // A run on A pauses.
     let (st, out) = post(
         &c,
@@ -183,6 +217,25 @@ async fn two_instances_share_sessions_on_postgres() {
         "{inbox}"
     );
 
+    // B's session stream saw the steps A committed: the user's message, the tool
+    // call, then the pause with its requirement.
+    let mut before_pause = Vec::new();
+    let paused_ev = loop {
+        let ev = b_events.next().await.unwrap();
+        if ev.event == "state" && ev.data["status"] == "paused" {
+            break ev;
+        }
+        before_pause.push(ev);
+    };
+    let msgs = messages_of(&before_pause);
+    assert_eq!(msgs.len(), 2, "{before_pause:?}");
+    assert_eq!(msgs[0]["role"], "user");
+    assert_eq!(msgs[0]["content"][0]["text"], "delete shared.txt");
+    assert_eq!(msgs[1]["role"], "assistant");
+    assert!(msgs[1].to_string().contains("delete_file"), "{}", msgs[1]);
+    assert_eq!(paused_ev.data["requirements"][0]["id"], rid.as_str());
+    let paused_at = paused_ev.id.clone().unwrap();
+
     // The decision posted to B resumes the run (B executes it).
     let (_, view) = get(&c, format!("{}/v1/sessions/{}", b.base, enc(&s1)), ANA).await;
     assert_eq!(view["status"], "paused");
@@ -195,6 +248,36 @@ async fn two_instances_share_sessions_on_postgres() {
     .await;
     assert_eq!(st, 200, "{out}");
     assert_eq!(out["status"], "completed");
+    // B's stream, open all along, goes on with the tool's result and the answer.
+    let mut after_pause = Vec::new();
+    loop {
+        let ev = b_events.next().await.unwrap();
+        let done = ev.event == "state" && ev.data["status"] == "idle";
+        after_pause.push(ev);
+        if done {
+            break;
+        }
+    }
+    let msgs = messages_of(&after_pause);
+    assert_eq!(msgs.len(), 2, "{after_pause:?}");
+    assert!(msgs[0].to_string().contains("tool_result"), "{}", msgs[0]);
+    assert_eq!(msgs[1]["role"], "assistant");
+    drop(b_events);
+    // Reconnecting to A with the last id B gave before the decision resumes there:
+    // the same messages, then the current state.
+    let res = c
+        .get(format!("{}/v1/sessions/{}/events", a.base, enc(&s1)))
+        .bearer_auth(ANA)
+        .header("Last-Event-ID", &paused_at)
+        .send()
+        .await
+        .unwrap();
+    let mut a_events = SseReader::new(res);
+    let resumed = a_events.until("state").await;
+    assert_eq!(messages_of(&resumed), msgs, "{resumed:?}");
+    assert_eq!(resumed.last().unwrap().data["status"], "idle");
+    drop(a_events);
+
     // A sees the outcome; deciding again on A is refused.
     let (_, view) = get(&c, format!("{}/v1/sessions/{}", a.base, enc(&s1)), ANA).await;
     assert_eq!(view["status"], "idle");

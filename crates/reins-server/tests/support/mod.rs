@@ -228,16 +228,15 @@ pub async fn serve(
     dir: Option<tempfile::TempDir>,
     configure: impl FnOnce(Server) -> Server,
 ) -> TestServer {
-    let app = configure(
+    let server = configure(
         Server::new(agent.clone())
             .auth(auth())
             .poll_interval(Duration::from_millis(200)),
-    )
-    .router();
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = server.serve(listener).await;
     });
     TestServer {
         base: format!("http://{addr}"),
