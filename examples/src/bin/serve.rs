@@ -177,10 +177,15 @@ async fn serve(opts: Options) -> Result<(), String> {
         "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
     );
     println!("(Ctrl-C stops the server)");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
+    // reins-server's accept loop: a header read timeout against slow clients.
+    reins_server::serve_with_shutdown(
+        listener,
+        app,
+        reins_server::ServeOptions::default(),
+        async {
             let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| format!("the server failed: {e}"))
+        },
+    )
+    .await
+    .map_err(|e| format!("the server failed: {e}"))
 }
