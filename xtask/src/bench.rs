@@ -373,6 +373,43 @@ fn peer(quick: bool, rounds: usize) -> Result<(), String> {
     write(&out_dir.join("concurrency.json"), &text)?;
 
     print_peer_table(&reins, &agno, &version, rounds, &conc);
+    scale_run(&examples, &out_dir)?;
+    Ok(())
+}
+
+/// The 100,000-session run of the benchmark issue: every run must complete (a run
+/// that fails does not stop the report; it shows as not met).
+fn scale_run(examples: &Path, out_dir: &Path) -> Result<(), String> {
+    let mut cmd = Command::new(examples.join("concurrency_bench"));
+    cmd.args(["--sessions", "100000"]);
+    eprintln!("$ {}", crate::describe(&cmd));
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start `{}`: {e}", crate::describe(&cmd)))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    write(&out_dir.join("concurrency-100000.json"), &text)?;
+    let obj = text
+        .find('{')
+        .and_then(|start| parse_object(&text[start..]).ok())
+        .unwrap_or_default();
+    let num = |k: &str| obj.get(k).and_then(Value::as_f64);
+    let all = out.status.success() && num("completed").is_some_and(|c| c >= 100_000.0);
+    if !out.status.success() {
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    println!(
+        "{:<40} {:>12} {:>12} {:>6}",
+        "concurrency: 100,000 sessions completed",
+        num("completed").map_or("-".to_owned(), |c| format!("{c:.0}")),
+        "100000",
+        if all { "yes" } else { "NO" }
+    );
+    println!(
+        "concurrency: 100,000 sessions, wall {} ms ({} x ideal), peak RSS {} MB",
+        fmt(num("wall_ms")),
+        fmt(num("wall_over_ideal")),
+        fmt(num("peak_rss_mb")),
+    );
     Ok(())
 }
 

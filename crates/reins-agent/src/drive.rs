@@ -52,7 +52,8 @@ pub(crate) struct DriveArgs {
     /// (`None`: the agent's default).
     pub(crate) output: Option<OutputSpec>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) events: UnboundedSender<RunEvent>,
+    /// Where events go (`None`: nobody listens, as in `Session::call`).
+    pub(crate) events: Option<UnboundedSender<RunEvent>>,
 }
 
 /// Drives one call to its end.
@@ -116,13 +117,15 @@ struct Driver {
     agent: Agent,
     session: String,
     cancel: CancellationToken,
-    events: UnboundedSender<RunEvent>,
+    events: Option<UnboundedSender<RunEvent>>,
     lock: StoreLock,
 }
 
 impl Driver {
     fn emit(&self, ev: RunEvent) {
-        let _ = self.events.send(ev);
+        if let Some(tx) = &self.events {
+            let _ = tx.send(ev);
+        }
     }
 
     fn ctx(&self, iteration: u32) -> HookContext {
@@ -131,6 +134,12 @@ impl Driver {
             session_id: self.session.clone(),
             iteration,
         }
+    }
+
+    /// Whether any hook listens for `kind`.
+    fn wants(&self, kind: HookEventKind) -> bool {
+        let hooks = &self.agent.inner.hooks;
+        !hooks.is_empty() && hooks.wants(kind)
     }
 
     async fn hooks(&self, event: &mut HookEvent, iteration: u32) -> Result<Control> {
@@ -152,8 +161,9 @@ impl Driver {
         // read, and a reload only when it moved.
         sync_with_store(&self.agent, &self.session, core).await?;
         let resumed = !matches!(input, RunInput::Message(ref m) if m.role != Role::Tool);
+        // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &input {
-            RunInput::Message(m) => Some(m.clone()),
+            RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
 
@@ -235,20 +245,25 @@ impl Driver {
         }
         let out = core.run.output(&self.session, status);
         match status {
-            RunStatus::Completed | RunStatus::MaxIterations => self.emit(RunEvent::Completed {
-                message: out.message.clone(),
-                status,
-            }),
+            RunStatus::Completed | RunStatus::MaxIterations if self.events.is_some() => {
+                self.emit(RunEvent::Completed {
+                    message: out.message.clone(),
+                    status,
+                });
+            }
+            RunStatus::Completed | RunStatus::MaxIterations => {}
             RunStatus::Cancelled => self.emit(RunEvent::Cancelled),
             RunStatus::Paused => {}
         }
         if !out.repairs.is_empty() {
             tracing::info!(session = %self.session, repairs = ?out.repairs, "transcript repaired");
         }
-        let mut ev = HookEvent::PostCall {
-            output: out.message.clone(),
-        };
-        self.hooks(&mut ev, core.run.state().iteration).await?;
+        if self.wants(HookEventKind::PostCall) {
+            let mut ev = HookEvent::PostCall {
+                output: out.message.clone(),
+            };
+            self.hooks(&mut ev, core.run.state().iteration).await?;
+        }
         Ok(out)
     }
 

@@ -181,7 +181,7 @@ impl Session {
     /// Dropping the returned future interrupts the run (the turn is sanitized and
     /// stored, as with [`RunHandle::interrupt`]).
     pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.start(msg).await?.wait().await
+        self.run_inline(RunInput::Message(msg), None, None).await
     }
 
     /// Goes on after a pause: approves the pending confirmations this handle was shown
@@ -190,14 +190,16 @@ impl Session {
     /// session waits for something other than this handle's view by now, fails with
     /// [`AgentError::StaleView`], changes nothing and runs nothing.
     pub async fn resume(&self) -> Result<RunOutput> {
-        self.start_resume().await?.wait().await
+        let view = self.current_view();
+        self.run_inline(RunInput::Resume, Some(view), None).await
     }
 
     /// [`Session::resume`] on an explicit view: approves exactly what `view` showed, or
     /// fails with [`AgentError::StaleView`]. For callers that keep the view between
     /// requests (a web page); get the token from [`Session::view`].
     pub async fn resume_at(&self, view: &ViewToken) -> Result<RunOutput> {
-        self.start_resume_at(view).await?.wait().await
+        self.run_inline(RunInput::Resume, Some(view.clone()), None)
+            .await
     }
 
     /// Answers pending requirements. Decisions naming no pending requirement, of the
@@ -207,7 +209,8 @@ impl Session {
     /// reused within a session, so it cannot apply to a requirement raised after the
     /// caller looked.
     pub async fn resolve(&self, decisions: Vec<Decision>) -> Result<RunOutput> {
-        self.start_resolve(decisions).await?.wait().await
+        self.run_inline(RunInput::Decisions(decisions), None, None)
+            .await
     }
 
     /// [`Session::resolve`], refused with [`AgentError::StaleView`] unless the session
@@ -217,7 +220,8 @@ impl Session {
         view: &ViewToken,
         decisions: Vec<Decision>,
     ) -> Result<RunOutput> {
-        self.start_resolve_at(view, decisions).await?.wait().await
+        self.run_inline(RunInput::Decisions(decisions), Some(view.clone()), None)
+            .await
     }
 
     /// Sends a message whose run must end with a structured answer of type `T` (its
@@ -237,9 +241,7 @@ impl Session {
     /// a mode, a retry bound).
     pub async fn call_with_output(&self, msg: Msg, spec: OutputSpec) -> Result<RunOutput> {
         spec.check().map_err(AgentError::InvalidInput)?;
-        self.start_full(RunInput::Message(msg), None, Some(spec))
-            .await?
-            .wait()
+        self.run_inline(RunInput::Message(msg), None, Some(spec))
             .await
     }
 
@@ -295,6 +297,39 @@ impl Session {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
     ) -> Result<RunHandle> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (args, active) = self.prepare(input, view, output, Some(tx)).await?;
+        let cancel = args.cancel.clone();
+        let task = tokio::spawn(drive_future(args, active));
+        Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
+    }
+
+    /// Runs to the end on the caller's task (no task spawned, no event channel).
+    /// Dropping the returned future before it ends interrupts the run: the unfinished
+    /// run moves to a task of its own, stops at its next checkpoint and stores a
+    /// sanitized turn, as a dropped [`RunHandle`] does.
+    async fn run_inline(
+        &self,
+        input: RunInput,
+        view: Option<ViewToken>,
+        output: Option<OutputSpec>,
+    ) -> Result<RunOutput> {
+        let (args, active) = self.prepare(input, view, output, None).await?;
+        InlineRun {
+            cancel: args.cancel.clone(),
+            run: Some(drive_future(args, active)),
+        }
+        .await
+    }
+
+    /// Claims the session (in this process, then in the store) and assembles a run.
+    async fn prepare(
+        &self,
+        input: RunInput,
+        view: Option<ViewToken>,
+        output: Option<OutputSpec>,
+        events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+    ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
             return Err(AgentError::SessionBusy {
@@ -304,24 +339,20 @@ impl Session {
         let lock = crate::lock::StoreLock::acquire(&self.agent, self.id()).await?;
         let cancel = CancellationToken::new();
         let active = crate::remote::ActiveRun::register(&self.agent, self.id(), &cancel).await;
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = spawn_drive(
-            crate::drive::DriveArgs {
-                agent: self.agent.clone(),
-                session: self.id().to_owned(),
-                core: guard,
-                lock,
-                input,
-                actor: self.actor.clone(),
-                view,
-                handle_view: self.view.clone(),
-                output,
-                cancel: cancel.clone(),
-                events: tx,
-            },
-            active,
-        );
-        Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
+        let args = crate::drive::DriveArgs {
+            agent: self.agent.clone(),
+            session: self.id().to_owned(),
+            core: guard,
+            lock,
+            input,
+            actor: self.actor.clone(),
+            view,
+            handle_view: self.view.clone(),
+            output,
+            cancel,
+            events,
+        };
+        Ok((args, active))
     }
 
     /// Records this handle's actor on decisions and tool results that name nobody.
@@ -469,16 +500,68 @@ impl Session {
     }
 }
 
-/// Spawns a run's drive future. A plain function with a type-erased future: a run can
-/// start runs of other sessions (sub-agents), and naming the future's type here keeps
-/// that recursion from becoming a cycle in the compiler's `Send` reasoning.
-fn spawn_drive(
-    args: crate::drive::DriveArgs,
-    active: crate::remote::ActiveRun,
-) -> tokio::task::JoinHandle<Result<RunOutput>> {
-    let fut: std::pin::Pin<Box<dyn std::future::Future<Output = Result<RunOutput>> + Send>> =
-        Box::pin(crate::drive::drive(args, active));
-    tokio::spawn(fut)
+/// A run's drive future, boxed and type-erased: a run can start runs of other
+/// sessions (sub-agents), and naming the future's type here keeps that recursion from
+/// becoming a cycle in the compiler's `Send` reasoning.
+type DriveFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<RunOutput>> + Send>>;
+
+fn drive_future(args: crate::drive::DriveArgs, active: crate::remote::ActiveRun) -> DriveFuture {
+    Box::pin(crate::drive::drive(args, active))
+}
+
+/// A run driven by the task that awaits it. Dropped unfinished, it cancels the run and
+/// hands the rest to a new task, which stops at the next checkpoint and stores the
+/// sanitized turn (without a runtime, the run is dropped and its lease expires). A
+/// panic in the run becomes [`AgentError::Internal`], as a failed task would.
+struct InlineRun {
+    cancel: CancellationToken,
+    run: Option<DriveFuture>,
+}
+
+impl std::future::Future for InlineRun {
+    type Output = Result<RunOutput>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let Some(run) = self.run.as_mut() else {
+            return Poll::Ready(Err(AgentError::Internal(
+                "a finished run was polled again".to_owned(),
+            )));
+        };
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.as_mut().poll(cx)));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => {
+                self.run = None;
+                Poll::Ready(out)
+            }
+            Err(panic) => {
+                self.run = None;
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Poll::Ready(Err(AgentError::Internal(format!(
+                    "the run ended abnormally: it panicked: {what}"
+                ))))
+            }
+        }
+    }
+}
+
+impl Drop for InlineRun {
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else { return };
+        self.cancel.cancel();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(run);
+        }
+    }
 }
 
 /// Brings the cached run up to date with the store: one version read; a full load only

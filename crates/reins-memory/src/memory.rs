@@ -47,7 +47,8 @@ const CHANGE_BUFFER: usize = 1024;
 #[derive(Debug, Default)]
 struct Inner {
     sessions: BTreeMap<String, Entry>,
-    ledger: HashMap<(String, String), LedgerEntry>,
+    /// Per session, per tool use id: lookups borrow the caller's strings.
+    ledger: HashMap<String, HashMap<String, LedgerEntry>>,
     locks: HashMap<String, Lock>,
     decisions: HashMap<String, Vec<DecisionEntry>>,
 }
@@ -94,7 +95,33 @@ impl InMemoryStore {
 }
 
 fn apply(entry: &mut Entry, mut commit: Commit, now: DateTime<Utc>) -> Result<u64> {
-    if commit.remove.is_empty() && commit.replace.is_empty() {
+    let appends_only = commit.remove.is_empty() && commit.replace.is_empty();
+    if appends_only
+        && commit.add_requirements.is_empty()
+        && commit.decide.is_empty()
+        && !commit.clear_requirements
+    {
+        // The common step (messages and maybe the run state): validate, then move
+        // the messages in; nothing is copied.
+        for (i, m) in commit.append.iter().enumerate() {
+            if entry.ids.contains(&m.id) || commit.append[..i].iter().any(|o| o.id == m.id) {
+                return Err(Error::DuplicateMessage {
+                    session: entry.state.id.clone(),
+                    id: m.id.clone(),
+                });
+            }
+        }
+        entry.ids.reserve(commit.append.len());
+        for m in &commit.append {
+            entry.ids.insert(m.id.clone());
+        }
+        entry.state.messages.append(&mut commit.append);
+        if let Some(rs) = commit.run_state.take() {
+            entry.state.run_state = rs;
+        }
+        entry.state.version += 1;
+        entry.state.updated_at = now;
+    } else if appends_only {
         // Append-only path: validate, then mutate; no copy of the transcript.
         let mut fresh = HashSet::new();
         for m in &commit.append {
@@ -197,7 +224,7 @@ impl MemoryStore for InMemoryStore {
     async fn delete_session(&self, id: &str) -> Result<()> {
         let mut inner = self.lock();
         inner.sessions.remove(id);
-        inner.ledger.retain(|(s, _), _| s != id);
+        inner.ledger.remove(id);
         inner.locks.remove(id);
         inner.decisions.remove(id);
         Ok(())
@@ -213,10 +240,13 @@ impl MemoryStore for InMemoryStore {
     ) -> Result<Claim> {
         let now = Utc::now();
         let mut inner = self.lock();
-        let key = (session.to_owned(), tool_use_id.to_owned());
-        let Some(entry) = inner.ledger.get_mut(&key) else {
-            inner.ledger.insert(
-                key,
+        let calls = match inner.ledger.get_mut(session) {
+            Some(calls) => calls,
+            None => inner.ledger.entry(session.to_owned()).or_default(),
+        };
+        let Some(entry) = calls.get_mut(tool_use_id) else {
+            calls.insert(
+                tool_use_id.to_owned(),
                 LedgerEntry {
                     tool_use_id: tool_use_id.to_owned(),
                     fingerprint: fingerprint.to_owned(),
@@ -254,10 +284,10 @@ impl MemoryStore for InMemoryStore {
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
         let mut inner = self.lock();
-        let key = (session.to_owned(), tool_use_id.to_owned());
         let entry = inner
             .ledger
-            .get_mut(&key)
+            .get_mut(session)
+            .and_then(|calls| calls.get_mut(tool_use_id))
             .ok_or_else(|| Error::LedgerEntryNotFound {
                 session: session.to_owned(),
                 tool_use_id: tool_use_id.to_owned(),
@@ -273,7 +303,8 @@ impl MemoryStore for InMemoryStore {
         Ok(self
             .lock()
             .ledger
-            .get(&(session.to_owned(), tool_use_id.to_owned()))
+            .get(session)
+            .and_then(|calls| calls.get(tool_use_id))
             .cloned())
     }
 
@@ -286,7 +317,15 @@ impl MemoryStore for InMemoryStore {
                 l.until = lease_end(now, lease);
                 Ok(true)
             }
-            _ => {
+            Some(l) => {
+                // An expired lock of another owner: take it over in place.
+                l.owner.clear();
+                l.owner.push_str(owner);
+                l.until = lease_end(now, lease);
+                l.interrupt = false;
+                Ok(true)
+            }
+            None => {
                 inner.locks.insert(
                     session.to_owned(),
                     Lock {

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::content::ContentBlock;
 use crate::error::{MessageError, Result};
+use crate::id::new_id;
 use crate::tool::{ToolResult, ToolUse};
 
 /// Who a message is from.
@@ -38,11 +39,6 @@ impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// A fresh message id: a UUIDv7 string, so ids sort by creation time.
-pub fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
 }
 
 /// One message of a conversation.

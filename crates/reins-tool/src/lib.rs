@@ -74,6 +74,7 @@ mod exec;
 mod output;
 mod policy;
 mod schema;
+mod spec;
 mod tool;
 mod toolkit;
 

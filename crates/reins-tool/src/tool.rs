@@ -18,7 +18,8 @@ use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::output::{IntoToolOutput, ToolOutput};
 use crate::policy::ToolPolicy;
-use crate::schema::{schema_for, validate};
+use crate::schema::validate;
+use crate::spec::LazySpec;
 
 /// A tool with typed arguments.
 ///
@@ -159,7 +160,7 @@ impl Runner for DynRunner {
 /// register it with [`Toolkit::add`](crate::Toolkit::add).
 #[must_use]
 pub struct FunctionTool {
-    pub(crate) spec: ToolSpec,
+    pub(crate) spec: LazySpec,
     pub(crate) policy: ToolPolicy,
     pub(crate) runner: Arc<dyn Runner>,
 }
@@ -174,7 +175,7 @@ impl FunctionTool {
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
         Self {
-            spec: ToolSpec::new(name, description, schema_for::<A>()),
+            spec: LazySpec::typed::<A>(name, description),
             policy: ToolPolicy::auto(),
             runner: Arc::new(FnRunner {
                 f,
@@ -189,16 +190,16 @@ impl FunctionTool {
         self
     }
 
-    /// The spec the model will see.
+    /// The spec the model will see (its schema is made on the first call).
     pub fn spec(&self) -> &ToolSpec {
-        &self.spec
+        self.spec.get()
     }
 }
 
 impl std::fmt::Debug for FunctionTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FunctionTool")
-            .field("spec", &self.spec)
+            .field("spec", self.spec.get())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
@@ -222,7 +223,7 @@ impl std::fmt::Debug for FunctionTool {
 /// ```
 #[must_use]
 pub struct DynamicTool {
-    pub(crate) spec: ToolSpec,
+    pub(crate) spec: LazySpec,
     pub(crate) policy: ToolPolicy,
     pub(crate) runner: Arc<dyn Runner>,
 }
@@ -236,7 +237,7 @@ impl DynamicTool {
     {
         let handler: Arc<DynHandler> = Arc::new(move |v, ctx| handler(v, ctx).boxed());
         Self {
-            spec: ToolSpec::new(name, description, schema.clone()),
+            spec: LazySpec::ready(ToolSpec::new(name, description, schema.clone())),
             policy: ToolPolicy::auto(),
             runner: Arc::new(DynRunner { schema, handler }),
         }
@@ -250,14 +251,14 @@ impl DynamicTool {
 
     /// The spec the model will see.
     pub fn spec(&self) -> &ToolSpec {
-        &self.spec
+        self.spec.get()
     }
 }
 
 impl std::fmt::Debug for DynamicTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamicTool")
-            .field("spec", &self.spec)
+            .field("spec", self.spec.get())
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }

@@ -13,12 +13,13 @@ use crate::context::ToolContext;
 use crate::error::{Error, Result, ToolError};
 use crate::output::IntoToolOutput;
 use crate::policy::{GateDecision, ToolPolicy};
-use crate::schema::{check_parameters, schema_for};
+use crate::schema::schema_for;
+use crate::spec::LazySpec;
 use crate::tool::{DynamicTool, FunctionTool, Runner, Tool, TypedRunner};
 
 /// One registered tool.
 pub(crate) struct Entry {
-    pub(crate) spec: ToolSpec,
+    pub(crate) spec: LazySpec,
     pub(crate) policy: ToolPolicy,
     pub(crate) group: Option<String>,
     pub(crate) runner: Arc<dyn Runner>,
@@ -127,15 +128,17 @@ impl Toolkit {
 
     fn insert(
         &mut self,
-        spec: ToolSpec,
+        spec: LazySpec,
         policy: ToolPolicy,
         group: Option<&str>,
         runner: Arc<dyn Runner>,
     ) -> Result<&mut Self> {
-        check_name(&spec.name)?;
-        check_parameters(&spec.name, &spec.parameters)?;
-        if self.reg.index.contains_key(&spec.name) {
-            return Err(Error::DuplicateTool { name: spec.name });
+        check_name(spec.name())?;
+        spec.check()?;
+        if self.reg.index.contains_key(spec.name()) {
+            return Err(Error::DuplicateTool {
+                name: spec.name().to_owned(),
+            });
         }
         if let Some(g) = group {
             if !self.reg.groups.iter().any(|x| x.name == g) {
@@ -146,7 +149,7 @@ impl Toolkit {
             }
         }
         let reg = Arc::make_mut(&mut self.reg);
-        reg.index.insert(spec.name.clone(), reg.entries.len());
+        reg.index.insert(spec.name().to_owned(), reg.entries.len());
         reg.entries.push(Arc::new(Entry {
             spec,
             policy,
@@ -156,8 +159,13 @@ impl Toolkit {
         Ok(self)
     }
 
-    fn typed<T: Tool>(tool: T) -> (ToolSpec, ToolPolicy, Arc<dyn Runner>) {
-        let spec = ToolSpec::new(T::NAME, tool.description(), schema_for::<T::Args>());
+    fn typed<T: Tool>(tool: T) -> (LazySpec, ToolPolicy, Arc<dyn Runner>) {
+        // `T::Args` need not be `'static`, so it cannot key the schema cache.
+        let spec = LazySpec::ready(ToolSpec::new(
+            T::NAME,
+            tool.description(),
+            schema_for::<T::Args>(),
+        ));
         let policy = tool.policy();
         (spec, policy, Arc::new(TypedRunner(tool)))
     }
@@ -234,13 +242,13 @@ impl Toolkit {
             .entries
             .iter()
             .filter(|e| self.entry_is_active(e))
-            .map(|e| e.spec.clone())
+            .map(|e| e.spec.get().clone())
             .collect()
     }
 
     /// The spec of a registered tool, active or not.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
-        self.entry(name).map(|e| &e.spec)
+        self.entry(name).map(|e| e.spec.get())
     }
 
     /// Whether a tool with this name is registered (active or not).
@@ -258,7 +266,7 @@ impl Toolkit {
         self.reg
             .entries
             .iter()
-            .map(|e| e.spec.name.clone())
+            .map(|e| e.spec.name().to_owned())
             .collect()
     }
 
@@ -353,7 +361,7 @@ impl Toolkit {
                     .entries
                     .iter()
                     .filter(|e| e.group.as_deref() == Some(g.name.as_str()))
-                    .map(|e| e.spec.name.clone())
+                    .map(|e| e.spec.name().to_owned())
                     .collect(),
             })
             .collect()
