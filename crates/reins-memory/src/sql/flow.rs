@@ -133,6 +133,13 @@ pub(crate) trait Exec {
     fn run(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Result<u64>>;
     /// Runs a query; its rows.
     fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> impl Future<Output = Result<Vec<Row>>>;
+    /// Runs a query; `None` when it failed on a unique constraint (and so changed
+    /// nothing).
+    fn rows_or_duplicate(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Option<Vec<Row>>>>;
     /// Runs a script of several statements without parameters (migrations).
     fn script(&mut self, sql: &str) -> impl Future<Output = Result<()>>;
 }
@@ -177,6 +184,12 @@ pub(crate) struct Dialect {
     /// `(session, id, body)`.
     pub replace_message: &'static str,
     pub append_messages: MultiInsert,
+    /// Optional: a commit that only appends messages (and maybe sets the run state)
+    /// as one statement, so it needs no explicit transaction: `bump_session`'s
+    /// parameters, then `(ids, bodies)` as arrays → the first new seq. It fails on a
+    /// unique constraint when an id is taken. PostgreSQL has it (one round trip
+    /// instead of four); SQLite gains nothing from it.
+    pub append_commit: Option<&'static str>,
     /// `(session, id)` → seq.
     pub message_seq: &'static str,
     /// `(session)`.
@@ -366,27 +379,11 @@ pub(crate) async fn commit<E: Exec>(
     // Only the run state: when it is what is stored, nothing is written (so a
     // `Durability::Full` SQLite commit costs no fsync).
     let only_run_state = commit.is_empty();
-    let appended = i64::try_from(commit.append.len()).unwrap_or(i64::MAX);
-    let removed = i64::try_from(commit.remove.len()).unwrap_or(i64::MAX);
     let payload = notice_payload(id, false);
     let now = Utc::now();
-    let bumped = one(
-        e,
-        d.bump_session,
-        &[
-            Arg::Text(id),
-            Arg::Int(to_i64(expected)),
-            Arg::Int(appended),
-            Arg::Int(appended - removed),
-            Arg::Stamp(now),
-            Arg::Bool(run_state.is_some()),
-            Arg::OptText(run_state.as_ref().and_then(|rs| rs.as_deref())),
-            Arg::Bool(only_run_state),
-            Arg::Text(channel),
-            Arg::Text(&payload),
-        ],
-    )
-    .await?;
+    let rs = run_state.as_ref().map(|rs| rs.as_deref());
+    let args = bump_args(id, &commit, rs, only_run_state, now, channel, &payload);
+    let bumped = one(e, d.bump_session, &args).await?;
     let Some(row) = bumped else {
         return check_version(e, d, id, expected)
             .await
@@ -395,6 +392,107 @@ pub(crate) async fn commit<E: Exec>(
     let first_seq = Cols::new(&row, id, "session row").int(0)?;
     apply(e, d, id, commit, first_seq, now).await?;
     Ok(Committed::Changed(expected + 1))
+}
+
+/// The parameters of `bump_session` (see [`Dialect::bump_session`]).
+fn bump_args<'a>(
+    id: &'a str,
+    commit: &Commit,
+    run_state: Option<Option<&'a str>>,
+    only_run_state: bool,
+    now: DateTime<Utc>,
+    channel: &'a str,
+    payload: &'a str,
+) -> Vec<Arg<'a>> {
+    let appended = i64::try_from(commit.append.len()).unwrap_or(i64::MAX);
+    let removed = i64::try_from(commit.remove.len()).unwrap_or(i64::MAX);
+    vec![
+        Arg::Text(id),
+        Arg::Int(to_i64(commit.expected_version)),
+        Arg::Int(appended),
+        Arg::Int(appended - removed),
+        Arg::Stamp(now),
+        Arg::Bool(run_state.is_some()),
+        Arg::OptText(run_state.flatten()),
+        Arg::Bool(only_run_state),
+        Arg::Text(channel),
+        Arg::Text(payload),
+    ]
+}
+
+/// Whether `commit` can go through [`commit_appending`]: the dialect has
+/// [`Dialect::append_commit`] and the commit only appends messages (and maybe sets the
+/// run state), as an agent's turn does.
+pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
+    d.append_commit.is_some()
+        && !commit.append.is_empty()
+        && commit.remove.is_empty()
+        && commit.replace.is_empty()
+        && !commit.clear_requirements
+        && commit.add_requirements.is_empty()
+        && commit.decide.is_empty()
+        && commit.decisions.is_empty()
+}
+
+/// A commit that [`appends_only`], as one statement outside any transaction: the
+/// statement is atomic, so on any failure nothing changed.
+pub(crate) async fn commit_appending<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    id: &str,
+    mut commit: Commit,
+    channel: &str,
+) -> Result<Committed> {
+    let Some(sql) = d.append_commit.filter(|_| appends_only(d, &commit)) else {
+        return Err(Error::Database(
+            "internal: commit_appending called for another kind of commit".to_owned(),
+        ));
+    };
+    let expected = commit.expected_version;
+    let mut seen = std::collections::HashSet::with_capacity(commit.append.len());
+    let mut ids = Vec::with_capacity(commit.append.len());
+    let mut bodies = Vec::with_capacity(commit.append.len());
+    for m in &commit.append {
+        if !seen.insert(m.id.as_str()) {
+            return Err(Error::DuplicateMessage {
+                session: id.to_owned(),
+                id: m.id.clone(),
+            });
+        }
+        ids.push(m.id.clone());
+        bodies.push(encode_message(m)?);
+    }
+    let run_state = commit
+        .run_state
+        .take()
+        .map(|rs| rs.map(|v| encode_json("run state", &v)).transpose())
+        .transpose()?;
+    let payload = notice_payload(id, false);
+    let rs = run_state.as_ref().map(|rs| rs.as_deref());
+    let mut args = bump_args(id, &commit, rs, false, Utc::now(), channel, &payload);
+    args.extend([Arg::Texts(&ids), Arg::Texts(&bodies)]);
+    match e.rows_or_duplicate(sql, &args).await? {
+        Some(rows) if !rows.is_empty() => Ok(Committed::Changed(expected + 1)),
+        Some(_) => check_version(e, d, id, expected)
+            .await
+            .map(Committed::Unchanged),
+        None => {
+            // Nothing was written; name an appended id the session already holds.
+            for mid in &ids {
+                let args = [Arg::Text(id), Arg::Text(mid)];
+                if one(e, d.message_seq, &args).await?.is_some() {
+                    return Err(Error::DuplicateMessage {
+                        session: id.to_owned(),
+                        id: mid.clone(),
+                    });
+                }
+            }
+            Err(Error::Corrupt {
+                session: id.to_owned(),
+                detail: "appending messages: a message position is already taken".to_owned(),
+            })
+        }
+    }
 }
 
 /// The stored version when it is `expected`; otherwise why not.

@@ -58,6 +58,17 @@ const DIALECT: Dialect = Dialect {
          SELECT $1, t.s, t.i, t.b::jsonb FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, i, b) \
          ON CONFLICT DO NOTHING",
     ),
+    append_commit: Some(
+        "WITH s AS (UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + $3, \
+         message_count = message_count + $4, updated_at = now(), \
+         run_state = CASE WHEN $6 THEN $7::jsonb ELSE run_state END \
+         WHERE id = $1 AND version = $2 AND NOT ($8 AND run_state IS NOT DISTINCT FROM $7::jsonb) \
+         RETURNING next_seq - $3 AS first), \
+         m AS (INSERT INTO reins_messages (session_id, seq, id, body) \
+         SELECT $1, s.first + t.o - 1, t.i, t.b::jsonb \
+         FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)) \
+         SELECT s.first, pg_notify($9, $10)::text FROM s",
+    ),
     message_seq: "SELECT seq FROM reins_messages WHERE session_id = $1 AND id = $2",
     clear_requirements: "DELETE FROM reins_requirements WHERE session_id = $1",
     requirement: "SELECT is_open, body::text FROM reins_requirements WHERE session_id = $1 AND id = $2",
@@ -316,6 +327,14 @@ impl Exec for Pg<'_> {
         rows.iter().map(decode_row).collect()
     }
 
+    async fn rows_or_duplicate(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<Vec<Row>>> {
+        match bind(sqlx::query(sql), args).fetch_all(&mut *self.0).await {
+            Ok(rows) => rows.iter().map(decode_row).collect::<Result<_>>().map(Some),
+            Err(e) if is_unique_violation(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn script(&mut self, sql: &str) -> Result<()> {
         sqlx::Executor::execute(&mut *self.0, sqlx::raw_sql(sql)).await?;
         Ok(())
@@ -343,6 +362,16 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+        if flow::appends_only(&DIALECT, &commit) {
+            // An agent's turn: one statement, no transaction round trips.
+            let mut conn = self.pool.acquire().await?;
+            let done =
+                flow::commit_appending(&mut Pg(&mut conn), &DIALECT, id, commit, &self.channel)
+                    .await?;
+            return Ok(match done {
+                Committed::Unchanged(v) | Committed::Changed(v) => v,
+            });
+        }
         let mut tx = self.pool.begin().await?;
         let done = flow::commit(&mut Pg(&mut tx), &DIALECT, id, commit, &self.channel).await?;
         match done {

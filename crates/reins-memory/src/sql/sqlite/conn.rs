@@ -282,6 +282,16 @@ impl Exec for On<'_> {
         Ok(out)
     }
 
+    async fn rows_or_duplicate(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<Vec<Row>>> {
+        match self.rows(sql, args).await {
+            Ok(rows) => Ok(Some(rows)),
+            Err(Error::Database(detail)) if detail.starts_with("UNIQUE constraint failed") => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     async fn script(&mut self, sql: &str) -> Result<()> {
         self.0.execute_batch(sql)?;
         Ok(())

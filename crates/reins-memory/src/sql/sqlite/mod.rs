@@ -57,6 +57,7 @@ const DIALECT: Dialect = Dialect {
         row: "(?, ?, ?, ?)",
         tail: " ON CONFLICT DO NOTHING",
     },
+    append_commit: None,
     message_seq: "SELECT seq FROM reins_messages WHERE session_id = ?1 AND id = ?2",
     clear_requirements: "DELETE FROM reins_requirements WHERE session_id = ?1",
     requirement: "SELECT is_open, body FROM reins_requirements WHERE session_id = ?1 AND id = ?2",
