@@ -421,11 +421,11 @@ fn bump_args<'a>(
 }
 
 /// Whether `commit` can go through [`commit_appending`]: the dialect has
-/// [`Dialect::append_commit`] and the commit only appends messages (and maybe sets the
-/// run state), as an agent's turn does.
+/// [`Dialect::append_commit`] and the commit only appends messages and/or sets the
+/// run state, as an agent's steps do.
 pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
     d.append_commit.is_some()
-        && !commit.append.is_empty()
+        && (!commit.append.is_empty() || commit.run_state.is_some())
         && commit.remove.is_empty()
         && commit.replace.is_empty()
         && !commit.clear_requirements
@@ -435,7 +435,8 @@ pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
 }
 
 /// A commit that [`appends_only`], as one statement outside any transaction: the
-/// statement is atomic, so on any failure nothing changed.
+/// statement is atomic, so on any failure nothing changed. Without messages it is
+/// `bump_session` alone.
 pub(crate) async fn commit_appending<E: Exec>(
     e: &mut E,
     d: &Dialect,
@@ -469,8 +470,18 @@ pub(crate) async fn commit_appending<E: Exec>(
         .transpose()?;
     let payload = notice_payload(id, false);
     let rs = run_state.as_ref().map(|rs| rs.as_deref());
-    let mut args = bump_args(id, &commit, rs, false, Utc::now(), channel, &payload);
+    let only_run_state = ids.is_empty();
+    let mut args = bump_args(
+        id,
+        &commit,
+        rs,
+        only_run_state,
+        Utc::now(),
+        channel,
+        &payload,
+    );
     args.extend([Arg::Texts(&ids), Arg::Texts(&bodies)]);
+    let sql = if only_run_state { d.bump_session } else { sql };
     match e.rows_or_duplicate(sql, &args).await? {
         Some(rows) if !rows.is_empty() => Ok(Committed::Changed(expected + 1)),
         Some(_) => check_version(e, d, id, expected)
