@@ -480,8 +480,14 @@ pub(crate) async fn commit_appending<E: Exec>(
         channel,
         &payload,
     );
-    args.extend([Arg::Texts(&ids), Arg::Texts(&bodies)]);
-    let sql = if only_run_state { d.bump_session } else { sql };
+    // A statement keeps the parameter list it was first prepared with (sqlx caches
+    // it): `bump_session` always gets its own ten.
+    let sql = if only_run_state {
+        d.bump_session
+    } else {
+        args.extend([Arg::Texts(&ids), Arg::Texts(&bodies)]);
+        sql
+    };
     match e.rows_or_duplicate(sql, &args).await? {
         Some(rows) if !rows.is_empty() => Ok(Committed::Changed(expected + 1)),
         Some(_) => check_version(e, d, id, expected)
