@@ -19,13 +19,19 @@
 //!   history in context (`InMemoryStore`);
 //! - `conversation_25_turns_sqlite_us` / `..._normal_us`: the same on a `SqliteStore`
 //!   file at `Durability::Full` / `Durability::Normal`;
-//! - `sqlite_commit_floor_us`: one bare SQLite transaction (sqlx, WAL,
+//! - `sqlite_commit_floor_us`: one bare SQLite transaction (rusqlite, WAL,
 //!   `synchronous=FULL`) inserting one turn's two message rows, on a file in the same
 //!   directory: the physical floor of a durable turn on this machine;
 //! - `sqlite_turn_first10_us` / `sqlite_turn_last10_us` / `sqlite_growth_turns`: the
 //!   median turn of the first and last 10 of a growing session at `Durability::Normal`
 //!   (500-char prompts, 2,000-char replies, the last 3 turns in context, as the peer's
-//!   `num_history_runs=3`).
+//!   `num_history_runs=3`);
+//! - `conversation_25_turns_postgres_us`, `postgres_commit_floor_us`,
+//!   `postgres_turn_first10_us` / `postgres_turn_last10_us` / `postgres_growth_turns`:
+//!   the 25-turn conversation and the growth run on a `PostgresStore` (in a schema of
+//!   its own, dropped afterwards), and a bare transaction inserting one turn's two
+//!   message rows on the same server. Only when `REINS_BENCH_POSTGRES_URL` or
+//!   `REINS_TEST_POSTGRES_URL` is set; otherwise `postgres_skipped` says why.
 
 use std::error::Error;
 use std::hint::black_box;
@@ -174,26 +180,64 @@ async fn open_store(dir: &Path, name: &str, durability: Durability) -> Res<Sqlit
     Ok(SqliteStore::open_with(dir.join(name), options).await?)
 }
 
-/// A bare commit of one turn's rows (the user message and a 200-char reply), as
-/// encoded by reins, at `synchronous=FULL` in WAL mode.
-async fn commit_floor(plan: &Plan, dir: &Path) -> Res<f64> {
-    use sqlx::sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-    };
-    let connect = SqliteConnectOptions::new()
-        .filename(dir.join("floor.db"))
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full);
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(connect)
+/// The PostgreSQL scenarios, when a server is named (see the module doc).
+async fn postgres_scenarios(plan: &Plan, url: &str) -> Res<Vec<(&'static str, f64)>> {
+    let schema = format!("reins_peer_bench_{}", std::process::id());
+    let options = reins::memory::PostgresOptions::default().schema(schema.clone());
+    let store = PostgresStore::connect_with(url, options).await?;
+    let mut kv = Vec::new();
+    let mut runs = Vec::new();
+    for _ in 0..plan.sqlite_conversations {
+        let agent = Agent::builder()
+            .model(text_model("x".repeat(200)))
+            .store(store.clone())
+            .build()?;
+        let session = agent.session(&fresh_id()).await?;
+        let t = Instant::now();
+        for i in 0..25 {
+            black_box(session.call(Msg::user(format!("turn {i}"))).await?);
+        }
+        runs.push(us(t.elapsed()));
+    }
+    kv.push(("conversation_25_turns_postgres_us", median(runs)));
+    kv.push((
+        "postgres_commit_floor_us",
+        postgres_commit_floor(plan, store.pool()).await?,
+    ));
+    let agent = Agent::builder()
+        .model(text_model("x".repeat(2000)))
+        .store(store.clone())
+        .history_turns(3)
+        .build()?;
+    let session = agent.session("growth").await?;
+    let prompt = format!("hello {}", "y".repeat(500));
+    let mut times = Vec::with_capacity(plan.growth_turns);
+    for _ in 0..plan.growth_turns {
+        let t = Instant::now();
+        black_box(session.call(Msg::user(prompt.clone())).await?);
+        times.push(us(t.elapsed()));
+    }
+    kv.push(("postgres_turn_first10_us", median(times[..10].to_vec())));
+    kv.push((
+        "postgres_turn_last10_us",
+        median(times[times.len() - 10..].to_vec()),
+    ));
+    drop(agent);
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(store.pool())
         .await?;
+    Ok(kv)
+}
+
+/// A bare PostgreSQL transaction inserting one turn's two message rows (as the SQLite
+/// floor does), in a scratch table of the bench's schema: the floor of a durable turn
+/// on that server.
+async fn postgres_commit_floor(plan: &Plan, pool: &sqlx::PgPool) -> Res<f64> {
     sqlx::query(
-        "CREATE TABLE rows (session_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, \
-         body TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
+        "CREATE TABLE floor_rows (session_id TEXT NOT NULL, seq BIGINT NOT NULL, \
+         id TEXT NOT NULL, body JSONB NOT NULL, PRIMARY KEY (session_id, seq))",
     )
-    .execute(&pool)
+    .execute(pool)
     .await?;
     let user = Msg::user("turn 1");
     let reply = Msg::assistant("x".repeat(200));
@@ -205,15 +249,17 @@ async fn commit_floor(plan: &Plan, dir: &Path) -> Res<f64> {
     let mut samples = Vec::with_capacity(plan.reps);
     for i in 0..plan.warm + plan.reps {
         let t = Instant::now();
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = pool.begin().await?;
         for (id, body) in &bodies {
-            sqlx::query("INSERT INTO rows (session_id, seq, id, body) VALUES (?, ?, ?, ?)")
-                .bind("floor")
-                .bind(seq)
-                .bind(id)
-                .bind(body)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO floor_rows (session_id, seq, id, body) VALUES ($1, $2, $3, $4::jsonb)",
+            )
+            .bind("floor")
+            .bind(seq)
+            .bind(id)
+            .bind(body)
+            .execute(&mut *tx)
+            .await?;
             seq += 1;
         }
         tx.commit().await?;
@@ -221,7 +267,44 @@ async fn commit_floor(plan: &Plan, dir: &Path) -> Res<f64> {
             samples.push(us(t.elapsed()));
         }
     }
-    pool.close().await;
+    Ok(median(samples))
+}
+
+/// A bare commit of one turn's rows (the user message and a 200-char reply), as
+/// encoded by reins, at `synchronous=FULL` in WAL mode: one `BEGIN IMMEDIATE`
+/// transaction with two cached `INSERT`s, straight on a rusqlite connection (no thread
+/// hop, no async).
+fn commit_floor(plan: &Plan, dir: &Path) -> Res<f64> {
+    let conn = rusqlite::Connection::open(dir.join("floor.db"))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.execute_batch(
+        "CREATE TABLE rows (session_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, \
+         body TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
+    )?;
+    let user = Msg::user("turn 1");
+    let reply = Msg::assistant("x".repeat(200));
+    let bodies = [
+        (user.id.clone(), serde_json::to_string(&user)?),
+        (reply.id.clone(), serde_json::to_string(&reply)?),
+    ];
+    let mut seq = 0i64;
+    let mut samples = Vec::with_capacity(plan.reps);
+    for i in 0..plan.warm + plan.reps {
+        let t = Instant::now();
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        for (id, body) in &bodies {
+            conn.prepare_cached(
+                "INSERT INTO rows (session_id, seq, id, body) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(rusqlite::params!["floor", seq, id, body])?;
+            seq += 1;
+        }
+        conn.execute_batch("COMMIT")?;
+        if i >= plan.warm {
+            samples.push(us(t.elapsed()));
+        }
+    }
     Ok(median(samples))
 }
 
@@ -305,7 +388,7 @@ fn main() -> Res<()> {
             }
             kv.push((key, median(runs)));
         }
-        kv.push(("sqlite_commit_floor_us", commit_floor(&plan, &dir).await?));
+        kv.push(("sqlite_commit_floor_us", commit_floor(&plan, &dir)?));
 
         // Per-turn cost as a session grows: turns 1-10 versus the last 10.
         let store = open_store(&dir, "growth.db", Durability::Normal).await?;
@@ -334,6 +417,20 @@ fn main() -> Res<()> {
         put(k, v);
     }
     out.insert("sqlite_growth_turns".to_owned(), json!(plan.growth_turns));
+    let pg_url = std::env::var("REINS_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("REINS_TEST_POSTGRES_URL"))
+        .ok()
+        .filter(|u| !u.is_empty());
+    if let Some(url) = pg_url {
+        for (k, v) in rt.block_on(postgres_scenarios(&plan, &url))? {
+            out.insert(k.to_owned(), json!(v));
+        }
+        out.insert("postgres_growth_turns".to_owned(), json!(plan.growth_turns));
+    } else {
+        let why = "neither REINS_BENCH_POSTGRES_URL nor REINS_TEST_POSTGRES_URL is set";
+        eprintln!("peer_bench: PostgreSQL scenarios skipped: {why}");
+        out.insert("postgres_skipped".to_owned(), json!(why));
+    }
     out.insert("framework".to_owned(), json!("reins"));
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

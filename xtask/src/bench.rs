@@ -359,7 +359,8 @@ fn peer(quick: bool, rounds: usize) -> Result<(), String> {
         write(&out_dir.join(format!("agno-{round}.json")), &text)?;
         agno_runs.push(obj);
     }
-    let reins = medians(&reins_runs);
+    let mut reins = medians(&reins_runs);
+    reins.extend(worst_rounds(&reins_runs));
     let agno = medians(&agno_runs);
     let version = agno_runs
         .first()
@@ -413,6 +414,86 @@ fn scale_run(examples: &Path, out_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The SQL-store targets hold "in every round": the worst round's ratio of each, as
+/// extra keys beside the medians (`worst_round_*`).
+fn worst_rounds(runs: &[Obj]) -> BTreeMap<String, f64> {
+    let ratio = |r: &Obj, num: &str, den: &str, per: f64| {
+        let (n, d) = (r.get(num)?.as_f64()?, r.get(den)?.as_f64()?);
+        (d > 0.0).then(|| n / per / d)
+    };
+    let pairs = [
+        (
+            "worst_round_sqlite_full_over_floor",
+            "conversation_25_turns_sqlite_us",
+            "sqlite_commit_floor_us",
+            25.0,
+        ),
+        (
+            "worst_round_sqlite_growth",
+            "sqlite_turn_last10_us",
+            "sqlite_turn_first10_us",
+            1.0,
+        ),
+        (
+            "worst_round_postgres_over_floor",
+            "conversation_25_turns_postgres_us",
+            "postgres_commit_floor_us",
+            25.0,
+        ),
+        (
+            "worst_round_postgres_growth",
+            "postgres_turn_last10_us",
+            "postgres_turn_first10_us",
+            1.0,
+        ),
+    ];
+    let mut out = BTreeMap::new();
+    for (key, num, den, per) in pairs {
+        let worst = runs
+            .iter()
+            .filter_map(|r| ratio(r, num, den, per))
+            .reduce(f64::max);
+        if let Some(w) = worst {
+            out.insert(key.to_owned(), w);
+        }
+    }
+    out
+}
+
+/// The SQL-store targets: SQLite and PostgreSQL per turn against a bare commit on the
+/// same disk or server, and growth, in the worst round; PostgreSQL is `?` when the
+/// run had no server (`REINS_BENCH_POSTGRES_URL` / `REINS_TEST_POSTGRES_URL`).
+fn sql_store_targets(
+    reins: &BTreeMap<String, f64>,
+) -> Vec<(String, Option<f64>, String, Option<bool>)> {
+    let at_most = |name: &str, key: &str, limit: f64| {
+        let v = reins.get(key).copied();
+        (
+            name.to_owned(),
+            v,
+            format!("<= {limit}x"),
+            v.map(|x| x <= limit),
+        )
+    };
+    vec![
+        at_most(
+            "SQLite Full, worst round: turn / floor",
+            "worst_round_sqlite_full_over_floor",
+            2.5,
+        ),
+        at_most(
+            "growth, worst round: last 10 / first 10",
+            "worst_round_sqlite_growth",
+            1.25,
+        ),
+        at_most(
+            "PostgreSQL: turn / commit floor",
+            "worst_round_postgres_over_floor",
+            2.5,
+        ),
+    ]
+}
+
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -454,6 +535,10 @@ const KEYS: &[&str] = &[
     "sqlite_turn_first10_us",
     "sqlite_turn_last10_us",
     "sqlite_growth_turns",
+    "conversation_25_turns_postgres_us",
+    "postgres_commit_floor_us",
+    "postgres_turn_first10_us",
+    "postgres_turn_last10_us",
 ];
 
 fn fmt(v: Option<f64>) -> String {
@@ -559,6 +644,7 @@ fn print_peer_table(
         "<= 1.25x".to_owned(),
         growth.map(|x| x <= 1.25),
     ));
+    targets.extend(sql_store_targets(reins));
     let wall = conc.get("wall_over_ideal").and_then(Value::as_f64);
     targets.push((
         "concurrency: wall / ideal".to_owned(),

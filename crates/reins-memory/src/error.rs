@@ -119,7 +119,14 @@ pub enum Error {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(feature = "sqlite")]
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Database(e.to_string())
+    }
+}
+
+#[cfg(feature = "postgres")]
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         Self::Database(e.to_string())

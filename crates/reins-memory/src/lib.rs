@@ -49,11 +49,11 @@
 //!
 //! | feature    | default | what it adds |
 //! |------------|---------|--------------|
-//! | `sqlite`   | yes     | `SqliteStore`: the embedded store (bundled SQLite, WAL, one transaction per commit) |
-//! | `postgres` | no      | `PostgresStore`: many workers on many machines, race-free claims and version checks |
+//! | `sqlite`   | yes     | `SqliteStore`: the embedded store (bundled SQLite through rusqlite, WAL, one transaction per commit) |
+//! | `postgres` | no      | `PostgresStore` (through sqlx): many workers on many machines, race-free claims and version checks |
 //!
 //! Without features the crate has the pure functions and [`InMemoryStore`] only, and
-//! does not compile sqlx.
+//! compiles neither SQLite nor sqlx.
 
 mod commit;
 mod error;

@@ -1,4 +1,4 @@
-//! The conformance suite against `SqliteStore` (two pools on one database file), plus
+//! The conformance suite against `SqliteStore` (two stores on one database file), plus
 //! SQLite-specific checks: corrupt rows, schema versions, durability, `:memory:`.
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -22,6 +22,21 @@ async fn stores() -> Option<(SqliteStore, SqliteStore, TempDir)> {
 }
 
 conformance_tests!(stores);
+
+/// Runs SQL on one of the store's own connections.
+async fn exec(store: &SqliteStore, sql: &'static str) {
+    store
+        .with_connection(move |c| c.execute_batch(sql))
+        .await
+        .unwrap();
+}
+
+async fn count(store: &SqliteStore, sql: &'static str) -> i64 {
+    store
+        .with_connection(move |c| c.query_row(sql, [], |r| r.get(0)))
+        .await
+        .unwrap()
+}
 
 #[tokio::test]
 async fn in_memory_store_passes_a_round_trip() {
@@ -48,13 +63,13 @@ async fn sessions_survive_reopening() {
             .commit("s", Commit::at(0).append(m.clone()))
             .await
             .unwrap();
-        store.pool().close().await;
+        store.close().await;
     }
     let store = SqliteStore::open(&path).await.unwrap();
     let s = store.load_session("s").await.unwrap();
     assert_eq!((s.version, s.messages), (1, vec![m]));
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(store.pool())
+    let mode: String = store
+        .with_connection(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
         .await
         .unwrap();
     assert_eq!(mode, "wal");
@@ -69,10 +84,7 @@ async fn corrupt_message_row_is_named() {
         .commit("s", Commit::at(0).append(good.clone()))
         .await
         .unwrap();
-    sqlx::query("INSERT INTO reins_messages (session_id, seq, id, body) VALUES ('s', 1, 'bad-1', '{\"id\":\"bad-1\",\"role\":\"robot\",\"content\":[],\"created_at\":\"2026-01-01T00:00:00Z\"}')")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    exec(&store, "INSERT INTO reins_messages (session_id, seq, id, body) VALUES ('s', 1, 'bad-1', '{\"id\":\"bad-1\",\"role\":\"robot\",\"content\":[],\"created_at\":\"2026-01-01T00:00:00Z\"}')").await;
     let err = store.load_session("s").await.unwrap_err();
     let text = err.to_string();
     assert!(
@@ -84,11 +96,11 @@ async fn corrupt_message_row_is_named() {
         "{text}"
     );
     // a commit on the session still works and changes nothing else
-    let rows: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM reins_messages WHERE session_id = 's'")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
+    let rows = count(
+        &store,
+        "SELECT COUNT(*) FROM reins_messages WHERE session_id = 's'",
+    )
+    .await;
     assert_eq!(rows, 2);
 }
 
@@ -96,10 +108,11 @@ async fn corrupt_message_row_is_named() {
 async fn corrupt_ledger_and_run_state_rows_are_named() {
     let store = SqliteStore::in_memory().await.unwrap();
     store.open_session("s").await.unwrap();
-    sqlx::query("UPDATE reins_sessions SET run_state = '{not json' WHERE id = 's'")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    exec(
+        &store,
+        "UPDATE reins_sessions SET run_state = '{not json' WHERE id = 's'",
+    )
+    .await;
     let err = store.load_session("s").await.unwrap_err();
     assert!(err.to_string().contains("run_state"), "{err}");
 
@@ -107,10 +120,11 @@ async fn corrupt_ledger_and_run_state_rows_are_named() {
         .claim("s", "c1", "fp", std::time::Duration::from_secs(60), false)
         .await
         .unwrap();
-    sqlx::query("UPDATE reins_ledger SET state = 'exploded' WHERE tool_use_id = 'c1'")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    exec(
+        &store,
+        "UPDATE reins_ledger SET state = 'exploded' WHERE tool_use_id = 'c1'",
+    )
+    .await;
     let err = store.ledger_entry("s", "c1").await.unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }));
     assert!(err.to_string().contains("ledger row `c1`") && err.to_string().contains("exploded"));
@@ -123,11 +137,12 @@ async fn newer_schema_is_refused_and_left_alone() {
     {
         let store = SqliteStore::open(&path).await.unwrap();
         store.open_session("s").await.unwrap();
-        sqlx::query("INSERT INTO reins_schema_version (version) VALUES (99)")
-            .execute(store.pool())
-            .await
-            .unwrap();
-        store.pool().close().await;
+        exec(
+            &store,
+            "INSERT INTO reins_schema_version (version) VALUES (99)",
+        )
+        .await;
+        store.close().await;
     }
     let err = SqliteStore::open(&path).await.unwrap_err();
     assert!(
@@ -142,18 +157,17 @@ async fn newer_schema_is_refused_and_left_alone() {
     );
     assert!(err.to_string().contains("99"));
     // nothing was changed: the version rows and the session are as they were
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
-        .await
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let versions: Vec<i64> = conn
+        .prepare("SELECT version FROM reins_schema_version ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
         .unwrap();
-    let versions: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM reins_schema_version ORDER BY version")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
     assert_eq!(versions, vec![1, 2, 99]);
-    let sessions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM reins_sessions")
-        .fetch_one(&pool)
-        .await
+    let sessions: i64 = conn
+        .query_row("SELECT COUNT(*) FROM reins_sessions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(sessions, 1);
 }
@@ -175,32 +189,20 @@ async fn a_version_1_database_is_migrated_and_keeps_its_sessions() {
     let path = dir.path().join("reins.db");
     {
         // A database as reins wrote it before the decision log existed.
-        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
-            .await
-            .unwrap();
-        sqlx::raw_sql(
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
             "CREATE TABLE reins_schema_version (version INTEGER NOT NULL);
              INSERT INTO reins_schema_version (version) VALUES (1);",
         )
-        .execute(&pool)
-        .await
         .unwrap();
-        sqlx::raw_sql(include_str!("../src/sql/sqlite_schema.sql"))
-            .execute(&pool)
-            .await
+        conn.execute_batch(include_str!("../src/sql/sqlite_schema.sql"))
             .unwrap();
-        sqlx::query(
+        conn.execute_batch(
             "INSERT INTO reins_sessions VALUES ('old', 3, 0, 0, NULL, \
-             '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+             '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z');
+             INSERT INTO reins_session_locks VALUES ('old', 'w', 0);",
         )
-        .execute(&pool)
-        .await
         .unwrap();
-        sqlx::query("INSERT INTO reins_session_locks VALUES ('old', 'w', 0)")
-            .execute(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
     }
     let store = SqliteStore::open(&path).await.unwrap();
     assert_eq!(store.schema_version().await.unwrap(), SQLITE_SCHEMA_VERSION);

@@ -1,9 +1,21 @@
-//! Shared pieces of the SQL backends: row decoding with errors that name the row.
+//! The SQL backends. Both run the steps written once in [`flow`], each in its own
+//! [`flow::Dialect`] (the SQL of every step) through its own driver: sqlx for
+//! PostgreSQL, rusqlite on connection threads of its own for SQLite (see
+//! `sqlite`'s module doc for why). A new backend is a dialect and an
+//! [`flow::Exec`], not a copy of a store. This module holds the row encoding and
+//! decoding they share.
 
+// With one backend compiled, the other's half of the shared pieces is unused.
+#[cfg_attr(not(all(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+mod feeds;
+#[cfg_attr(not(all(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) mod flow;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+
+pub(crate) use feeds::ChangeHub;
 
 use chrono::{DateTime, Utc};
 use reins_message::{Msg, ToolResult};
@@ -89,11 +101,13 @@ pub(crate) fn decode_time(session: &str, what: &str, s: &str) -> Result<DateTime
 }
 
 /// Formats a timestamp for a text column (fixed width, so text order is time order).
+#[cfg(feature = "sqlite")]
 pub(crate) fn encode_time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// Whether `e` is a unique-constraint violation.
+#[cfg(feature = "postgres")]
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.is_unique_violation())
@@ -126,99 +140,4 @@ pub(crate) fn to_i64(n: u64) -> i64 {
 /// See [`to_i64`].
 pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
-}
-
-/// Where a store's change notices go: every notice to `all`, and those that may be
-/// interrupt requests to `interrupts` too (so an agent waiting for interrupt requests
-/// does not wake for every commit).
-#[derive(Debug, Clone)]
-pub(crate) struct Feeds {
-    all: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
-    interrupts: tokio::sync::broadcast::Sender<crate::store::StoreChange>,
-}
-
-impl Feeds {
-    fn new() -> Self {
-        Self {
-            all: tokio::sync::broadcast::channel(1024).0,
-            interrupts: tokio::sync::broadcast::channel(64).0,
-        }
-    }
-
-    /// Announces a change.
-    pub(crate) fn send(&self, session: Option<&str>, maybe_interrupt: bool) {
-        let change = || crate::store::StoreChange {
-            session: session.map(str::to_owned),
-            maybe_interrupt,
-        };
-        if self.all.receiver_count() > 0 {
-            let _ = self.all.send(change());
-        }
-        if maybe_interrupt && self.interrupts.receiver_count() > 0 {
-            let _ = self.interrupts.send(change());
-        }
-    }
-
-    /// Whether anyone still listens.
-    pub(crate) fn listened(&self) -> bool {
-        self.all.receiver_count() + self.interrupts.receiver_count() > 0
-    }
-}
-
-/// The change feeds of a SQL store: local writes are announced at once, and one
-/// background listener per store (started by the first subscriber, ended when the last
-/// one is gone) announces other processes' writes.
-#[derive(Debug)]
-pub(crate) struct ChangeHub {
-    feeds: Feeds,
-    listener: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-impl ChangeHub {
-    pub(crate) fn new() -> std::sync::Arc<Self> {
-        std::sync::Arc::new(Self {
-            feeds: Feeds::new(),
-            listener: tokio::sync::Mutex::new(None),
-        })
-    }
-
-    /// Announces a change to `session` made through this store handle.
-    pub(crate) fn notify(&self, session: Option<&str>, maybe_interrupt: bool) {
-        self.feeds.send(session, maybe_interrupt);
-    }
-
-    /// Subscribes to every change (or, with `interrupts_only`, to those that may be
-    /// interrupt requests), starting the background listener with `start` when none
-    /// runs. `start` gets the feeds and returns the listener's task, or fails.
-    pub(crate) async fn subscribe<F, Fut>(
-        &self,
-        interrupts_only: bool,
-        start: F,
-    ) -> Result<crate::store::ChangeFeed>
-    where
-        F: FnOnce(Feeds) -> Fut,
-        Fut: std::future::Future<Output = Result<Option<tokio::task::JoinHandle<()>>>>,
-    {
-        let rx = if interrupts_only {
-            self.feeds.interrupts.subscribe()
-        } else {
-            self.feeds.all.subscribe()
-        };
-        let mut listener = self.listener.lock().await;
-        if listener
-            .as_ref()
-            .is_none_or(tokio::task::JoinHandle::is_finished)
-        {
-            *listener = start(self.feeds.clone()).await?;
-        }
-        Ok(rx)
-    }
-}
-
-impl Drop for ChangeHub {
-    fn drop(&mut self) {
-        if let Some(task) = self.listener.get_mut().take() {
-            task.abort();
-        }
-    }
 }

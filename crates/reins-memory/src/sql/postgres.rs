@@ -1,23 +1,28 @@
 //! [`PostgresStore`]: many workers on many machines.
+//!
+//! The steps are the shared ones of [`super::flow`], in the PostgreSQL [`DIALECT`]
+//! below, run through sqlx ([`Pg`]). Each statement is a network round trip, so the
+//! dialect folds what it can into one statement: the version check, the counters, the
+//! run state and the change notice (`pg_notify`) are one `UPDATE ... RETURNING`; the
+//! appended messages are one `INSERT ... UNNEST`.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use reins_message::ToolResult;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Column, Row as _, TypeInfo, ValueRef};
 
-use super::{
-    ChangeHub, Feeds, decode_decision, decode_ledger, decode_message, decode_requirement,
-    decode_run_state, encode_json, encode_message, is_unique_violation, to_i64, to_u64,
-};
+use super::ChangeHub;
+use super::feeds::Feeds;
+use super::flow::{self, Arg, Committed, Dialect, Exec, MultiInsert, Row, Val};
+use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MAX_LEASE, MemoryStore,
-    SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionState,
+    SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
@@ -29,8 +34,89 @@ const MIGRATIONS: &[(i64, &str)] = &[
 /// The newest schema version this build writes.
 pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
 
-/// Key of the advisory lock that serializes migrations between workers.
-const MIGRATION_LOCK: i64 = 0x7265_696e_7331; // "reins1"
+/// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
+/// use the database's clock (`now()`), so workers' clocks need not agree; the
+/// caller's `Instant`/`Stamp` parameters are then unused (sqlx declares every
+/// parameter's type, which PostgreSQL accepts unreferenced). JSON columns are `JSONB`,
+/// read back as text.
+const DIALECT: Dialect = Dialect {
+    load_session: "SELECT version, run_state::text, created_at, updated_at FROM reins_sessions WHERE id = $1",
+    load_messages: "SELECT seq, id, body::text FROM reins_messages WHERE session_id = $1 ORDER BY seq",
+    load_requirements: "SELECT id, body::text FROM reins_requirements WHERE session_id = $1 ORDER BY seq",
+    create_session: "INSERT INTO reins_sessions (id, version, next_seq, message_count, run_state, created_at, updated_at) \
+         VALUES ($1, 0, 0, 0, NULL, now(), now()) ON CONFLICT (id) DO NOTHING",
+    session_version: "SELECT version FROM reins_sessions WHERE id = $1",
+    bump_session: "UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + $3, \
+         message_count = message_count + $4, updated_at = now(), \
+         run_state = CASE WHEN $6 THEN $7::jsonb ELSE run_state END \
+         WHERE id = $1 AND version = $2 AND NOT ($8 AND run_state IS NOT DISTINCT FROM $7::jsonb) \
+         RETURNING next_seq - $3, pg_notify($9, $10)::text",
+    remove_message: "DELETE FROM reins_messages WHERE session_id = $1 AND id = $2",
+    replace_message: "UPDATE reins_messages SET body = $3::jsonb WHERE session_id = $1 AND id = $2",
+    append_messages: MultiInsert::Arrays(
+        "INSERT INTO reins_messages (session_id, seq, id, body) \
+         SELECT $1, t.s, t.i, t.b::jsonb FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, i, b) \
+         ON CONFLICT DO NOTHING",
+    ),
+    append_commit: Some(
+        "WITH s AS (UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + $3, \
+         message_count = message_count + $4, updated_at = now(), \
+         run_state = CASE WHEN $6 THEN $7::jsonb ELSE run_state END \
+         WHERE id = $1 AND version = $2 AND NOT ($8 AND run_state IS NOT DISTINCT FROM $7::jsonb) \
+         RETURNING next_seq - $3 AS first), \
+         m AS (INSERT INTO reins_messages (session_id, seq, id, body) \
+         SELECT $1, s.first + t.o - 1, t.i, t.b::jsonb \
+         FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)) \
+         SELECT s.first, pg_notify($9, $10)::text FROM s",
+    ),
+    message_seq: "SELECT seq FROM reins_messages WHERE session_id = $1 AND id = $2",
+    clear_requirements: "DELETE FROM reins_requirements WHERE session_id = $1",
+    requirement: "SELECT is_open, body::text FROM reins_requirements WHERE session_id = $1 AND id = $2",
+    delete_requirement: "DELETE FROM reins_requirements WHERE session_id = $1 AND id = $2",
+    insert_requirement: "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ($1, $2, $3, $4::jsonb)",
+    decide_requirement: "UPDATE reins_requirements SET is_open = FALSE, body = $3::jsonb WHERE session_id = $1 AND id = $2",
+    insert_decision: "INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
+         VALUES ($1, $2, LEAST($3, now()), $4::jsonb)",
+    decisions: "SELECT requirement_id, at, record::text FROM reins_decisions WHERE session_id = $1 ORDER BY seq",
+    list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
+         EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open) \
+         FROM reins_sessions s ORDER BY s.id COLLATE \"C\"",
+    delete_session: &[
+        "DELETE FROM reins_messages WHERE session_id = $1",
+        "DELETE FROM reins_requirements WHERE session_id = $1",
+        "DELETE FROM reins_ledger WHERE session_id = $1",
+        "DELETE FROM reins_session_locks WHERE session_id = $1",
+        "DELETE FROM reins_decisions WHERE session_id = $1",
+        "DELETE FROM reins_sessions WHERE id = $1",
+    ],
+    claim_insert: "INSERT INTO reins_ledger (session_id, tool_use_id, fingerprint, state, lease_until, result, attempts) \
+         VALUES ($1, $2, $3, 'running', now() + make_interval(secs => $5), NULL, 1) \
+         ON CONFLICT (session_id, tool_use_id) DO NOTHING",
+    // The row lock makes the decision and the takeover one step.
+    claim_select: "SELECT fingerprint, state, lease_until, result::text, lease_until <= now() \
+         FROM reins_ledger WHERE session_id = $1 AND tool_use_id = $2 FOR UPDATE",
+    claim_takeover: "UPDATE reins_ledger SET lease_until = now() + make_interval(secs => $4), \
+         attempts = attempts + 1 WHERE session_id = $1 AND tool_use_id = $2",
+    finish: "UPDATE reins_ledger SET state = 'finished', result = $3::jsonb \
+         WHERE session_id = $1 AND tool_use_id = $2 AND state = 'running'",
+    ledger_entry: "SELECT fingerprint, state, lease_until, result::text, attempts FROM reins_ledger \
+         WHERE session_id = $1 AND tool_use_id = $2",
+    try_lock: "INSERT INTO reins_session_locks (session_id, owner, lease_until) \
+         VALUES ($1, $2, now() + make_interval(secs => $4)) \
+         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
+         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
+         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now()",
+    unlock: "DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $2",
+    request_interrupt: "UPDATE reins_session_locks SET interrupt_requested = TRUE \
+         WHERE session_id = $1 AND lease_until > now()",
+    interrupt_requests: "SELECT session_id FROM reins_session_locks WHERE owner = $1 AND interrupt_requested \
+         ORDER BY session_id COLLATE \"C\"",
+    // The key spells "reins1" (0x7265_696e_7331): racing workers migrate one at a time.
+    migration_lock: Some("SELECT pg_advisory_xact_lock(125779886109489)::text"),
+    create_version_table: "CREATE TABLE IF NOT EXISTS reins_schema_version (version BIGINT NOT NULL)",
+    schema_version: "SELECT MAX(version) FROM reins_schema_version",
+    record_version: "INSERT INTO reins_schema_version (version) VALUES ($1)",
+};
 
 /// Options for [`PostgresStore::connect_with`].
 #[derive(Debug, Clone)]
@@ -147,42 +233,20 @@ impl PostgresStore {
 
     /// The schema version the database is at.
     pub async fn schema_version(&self) -> Result<i64> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM reins_schema_version")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(v.unwrap_or(0))
+        let mut conn = self.pool.acquire().await?;
+        flow::schema_version(&mut Pg(&mut conn), &DIALECT).await
     }
 
+    /// Brings the schema up to date; the advisory lock serializes racing workers.
     async fn migrate(&self) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("CREATE TABLE IF NOT EXISTS reins_schema_version (version BIGINT NOT NULL)")
-            .execute(&mut *tx)
-            .await?;
-        let current: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM reins_schema_version")
-                .fetch_one(&mut *tx)
-                .await?;
-        let current = current.unwrap_or(0);
-        if current > POSTGRES_SCHEMA_VERSION {
-            return Err(Error::UnsupportedSchema {
-                found: current,
-                supported: POSTGRES_SCHEMA_VERSION,
-            });
-        }
-        for &(version, sql) in MIGRATIONS {
-            if version <= current {
-                continue;
-            }
-            sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(sql)).await?;
-            sqlx::query("INSERT INTO reins_schema_version (version) VALUES ($1)")
-                .bind(version)
-                .execute(&mut *tx)
-                .await?;
-        }
+        flow::migrate(
+            &mut Pg(&mut tx),
+            &DIALECT,
+            MIGRATIONS,
+            POSTGRES_SCHEMA_VERSION,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -192,224 +256,89 @@ impl PostgresStore {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let Some(row) = sqlx::query(
-            "SELECT version, run_state::text, created_at, updated_at FROM reins_sessions WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let rows = sqlx::query(
-            "SELECT seq, id, body::text FROM reins_messages WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut messages = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let seq: i64 = r.try_get(0)?;
-            let mid: &str = r.try_get(1)?;
-            let body: &str = r.try_get(2)?;
-            messages.push(decode_message(id, seq, mid, body)?);
-        }
-        let req_rows = sqlx::query(
-            "SELECT id, body::text FROM reins_requirements WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut requirements = Vec::with_capacity(req_rows.len());
-        for r in &req_rows {
-            let rid: &str = r.try_get(0)?;
-            let body: &str = r.try_get(1)?;
-            requirements.push(decode_requirement(id, rid, body)?);
-        }
+        let state = flow::load(&mut Pg(&mut tx), &DIALECT, id).await?;
         tx.commit().await?;
-        let run_state: Option<String> = row.try_get(1)?;
-        Ok(Some(SessionState {
-            id: id.to_owned(),
-            version: to_u64(row.try_get(0)?),
-            messages,
-            requirements,
-            run_state: decode_run_state(id, run_state.as_deref())?,
-            created_at: row.try_get(2)?,
-            updated_at: row.try_get(3)?,
-        }))
+        Ok(state)
+    }
+
+    async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
+        let pool = self.pool.clone();
+        let channel = self.channel.clone();
+        self.changes
+            .subscribe(interrupts_only, |feeds| async move {
+                let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                listener.listen(&channel).await?;
+                Ok(Some(tokio::spawn(listen_for_changes(listener, feeds))))
+            })
+            .await
     }
 }
 
-fn lease_secs(lease: Duration) -> f64 {
-    lease.min(MAX_LEASE).as_secs_f64()
-}
+/// [`Exec`] through sqlx on one PostgreSQL connection.
+struct Pg<'c>(&'c mut PgConnection);
 
-async fn apply(
-    tx: &mut Transaction<'static, Postgres>,
-    session: &str,
-    commit: Commit,
-    next_seq: i64,
-    message_count: i64,
-) -> Result<(i64, i64)> {
-    let mut next_seq = next_seq;
-    let mut count = message_count;
-    for id in &commit.remove {
-        let done = sqlx::query("DELETE FROM reins_messages WHERE session_id = $1 AND id = $2")
-            .bind(session)
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::MessageNotFound {
-                session: session.to_owned(),
-                id: id.clone(),
-            });
-        }
-        count -= 1;
-    }
-    for m in &commit.replace {
-        let done = sqlx::query(
-            "UPDATE reins_messages SET body = $1::jsonb WHERE session_id = $2 AND id = $3",
-        )
-        .bind(encode_message(m)?)
-        .bind(session)
-        .bind(&m.id)
-        .execute(&mut **tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::MessageNotFound {
-                session: session.to_owned(),
-                id: m.id.clone(),
-            });
-        }
-    }
-    if !commit.append.is_empty() {
-        let mut seen = std::collections::HashSet::new();
-        let mut seqs = Vec::with_capacity(commit.append.len());
-        let mut ids = Vec::with_capacity(commit.append.len());
-        let mut bodies = Vec::with_capacity(commit.append.len());
-        for m in &commit.append {
-            if !seen.insert(m.id.as_str()) {
-                return Err(Error::DuplicateMessage {
-                    session: session.to_owned(),
-                    id: m.id.clone(),
-                });
-            }
-            seqs.push(next_seq);
-            ids.push(m.id.clone());
-            bodies.push(encode_message(m)?);
-            next_seq += 1;
-            count += 1;
-        }
-        let taken: Option<String> = sqlx::query_scalar(
-            "SELECT id FROM reins_messages WHERE session_id = $1 AND id = ANY($2) LIMIT 1",
-        )
-        .bind(session)
-        .bind(&ids)
-        .fetch_optional(&mut **tx)
-        .await?;
-        if let Some(id) = taken {
-            return Err(Error::DuplicateMessage {
-                session: session.to_owned(),
-                id,
-            });
-        }
-        sqlx::query(
-            "INSERT INTO reins_messages (session_id, seq, id, body) \
-             SELECT $1, t.s, t.i, t.b::jsonb FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, i, b)",
-        )
-        .bind(session)
-        .bind(&seqs)
-        .bind(&ids)
-        .bind(&bodies)
-        .execute(&mut **tx)
-        .await?;
-    }
-    if commit.clear_requirements {
-        sqlx::query("DELETE FROM reins_requirements WHERE session_id = $1")
-            .bind(session)
-            .execute(&mut **tx)
-            .await?;
-    }
-    for r in &commit.add_requirements {
-        let open: Option<bool> = sqlx::query_scalar(
-            "SELECT is_open FROM reins_requirements WHERE session_id = $1 AND id = $2",
-        )
-        .bind(session)
-        .bind(&r.id)
-        .fetch_optional(&mut **tx)
-        .await?;
-        match open {
-            Some(true) => {
-                return Err(Error::DuplicateRequirement {
-                    session: session.to_owned(),
-                    id: r.id.clone(),
-                });
-            }
-            Some(false) => {
-                sqlx::query("DELETE FROM reins_requirements WHERE session_id = $1 AND id = $2")
-                    .bind(session)
-                    .bind(&r.id)
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            None => {}
-        }
-        sqlx::query(
-            "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ($1, $2, $3, $4::jsonb)",
-        )
-        .bind(session)
-        .bind(&r.id)
-        .bind(r.is_open())
-        .bind(encode_json("requirement", r)?)
-        .execute(&mut **tx)
-        .await?;
-    }
-    for (id, decision) in &commit.decide {
-        let body: Option<String> = sqlx::query_scalar(
-            "SELECT body::text FROM reins_requirements WHERE session_id = $1 AND id = $2",
-        )
-        .bind(session)
-        .bind(id)
-        .fetch_optional(&mut **tx)
-        .await?;
-        let Some(body) = body else {
-            return Err(Error::RequirementNotFound {
-                session: session.to_owned(),
-                id: id.clone(),
-            });
+fn bind<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    args: &[Arg<'q>],
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    for arg in args {
+        q = match arg {
+            Arg::Int(v) => q.bind(*v),
+            Arg::Bool(b) => q.bind(*b),
+            Arg::Text(s) => q.bind(*s),
+            Arg::OptText(s) => q.bind(*s),
+            Arg::Stamp(t) | Arg::Instant(t) => q.bind(*t),
+            Arg::Lease(d) => q.bind(d.min(&MAX_LEASE).as_secs_f64()),
+            Arg::Ints(v) => q.bind(*v),
+            Arg::Texts(v) => q.bind(*v),
         };
-        let mut r = decode_requirement(session, id, &body)?;
-        if !r.is_open() {
-            return Err(Error::RequirementAlreadyDecided {
-                session: session.to_owned(),
-                id: id.clone(),
-            });
+    }
+    q
+}
+
+fn decode_row(row: &PgRow) -> Result<Row> {
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        if row.try_get_raw(i)?.is_null() {
+            out.push(Val::Null);
+            continue;
         }
-        r.decision = Some(decision.clone());
-        r.decided_at = Some(Utc::now());
-        sqlx::query(
-            "UPDATE reins_requirements SET is_open = FALSE, body = $1::jsonb WHERE session_id = $2 AND id = $3",
-        )
-        .bind(encode_json("requirement", &r)?)
-        .bind(session)
-        .bind(id)
-        .execute(&mut **tx)
-        .await?;
+        out.push(match col.type_info().name() {
+            "INT8" => Val::Int(row.try_get(i)?),
+            "INT4" => Val::Int(i64::from(row.try_get::<i32, _>(i)?)),
+            "INT2" => Val::Int(i64::from(row.try_get::<i16, _>(i)?)),
+            "BOOL" => Val::Bool(row.try_get(i)?),
+            "TIMESTAMPTZ" => Val::Time(row.try_get(i)?),
+            "TEXT" | "VARCHAR" | "NAME" => Val::Text(row.try_get(i)?),
+            _ => Val::Null,
+        });
     }
-    if let Some(rs) = &commit.run_state {
-        let body = rs
-            .as_ref()
-            .map(|v| encode_json("run state", v))
-            .transpose()?;
-        sqlx::query("UPDATE reins_sessions SET run_state = $1::jsonb WHERE id = $2")
-            .bind(body)
-            .bind(session)
-            .execute(&mut **tx)
-            .await?;
+    Ok(out)
+}
+
+impl Exec for Pg<'_> {
+    async fn run(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
+        let done = bind(sqlx::query(sql), args).execute(&mut *self.0).await?;
+        Ok(done.rows_affected())
     }
-    insert_decisions(tx, session, &commit.decisions).await?;
-    Ok((next_seq, count))
+
+    async fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>> {
+        let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self.0).await?;
+        rows.iter().map(decode_row).collect()
+    }
+
+    async fn rows_or_duplicate(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<Vec<Row>>> {
+        match bind(sqlx::query(sql), args).fetch_all(&mut *self.0).await {
+            Ok(rows) => rows.iter().map(decode_row).collect::<Result<_>>().map(Some),
+            Err(e) if is_unique_violation(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn script(&mut self, sql: &str) -> Result<()> {
+        sqlx::Executor::execute(&mut *self.0, sqlx::raw_sql(sql)).await?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -418,13 +347,9 @@ impl MemoryStore for PostgresStore {
         if let Some(s) = self.load(id).await? {
             return Ok(s);
         }
-        sqlx::query(
-            "INSERT INTO reins_sessions (id, version, next_seq, message_count, run_state, created_at, updated_at) \
-             VALUES ($1, 0, 0, 0, NULL, now(), now()) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
+        let mut conn = self.pool.acquire().await?;
+        flow::create_session(&mut Pg(&mut conn), &DIALECT, id).await?;
+        drop(conn);
         self.load(id)
             .await?
             .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
@@ -437,77 +362,36 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
-        let mut tx = self.pool.begin().await?;
-        let Some(row) = sqlx::query(
-            "SELECT version, next_seq, message_count FROM reins_sessions WHERE id = $1 FOR UPDATE",
-        )
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?
-        else {
-            return Err(Error::SessionNotFound { id: id.to_owned() });
-        };
-        let version = to_u64(row.try_get(0)?);
-        if version != commit.expected_version {
-            return Err(Error::Conflict {
-                session: id.to_owned(),
-                expected: commit.expected_version,
-                actual: version,
+        if flow::appends_only(&DIALECT, &commit) {
+            // An agent's turn: one statement, no transaction round trips.
+            let mut conn = self.pool.acquire().await?;
+            let done =
+                flow::commit_appending(&mut Pg(&mut conn), &DIALECT, id, commit, &self.channel)
+                    .await?;
+            return Ok(match done {
+                Committed::Unchanged(v) | Committed::Changed(v) => v,
             });
         }
-        if commit.is_empty() {
-            return Ok(version);
+        let mut tx = self.pool.begin().await?;
+        let done = flow::commit(&mut Pg(&mut tx), &DIALECT, id, commit, &self.channel).await?;
+        match done {
+            // Nothing written: nothing to commit.
+            Committed::Unchanged(v) => Ok(v),
+            Committed::Changed(v) => {
+                tx.commit().await?;
+                Ok(v)
+            }
         }
-        let (next_seq, count) =
-            apply(&mut tx, id, commit, row.try_get(1)?, row.try_get(2)?).await?;
-        let new_version = version + 1;
-        sqlx::query(
-            "UPDATE reins_sessions SET version = $1, next_seq = $2, message_count = $3, updated_at = now() WHERE id = $4",
-        )
-        .bind(to_i64(new_version))
-        .bind(next_seq)
-        .bind(count)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        self.notify_in(&mut tx, id, false).await?;
-        tx.commit().await?;
-        Ok(new_version)
     }
 
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
-        let rows = sqlx::query(
-            "SELECT s.id, s.version, s.message_count, s.updated_at, \
-             EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open) \
-             FROM reins_sessions s ORDER BY s.id COLLATE \"C\"",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(SessionSummary {
-                    id: r.try_get(0)?,
-                    version: to_u64(r.try_get(1)?),
-                    message_count: to_u64(r.try_get(2)?),
-                    updated_at: r.try_get(3)?,
-                    has_open_requirements: r.try_get(4)?,
-                })
-            })
-            .collect()
+        let mut conn = self.pool.acquire().await?;
+        flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
     }
 
     async fn delete_session(&self, id: &str) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        for sql in [
-            "DELETE FROM reins_messages WHERE session_id = $1",
-            "DELETE FROM reins_requirements WHERE session_id = $1",
-            "DELETE FROM reins_ledger WHERE session_id = $1",
-            "DELETE FROM reins_session_locks WHERE session_id = $1",
-            "DELETE FROM reins_decisions WHERE session_id = $1",
-            "DELETE FROM reins_sessions WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        flow::delete_session(&mut Pg(&mut tx), &DIALECT, id).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -520,71 +404,23 @@ impl MemoryStore for PostgresStore {
         lease: Duration,
         allow_takeover: bool,
     ) -> Result<Claim> {
-        let secs = lease_secs(lease);
+        // The entry may be deleted between the insert and the locked read: try again.
         for _ in 0..3 {
             let mut tx = self.pool.begin().await?;
-            let inserted = sqlx::query(
-                "INSERT INTO reins_ledger (session_id, tool_use_id, fingerprint, state, lease_until, result, attempts) \
-                 VALUES ($1, $2, $3, 'running', now() + make_interval(secs => $4), NULL, 1) \
-                 ON CONFLICT (session_id, tool_use_id) DO NOTHING",
+            let claim = flow::claim(
+                &mut Pg(&mut tx),
+                &DIALECT,
+                session,
+                tool_use_id,
+                fingerprint,
+                lease,
+                allow_takeover,
             )
-            .bind(session)
-            .bind(tool_use_id)
-            .bind(fingerprint)
-            .bind(secs)
-            .execute(&mut *tx)
             .await?;
-            if inserted.rows_affected() == 1 {
+            if let Some(claim) = claim {
                 tx.commit().await?;
-                return Ok(Claim::Granted);
+                return Ok(claim);
             }
-            // The row exists; lock it so the decision below and the takeover are one step.
-            let Some(row) = sqlx::query(
-                "SELECT fingerprint, state, lease_until, result::text, lease_until <= now() \
-                 FROM reins_ledger WHERE session_id = $1 AND tool_use_id = $2 FOR UPDATE",
-            )
-            .bind(session)
-            .bind(tool_use_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            else {
-                continue; // deleted in between: try again
-            };
-            let recorded: String = row.try_get(0)?;
-            if recorded != fingerprint {
-                return Err(Error::FingerprintMismatch {
-                    session: session.to_owned(),
-                    tool_use_id: tool_use_id.to_owned(),
-                    recorded,
-                    found: fingerprint.to_owned(),
-                });
-            }
-            let state: String = row.try_get(1)?;
-            let result: Option<String> = row.try_get(3)?;
-            let (state, result) = decode_ledger(session, tool_use_id, &state, result.as_deref())?;
-            if let (LedgerState::Finished, Some(r)) = (state, result) {
-                return Ok(Claim::Finished(r));
-            }
-            let expired: bool = row.try_get(4)?;
-            if !expired {
-                return Ok(Claim::InFlight {
-                    lease_until: row.try_get(2)?,
-                });
-            }
-            if !allow_takeover {
-                return Ok(Claim::Expired);
-            }
-            sqlx::query(
-                "UPDATE reins_ledger SET lease_until = now() + make_interval(secs => $1), attempts = attempts + 1 \
-                 WHERE session_id = $2 AND tool_use_id = $3",
-            )
-            .bind(secs)
-            .bind(session)
-            .bind(tool_use_id)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            return Ok(Claim::Granted);
         }
         Err(Error::Database(format!(
             "ledger entry `{tool_use_id}` of session `{session}` kept changing while being claimed"
@@ -592,138 +428,60 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE reins_ledger SET state = 'finished', result = $1::jsonb \
-             WHERE session_id = $2 AND tool_use_id = $3 AND state = 'running'",
-        )
-        .bind(encode_json("tool result", result)?)
-        .bind(session)
-        .bind(tool_use_id)
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 0 && self.ledger_entry(session, tool_use_id).await?.is_none() {
-            return Err(Error::LedgerEntryNotFound {
-                session: session.to_owned(),
-                tool_use_id: tool_use_id.to_owned(),
-            });
-        }
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        flow::finish(&mut Pg(&mut conn), &DIALECT, session, tool_use_id, result).await
     }
 
     async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
-        let Some(row) = sqlx::query(
-            "SELECT fingerprint, state, lease_until, result::text, attempts FROM reins_ledger \
-             WHERE session_id = $1 AND tool_use_id = $2",
-        )
-        .bind(session)
-        .bind(tool_use_id)
-        .fetch_optional(&self.pool)
-        .await?
-        else {
-            return Ok(None);
-        };
-        let state: String = row.try_get(1)?;
-        let result: Option<String> = row.try_get(3)?;
-        let (state, result) = decode_ledger(session, tool_use_id, &state, result.as_deref())?;
-        let lease_until: DateTime<Utc> = row.try_get(2)?;
-        Ok(Some(LedgerEntry {
-            tool_use_id: tool_use_id.to_owned(),
-            fingerprint: row.try_get(0)?,
-            state,
-            lease_until,
-            result,
-            attempts: u32::try_from(row.try_get::<i32, _>(4)?).unwrap_or(0),
-        }))
+        let mut conn = self.pool.acquire().await?;
+        flow::ledger_entry(&mut Pg(&mut conn), &DIALECT, session, tool_use_id).await
     }
 
     async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
-        let done = sqlx::query(
-            "INSERT INTO reins_session_locks (session_id, owner, lease_until) \
-             VALUES ($1, $2, now() + make_interval(secs => $3)) \
-             ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
-             interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
-             WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now()",
-        )
-        .bind(session)
-        .bind(owner)
-        .bind(lease_secs(lease))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let mut conn = self.pool.acquire().await?;
+        flow::try_lock(&mut Pg(&mut conn), &DIALECT, session, owner, lease).await
     }
 
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
-        sqlx::query("DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $2")
-            .bind(session)
-            .bind(owner)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        flow::unlock(&mut Pg(&mut conn), &DIALECT, session, owner).await
     }
 
     async fn session_version(&self, id: &str) -> Result<Option<u64>> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT version FROM reins_sessions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(v.map(to_u64))
+        let mut conn = self.pool.acquire().await?;
+        flow::session_version(&mut Pg(&mut conn), &DIALECT, id).await
     }
 
     async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM reins_sessions WHERE id = $1")
-            .bind(session)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if exists.is_none() {
-            return Err(Error::SessionNotFound {
-                id: session.to_owned(),
-            });
-        }
-        insert_decisions(&mut tx, session, &entries).await?;
+        flow::append_decisions(&mut Pg(&mut tx), &DIALECT, session, &entries).await?;
         tx.commit().await?;
         Ok(())
     }
 
     async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
-        let rows = sqlx::query(
-            "SELECT requirement_id, at, record::text FROM reins_decisions WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(session)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .enumerate()
-            .map(|(i, r)| {
-                decode_decision(session, i + 1, r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)
-            })
-            .collect()
+        let mut conn = self.pool.acquire().await?;
+        flow::decisions(&mut Pg(&mut conn), &DIALECT, session).await
     }
 
     async fn request_interrupt(&self, session: &str) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE reins_session_locks SET interrupt_requested = TRUE WHERE session_id = $1 AND lease_until > now()",
-        )
-        .bind(session)
-        .execute(&mut *tx)
-        .await?;
-        let flagged = done.rows_affected() == 1;
+        let flagged = flow::request_interrupt(&mut Pg(&mut tx), &DIALECT, session).await?;
         if flagged {
-            self.notify_in(&mut tx, session, true).await?;
+            // Delivered when the transaction commits.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(&self.channel)
+                .bind(flow::notice_payload(session, true))
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(flagged)
     }
 
     async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
-        Ok(sqlx::query_scalar(
-            "SELECT session_id FROM reins_session_locks WHERE owner = $1 AND interrupt_requested \
-             ORDER BY session_id COLLATE \"C\"",
-        )
-        .bind(owner)
-        .fetch_all(&self.pool)
-        .await?)
+        let mut conn = self.pool.acquire().await?;
+        flow::interrupt_requests(&mut Pg(&mut conn), &DIALECT, owner).await
     }
 
     async fn changes(&self) -> Result<ChangeFeed> {
@@ -732,44 +490,6 @@ impl MemoryStore for PostgresStore {
 
     async fn interrupt_notices(&self) -> Result<ChangeFeed> {
         self.subscribe_changes(true).await
-    }
-}
-
-impl PostgresStore {
-    async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
-        let pool = self.pool.clone();
-        let channel = self.channel.clone();
-        self.changes
-            .subscribe(interrupts_only, |feeds| async move {
-                let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-                listener.listen(&channel).await?;
-                Ok(Some(tokio::spawn(listen_for_changes(listener, feeds))))
-            })
-            .await
-    }
-
-    /// Queues a NOTIFY for `session` (delivered when the transaction commits): the
-    /// payload is `c:<id>` for a commit, `i:<id>` for an interrupt request.
-    async fn notify_in(
-        &self,
-        tx: &mut Transaction<'static, Postgres>,
-        session: &str,
-        interrupt: bool,
-    ) -> Result<()> {
-        // NOTIFY payloads are limited to 8000 bytes: a longer id is announced as
-        // "something changed".
-        let kind = if interrupt { "i:" } else { "c:" };
-        let payload = if session.len() < 7900 {
-            format!("{kind}{session}")
-        } else {
-            String::new()
-        };
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(&self.channel)
-            .bind(payload)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
     }
 }
 
@@ -786,27 +506,6 @@ fn change_channel(schema: Option<&str>) -> String {
             format!("reins_changes_{hex}")
         }
     }
-}
-
-/// Appends decision log rows inside a transaction.
-async fn insert_decisions(
-    tx: &mut Transaction<'static, Postgres>,
-    session: &str,
-    entries: &[DecisionEntry],
-) -> Result<()> {
-    for e in entries {
-        sqlx::query(
-            "INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
-             VALUES ($1, $2, LEAST($3, now()), $4::jsonb)",
-        )
-        .bind(session)
-        .bind(&e.requirement_id)
-        .bind(e.at)
-        .bind(encode_json("decision record", &e.record)?)
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(())
 }
 
 /// Forwards NOTIFYs to the change feed until nobody listens. A lost connection is

@@ -1,0 +1,160 @@
+//! The tool-call ledger and the session run locks.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use reins_message::ToolResult;
+
+use super::super::{decode_ledger, encode_json};
+use super::{Arg, Cols, Dialect, Exec, one};
+use crate::error::{Error, Result};
+use crate::store::{Claim, LedgerEntry, LedgerState};
+
+/// One attempt at a ledger claim, inside a write transaction; `None` when the entry
+/// vanished between the insert and the read (try again in a new transaction).
+pub(crate) async fn claim<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    tool_use_id: &str,
+    fingerprint: &str,
+    lease: Duration,
+    allow_takeover: bool,
+) -> Result<Option<Claim>> {
+    let now = Utc::now();
+    let (s, t) = (Arg::Text(session), Arg::Text(tool_use_id));
+    let insert = [
+        s.clone(),
+        t.clone(),
+        Arg::Text(fingerprint),
+        Arg::Instant(now),
+        Arg::Lease(lease),
+    ];
+    if e.run(d.claim_insert, &insert).await? == 1 {
+        return Ok(Some(Claim::Granted));
+    }
+    let select = [s.clone(), t.clone(), Arg::Instant(now)];
+    let Some(row) = one(e, d.claim_select, &select).await? else {
+        return Ok(None);
+    };
+    let c = Cols::new(&row, session, "ledger row lease_until");
+    let recorded = c.text(0)?;
+    if recorded != fingerprint {
+        return Err(Error::FingerprintMismatch {
+            session: session.to_owned(),
+            tool_use_id: tool_use_id.to_owned(),
+            recorded: recorded.to_owned(),
+            found: fingerprint.to_owned(),
+        });
+    }
+    let (state, result) = decode_ledger(session, tool_use_id, c.text(1)?, c.opt_text(3)?)?;
+    if let (LedgerState::Finished, Some(r)) = (state, result) {
+        return Ok(Some(Claim::Finished(r)));
+    }
+    if !c.bool(4)? {
+        return Ok(Some(Claim::InFlight {
+            lease_until: c.time(2)?,
+        }));
+    }
+    if !allow_takeover {
+        return Ok(Some(Claim::Expired));
+    }
+    let takeover = [s, t, Arg::Instant(now), Arg::Lease(lease)];
+    e.run(d.claim_takeover, &takeover).await?;
+    Ok(Some(Claim::Granted))
+}
+
+/// Records a claimed call's result (the first one wins).
+pub(crate) async fn finish<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    tool_use_id: &str,
+    result: &ToolResult,
+) -> Result<()> {
+    let body = encode_json("tool result", result)?;
+    let args = [Arg::Text(session), Arg::Text(tool_use_id), Arg::Text(&body)];
+    if e.run(d.finish, &args).await? == 0
+        && ledger_entry(e, d, session, tool_use_id).await?.is_none()
+    {
+        return Err(Error::LedgerEntryNotFound {
+            session: session.to_owned(),
+            tool_use_id: tool_use_id.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A ledger entry, if the call was ever claimed.
+pub(crate) async fn ledger_entry<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    tool_use_id: &str,
+) -> Result<Option<LedgerEntry>> {
+    let args = [Arg::Text(session), Arg::Text(tool_use_id)];
+    let Some(row) = one(e, d.ledger_entry, &args).await? else {
+        return Ok(None);
+    };
+    let c = Cols::new(&row, session, "ledger row lease_until");
+    let (state, result) = decode_ledger(session, tool_use_id, c.text(1)?, c.opt_text(3)?)?;
+    Ok(Some(LedgerEntry {
+        tool_use_id: tool_use_id.to_owned(),
+        fingerprint: c.text(0)?.to_owned(),
+        state,
+        lease_until: c.time(2)?,
+        result,
+        attempts: u32::try_from(c.int(4)?).unwrap_or(0),
+    }))
+}
+
+/// Takes or renews a run lock.
+pub(crate) async fn try_lock<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    owner: &str,
+    lease: Duration,
+) -> Result<bool> {
+    let args = [
+        Arg::Text(session),
+        Arg::Text(owner),
+        Arg::Instant(Utc::now()),
+        Arg::Lease(lease),
+    ];
+    Ok(e.run(d.try_lock, &args).await? == 1)
+}
+
+/// Releases a run lock held by `owner`.
+pub(crate) async fn unlock<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    owner: &str,
+) -> Result<()> {
+    e.run(d.unlock, &[Arg::Text(session), Arg::Text(owner)])
+        .await?;
+    Ok(())
+}
+
+/// Flags a live run lock for interruption; whether one was flagged.
+pub(crate) async fn request_interrupt<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+) -> Result<bool> {
+    let args = [Arg::Text(session), Arg::Instant(Utc::now())];
+    Ok(e.run(d.request_interrupt, &args).await? == 1)
+}
+
+/// The flagged sessions whose lock `owner` holds.
+pub(crate) async fn interrupt_requests<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    owner: &str,
+) -> Result<Vec<String>> {
+    let rows = e.rows(d.interrupt_requests, &[Arg::Text(owner)]).await?;
+    rows.iter()
+        .map(|r| Ok(Cols::new(r, "", "lock row").text(0)?.to_owned()))
+        .collect()
+}

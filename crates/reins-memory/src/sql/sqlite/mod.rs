@@ -1,0 +1,550 @@
+//! [`SqliteStore`]: the embedded store.
+//!
+//! The steps are the shared ones of [`super::flow`], in the SQLite [`DIALECT`] below.
+//! They run on connection threads of our own ([`conn`], with rusqlite) rather than
+//! through sqlx: sqlx hands every SQLite statement to a worker thread and back, and at
+//! ~15 statements per agent turn those round trips cost more than SQLite's work. A
+//! store operation here is one hop to a thread, which runs all of its statements
+//! (prepared once, cached) and answers.
+
+mod conn;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reins_message::ToolResult;
+
+use super::ChangeHub;
+use super::feeds::Feeds;
+use super::flow::{self, Committed, Dialect, MultiInsert, run_ready};
+use crate::commit::Commit;
+use crate::error::{Error, Result};
+use crate::store::{
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionState, SessionSummary,
+};
+use conn::{Conns, On, Threads};
+
+/// Migrations, in order: (version, SQL). Shipped in the crate.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../sqlite_schema.sql")),
+    (2, include_str!("../sqlite_schema_v2.sql")),
+];
+
+/// The newest schema version this build writes.
+pub const SQLITE_SCHEMA_VERSION: i64 = 2;
+
+/// The SQL of each step (see [`Dialect`] for the parameters). Timestamps are RFC 3339
+/// text (fixed width, so text order is time order); leases are microseconds since the
+/// epoch, computed from the caller's clock.
+const DIALECT: Dialect = Dialect {
+    load_session: "SELECT version, run_state, created_at, updated_at FROM reins_sessions WHERE id = ?1",
+    load_messages: "SELECT seq, id, body FROM reins_messages WHERE session_id = ?1 ORDER BY seq",
+    load_requirements: "SELECT id, body FROM reins_requirements WHERE session_id = ?1 ORDER BY seq",
+    create_session: "INSERT INTO reins_sessions (id, version, next_seq, message_count, run_state, created_at, updated_at) \
+         VALUES (?1, 0, 0, 0, NULL, ?2, ?2) ON CONFLICT (id) DO NOTHING",
+    session_version: "SELECT version FROM reins_sessions WHERE id = ?1",
+    bump_session: "UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + ?3, \
+         message_count = message_count + ?4, updated_at = ?5, \
+         run_state = CASE WHEN ?6 THEN ?7 ELSE run_state END \
+         WHERE id = ?1 AND version = ?2 AND NOT (?8 AND run_state IS ?7) \
+         RETURNING next_seq - ?3",
+    remove_message: "DELETE FROM reins_messages WHERE session_id = ?1 AND id = ?2",
+    replace_message: "UPDATE reins_messages SET body = ?3 WHERE session_id = ?1 AND id = ?2",
+    append_messages: MultiInsert::Values {
+        head: "INSERT INTO reins_messages (session_id, seq, id, body) VALUES ",
+        row: "(?, ?, ?, ?)",
+        tail: " ON CONFLICT DO NOTHING",
+    },
+    append_commit: None,
+    message_seq: "SELECT seq FROM reins_messages WHERE session_id = ?1 AND id = ?2",
+    clear_requirements: "DELETE FROM reins_requirements WHERE session_id = ?1",
+    requirement: "SELECT is_open, body FROM reins_requirements WHERE session_id = ?1 AND id = ?2",
+    delete_requirement: "DELETE FROM reins_requirements WHERE session_id = ?1 AND id = ?2",
+    insert_requirement: "INSERT INTO reins_requirements (session_id, id, seq, is_open, body) VALUES (?1, ?2, \
+         (SELECT COALESCE(MAX(seq), 0) + 1 FROM reins_requirements WHERE session_id = ?1), ?3, ?4)",
+    decide_requirement: "UPDATE reins_requirements SET is_open = 0, body = ?3 WHERE session_id = ?1 AND id = ?2",
+    insert_decision: "INSERT INTO reins_decisions (session_id, requirement_id, at, record) VALUES (?1, ?2, ?3, ?4)",
+    decisions: "SELECT requirement_id, at, record FROM reins_decisions WHERE session_id = ?1 ORDER BY seq",
+    list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
+         EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open = 1) \
+         FROM reins_sessions s ORDER BY s.id",
+    delete_session: &[
+        "DELETE FROM reins_messages WHERE session_id = ?1",
+        "DELETE FROM reins_requirements WHERE session_id = ?1",
+        "DELETE FROM reins_ledger WHERE session_id = ?1",
+        "DELETE FROM reins_session_locks WHERE session_id = ?1",
+        "DELETE FROM reins_decisions WHERE session_id = ?1",
+        "DELETE FROM reins_sessions WHERE id = ?1",
+    ],
+    claim_insert: "INSERT INTO reins_ledger (session_id, tool_use_id, fingerprint, state, lease_until, result, attempts) \
+         VALUES (?1, ?2, ?3, 'running', ?4 + ?5, NULL, 1) ON CONFLICT (session_id, tool_use_id) DO NOTHING",
+    // `BEGIN IMMEDIATE` already holds the write lock: no row lock needed.
+    claim_select: "SELECT fingerprint, state, lease_until, result, lease_until <= ?3 \
+         FROM reins_ledger WHERE session_id = ?1 AND tool_use_id = ?2",
+    claim_takeover: "UPDATE reins_ledger SET lease_until = ?3 + ?4, attempts = attempts + 1 \
+         WHERE session_id = ?1 AND tool_use_id = ?2",
+    finish: "UPDATE reins_ledger SET state = 'finished', result = ?3 \
+         WHERE session_id = ?1 AND tool_use_id = ?2 AND state = 'running'",
+    ledger_entry: "SELECT fingerprint, state, lease_until, result, attempts FROM reins_ledger \
+         WHERE session_id = ?1 AND tool_use_id = ?2",
+    try_lock: "INSERT INTO reins_session_locks (session_id, owner, lease_until) VALUES (?1, ?2, ?3 + ?4) \
+         ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until, \
+         interrupt_requested = CASE WHEN reins_session_locks.owner = excluded.owner \
+         THEN reins_session_locks.interrupt_requested ELSE 0 END \
+         WHERE reins_session_locks.owner = excluded.owner OR reins_session_locks.lease_until <= ?3",
+    unlock: "DELETE FROM reins_session_locks WHERE session_id = ?1 AND owner = ?2",
+    request_interrupt: "UPDATE reins_session_locks SET interrupt_requested = 1 \
+         WHERE session_id = ?1 AND lease_until > ?2",
+    interrupt_requests: "SELECT session_id FROM reins_session_locks \
+         WHERE owner = ?1 AND interrupt_requested = 1 ORDER BY session_id",
+    migration_lock: None,
+    create_version_table: "CREATE TABLE IF NOT EXISTS reins_schema_version (version INTEGER NOT NULL)",
+    schema_version: "SELECT MAX(version) FROM reins_schema_version",
+    record_version: "INSERT INTO reins_schema_version (version) VALUES (?1)",
+};
+
+/// How hard a commit tries to survive a crash.
+///
+/// Both levels use SQLite's write-ahead log (WAL) and one transaction per commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous = NORMAL`: a committed step survives the process crashing; after a
+    /// power loss or OS crash the last commits before it may be lost (the database
+    /// stays consistent). The fast default.
+    #[default]
+    Normal,
+    /// `synchronous = FULL`: every commit is fsync'd before it returns, so it survives
+    /// power loss too. One fsync per commit call.
+    Full,
+}
+
+/// Options for [`SqliteStore::open_with`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// See [`Durability`].
+    pub durability: Durability,
+    /// How long a writer waits for another process's write lock before failing.
+    pub busy_timeout: Duration,
+    /// How many connection threads the store runs (readers run concurrently in WAL
+    /// mode). Each holds a connection at the configured durability and one for run
+    /// locks.
+    pub max_connections: u32,
+    /// Create the database file when it does not exist.
+    pub create_if_missing: bool,
+    /// How often [`MemoryStore::changes`] polls `PRAGMA data_version` to notice other
+    /// processes' writes (only while someone listens). Writes through this store are
+    /// announced at once.
+    pub change_poll_interval: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Normal,
+            busy_timeout: Duration::from_secs(10),
+            max_connections: 4,
+            create_if_missing: true,
+            change_poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets the durability level.
+    #[must_use]
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Sets the busy timeout.
+    #[must_use]
+    pub fn busy_timeout(mut self, t: Duration) -> Self {
+        self.busy_timeout = t;
+        self
+    }
+
+    /// Sets the number of connection threads (at least 1).
+    #[must_use]
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets how often other processes' writes are polled for (at least 5 ms).
+    #[must_use]
+    pub fn change_poll_interval(mut self, every: Duration) -> Self {
+        self.change_poll_interval = every.max(Duration::from_millis(5));
+        self
+    }
+}
+
+/// Sessions in a SQLite database (bundled SQLite; no system library needed).
+///
+/// WAL mode, one `BEGIN IMMEDIATE` transaction per commit (so writers from several
+/// processes serialize instead of failing), messages as append-only rows, the schema
+/// as migrations in the crate. A database written by a newer reins is refused with
+/// [`Error::UnsupportedSchema`]. Cloning gives another handle to the same connections.
+///
+/// Each store runs its own connection threads (see
+/// [`SqliteOptions::max_connections`]); an operation is one hop to a thread and back,
+/// whatever the number of statements it runs.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use reins_memory::{Commit, MemoryStore, SqliteStore};
+/// use reins_message::Msg;
+///
+/// let store = SqliteStore::in_memory().await?; // or SqliteStore::open("sessions.db")
+/// let s = store.open_session("chat-1").await?;
+/// store.commit("chat-1", Commit::at(s.version).append(Msg::user("hi"))).await?;
+/// assert_eq!(store.load_session("chat-1").await?.messages[0].text(), "hi");
+/// # Ok::<(), reins_memory::Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// The connection threads. The session run locks go to each thread's second
+    /// connection, at `synchronous = OFF`: a lock row lost in a crash only expires
+    /// (its lease ends), so it needs no fsync. Messages and the ledger keep the
+    /// configured [`Durability`]. In memory both are the one connection.
+    threads: Arc<Threads>,
+    /// The change feed; `poll` is how the listener connects (`None` in memory, where
+    /// every writer goes through this store).
+    changes: Arc<ChangeHub>,
+    poll: Option<(PathBuf, Duration)>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` with default options. The
+    /// path `:memory:` gives [`SqliteStore::in_memory`].
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Opens the database at `path` with `options`.
+    pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        if path.as_os_str() == ":memory:" {
+            return Self::in_memory().await;
+        }
+        let synchronous = match options.durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        let (timeout, create) = (options.busy_timeout, options.create_if_missing);
+        // Migrate on a first connection: the threads' lock connections expect the
+        // tables.
+        let first = path.clone();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            let c = conn::open(&first, create, synchronous, timeout)?;
+            conn::write(&c, |on| {
+                run_ready(flow::migrate(
+                    on,
+                    &DIALECT,
+                    MIGRATIONS,
+                    SQLITE_SCHEMA_VERSION,
+                ))
+            })
+        })
+        .await
+        .map_err(|e| Error::Database(format!("opening the SQLite database failed: {e}")))??;
+        let at = path.clone();
+        let threads = Threads::start(options.max_connections as usize, move || {
+            Ok(Conns {
+                main: conn::open(&at, false, synchronous, timeout)?,
+                locks: Some(conn::open(&at, false, "OFF", timeout)?),
+            })
+        })?;
+        Ok(Self {
+            threads,
+            changes: ChangeHub::new(),
+            poll: Some((path, options.change_poll_interval)),
+        })
+    }
+
+    /// A private database in memory, gone when the store (every clone) is dropped.
+    pub async fn in_memory() -> Result<Self> {
+        // One connection (so one thread): each in-memory connection is its own
+        // database.
+        let threads = Threads::start(1, || {
+            let main = rusqlite::Connection::open_in_memory()?;
+            main.pragma_update(None, "journal_mode", "MEMORY")?;
+            main.set_prepared_statement_cache_capacity(64);
+            Ok(Conns { main, locks: None })
+        })?;
+        let store = Self {
+            threads,
+            changes: ChangeHub::new(),
+            poll: None,
+        };
+        store
+            .write(|on| {
+                run_ready(flow::migrate(
+                    on,
+                    &DIALECT,
+                    MIGRATIONS,
+                    SQLITE_SCHEMA_VERSION,
+                ))
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// Runs `f` on one of the store's connections (at the configured durability), on
+    /// its connection thread: for inspection and maintenance.
+    pub async fn with_connection<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.threads
+            .call(move |c| f(&c.main).map_err(Error::from))
+            .await
+    }
+
+    /// Closes the store's connections (every clone's) once the operations under way
+    /// finished; later operations fail.
+    pub async fn close(&self) {
+        self.threads.close().await;
+    }
+
+    /// The schema version the database is at.
+    pub async fn schema_version(&self) -> Result<i64> {
+        self.read(|on| run_ready(flow::schema_version(on, &DIALECT)))
+            .await
+    }
+
+    /// Runs `f` in a write transaction on the main connection.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
+    {
+        self.threads.call(move |c| conn::write(&c.main, f)).await
+    }
+
+    /// Runs `f` in a read transaction on the main connection.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
+    {
+        self.threads.call(move |c| conn::read(&c.main, f)).await
+    }
+
+    /// Runs `f` (one statement: no transaction needed) on the run locks' connection.
+    async fn on_locks<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
+    {
+        self.threads.call(move |c| f(&mut On(c.locks()))).await
+    }
+
+    async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
+        let poll = self.poll.clone();
+        self.changes
+            .subscribe(interrupts_only, |feeds| async move {
+                let Some((path, every)) = poll else {
+                    return Ok(None);
+                };
+                let conn = conn::open(&path, false, "NORMAL", Duration::from_secs(1))?;
+                // The baseline is read before the subscriber gets its feed, so a write
+                // made right after `changes()` returns is announced, never absorbed.
+                let baseline = data_version(&conn)?;
+                Ok(Some(tokio::spawn(poll_data_version(
+                    conn, baseline, every, feeds,
+                ))))
+            })
+            .await
+    }
+}
+
+fn owned(s: &str) -> String {
+    s.to_owned()
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    async fn open_session(&self, id: &str) -> Result<SessionState> {
+        let id = owned(id);
+        self.write(move |on| {
+            run_ready(async {
+                if let Some(s) = flow::load(on, &DIALECT, &id).await? {
+                    return Ok(s);
+                }
+                flow::create_session(on, &DIALECT, &id).await?;
+                flow::load(on, &DIALECT, &id)
+                    .await?
+                    .ok_or_else(|| Error::SessionNotFound { id: id.clone() })
+            })
+        })
+        .await
+    }
+
+    async fn load_session(&self, id: &str) -> Result<SessionState> {
+        let id = owned(id);
+        self.read(move |on| {
+            run_ready(flow::load(on, &DIALECT, &id))?
+                .ok_or_else(|| Error::SessionNotFound { id: id.clone() })
+        })
+        .await
+    }
+
+    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+        let session = owned(id);
+        let done = self
+            .write(move |on| run_ready(flow::commit(on, &DIALECT, &session, commit, "")))
+            .await?;
+        Ok(match done {
+            Committed::Unchanged(v) => v,
+            Committed::Changed(v) => {
+                self.changes.notify(Some(id), false);
+                v
+            }
+        })
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        self.read(|on| run_ready(flow::list_sessions(on, &DIALECT)))
+            .await
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<()> {
+        let id = owned(id);
+        self.write(move |on| run_ready(flow::delete_session(on, &DIALECT, &id)))
+            .await
+    }
+
+    async fn claim(
+        &self,
+        session: &str,
+        tool_use_id: &str,
+        fingerprint: &str,
+        lease: Duration,
+        allow_takeover: bool,
+    ) -> Result<Claim> {
+        let (s, t, f) = (owned(session), owned(tool_use_id), owned(fingerprint));
+        // `BEGIN IMMEDIATE` takes the write lock first: the read and the write are one
+        // atomic step, across processes too, so the entry never vanishes in between.
+        let claim = self
+            .write(move |on| {
+                run_ready(flow::claim(on, &DIALECT, &s, &t, &f, lease, allow_takeover))
+            })
+            .await?;
+        claim.ok_or_else(|| {
+            Error::Database(format!(
+                "ledger entry `{tool_use_id}` of session `{session}` vanished while being claimed"
+            ))
+        })
+    }
+
+    async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
+        let (s, t, r) = (owned(session), owned(tool_use_id), result.clone());
+        self.threads
+            .call(move |c| run_ready(flow::finish(&mut On(&c.main), &DIALECT, &s, &t, &r)))
+            .await
+    }
+
+    async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
+        let (s, t) = (owned(session), owned(tool_use_id));
+        self.threads
+            .call(move |c| run_ready(flow::ledger_entry(&mut On(&c.main), &DIALECT, &s, &t)))
+            .await
+    }
+
+    async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
+        let (s, o) = (owned(session), owned(owner));
+        self.on_locks(move |on| run_ready(flow::try_lock(on, &DIALECT, &s, &o, lease)))
+            .await
+    }
+
+    async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
+        let (s, o) = (owned(session), owned(owner));
+        self.on_locks(move |on| run_ready(flow::unlock(on, &DIALECT, &s, &o)))
+            .await
+    }
+
+    async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+        let id = owned(id);
+        self.threads
+            .call(move |c| run_ready(flow::session_version(&mut On(&c.main), &DIALECT, &id)))
+            .await
+    }
+
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+        let s = owned(session);
+        self.write(move |on| run_ready(flow::append_decisions(on, &DIALECT, &s, &entries)))
+            .await
+    }
+
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+        let s = owned(session);
+        self.threads
+            .call(move |c| run_ready(flow::decisions(&mut On(&c.main), &DIALECT, &s)))
+            .await
+    }
+
+    async fn request_interrupt(&self, session: &str) -> Result<bool> {
+        let s = owned(session);
+        let flagged = self
+            .on_locks(move |on| run_ready(flow::request_interrupt(on, &DIALECT, &s)))
+            .await?;
+        if flagged {
+            self.changes.notify(Some(session), true);
+        }
+        Ok(flagged)
+    }
+
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        let o = owned(owner);
+        self.on_locks(move |on| run_ready(flow::interrupt_requests(on, &DIALECT, &o)))
+            .await
+    }
+
+    async fn changes(&self) -> Result<ChangeFeed> {
+        self.subscribe_changes(false).await
+    }
+
+    async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+        self.subscribe_changes(true).await
+    }
+}
+
+fn data_version(conn: &rusqlite::Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}
+
+/// Notices other connections' commits: `PRAGMA data_version` on a connection of its
+/// own changes whenever another connection (of this process or another) committed.
+/// Ends when nobody listens any more. (The pragma reads shared memory: it does not
+/// block, so it runs on the task.)
+async fn poll_data_version(
+    conn: rusqlite::Connection,
+    baseline: i64,
+    every: Duration,
+    feeds: Feeds,
+) {
+    let mut last = baseline;
+    loop {
+        tokio::time::sleep(every).await;
+        if !feeds.listened() {
+            break;
+        }
+        match data_version(&conn) {
+            Ok(v) => {
+                if v != last {
+                    feeds.send(None, true);
+                    last = v;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "polling SQLite for changes failed");
+                feeds.send(None, true);
+            }
+        }
+    }
+}
