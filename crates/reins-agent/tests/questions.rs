@@ -258,6 +258,18 @@ async fn an_answer_given_where_the_call_is_not_live_makes_it_unknown() {
         assert_eq!(outcomes(&msgs)["b1"], ToolOutcome::Unknown, "{label}");
         assert_eq!(result_text(&msgs, "b1"), ASKED_ELSEWHERE, "{label}");
         assert_eq!(probe.finished.load(Ordering::SeqCst), 0, "{label}");
+        // A sees the call settled elsewhere and stops it, instead of waiting forever.
+        for _ in 0..1_000 {
+            if probe.cancelled.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            probe.cancelled.load(Ordering::SeqCst),
+            1,
+            "{label}: A's call still waits"
+        );
     }
 }
 

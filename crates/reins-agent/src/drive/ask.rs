@@ -9,6 +9,8 @@
 //! run waits for its result (or its next question). A call that is not live in this
 //! process any more — the process restarted, or the decision reached another worker —
 //! cannot be answered: its outcome is `Unknown` (it was running, it may have acted).
+//! The process that holds it watches the store meanwhile: once the call's ledger entry
+//! is finished elsewhere, it cancels the call (the server hears `cancelled`).
 //!
 //! [`ToolContext::ask`]: reins_tool::ToolContext::ask
 
@@ -51,6 +53,8 @@ struct LiveCall {
     questions: UnboundedReceiver<PendingQuestion>,
     reply: oneshot::Sender<QuestionAnswer>,
     cancel: CancellationToken,
+    /// Stops the watcher that cancels the call when it is settled elsewhere.
+    watch: CancellationToken,
 }
 
 /// The calls of an agent's sessions that wait for answers, by (session, tool use id).
@@ -65,7 +69,11 @@ impl LiveCalls {
     }
 
     fn take(&self, session: &str, id: &str) -> Option<LiveCall> {
-        self.map().remove(&(session.to_owned(), id.to_owned()))
+        let call = self.map().remove(&(session.to_owned(), id.to_owned()));
+        if let Some(c) = &call {
+            c.watch.cancel();
+        }
+        call
     }
 
     /// Stops the live calls of `session` that no longer wait for an answer (the run
@@ -77,6 +85,7 @@ impl LiveCalls {
             let keep = s != session || asking.contains(id);
             if !keep {
                 call.cancel.cancel();
+                call.watch.cancel();
             }
             keep
         });
@@ -105,14 +114,56 @@ impl Driver {
                     }
                     let requirement = self.question_requirement(tool_use, &q);
                     let task = tokio::spawn(call);
+                    let watch = CancellationToken::new();
                     self.agent.inner.live_calls.map().insert(
                         (self.session.clone(), tool_use.id.clone()),
-                        LiveCall { task, questions, reply: q.reply, cancel },
+                        LiveCall { task, questions, reply: q.reply, cancel, watch: watch.clone() },
                     );
+                    self.watch_elsewhere(tool_use.id.clone(), watch);
                     return Waited::Asked(requirement);
                 }
             }
         }
+    }
+
+    /// Cancels the live call `id` once its ledger entry is finished by someone else
+    /// (the answer reached another worker, which recorded `Unknown`), instead of
+    /// leaving it waiting for an answer that cannot come.
+    fn watch_elsewhere(&self, id: String, watch: CancellationToken) {
+        let store = self.agent.inner.store.clone();
+        let inner = std::sync::Arc::downgrade(&self.agent.inner);
+        let session = self.session.clone();
+        tokio::spawn(async move {
+            let Ok(mut feed) = store.changes().await else {
+                return;
+            };
+            loop {
+                let change = tokio::select! {
+                    () = watch.cancelled() => return,
+                    c = feed.recv() => c,
+                };
+                match change {
+                    Ok(c) if !c.concerns(&session) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    // A change of this session, or missed changes: look.
+                    _ => {}
+                }
+                let settled = matches!(
+                    store.ledger_entry(&session, &id).await,
+                    Ok(Some(e)) if e.state == reins_memory::LedgerState::Finished
+                );
+                if settled {
+                    if let Some(call) = inner
+                        .upgrade()
+                        .and_then(|i| i.live_calls.take(&session, &id))
+                    {
+                        tracing::debug!(session = %session, tool_use_id = %id, "a call's question was settled elsewhere: cancelled");
+                        call.cancel.cancel();
+                    }
+                    return;
+                }
+            }
+        });
     }
 
     fn question_requirement(&self, tool_use: &ToolUse, q: &PendingQuestion) -> Requirement {
