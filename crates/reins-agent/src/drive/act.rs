@@ -1,0 +1,367 @@
+//! Acting: a batch of tool calls run through hooks, the ledger and the toolkit
+//! (in parallel by default), their partial output forwarded, their results fed back to
+//! the run. Sub-agent calls go to [`crate::subagent`], calls that ask a question to
+//! `ask`.
+
+use chrono::Utc;
+use reins_hook::{Control, HookEvent, HookEventKind};
+use reins_memory::Claim;
+use reins_message::ToolResult;
+use reins_tool::{Concurrency, ToolCallOutcome, ToolContext};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Driver, UNKNOWN_OUTCOME, ask};
+use crate::error::{AgentError, Result};
+use crate::output::{RunEvent, RunStatus};
+use crate::run::{ExecOutcome, Execution};
+use crate::session::SessionCore;
+
+impl Driver {
+    pub(super) async fn act(
+        &self,
+        core: &mut SessionCore,
+        batch: Vec<Execution>,
+    ) -> Result<Option<RunStatus>> {
+        let iteration = core.run.state().iteration;
+        // Answers routed to paused sub-agents, handed to them with this dispatch.
+        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.routed_input(id).map(|r| (id.clone(), r))
+            })
+            .collect();
+        // Answers to questions of calls in flight, handed to them with this dispatch.
+        let answers: std::collections::HashMap<String, reins_tool::QuestionAnswer> = batch
+            .iter()
+            .filter_map(|e| {
+                let id = &e.tool_use.id;
+                core.run.question_answer(id).map(|a| (id.clone(), a))
+            })
+            .collect();
+        let route = |e: &Execution| {
+            (
+                routed.get(&e.tool_use.id).cloned(),
+                answers.get(&e.tool_use.id).cloned(),
+            )
+        };
+        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
+        let exec_all = async {
+            let mut outcomes = Vec::with_capacity(batch.len());
+            match self.agent.inner.concurrency {
+                Concurrency::Parallel if batch.len() > 1 => {
+                    let futs = batch.iter().map(|e| {
+                        self.execute_and_announce(e, iteration, chunk_tx.clone(), route(e))
+                    });
+                    outcomes = futures::future::join_all(futs).await;
+                }
+                _ => {
+                    for e in &batch {
+                        outcomes.push(
+                            self.execute_and_announce(e, iteration, chunk_tx.clone(), route(e))
+                                .await,
+                        );
+                    }
+                }
+            }
+            drop(chunk_tx);
+            outcomes
+        };
+        let want = self.agent.inner.hooks.wants(HookEventKind::ActingChunk);
+        let forward = |chunk: reins_tool::ToolChunk| async move {
+            let reins_tool::ToolChunk { tool_use_id, block } = chunk;
+            if let Some(text) = block.as_text() {
+                self.emit(RunEvent::ToolExecutionChunk {
+                    id: tool_use_id.clone(),
+                    text: text.to_owned(),
+                });
+            }
+            if want {
+                let mut ev = HookEvent::ActingChunk {
+                    tool_use_id,
+                    chunk: block,
+                };
+                if let Err(e) = self.hooks(&mut ev, iteration).await {
+                    tracing::warn!(error = %e, "an ActingChunk hook failed");
+                }
+            }
+        };
+        // Until every call of the batch is done (a call that asked a question keeps
+        // its chunk sender, so the channel does not close): forward partial output,
+        // and keep the session lock alive meanwhile (tools may run long).
+        tokio::pin!(exec_all);
+        let outcomes = loop {
+            tokio::select! {
+                biased;
+                done = &mut exec_all => break done,
+                Some(chunk) = chunk_rx.recv() => {
+                    forward(chunk).await;
+                    self.lock.renew_if_due().await;
+                }
+                _ = tokio::time::sleep(self.lock.renew_every()) => self.lock.renew_if_due().await,
+            }
+        };
+        while let Ok(chunk) = chunk_rx.try_recv() {
+            forward(chunk).await;
+        }
+
+        let mut results = Vec::new();
+        let mut stop = false;
+        let mut first_error = None;
+        for o in outcomes {
+            match o {
+                Ok((outcome, s)) => {
+                    stop |= s;
+                    results.push(outcome);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        core.run.on_tool_results(results, stop, Utc::now());
+        if let Some(e) = first_error {
+            self.commit(core).await?;
+            return Err(e);
+        }
+        // Checkpoint: after tools.
+        if self.cancel.is_cancelled() {
+            return self.interrupt(core, Vec::new()).await.map(Some);
+        }
+        self.commit(core).await?;
+        Ok(None)
+    }
+
+    /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
+    /// and whether a `PostActing` hook asked to stop.
+    /// [`Driver::execute_one`], publishing `ToolExecutionFinished` as soon as this call
+    /// has its result (not when the whole parallel batch is done).
+    async fn execute_and_announce(
+        &self,
+        exec: &Execution,
+        iteration: u32,
+        chunks: UnboundedSender<reins_tool::ToolChunk>,
+        (routed, answer): (
+            Option<crate::run::ChildInput>,
+            Option<reins_tool::QuestionAnswer>,
+        ),
+    ) -> Result<(ExecOutcome, bool)> {
+        let out = match answer {
+            Some(answer) => self.continue_call(exec, answer, iteration).await,
+            None => self.execute_one(exec, iteration, chunks, routed).await,
+        };
+        if let Ok((ExecOutcome::Done(r), _)) = &out {
+            self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
+        }
+        out
+    }
+
+    async fn execute_one(
+        &self,
+        exec: &Execution,
+        iteration: u32,
+        chunks: UnboundedSender<reins_tool::ToolChunk>,
+        routed: Option<crate::run::ChildInput>,
+    ) -> Result<(ExecOutcome, bool)> {
+        let inner = &self.agent.inner;
+        let original = &exec.tool_use;
+        // Checkpoint: before each tool.
+        if self.cancel.is_cancelled() {
+            return Ok((
+                ExecOutcome::Done(ToolResult::cancelled(
+                    &original.id,
+                    &original.name,
+                    crate::run::NOT_RUN_INTERRUPTED,
+                )),
+                false,
+            ));
+        }
+        let mut ev = HookEvent::PreActing {
+            tool_use: exec.effective_use(),
+        };
+        let control = self.hooks(&mut ev, iteration).await?;
+        let HookEvent::PreActing {
+            tool_use: mut to_run,
+        } = ev
+        else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PreActing event".to_owned(),
+            ));
+        };
+        // The id and name are the model's: a hook may change the arguments only.
+        to_run.id.clone_from(&original.id);
+        to_run.name.clone_from(&original.name);
+        if let Some(note) = control.rejection() {
+            let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
+                .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
+            return Ok((ExecOutcome::Done(r), false));
+        }
+        if let Some(sub) = inner.subagents.get(&original.name) {
+            return self.execute_subagent(sub, to_run, routed, iteration).await;
+        }
+        let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
+
+        // The ledger: at most once.
+        let fingerprint = reins_memory::fingerprint(&to_run.input);
+        let idempotent = inner.toolkit.is_idempotent(&original.name);
+        let store = &inner.store;
+        let mut claim = store
+            .claim(
+                &self.session,
+                &original.id,
+                &fingerprint,
+                inner.tool_lease,
+                false,
+            )
+            .await?;
+        if matches!(claim, Claim::Expired) && idempotent {
+            claim = store
+                .claim(
+                    &self.session,
+                    &original.id,
+                    &fingerprint,
+                    inner.tool_lease,
+                    true,
+                )
+                .await?;
+        }
+        match claim {
+            Claim::Granted => {}
+            Claim::Finished(r) => return Ok((ExecOutcome::Done(r), false)),
+            Claim::InFlight { lease_until } => {
+                return Err(AgentError::ToolInFlight {
+                    id: original.id.clone(),
+                    until: lease_until,
+                });
+            }
+            Claim::Expired => {
+                let r = ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
+                store.finish(&self.session, &original.id, &r).await?;
+                return Ok((ExecOutcome::Done(r), false));
+            }
+        }
+
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: original.id.clone(),
+            name: original.name.clone(),
+        });
+        // The call gets a token of its own (the run's interrupt is forwarded while the
+        // run waits for it), so that it can outlive the run when it asks a question.
+        let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
+        let call_cancel = tokio_util::sync::CancellationToken::new();
+        let ctx = ToolContext::new(self.session.clone(), original.id.clone())
+            .with_cancel(call_cancel.clone())
+            .with_chunk_sender(chunks)
+            .with_question_sender(questions_tx);
+        let opts = reins_tool::ExecOptions {
+            grace: inner.grace,
+            ..reins_tool::ExecOptions::default()
+        };
+        let toolkit = inner.toolkit.clone();
+        let call_use = to_run.clone();
+        let call: ask::CallFuture =
+            Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
+        let outcome = match self.await_call(call, questions, call_cancel, &to_run).await {
+            ask::Waited::Done(outcome) => outcome,
+            ask::Waited::Asked(requirement) => {
+                return Ok((
+                    ExecOutcome::Asking {
+                        id: original.id.clone(),
+                        requirement,
+                    },
+                    false,
+                ));
+            }
+        };
+        self.finish_call(original, to_run, edited, outcome, iteration)
+            .await
+    }
+
+    /// The end of a call that ran: its result recorded in the ledger, then the
+    /// `PostActing` hooks.
+    pub(super) async fn finish_call(
+        &self,
+        original: &reins_message::ToolUse,
+        to_run: reins_message::ToolUse,
+        edited: bool,
+        outcome: ToolCallOutcome,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        let store = &self.agent.inner.store;
+        let mut result = match outcome {
+            ToolCallOutcome::Done(r) => r,
+            ToolCallOutcome::Suspended { reason, .. } => {
+                return Ok((
+                    ExecOutcome::Suspended {
+                        id: original.id.clone(),
+                        reason,
+                    },
+                    false,
+                ));
+            }
+        };
+        result.id.clone_from(&original.id);
+        result.name.clone_from(&original.name);
+        if edited {
+            result
+                .metadata
+                .insert("executed_input".to_owned(), to_run.input.clone());
+        }
+        store.finish(&self.session, &original.id, &result).await?;
+
+        self.post_acting(to_run, result, iteration).await
+    }
+
+    /// Runs the `PostActing` hooks on a finished call (not after an interrupt): they may
+    /// edit the result or ask to stop.
+    async fn post_acting(
+        &self,
+        to_run: reins_message::ToolUse,
+        result: ToolResult,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        let mut ev = HookEvent::PostActing {
+            tool_use: to_run,
+            result,
+        };
+        let control = if self.cancel.is_cancelled() {
+            Control::default()
+        } else {
+            self.hooks(&mut ev, iteration).await?
+        };
+        let HookEvent::PostActing { result, .. } = ev else {
+            return Err(AgentError::Internal(
+                "a hook replaced the PostActing event".to_owned(),
+            ));
+        };
+        Ok((ExecOutcome::Done(result), control.is_stopped()))
+    }
+
+    /// Serves a sub-agent call (see [`crate::subagent`]): the child session runs, and
+    /// its pause becomes this call's.
+    async fn execute_subagent(
+        &self,
+        sub: &crate::subagent::SubAgentTool,
+        to_run: reins_message::ToolUse,
+        routed: Option<crate::run::ChildInput>,
+        iteration: u32,
+    ) -> Result<(ExecOutcome, bool)> {
+        self.emit(RunEvent::ToolExecutionStarted {
+            id: to_run.id.clone(),
+            name: to_run.name.clone(),
+        });
+        let outcome = crate::subagent::execute(
+            &self.agent,
+            &self.session,
+            sub,
+            &to_run,
+            routed,
+            self.cancel.child_token(),
+        )
+        .await?;
+        let ExecOutcome::Done(result) = outcome else {
+            return Ok((outcome, false));
+        };
+        self.post_acting(to_run, result, iteration).await
+    }
+}
