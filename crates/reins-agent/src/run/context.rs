@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use reins_memory::RepairReport;
 use reins_message::{Msg, Role, Usage};
 
 use super::Run;
@@ -51,6 +52,60 @@ pub(crate) struct SummaryInput {
 }
 
 impl Run {
+    /// The messages to send to the model: the transcript, repaired to be
+    /// provider-valid. A repair is applied to the transcript (and stored at the next
+    /// commit) and reported. With `summaries` (the agent has a context policy), the
+    /// active summary stands in for the messages it covers; stored summary messages
+    /// are never sent as such.
+    pub fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
+        let active = if summaries {
+            self.active_summary()
+        } else {
+            None
+        };
+        let summary = active.map(|(pos, _)| self.messages[pos].clone());
+        let start = self.window_start().max(active.map_or(0, |(_, b)| b));
+        let window = &self.messages[start..];
+        let (mut out, report): (Vec<Msg>, RepairReport) =
+            if reins_memory::repair::is_provider_valid(window) {
+                let kept = window.iter().filter(|m| !crate::context::is_summary(m));
+                (kept.cloned().collect(), RepairReport::default())
+            } else {
+                let (repaired, report) = reins_memory::sanitize_for_request(window);
+                if !report.is_empty() {
+                    let mut whole = self.messages[..start].to_vec();
+                    whole.extend(repaired.iter().cloned());
+                    self.apply_repair(whole);
+                    self.call.repairs.merge(report.clone());
+                }
+                let mut repaired = repaired;
+                repaired.retain(|m| !crate::context::is_summary(m));
+                (repaired, report)
+            };
+        if let Some(s) = summary {
+            out.insert(0, crate::context::summary_for_request(&s, out.first()));
+        }
+        (out, report)
+    }
+
+    /// Where the context window starts: at the user message that opens the oldest
+    /// turn in the window (so no tool use is cut from its result).
+    fn window_start(&self) -> usize {
+        let Some(turns) = self.config.history_turns else {
+            return 0;
+        };
+        let mut seen = 0u32;
+        for (i, m) in self.messages.iter().enumerate().rev() {
+            if m.role == Role::User {
+                seen += 1;
+                if seen >= turns.max(1) {
+                    return i;
+                }
+            }
+        }
+        0
+    }
+
     /// The active summary: (its index, the index of the first message it does not
     /// cover). The latest summary whose covered messages are still in the transcript.
     pub(crate) fn active_summary(&self) -> Option<(usize, usize)> {

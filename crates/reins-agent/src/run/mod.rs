@@ -10,6 +10,7 @@
 mod answer;
 use answer::Answer;
 mod audit;
+mod commit;
 mod context;
 mod input;
 mod types;
@@ -29,7 +30,7 @@ pub use types::{
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use reins_memory::{Commit, RepairReport, RequirementRecord};
+use reins_memory::{RepairReport, RequirementRecord};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -424,60 +425,6 @@ impl Run {
         self.state.stored_requirements = ids;
     }
 
-    /// The messages to send to the model: the transcript, repaired to be
-    /// provider-valid. A repair is applied to the transcript (and stored at the next
-    /// commit) and reported. With `summaries` (the agent has a context policy), the
-    /// active summary stands in for the messages it covers; stored summary messages
-    /// are never sent as such.
-    pub fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
-        let active = if summaries {
-            self.active_summary()
-        } else {
-            None
-        };
-        let summary = active.map(|(pos, _)| self.messages[pos].clone());
-        let start = self.window_start().max(active.map_or(0, |(_, b)| b));
-        let window = &self.messages[start..];
-        let (mut out, report): (Vec<Msg>, RepairReport) =
-            if reins_memory::repair::is_provider_valid(window) {
-                let kept = window.iter().filter(|m| !crate::context::is_summary(m));
-                (kept.cloned().collect(), RepairReport::default())
-            } else {
-                let (repaired, report) = reins_memory::sanitize_for_request(window);
-                if !report.is_empty() {
-                    let mut whole = self.messages[..start].to_vec();
-                    whole.extend(repaired.iter().cloned());
-                    self.apply_repair(whole);
-                    self.call.repairs.merge(report.clone());
-                }
-                let mut repaired = repaired;
-                repaired.retain(|m| !crate::context::is_summary(m));
-                (repaired, report)
-            };
-        if let Some(s) = summary {
-            out.insert(0, crate::context::summary_for_request(&s, out.first()));
-        }
-        (out, report)
-    }
-
-    /// Where the context window starts: at the user message that opens the oldest
-    /// turn in the window (so no tool use is cut from its result).
-    fn window_start(&self) -> usize {
-        let Some(turns) = self.config.history_turns else {
-            return 0;
-        };
-        let mut seen = 0u32;
-        for (i, m) in self.messages.iter().enumerate().rev() {
-            if m.role == Role::User {
-                seen += 1;
-                if seen >= turns.max(1) {
-                    return i;
-                }
-            }
-        }
-        0
-    }
-
     /// Feeds the model's final message (after the `PostReasoning` hooks), with each
     /// tool use's gate in order and the hooks' verdict.
     pub fn on_model_message(
@@ -788,40 +735,6 @@ impl Run {
         &self.call.repairs
     }
 
-    /// Whether anything must be written.
-    pub fn has_changes(&self) -> bool {
-        self.saved < self.messages.len()
-            || !self.removed.is_empty()
-            || !self.replaced.is_empty()
-            || self.req_ops.clear
-            || !self.req_ops.add.is_empty()
-            || !self.req_ops.decide.is_empty()
-            || !self.req_ops.log.is_empty()
-            || self.state != self.committed
-    }
-
-    /// Takes everything to write since the last commit as one store [`Commit`]
-    /// (the caller sets `expected_version`). The run state is included when it changed
-    /// since the last commit.
-    pub fn take_commit(&mut self) -> Commit {
-        let ops = std::mem::take(&mut self.req_ops);
-        let commit = Commit {
-            expected_version: 0,
-            append: self.messages[self.saved..].to_vec(),
-            remove: std::mem::take(&mut self.removed),
-            replace: std::mem::take(&mut self.replaced),
-            add_requirements: ops.add,
-            decide: ops.decide,
-            clear_requirements: ops.clear,
-            run_state: (self.state != self.committed)
-                .then(|| serde_json::to_value(&self.state).ok()),
-            decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
-        };
-        self.committed.clone_from(&self.state);
-        self.saved = self.messages.len();
-        commit
-    }
-
     // ----- helpers -----------------------------------------------------------------
 
     fn push(&mut self, msg: Msg) {
@@ -861,68 +774,6 @@ impl Run {
                 }
             }
         }
-    }
-
-    /// Replaces the transcript with a repaired one, recording what must change in the
-    /// store: removals and in-place rewrites when the stored prefix keeps its order,
-    /// otherwise a rewrite of the tail after the common prefix.
-    fn apply_repair(&mut self, repaired: Vec<Msg>) {
-        self.token_counts.clear();
-        let stored = &self.messages[..self.saved];
-        let stored_ids: std::collections::HashMap<&str, usize> = stored
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.id.as_str(), i))
-            .collect();
-        // The repaired list must be: surviving stored messages in their order, then
-        // only new ones.
-        let mut kept = 0usize;
-        let mut last_pos: Option<usize> = None;
-        let mut in_order = true;
-        let mut seen_new = false;
-        for m in &repaired {
-            match stored_ids.get(m.id.as_str()) {
-                Some(&pos) => {
-                    if seen_new || last_pos.is_some_and(|p| pos <= p) {
-                        in_order = false;
-                        break;
-                    }
-                    last_pos = Some(pos);
-                    kept += 1;
-                }
-                None => seen_new = true,
-            }
-        }
-        if in_order {
-            let keep_ids: HashSet<&str> = repaired[..kept].iter().map(|m| m.id.as_str()).collect();
-            for m in stored {
-                if !keep_ids.contains(m.id.as_str()) {
-                    self.removed.push(m.id.clone());
-                }
-            }
-            for m in &repaired[..kept] {
-                if let Some(&pos) = stored_ids.get(m.id.as_str()) {
-                    if stored[pos] != *m {
-                        self.replaced.retain(|r| r.id != m.id);
-                        self.replaced.push(m.clone());
-                    }
-                }
-            }
-            self.saved = kept;
-        } else {
-            // Rewrite the smallest tail: keep the common prefix, remove the rest of
-            // what is stored, and append the repaired tail.
-            let common = stored
-                .iter()
-                .zip(&repaired)
-                .take_while(|(a, b)| a == b)
-                .count();
-            self.removed
-                .extend(stored[common..].iter().map(|m| m.id.clone()));
-            self.replaced.clear();
-            self.saved = common;
-        }
-        self.messages = repaired;
     }
 }
 
