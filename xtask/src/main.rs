@@ -13,6 +13,7 @@
 //!   server (`--local`: a llama.cpp server set up from PyPI on loopback).
 
 mod bench;
+mod json;
 mod live;
 mod postgres;
 
