@@ -6,12 +6,14 @@
 
 use std::time::Duration;
 
-use reins_memory::{
-    Claim, Commit, DecisionEntry, Error, LedgerState, MemoryStore, RequirementRecord, fingerprint,
-    sanitize_after_interrupt,
-};
+use reins_memory::{Commit, Error, MemoryStore, RequirementRecord, sanitize_after_interrupt};
 use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
+
+mod coordination;
+// Used through `conformance_tests!`, which names every case under this module.
+#[allow(unused_imports)]
+pub use coordination::*;
 
 /// Generates one `#[tokio::test]` per conformance case. `$factory` is an async fn
 /// returning `Option<(S, S, Guard)>` (None = skipped).
@@ -52,11 +54,11 @@ macro_rules! conformance_tests {
     )*};
 }
 
-fn sid(case: &str) -> String {
+pub(super) fn sid(case: &str) -> String {
     format!("{case}/{}", new_id())
 }
 
-fn tool_use_msg(ids: &[&str]) -> Msg {
+pub(super) fn tool_use_msg(ids: &[&str]) -> Msg {
     let mut m = Msg::assistant("working");
     for id in ids {
         m.content.push(ContentBlock::ToolUse(ToolUse::new(
@@ -68,7 +70,7 @@ fn tool_use_msg(ids: &[&str]) -> Msg {
     m
 }
 
-const MIN: Duration = Duration::from_secs(60);
+pub(super) const MIN: Duration = Duration::from_secs(60);
 
 pub async fn open_creates_and_load_finds<S: MemoryStore>(a: &S, b: &S) {
     let id = sid("open");
@@ -425,168 +427,7 @@ pub async fn list_and_delete<S: MemoryStore>(a: &S, b: &S) {
     assert!(a.load_session(&ids[1]).await.is_ok());
 }
 
-pub async fn ledger_lifecycle<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("ledger");
-    let fp = fingerprint(&json!({ "path": "temp.txt" }));
-    assert!(a.ledger_entry(&id, "c1").await.unwrap().is_none());
-    assert_eq!(
-        a.claim(&id, "c1", &fp, MIN, false).await.unwrap(),
-        Claim::Granted
-    );
-    let entry = b.ledger_entry(&id, "c1").await.unwrap().unwrap();
-    assert_eq!(
-        (entry.state, entry.attempts, entry.result),
-        (LedgerState::Running, 1, None)
-    );
-    assert_eq!(entry.fingerprint, fp);
-    assert!(entry.lease_until > chrono::Utc::now());
-    match b.claim(&id, "c1", &fp, MIN, true).await.unwrap() {
-        Claim::InFlight { lease_until } => assert_eq!(lease_until, entry.lease_until),
-        other => panic!("expected InFlight, got {other:?}"),
-    }
-    let err = b
-        .claim(&id, "c1", "other-fingerprint", MIN, true)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, Error::FingerprintMismatch { ref tool_use_id, .. } if tool_use_id == "c1"),
-        "{err}"
-    );
-
-    let result = ToolResult::success("c1", "delete_file", "deleted")
-        .with_metadata("executed_input", json!({ "path": "temp.txt" }));
-    a.finish(&id, "c1", &result).await.unwrap();
-    b.finish(&id, "c1", &ToolResult::error("c1", "delete_file", "second"))
-        .await
-        .unwrap();
-    assert_eq!(
-        b.claim(&id, "c1", &fp, MIN, true).await.unwrap(),
-        Claim::Finished(result.clone())
-    );
-    let entry = a.ledger_entry(&id, "c1").await.unwrap().unwrap();
-    assert_eq!(
-        (entry.state, entry.result),
-        (LedgerState::Finished, Some(result))
-    );
-
-    let err = a
-        .finish(&id, "never-claimed", &ToolResult::success("x", "t", ""))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, Error::LedgerEntryNotFound { .. }), "{err}");
-    assert!(
-        a.ledger_entry(&id, "never-claimed")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    // ledger entries are per session
-    assert_eq!(
-        a.claim(&format!("{id}-2"), "c1", "x", MIN, false)
-            .await
-            .unwrap(),
-        Claim::Granted
-    );
-}
-
-pub async fn expired_lease<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("expired");
-    assert_eq!(
-        a.claim(&id, "c1", "fp", Duration::ZERO, false)
-            .await
-            .unwrap(),
-        Claim::Granted
-    );
-    assert_eq!(
-        b.claim(&id, "c1", "fp", MIN, false).await.unwrap(),
-        Claim::Expired
-    );
-    assert_eq!(
-        b.ledger_entry(&id, "c1").await.unwrap().unwrap().attempts,
-        1
-    );
-    assert_eq!(
-        b.claim(&id, "c1", "fp", MIN, true).await.unwrap(),
-        Claim::Granted
-    );
-    let entry = b.ledger_entry(&id, "c1").await.unwrap().unwrap();
-    assert_eq!((entry.attempts, entry.state), (2, LedgerState::Running));
-    assert!(matches!(
-        a.claim(&id, "c1", "fp", MIN, true).await.unwrap(),
-        Claim::InFlight { .. }
-    ));
-    // an expired call that finishes anyway keeps its result
-    let r = ToolResult::success("c1", "t", "late but done");
-    a.finish(&id, "c1", &r).await.unwrap();
-    assert_eq!(
-        a.claim(&id, "c1", "fp", MIN, true).await.unwrap(),
-        Claim::Finished(r)
-    );
-}
-
-const ITERATIONS: usize = 40;
-
-pub async fn concurrent_claims_have_one_winner<S: MemoryStore + Clone>(a: &S, b: &S) {
-    let id = sid("race");
-    for i in 0..ITERATIONS {
-        let tool = format!("c{i}");
-        let mut tasks = Vec::new();
-        for k in 0..4 {
-            let store = if k % 2 == 0 { a.clone() } else { b.clone() };
-            let (id, tool) = (id.clone(), tool.clone());
-            tasks.push(tokio::spawn(async move {
-                store.claim(&id, &tool, "fp", MIN, true).await
-            }));
-        }
-        let mut granted = 0;
-        for t in tasks {
-            match t.await.unwrap().unwrap() {
-                Claim::Granted => granted += 1,
-                Claim::InFlight { .. } => {}
-                other => panic!("unexpected claim answer {other:?}"),
-            }
-        }
-        assert_eq!(
-            granted, 1,
-            "iteration {i}: {granted} callers were granted the same call"
-        );
-    }
-}
-
-pub async fn concurrent_takeovers_have_one_winner<S: MemoryStore + Clone>(a: &S, b: &S) {
-    let id = sid("takeover");
-    for i in 0..ITERATIONS {
-        let tool = format!("c{i}");
-        assert_eq!(
-            a.claim(&id, &tool, "fp", Duration::ZERO, false)
-                .await
-                .unwrap(),
-            Claim::Granted
-        );
-        let mut tasks = Vec::new();
-        for k in 0..4 {
-            let store = if k % 2 == 0 { a.clone() } else { b.clone() };
-            let (id, tool) = (id.clone(), tool.clone());
-            tasks.push(tokio::spawn(async move {
-                store.claim(&id, &tool, "fp", MIN, true).await
-            }));
-        }
-        let mut granted = 0;
-        for t in tasks {
-            if t.await.unwrap().unwrap() == Claim::Granted {
-                granted += 1;
-            }
-        }
-        assert_eq!(
-            granted, 1,
-            "iteration {i}: {granted} callers took over the same call"
-        );
-        assert_eq!(
-            a.ledger_entry(&id, &tool).await.unwrap().unwrap().attempts,
-            2
-        );
-    }
-}
+pub(super) const ITERATIONS: usize = 40;
 
 pub async fn concurrent_commits_have_one_winner<S: MemoryStore + Clone>(a: &S, b: &S) {
     let id = sid("commits");
@@ -627,32 +468,6 @@ pub async fn concurrent_commits_have_one_winner<S: MemoryStore + Clone>(a: &S, b
         (s.version, s.messages.len()),
         (ITERATIONS as u64, ITERATIONS)
     );
-}
-
-pub async fn session_lock<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("lock");
-    assert!(a.try_lock_session(&id, "worker-1", MIN).await.unwrap());
-    assert!(!b.try_lock_session(&id, "worker-2", MIN).await.unwrap());
-    assert!(
-        a.try_lock_session(&id, "worker-1", MIN).await.unwrap(),
-        "the owner renews"
-    );
-    b.unlock_session(&id, "worker-2").await.unwrap();
-    assert!(
-        !b.try_lock_session(&id, "worker-2", MIN).await.unwrap(),
-        "only the owner unlocks"
-    );
-    a.unlock_session(&id, "worker-1").await.unwrap();
-    assert!(
-        b.try_lock_session(&id, "worker-2", Duration::ZERO)
-            .await
-            .unwrap()
-    );
-    assert!(
-        a.try_lock_session(&id, "worker-1", MIN).await.unwrap(),
-        "an expired lease is taken over"
-    );
-    assert!(!b.try_lock_session(&id, "worker-2", MIN).await.unwrap());
 }
 
 pub async fn repaired_turn_persists<S: MemoryStore>(a: &S, b: &S) {
@@ -714,147 +529,4 @@ pub async fn version_reads_without_loading<S: MemoryStore>(a: &S, b: &S) {
         .await
         .unwrap_err();
     assert_eq!(b.session_version(&id).await.unwrap(), Some(v));
-}
-
-pub async fn decision_log_is_append_only<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("decisions");
-    assert!(a.decisions(&id).await.unwrap().is_empty());
-    let err = a
-        .append_decisions(&id, vec![DecisionEntry::new("r0", json!({"x": 0}))])
-        .await
-        .unwrap_err();
-    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
-    a.open_session(&id).await.unwrap();
-    let v = a
-        .commit(
-            &id,
-            Commit::at(0)
-                .append(Msg::user("hi"))
-                .log_decision(DecisionEntry::new(
-                    "r1",
-                    json!({"decision": "approve", "by": "alice"}),
-                )),
-        )
-        .await
-        .unwrap();
-    // A refusal is recorded without moving the version (views stay valid).
-    b.append_decisions(
-        &id,
-        vec![
-            DecisionEntry::new("r2", json!({"verdict": "refused"})),
-            DecisionEntry::new("r3", json!({"verdict": "refused", "n": 2})),
-        ],
-    )
-    .await
-    .unwrap();
-    assert_eq!(a.session_version(&id).await.unwrap(), Some(v));
-    // A failed commit records nothing.
-    a.commit(
-        &id,
-        Commit::at(0).log_decision(DecisionEntry::new("lost", json!({}))),
-    )
-    .await
-    .unwrap_err();
-    let log = b.decisions(&id).await.unwrap();
-    let ids: Vec<&str> = log.iter().map(|e| e.requirement_id.as_str()).collect();
-    assert_eq!(ids, ["r1", "r2", "r3"]);
-    assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
-    assert_eq!(log[0].record["by"], "alice");
-    assert_eq!(log[2].record["n"], 2);
-    // Later commits (even ones that clear requirements) keep the log.
-    a.commit(
-        &id,
-        Commit::at(v).clear_requirements().append(Msg::user("more")),
-    )
-    .await
-    .unwrap();
-    assert_eq!(a.decisions(&id).await.unwrap().len(), 3);
-    a.delete_session(&id).await.unwrap();
-    assert!(b.decisions(&id).await.unwrap().is_empty());
-}
-
-pub async fn interrupt_requests_live_on_the_lock<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("interrupt");
-    a.open_session(&id).await.unwrap();
-    let lease = Duration::from_secs(30);
-    // No run holds the session: nothing to interrupt, and nothing lingers.
-    assert!(!b.request_interrupt(&id).await.unwrap());
-    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
-    assert!(b.request_interrupt(&id).await.unwrap());
-    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
-    assert!(!a.interrupt_requests("w2").await.unwrap().contains(&id));
-    // Renewal by the holder keeps the request.
-    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(a.interrupt_requests("w1").await.unwrap().contains(&id));
-    // The run ends: the next run starts clean.
-    a.unlock_session(&id, "w1").await.unwrap();
-    assert!(a.try_lock_session(&id, "w1", lease).await.unwrap());
-    assert!(!a.interrupt_requests("w1").await.unwrap().contains(&id));
-    // A takeover of an expired lock starts clean too.
-    assert!(b.request_interrupt(&id).await.unwrap());
-    a.unlock_session(&id, "w1").await.unwrap();
-    assert!(a.try_lock_session(&id, "w1", Duration::ZERO).await.unwrap());
-    assert!(
-        !b.request_interrupt(&id).await.unwrap(),
-        "an expired lock holds no live run"
-    );
-    assert!(b.try_lock_session(&id, "w2", lease).await.unwrap());
-    assert!(!b.interrupt_requests("w2").await.unwrap().contains(&id));
-}
-
-pub async fn changes_reach_other_handles<S: MemoryStore>(a: &S, b: &S) {
-    let id = sid("changes");
-    a.open_session(&id).await.unwrap();
-    let mut feed = a.changes().await.unwrap();
-    b.commit(&id, Commit::at(0).append(Msg::user("from b")))
-        .await
-        .unwrap();
-    // Liveness only: the notice arrives (generous bound so a loaded machine passes).
-    let got = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            match feed.recv().await {
-                Ok(c) if c.concerns(&id) => return true,
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
-            }
-        }
-    })
-    .await;
-    assert_eq!(
-        got.ok(),
-        Some(true),
-        "a change made through b never reached a's feed"
-    );
-    // An interrupt request is announced too.
-    assert!(
-        b.try_lock_session(&id, "w", Duration::from_secs(30))
-            .await
-            .unwrap()
-    );
-    while feed.try_recv().is_ok() {}
-    let mut interrupts = b.interrupt_notices().await.unwrap();
-    assert!(a.request_interrupt(&id).await.unwrap());
-    for (name, f) in [
-        ("all changes", &mut feed),
-        ("interrupt notices", &mut interrupts),
-    ] {
-        let got = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                match f.recv().await {
-                    Ok(c) if c.concerns(&id) && c.maybe_interrupt => return true,
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
-                }
-            }
-        })
-        .await;
-        assert_eq!(
-            got.ok(),
-            Some(true),
-            "the interrupt request was not announced on {name}"
-        );
-    }
 }
