@@ -166,3 +166,39 @@ async fn a_long_schema_name_still_gets_a_change_feed() {
     let got = tokio::time::timeout(std::time::Duration::from_secs(20), feed.recv()).await;
     assert!(matches!(got, Ok(Ok(_))), "{got:?}");
 }
+
+/// A pooled connection the server closed (a restart, a proxy's idle cut) is noticed by
+/// the ping made once it has been idle for `ping_when_idle_for`, and replaced: the next
+/// store call works.
+#[tokio::test]
+async fn a_connection_closed_by_the_server_is_replaced_after_idling() {
+    let Some(url) = url() else {
+        return;
+    };
+    let schema = format!("reins_test_{}", new_id().replace('-', ""));
+    let options = PostgresOptions::default()
+        .max_connections(1)
+        .schema(schema)
+        .ping_when_idle_for(std::time::Duration::from_millis(50));
+    let store = PostgresStore::connect_with(&url, options).await.unwrap();
+    store.open_session("s").await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    // Another connection ends the pool's only one.
+    let killer = PostgresStore::connect(&url).await.unwrap();
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(killer.pool())
+        .await
+        .unwrap();
+    assert!(ended, "the pool's connection should have been terminated");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(store.session_version("s").await.unwrap(), Some(0));
+    let again: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_ne!(again, pid, "a new connection replaces the closed one");
+}

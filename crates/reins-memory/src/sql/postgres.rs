@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reins_message::ToolResult;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Column, Row as _, TypeInfo, ValueRef};
+use sqlx::{Column, Connection as _, Row as _, TypeInfo, ValueRef};
 
 use super::ChangeHub;
 use super::feeds::Feeds;
@@ -129,6 +129,12 @@ pub struct PostgresOptions {
     pub max_connections: u32,
     /// How long to wait for a free connection.
     pub acquire_timeout: Duration,
+    /// A pooled connection idle for longer than this is pinged before it is handed out
+    /// (a connection closed by a server restart or a proxy is then replaced instead of
+    /// failing the next statement). A connection used more recently is handed out
+    /// without the extra round trip. `Duration::ZERO` pings every time (sqlx's
+    /// default); `Duration::MAX` never pings.
+    pub ping_when_idle_for: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -137,6 +143,7 @@ impl Default for PostgresOptions {
             schema: None,
             max_connections: 10,
             acquire_timeout: Duration::from_secs(30),
+            ping_when_idle_for: Duration::from_secs(1),
         }
     }
 }
@@ -153,6 +160,14 @@ impl PostgresOptions {
     #[must_use]
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets how long a pooled connection may sit idle before it is pinged on its next
+    /// use (see [`PostgresOptions::ping_when_idle_for`]).
+    #[must_use]
+    pub fn ping_when_idle_for(mut self, idle: Duration) -> Self {
+        self.ping_when_idle_for = idle;
         self
     }
 }
@@ -199,9 +214,22 @@ impl PostgresStore {
             }
             connect = connect.options([("search_path", schema.as_str())]);
         }
+        let ping_after = options.ping_when_idle_for;
+        // sqlx pings every connection before handing it out by default: one more
+        // round trip per store call, a third of an agent turn's. Only connections idle
+        // for a while are checked here; one in steady use has just proved itself.
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(move |conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= ping_after {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(connect)
             .await?;
         if let Some(schema) = &options.schema {
