@@ -1,11 +1,12 @@
 //! [`SqliteStore`]: the embedded store.
 //!
 //! The steps are the shared ones of [`super::flow`], in the SQLite [`DIALECT`] below.
-//! They run on connection threads of our own ([`conn`], with rusqlite) rather than
+//! They run with rusqlite on the store's own connections ([`conn`]) rather than
 //! through sqlx: sqlx hands every SQLite statement to a worker thread and back, and at
 //! ~15 statements per agent turn those round trips cost more than SQLite's work. A
-//! store operation here is one hop to a thread, which runs all of its statements
-//! (prepared once, cached) and answers.
+//! store operation here runs all of its statements (prepared once, cached) in one go:
+//! on the caller's thread when that cannot make it wait (see [`conn::Threads`]),
+//! otherwise as one hop to a connection thread.
 
 mod conn;
 
@@ -24,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionState, SessionSummary,
 };
-use conn::{Conns, On, Threads};
+use conn::{Conns, On, Target, Threads};
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -189,9 +190,12 @@ impl SqliteOptions {
 /// as migrations in the crate. A database written by a newer reins is refused with
 /// [`Error::UnsupportedSchema`]. Cloning gives another handle to the same connections.
 ///
-/// Each store runs its own connection threads (see
-/// [`SqliteOptions::max_connections`]); an operation is one hop to a thread and back,
-/// whatever the number of statements it runs.
+/// Each store keeps its own connections, each with a thread (see
+/// [`SqliteOptions::max_connections`]). An operation that does not have to wait (a
+/// read; a write whose lock is free and whose commit needs no fsync) runs on the
+/// caller's thread; anything else is one hop to a connection thread and back,
+/// whatever the number of statements it runs. A `Durability::Full` commit runs on the
+/// caller's thread only under tokio's multi-thread runtime, inside `block_in_place`.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -252,12 +256,19 @@ impl SqliteStore {
         .await
         .map_err(|e| Error::Database(format!("opening the SQLite database failed: {e}")))??;
         let at = path.clone();
-        let threads = Threads::start(options.max_connections as usize, move || {
-            Ok(Conns {
-                main: conn::open(&at, false, synchronous, timeout)?,
-                locks: Some(conn::open(&at, false, "OFF", timeout)?),
-            })
-        })?;
+        // A commit at `Durability::Full` fsyncs: those stay on the connection threads.
+        let inline_main_writes = options.durability != Durability::Full;
+        let threads = Threads::start(
+            options.max_connections as usize,
+            timeout,
+            inline_main_writes,
+            move || {
+                Ok(Conns {
+                    main: conn::open(&at, false, synchronous, timeout)?,
+                    locks: Some(conn::open(&at, false, "OFF", timeout)?),
+                })
+            },
+        )?;
         Ok(Self {
             threads,
             changes: ChangeHub::new(),
@@ -269,7 +280,7 @@ impl SqliteStore {
     pub async fn in_memory() -> Result<Self> {
         // One connection (so one thread): each in-memory connection is its own
         // database.
-        let threads = Threads::start(1, || {
+        let threads = Threads::start(1, Duration::ZERO, true, || {
             let main = rusqlite::Connection::open_in_memory()?;
             main.pragma_update(None, "journal_mode", "MEMORY")?;
             main.set_prepared_statement_cache_capacity(64);
@@ -323,7 +334,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
     {
-        self.threads.call(move |c| conn::write(&c.main, f)).await
+        self.threads.write(Target::Main, f).await
     }
 
     /// Runs `f` in a read transaction on the main connection.
@@ -332,16 +343,16 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
     {
-        self.threads.call(move |c| conn::read(&c.main, f)).await
+        self.threads.read(Target::Main, f).await
     }
 
-    /// Runs `f` (one statement: no transaction needed) on the run locks' connection.
+    /// Runs `f` in a write transaction on the run locks' connection.
     async fn on_locks<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut On<'_>) -> Result<T> + Send + 'static,
     {
-        self.threads.call(move |c| f(&mut On(c.locks()))).await
+        self.threads.write(Target::Locks, f).await
     }
 
     async fn subscribe_changes(&self, interrupts_only: bool) -> Result<ChangeFeed> {
@@ -444,15 +455,13 @@ impl MemoryStore for SqliteStore {
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
         let (s, t, r) = (owned(session), owned(tool_use_id), result.clone());
-        self.threads
-            .call(move |c| run_ready(flow::finish(&mut On(&c.main), &DIALECT, &s, &t, &r)))
+        self.write(move |on| run_ready(flow::finish(on, &DIALECT, &s, &t, &r)))
             .await
     }
 
     async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
         let (s, t) = (owned(session), owned(tool_use_id));
-        self.threads
-            .call(move |c| run_ready(flow::ledger_entry(&mut On(&c.main), &DIALECT, &s, &t)))
+        self.read(move |on| run_ready(flow::ledger_entry(on, &DIALECT, &s, &t)))
             .await
     }
 
@@ -470,8 +479,7 @@ impl MemoryStore for SqliteStore {
 
     async fn session_version(&self, id: &str) -> Result<Option<u64>> {
         let id = owned(id);
-        self.threads
-            .call(move |c| run_ready(flow::session_version(&mut On(&c.main), &DIALECT, &id)))
+        self.read(move |on| run_ready(flow::session_version(on, &DIALECT, &id)))
             .await
     }
 
@@ -483,8 +491,7 @@ impl MemoryStore for SqliteStore {
 
     async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
         let s = owned(session);
-        self.threads
-            .call(move |c| run_ready(flow::decisions(&mut On(&c.main), &DIALECT, &s)))
+        self.read(move |on| run_ready(flow::decisions(on, &DIALECT, &s)))
             .await
     }
 
@@ -501,7 +508,10 @@ impl MemoryStore for SqliteStore {
 
     async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
         let o = owned(owner);
-        self.on_locks(move |on| run_ready(flow::interrupt_requests(on, &DIALECT, &o)))
+        self.threads
+            .read(Target::Locks, move |on| {
+                run_ready(flow::interrupt_requests(on, &DIALECT, &o))
+            })
             .await
     }
 
