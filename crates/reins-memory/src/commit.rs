@@ -55,6 +55,12 @@ pub struct Commit {
     /// Entries appended to the session's decision log (the audit trail), in the same
     /// transaction as the rest.
     pub decisions: Vec<DecisionEntry>,
+    /// Releases the session's run lock held by this owner in the same transaction, once
+    /// the rest applied (a run's last commit and its unlock in one step). Applies even
+    /// when the commit writes nothing; on any error the lock stays. Honoured by stores
+    /// whose [`commit_releases_lock`](crate::MemoryStore::commit_releases_lock) is true;
+    /// not part of [`Commit::is_empty`].
+    pub release_lock: Option<String>,
 }
 
 impl Commit {
@@ -132,6 +138,13 @@ impl Commit {
     #[must_use]
     pub fn run_state(mut self, state: Option<Value>) -> Self {
         self.run_state = Some(state);
+        self
+    }
+
+    /// Releases `owner`'s run lock with the commit (see [`Commit::release_lock`]).
+    #[must_use]
+    pub fn releasing_lock(mut self, owner: impl Into<String>) -> Self {
+        self.release_lock = Some(owner.into());
         self
     }
 

@@ -75,7 +75,7 @@ pub use repair::{
 };
 pub use store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
-    SessionState, SessionSummary, StoreChange,
+    SessionLock, SessionState, SessionSummary, StoreChange,
 };
 
 #[cfg(feature = "postgres")]

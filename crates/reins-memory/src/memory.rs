@@ -11,8 +11,8 @@ use reins_message::ToolResult;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionState,
-    SessionSummary, StoreChange, lease_end,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionLock,
+    SessionState, SessionSummary, StoreChange, lease_end,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
@@ -194,13 +194,17 @@ impl MemoryStore for InMemoryStore {
                 actual: entry.state.version,
             });
         }
+        let release = commit.release_lock.take();
         if commit.is_empty() {
-            return Ok(entry.state.version);
+            let version = entry.state.version;
+            release_lock(&mut inner.locks, id, release.as_deref());
+            return Ok(version);
         }
         let now = Utc::now();
         let decisions = std::mem::take(&mut commit.decisions);
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
+        release_lock(&mut inner.locks, id, release.as_deref());
         drop(guard);
         self.notify(id, false);
         Ok(version)
@@ -309,41 +313,30 @@ impl MemoryStore for InMemoryStore {
     }
 
     async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
-        let now = Utc::now();
+        Ok(take_lock(&mut self.lock(), session, owner, lease))
+    }
+
+    async fn try_lock_session_reading_version(
+        &self,
+        session: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<SessionLock> {
         let mut inner = self.lock();
-        match inner.locks.get_mut(session) {
-            Some(l) if l.owner != owner && l.until > now => Ok(false),
-            Some(l) if l.owner == owner => {
-                l.until = lease_end(now, lease);
-                Ok(true)
-            }
-            Some(l) => {
-                // An expired lock of another owner: take it over in place.
-                l.owner.clear();
-                l.owner.push_str(owner);
-                l.until = lease_end(now, lease);
-                l.interrupt = false;
-                Ok(true)
-            }
-            None => {
-                inner.locks.insert(
-                    session.to_owned(),
-                    Lock {
-                        owner: owner.to_owned(),
-                        until: lease_end(now, lease),
-                        interrupt: false,
-                    },
-                );
-                Ok(true)
-            }
+        if !take_lock(&mut inner, session, owner, lease) {
+            return Ok(SessionLock::Busy);
         }
+        Ok(SessionLock::Acquired {
+            version: inner.sessions.get(session).map(|e| e.state.version),
+        })
+    }
+
+    fn commit_releases_lock(&self) -> bool {
+        true
     }
 
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
-        let mut inner = self.lock();
-        if inner.locks.get(session).is_some_and(|l| l.owner == owner) {
-            inner.locks.remove(session);
-        }
+        release_lock(&mut self.lock().locks, session, Some(owner));
         Ok(())
     }
 
@@ -431,5 +424,46 @@ fn push_decisions(
             e.at = now;
         }
         log.push(e);
+    }
+}
+
+/// Takes or renews `session`'s run lock for `owner`; false when another owner holds a
+/// live one.
+fn take_lock(inner: &mut Inner, session: &str, owner: &str, lease: Duration) -> bool {
+    let now = Utc::now();
+    match inner.locks.get_mut(session) {
+        Some(l) if l.owner != owner && l.until > now => false,
+        Some(l) if l.owner == owner => {
+            l.until = lease_end(now, lease);
+            true
+        }
+        Some(l) => {
+            // An expired lock of another owner: take it over in place.
+            l.owner.clear();
+            l.owner.push_str(owner);
+            l.until = lease_end(now, lease);
+            l.interrupt = false;
+            true
+        }
+        None => {
+            inner.locks.insert(
+                session.to_owned(),
+                Lock {
+                    owner: owner.to_owned(),
+                    until: lease_end(now, lease),
+                    interrupt: false,
+                },
+            );
+            true
+        }
+    }
+}
+
+/// Releases `session`'s run lock if `owner` (when given) holds it.
+fn release_lock(locks: &mut HashMap<String, Lock>, session: &str, owner: Option<&str>) {
+    if let Some(owner) = owner {
+        if locks.get(session).is_some_and(|l| l.owner == owner) {
+            locks.remove(session);
+        }
     }
 }

@@ -224,6 +224,19 @@ impl StoreChange {
     }
 }
 
+/// What [`MemoryStore::try_lock_session_reading_version`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionLock {
+    /// Another owner holds a live lock: nothing changed.
+    Busy,
+    /// The lock is the caller's; `version` is the session's stored version (`None`:
+    /// the session does not exist).
+    Acquired {
+        /// The stored version when the lock was taken.
+        version: Option<u64>,
+    },
+}
+
 /// The receiving end of [`MemoryStore::changes`]. A receiver that falls behind gets
 /// `RecvError::Lagged`: treat it as "anything may have changed".
 pub type ChangeFeed = tokio::sync::broadcast::Receiver<StoreChange>;
@@ -280,6 +293,33 @@ pub trait MemoryStore: Send + Sync + 'static {
 
     /// Releases the run lock if `owner` holds it (otherwise does nothing).
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()>;
+
+    /// Takes (or renews) the run lock as [`try_lock_session`](MemoryStore::try_lock_session)
+    /// does and, when it is acquired, reads the session's version as
+    /// [`session_version`](MemoryStore::session_version) does — what a run needs before
+    /// it starts, in one step. The provided method makes the two calls; the built-in
+    /// stores answer with one round trip.
+    async fn try_lock_session_reading_version(
+        &self,
+        session: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<SessionLock> {
+        if !self.try_lock_session(session, owner, lease).await? {
+            return Ok(SessionLock::Busy);
+        }
+        Ok(SessionLock::Acquired {
+            version: self.session_version(session).await?,
+        })
+    }
+
+    /// Whether [`commit`](MemoryStore::commit) honours [`Commit::release_lock`]
+    /// (releases the run lock in the commit's own transaction). The provided method says
+    /// no, and callers then release with [`unlock_session`](MemoryStore::unlock_session);
+    /// the built-in stores say yes.
+    fn commit_releases_lock(&self) -> bool {
+        false
+    }
 
     /// The session's stored version, without loading it (`None` when it does not
     /// exist): one cheap read that tells a cached view whether it is still current.
@@ -358,6 +398,17 @@ macro_rules! forward_store {
             }
             async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
                 (**self).unlock_session(session, owner).await
+            }
+            async fn try_lock_session_reading_version(
+                &self,
+                session: &str,
+                owner: &str,
+                lease: Duration,
+            ) -> Result<SessionLock> {
+                (**self).try_lock_session_reading_version(session, owner, lease).await
+            }
+            fn commit_releases_lock(&self) -> bool {
+                (**self).commit_releases_lock()
             }
             async fn session_version(&self, id: &str) -> Result<Option<u64>> {
                 (**self).session_version(id).await

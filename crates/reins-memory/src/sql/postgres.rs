@@ -21,8 +21,8 @@ use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionState,
-    SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionLock,
+    SessionState, SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
@@ -66,7 +66,9 @@ const DIALECT: Dialect = Dialect {
          RETURNING next_seq - $3 AS first), \
          m AS (INSERT INTO reins_messages (session_id, seq, id, body) \
          SELECT $1, s.first + t.o - 1, t.i, t.b::jsonb \
-         FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)) \
+         FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)), \
+         u AS (DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $13 \
+         AND EXISTS (SELECT 1 FROM s)) \
          SELECT s.first, pg_notify($9, $10)::text FROM s",
     ),
     message_seq: "SELECT seq FROM reins_messages WHERE session_id = $1 AND id = $2",
@@ -106,6 +108,15 @@ const DIALECT: Dialect = Dialect {
          ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
          interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
          WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now()",
+    try_lock_version: Some(
+        "WITH l AS (INSERT INTO reins_session_locks (session_id, owner, lease_until) \
+         VALUES ($1, $2, now() + make_interval(secs => $4)) \
+         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
+         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
+         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now() \
+         RETURNING 1) \
+         SELECT (SELECT COUNT(*) FROM l), (SELECT version FROM reins_sessions WHERE id = $1)",
+    ),
     unlock: "DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $2",
     request_interrupt: "UPDATE reins_session_locks SET interrupt_requested = TRUE \
          WHERE session_id = $1 AND lease_until > now()",
@@ -400,9 +411,14 @@ impl MemoryStore for PostgresStore {
                 Committed::Unchanged(v) | Committed::Changed(v) => v,
             });
         }
+        let releases = commit.release_lock.is_some();
         let mut tx = self.pool.begin().await?;
         let done = flow::commit(&mut Pg(&mut tx), &DIALECT, id, commit, &self.channel).await?;
         match done {
+            Committed::Unchanged(v) if releases => {
+                tx.commit().await?;
+                Ok(v)
+            }
             // Nothing written: nothing to commit.
             Committed::Unchanged(v) => Ok(v),
             Committed::Changed(v) => {
@@ -468,6 +484,20 @@ impl MemoryStore for PostgresStore {
     async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
         let mut conn = self.pool.acquire().await?;
         flow::try_lock(&mut Pg(&mut conn), &DIALECT, session, owner, lease).await
+    }
+
+    async fn try_lock_session_reading_version(
+        &self,
+        session: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<SessionLock> {
+        let mut conn = self.pool.acquire().await?;
+        flow::try_lock_reading_version(&mut Pg(&mut conn), &DIALECT, session, owner, lease).await
+    }
+
+    fn commit_releases_lock(&self) -> bool {
+        true
     }
 
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {

@@ -6,9 +6,9 @@ use chrono::Utc;
 use reins_message::ToolResult;
 
 use super::super::{decode_ledger, encode_json};
-use super::{Arg, Cols, Dialect, Exec, one};
+use super::{Arg, Cols, Dialect, Exec, one, session_version};
 use crate::error::{Error, Result};
-use crate::store::{Claim, LedgerEntry, LedgerState};
+use crate::store::{Claim, LedgerEntry, LedgerState, SessionLock};
 
 /// One attempt at a ledger claim, inside a write transaction; `None` when the entry
 /// vanished between the insert and the read (try again in a new transaction).
@@ -123,6 +123,39 @@ pub(crate) async fn try_lock<E: Exec>(
         Arg::Lease(lease),
     ];
     Ok(e.run(d.try_lock, &args).await? == 1)
+}
+
+/// Takes or renews a run lock and, when acquired, reads the session's version (one
+/// statement where the dialect has [`Dialect::try_lock_version`]).
+pub(crate) async fn try_lock_reading_version<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    session: &str,
+    owner: &str,
+    lease: Duration,
+) -> Result<SessionLock> {
+    let Some(sql) = d.try_lock_version else {
+        if !try_lock(e, d, session, owner, lease).await? {
+            return Ok(SessionLock::Busy);
+        }
+        return Ok(SessionLock::Acquired {
+            version: session_version(e, d, session).await?,
+        });
+    };
+    let args = [
+        Arg::Text(session),
+        Arg::Text(owner),
+        Arg::Instant(Utc::now()),
+        Arg::Lease(lease),
+    ];
+    let row = one(e, sql, &args).await?.unwrap_or_default();
+    let c = Cols::new(&row, session, "lock row");
+    if c.int(0)? == 0 {
+        return Ok(SessionLock::Busy);
+    }
+    Ok(SessionLock::Acquired {
+        version: c.opt_int(1)?.map(|v| u64::try_from(v).unwrap_or(0)),
+    })
 }
 
 /// Releases a run lock held by `owner`.

@@ -102,6 +102,13 @@ impl<'a> Cols<'a> {
         }
     }
 
+    pub(crate) fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self.row.get(i) {
+            Some(Val::Null) => Ok(None),
+            _ => self.int(i).map(Some),
+        }
+    }
+
     pub(crate) fn opt_text(&self, i: usize) -> Result<Option<&'a str>> {
         match self.row.get(i) {
             Some(Val::Null) => Ok(None),
@@ -185,9 +192,10 @@ pub(crate) struct Dialect {
     pub append_messages: MultiInsert,
     /// Optional: a commit that only appends messages (and maybe sets the run state)
     /// as one statement, so it needs no explicit transaction: `bump_session`'s
-    /// parameters, then `(ids, bodies)` as arrays → the first new seq. It fails on a
-    /// unique constraint when an id is taken. PostgreSQL has it (one round trip
-    /// instead of four); SQLite gains nothing from it.
+    /// parameters, then `(ids, bodies)` as arrays, then the owner whose run lock to
+    /// release when the session row was updated (or NULL) → the first new seq. It
+    /// fails on a unique constraint when an id is taken. PostgreSQL has it (one round
+    /// trip instead of four); SQLite gains nothing from it.
     pub append_commit: Option<&'static str>,
     /// `(session, id)` → seq.
     pub message_seq: &'static str,
@@ -223,6 +231,9 @@ pub(crate) struct Dialect {
     pub ledger_entry: &'static str,
     /// `(session, owner, now: Instant, lease)`.
     pub try_lock: &'static str,
+    /// Optional: `try_lock` and `session_version` as one statement, same parameters →
+    /// (1 when acquired else 0, version or NULL). Without it the two run in turn.
+    pub try_lock_version: Option<&'static str>,
     /// `(session, owner)`.
     pub unlock: &'static str,
     /// `(session, now: Instant)`.

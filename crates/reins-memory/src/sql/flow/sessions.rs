@@ -119,6 +119,22 @@ pub(crate) async fn commit<E: Exec>(
     mut commit: Commit,
     channel: &str,
 ) -> Result<Committed> {
+    let release = commit.release_lock.take();
+    let done = commit_parts(e, d, id, commit, channel).await?;
+    if let Some(owner) = release {
+        super::unlock(e, d, id, &owner).await?;
+    }
+    Ok(done)
+}
+
+/// [`commit`] without the lock release.
+async fn commit_parts<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    id: &str,
+    mut commit: Commit,
+    channel: &str,
+) -> Result<Committed> {
     let expected = commit.expected_version;
     if commit.is_empty() {
         return check_version(e, d, id, expected)
@@ -189,8 +205,10 @@ pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
 }
 
 /// A commit that [`appends_only`], as one statement outside any transaction: the
-/// statement is atomic, so on any failure nothing changed. Without messages it is
-/// `bump_session` alone.
+/// statement is atomic, so on any failure nothing changed. Without messages (and
+/// without a lock to release) it is `bump_session` alone. A lock release rides in the
+/// statement when the session row changes; when nothing was written it is one more
+/// statement.
 pub(crate) async fn commit_appending<E: Exec>(
     e: &mut E,
     d: &Dialect,
@@ -204,6 +222,7 @@ pub(crate) async fn commit_appending<E: Exec>(
         ));
     };
     let expected = commit.expected_version;
+    let release = commit.release_lock.take();
     let mut seen = std::collections::HashSet::with_capacity(commit.append.len());
     let mut ids = Vec::with_capacity(commit.append.len());
     let mut bodies = Vec::with_capacity(commit.append.len());
@@ -236,17 +255,25 @@ pub(crate) async fn commit_appending<E: Exec>(
     );
     // A statement keeps the parameter list it was first prepared with (sqlx caches
     // it): `bump_session` always gets its own ten.
-    let sql = if only_run_state {
+    let sql = if only_run_state && release.is_none() {
         d.bump_session
     } else {
-        args.extend([Arg::Texts(&ids), Arg::Texts(&bodies)]);
+        args.extend([
+            Arg::Texts(&ids),
+            Arg::Texts(&bodies),
+            Arg::OptText(release.as_deref()),
+        ]);
         sql
     };
     match e.rows_or_duplicate(sql, &args).await? {
         Some(rows) if !rows.is_empty() => Ok(Committed::Changed(expected + 1)),
-        Some(_) => check_version(e, d, id, expected)
-            .await
-            .map(Committed::Unchanged),
+        Some(_) => {
+            let v = check_version(e, d, id, expected).await?;
+            if let Some(owner) = &release {
+                super::unlock(e, d, id, owner).await?;
+            }
+            Ok(Committed::Unchanged(v))
+        }
         None => {
             // Nothing was written; name an appended id the session already holds.
             for mid in &ids {

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use reins_memory::{Claim, Commit, DecisionEntry, Error, LedgerState, MemoryStore, fingerprint};
+use reins_memory::{
+    Claim, Commit, DecisionEntry, Error, LedgerState, MemoryStore, RequirementRecord, SessionLock,
+    fingerprint,
+};
 use reins_message::{Msg, ToolResult};
 use serde_json::json;
 
@@ -194,6 +197,142 @@ pub async fn session_lock<S: MemoryStore>(a: &S, b: &S) {
         "an expired lease is taken over"
     );
     assert!(!b.try_lock_session(&id, "worker-2", MIN).await.unwrap());
+}
+
+pub async fn lock_reads_the_version<S: MemoryStore>(a: &S, b: &S) {
+    let id = sid("lock-version");
+    assert_eq!(
+        a.try_lock_session_reading_version(&id, "w1", MIN)
+            .await
+            .unwrap(),
+        SessionLock::Acquired { version: None },
+        "no session yet"
+    );
+    a.unlock_session(&id, "w1").await.unwrap();
+    let s = a.open_session(&id).await.unwrap();
+    a.commit(&id, Commit::at(s.version).append(Msg::user("hi")))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.try_lock_session_reading_version(&id, "w1", MIN)
+            .await
+            .unwrap(),
+        SessionLock::Acquired { version: Some(1) }
+    );
+    assert_eq!(
+        a.try_lock_session_reading_version(&id, "w2", MIN)
+            .await
+            .unwrap(),
+        SessionLock::Busy,
+        "another owner's live lock"
+    );
+    assert!(
+        !a.try_lock_session(&id, "w2", MIN).await.unwrap(),
+        "a busy answer changed nothing"
+    );
+    assert_eq!(
+        a.try_lock_session_reading_version(&id, "w1", MIN)
+            .await
+            .unwrap(),
+        SessionLock::Acquired { version: Some(1) },
+        "the owner renews"
+    );
+}
+
+/// Whether `owner` could take the lock now (and leaves it free again).
+async fn lock_is_free<S: MemoryStore>(s: &S, id: &str, owner: &str) -> bool {
+    let free = s.try_lock_session(id, owner, MIN).await.unwrap();
+    if free {
+        s.unlock_session(id, owner).await.unwrap();
+    }
+    free
+}
+
+pub async fn commit_releases_the_lock<S: MemoryStore>(a: &S, b: &S) {
+    assert!(a.commit_releases_lock());
+    let id = sid("commit-release");
+    let v = a.open_session(&id).await.unwrap().version;
+    assert!(a.try_lock_session(&id, "w1", MIN).await.unwrap());
+
+    // Another owner's name releases nothing; the commit itself applies.
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("1")).releasing_lock("w2"),
+        )
+        .await
+        .unwrap();
+    assert!(!lock_is_free(b, &id, "w2").await, "w1 still holds it");
+
+    // A failed commit keeps the lock.
+    let stale = a
+        .commit(
+            &id,
+            Commit::at(v + 7)
+                .append(Msg::user("x"))
+                .releasing_lock("w1"),
+        )
+        .await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
+    let taken = Msg::user("dup");
+    let v = a
+        .commit(&id, Commit::at(v).append(taken.clone()))
+        .await
+        .unwrap();
+    let dup = a
+        .commit(&id, Commit::at(v).append(taken).releasing_lock("w1"))
+        .await;
+    assert!(
+        matches!(dup, Err(Error::DuplicateMessage { .. })),
+        "{dup:?}"
+    );
+    assert!(
+        !lock_is_free(b, &id, "w2").await,
+        "still held after failures"
+    );
+
+    // Appending (an agent's last commit) releases.
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v)
+                .append(Msg::assistant("2"))
+                .run_state(Some(json!({ "phase": "done" })))
+                .releasing_lock("w1"),
+        )
+        .await
+        .unwrap();
+    assert!(lock_is_free(b, &id, "w2").await, "released with the commit");
+    assert_eq!(b.load_session(&id).await.unwrap().messages.len(), 3);
+
+    // A commit that may write nothing (restating the run state: the SQL stores skip
+    // it), or an empty one, still releases.
+    assert!(a.try_lock_session(&id, "w1", MIN).await.unwrap());
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v)
+                .run_state(Some(json!({ "phase": "done" })))
+                .releasing_lock("w1"),
+        )
+        .await
+        .unwrap();
+    assert!(lock_is_free(b, &id, "w2").await);
+    assert!(a.try_lock_session(&id, "w1", MIN).await.unwrap());
+    a.commit(&id, Commit::at(v).releasing_lock("w1"))
+        .await
+        .unwrap();
+    assert!(lock_is_free(b, &id, "w2").await);
+
+    // Any other kind of commit releases too.
+    assert!(a.try_lock_session(&id, "w1", MIN).await.unwrap());
+    let req = RequirementRecord::new("r1", "confirmation", json!({}));
+    let v2 = a
+        .commit(&id, Commit::at(v).add_requirement(req).releasing_lock("w1"))
+        .await
+        .unwrap();
+    assert_eq!(v2, v + 1);
+    assert!(lock_is_free(b, &id, "w2").await);
 }
 
 pub async fn decision_log_is_append_only<S: MemoryStore>(a: &S, b: &S) {

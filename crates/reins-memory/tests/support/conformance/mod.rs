@@ -38,6 +38,8 @@ macro_rules! conformance_tests {
             concurrent_takeovers_have_one_winner,
             concurrent_commits_have_one_winner,
             session_lock,
+            lock_reads_the_version,
+            commit_releases_the_lock,
             repaired_turn_persists,
             version_reads_without_loading,
             decision_log_is_append_only,
