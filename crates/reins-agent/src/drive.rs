@@ -18,7 +18,7 @@ use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
 use crate::run::{AfterReasoning, Phase, RunInput, Step};
-use crate::session::{SessionCore, reload_if_needed, sync_with_store};
+use crate::session::{SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
@@ -156,9 +156,10 @@ impl Driver {
         actor: Option<&Actor>,
         view: Option<&ViewToken>,
     ) -> Result<RunOutput> {
-        // Another worker may have written since this process last looked: one version
-        // read, and a reload only when it moved.
-        sync_with_store(&self.agent, &self.session, core).await?;
+        // Another worker may have written since this process last looked: the version
+        // read with the lock, and a reload only when it moved.
+        let seen = self.lock.seen_version();
+        sync_to_version(&self.agent, &self.session, core, seen).await?;
         let resumed = !matches!(input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &input {
@@ -212,24 +213,29 @@ impl Driver {
             if self.cancel.is_cancelled() {
                 break self.interrupt(core, Vec::new()).await?;
             }
+            // What the last step left uncommitted (the model's message) is written
+            // before the next model call or tool call; a run's last commit carries the
+            // lock's release.
             match core.run.next_step() {
                 Step::Reason { summary } => {
+                    self.commit(core).await?;
                     if let Some(status) = self.reason(core, summary).await? {
                         break status;
                     }
                 }
                 Step::Execute(batch) => {
+                    self.commit(core).await?;
                     if let Some(status) = self.act(core, batch).await? {
                         break status;
                     }
                 }
                 Step::Pause(reqs) => {
-                    self.commit(core).await?;
+                    self.commit_releasing(core).await?;
                     self.emit(RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
                 }
                 Step::Finish(status) => {
-                    self.commit(core).await?;
+                    self.commit_releasing(core).await?;
                     break status;
                 }
             }
@@ -330,14 +336,32 @@ impl Driver {
 
     /// Writes the run's changes as one store transaction.
     async fn commit(&self, core: &mut SessionCore) -> Result<()> {
+        self.commit_with(core, false).await
+    }
+
+    /// The run's last commit: also releases the session lock where the store can.
+    async fn commit_releasing(&self, core: &mut SessionCore) -> Result<()> {
+        self.commit_with(core, true).await
+    }
+
+    async fn commit_with(&self, core: &mut SessionCore, last: bool) -> Result<()> {
         if !core.run.has_changes() {
             return Ok(());
         }
         let mut commit = core.run.take_commit();
         commit.expected_version = core.version;
+        let release = if last {
+            self.lock.release_in_commit()
+        } else {
+            None
+        };
+        commit.release_lock = release.map(str::to_owned);
         match self.agent.inner.store.commit(&self.session, commit).await {
             Ok(v) => {
                 core.version = v;
+                if release.is_some() {
+                    self.lock.released_by_commit();
+                }
                 Ok(())
             }
             Err(e) => {
@@ -514,7 +538,8 @@ impl Driver {
         };
         core.run
             .on_model_message(message, gates, after, done.usage, Utc::now());
-        self.commit(core).await?;
+        // Committed by the run loop, before the next step (with the lock's release when
+        // the run ends here).
         Ok(None)
     }
 

@@ -4,12 +4,21 @@
 //! The lock is a lease. The runner renews it at its checkpoints (every step, every
 //! streamed chunk, and on a timer while tools run) once a third of the lease has
 //! passed, and releases it when the run ends — no background task per run.
+//!
+//! Taking the lock also reads the session's stored version (one store call), which is
+//! how the run learns whether another worker wrote since this process last looked.
+//! Where the store can ([`MemoryStore::commit_releases_lock`]), the release rides in
+//! the run's last commit, so a turn's store calls are: lock, the user message, the
+//! reply with the release. `PostCall` hooks then run after the release (another
+//! process may already start the next run; this process still refuses one until the
+//! call returns).
 
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use reins_memory::MemoryStore;
+use reins_memory::{MemoryStore, SessionLock};
 
 use crate::agent::Agent;
 use crate::error::{AgentError, Result};
@@ -20,31 +29,55 @@ pub(crate) struct StoreLock {
     owner: String,
     lease: Duration,
     renewed: Mutex<Instant>,
-    released: bool,
+    /// The session's stored version when the lock was taken (`None`: no session).
+    seen_version: Option<u64>,
+    /// Set once the lock is released (by a commit carrying the release, or
+    /// [`StoreLock::release`]).
+    released: AtomicBool,
 }
 
 impl StoreLock {
-    /// Takes the lock, or fails with `SessionBusy`.
+    /// Takes the lock, reading the session's stored version with it, or fails with
+    /// `SessionBusy`.
     pub(crate) async fn acquire(agent: &Agent, session: &str) -> Result<Self> {
         let inner = &agent.inner;
         let at = Instant::now();
-        if !inner
+        let taken = inner
             .store
-            .try_lock_session(session, &inner.owner, inner.session_lease)
-            .await?
-        {
+            .try_lock_session_reading_version(session, &inner.owner, inner.session_lease)
+            .await?;
+        let SessionLock::Acquired { version } = taken else {
             return Err(AgentError::SessionBusy {
                 session: session.to_owned(),
             });
-        }
+        };
         Ok(Self {
             store: inner.store.clone(),
             session: session.to_owned(),
             owner: inner.owner.clone(),
             lease: inner.session_lease,
             renewed: Mutex::new(at),
-            released: false,
+            seen_version: version,
+            released: AtomicBool::new(false),
         })
+    }
+
+    /// The session's stored version when the lock was taken (`None`: no session yet).
+    pub(crate) fn seen_version(&self) -> Option<u64> {
+        self.seen_version
+    }
+
+    /// The owner to name in a commit that releases the lock, when the store supports
+    /// that ([`MemoryStore::commit_releases_lock`]).
+    pub(crate) fn release_in_commit(&self) -> Option<&str> {
+        self.store
+            .commit_releases_lock()
+            .then_some(self.owner.as_str())
+    }
+
+    /// Records that a commit released the lock.
+    pub(crate) fn released_by_commit(&self) {
+        self.released.store(true, Ordering::Release);
     }
 
     /// How often a long wait (tools running) should renew.
@@ -82,9 +115,12 @@ impl StoreLock {
         }
     }
 
-    /// Releases the lock and waits until the store has recorded it.
-    pub(crate) async fn release(mut self) {
-        self.released = true;
+    /// Releases the lock (unless a commit already did) and waits until the store has
+    /// recorded it.
+    pub(crate) async fn release(self) {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
         if let Err(e) = self.store.unlock_session(&self.session, &self.owner).await {
             tracing::warn!(session = %self.session, error = %e, "could not release the session lock");
         }
@@ -93,7 +129,7 @@ impl StoreLock {
 
 impl Drop for StoreLock {
     fn drop(&mut self) {
-        if self.released {
+        if *self.released.get_mut() {
             return;
         }
         // The run ended without `release` (its task was aborted): release in the

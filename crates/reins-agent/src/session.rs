@@ -568,8 +568,19 @@ impl Drop for InlineRun {
 /// when the version moved (or the cache is marked stale). A session deleted meanwhile
 /// reads as new and empty.
 pub(crate) async fn sync_with_store(agent: &Agent, id: &str, core: &mut SessionCore) -> Result<()> {
+    let stored = agent.inner.store.session_version(id).await?;
+    sync_to_version(agent, id, core, stored).await
+}
+
+/// [`sync_with_store`] with the stored version already read (`None`: no such session).
+pub(crate) async fn sync_to_version(
+    agent: &Agent,
+    id: &str,
+    core: &mut SessionCore,
+    stored: Option<u64>,
+) -> Result<()> {
     let store = &agent.inner.store;
-    match store.session_version(id).await? {
+    match stored {
         Some(v) if v == core.version && !core.stale => Ok(()),
         Some(_) => reload_if_needed(agent, id, core, true).await,
         None => {

@@ -137,16 +137,21 @@ impl Driver {
             let Ok(mut feed) = store.changes().await else {
                 return;
             };
+            // The first look comes right after subscribing: what another worker did
+            // before the feed existed sends no notice.
+            let mut first = true;
             loop {
-                let change = tokio::select! {
-                    () = watch.cancelled() => return,
-                    c = feed.recv() => c,
-                };
-                match change {
-                    Ok(c) if !c.concerns(&session) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    // A change of this session, or missed changes: look.
-                    _ => {}
+                if !std::mem::take(&mut first) {
+                    let change = tokio::select! {
+                        () = watch.cancelled() => return,
+                        c = feed.recv() => c,
+                    };
+                    match change {
+                        Ok(c) if !c.concerns(&session) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        // A change of this session, or missed changes: look.
+                        _ => {}
+                    }
                 }
                 let settled = matches!(
                     store.ledger_entry(&session, &id).await,

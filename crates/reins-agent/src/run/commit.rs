@@ -39,6 +39,7 @@ impl Run {
             run_state: (self.state != self.committed)
                 .then(|| serde_json::to_value(&self.state).ok()),
             decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
+            release_lock: None,
         };
         self.committed.clone_from(&self.state);
         self.saved = self.messages.len();
