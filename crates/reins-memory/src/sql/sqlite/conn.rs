@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 
 /// The connections one thread owns: `main` at the configured durability, and `locks`
 /// (`synchronous = OFF`) for the session run locks, or `None` when they share `main`
-/// (an in-memory database).
+/// (at `Durability::Normal`, where no commit fsyncs, and in memory).
 pub(crate) struct Conns {
     pub(crate) main: Connection,
     pub(crate) locks: Option<Connection>,

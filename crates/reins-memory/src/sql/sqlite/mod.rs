@@ -133,8 +133,8 @@ pub struct SqliteOptions {
     /// How long a writer waits for another process's write lock before failing.
     pub busy_timeout: Duration,
     /// How many connection threads the store runs (readers run concurrently in WAL
-    /// mode). Each holds a connection at the configured durability and one for run
-    /// locks.
+    /// mode). Each holds a connection at the configured durability and, at
+    /// [`Durability::Full`], one at `synchronous = OFF` for run locks.
     pub max_connections: u32,
     /// Create the database file when it does not exist.
     pub create_if_missing: bool,
@@ -213,10 +213,11 @@ impl SqliteOptions {
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    /// The connection threads. The session run locks go to each thread's second
-    /// connection, at `synchronous = OFF`: a lock row lost in a crash only expires
-    /// (its lease ends), so it needs no fsync. Messages and the ledger keep the
-    /// configured [`Durability`]. In memory both are the one connection.
+    /// The connection threads. At [`Durability::Full`] the session run locks go to
+    /// each thread's second connection, at `synchronous = OFF`: a lock row lost in a
+    /// crash only expires (its lease ends), so it needs no fsync. Messages and the
+    /// ledger keep the configured [`Durability`]. At `Normal` and in memory one
+    /// connection serves both.
     threads: Arc<Threads>,
     /// The change feed; `poll` is how the listener connects (`None` in memory, where
     /// every writer goes through this store).
@@ -259,16 +260,23 @@ impl SqliteStore {
         .await
         .map_err(|e| Error::Database(format!("opening the SQLite database failed: {e}")))??;
         let at = path.clone();
-        // A commit at `Durability::Full` fsyncs: those stay on the connection threads.
-        let inline_main_writes = options.durability != Durability::Full;
+        // A commit at `Durability::Full` fsyncs; run locks need no fsync, so they get a
+        // connection of their own at `synchronous = OFF`. At `Normal` no commit waits
+        // for the disk and one connection serves both: its page cache stays warm
+        // (another connection's write makes SQLite reread the pages it touched).
+        let full = options.durability == Durability::Full;
         let threads = Threads::start(
             options.max_connections as usize,
             timeout,
-            inline_main_writes,
+            !full,
             move || {
                 Ok(Conns {
                     main: conn::open(&at, false, synchronous, timeout)?,
-                    locks: Some(conn::open(&at, false, "OFF", timeout)?),
+                    locks: if full {
+                        Some(conn::open(&at, false, "OFF", timeout)?)
+                    } else {
+                        None
+                    },
                 })
             },
         )?;
