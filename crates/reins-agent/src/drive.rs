@@ -214,17 +214,18 @@ impl Driver {
                 break self.interrupt(core, Vec::new()).await?;
             }
             // What the last step left uncommitted (the model's message) is written
-            // before the next model call or tool call; a run's last commit carries the
-            // lock's release.
+            // before the next model call or tool call; a change of the run state alone
+            // waits for the next commit, as it did when reasoning committed its own
+            // message. A run's last commit carries the lock's release.
             match core.run.next_step() {
                 Step::Reason { summary } => {
-                    self.commit(core).await?;
+                    self.commit_if_recorded(core).await?;
                     if let Some(status) = self.reason(core, summary).await? {
                         break status;
                     }
                 }
                 Step::Execute(batch) => {
-                    self.commit(core).await?;
+                    self.commit_if_recorded(core).await?;
                     if let Some(status) = self.act(core, batch).await? {
                         break status;
                     }
@@ -337,6 +338,14 @@ impl Driver {
     /// Writes the run's changes as one store transaction.
     async fn commit(&self, core: &mut SessionCore) -> Result<()> {
         self.commit_with(core, false).await
+    }
+
+    /// Commits when there is more to write than the run state.
+    async fn commit_if_recorded(&self, core: &mut SessionCore) -> Result<()> {
+        if core.run.has_changes_besides_state() {
+            self.commit(core).await?;
+        }
+        Ok(())
     }
 
     /// The run's last commit: also releases the session lock where the store can.

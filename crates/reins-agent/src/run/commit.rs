@@ -13,6 +13,12 @@ use crate::view::DecisionRecord;
 impl Run {
     /// Whether anything must be written.
     pub fn has_changes(&self) -> bool {
+        self.has_changes_besides_state() || self.state != self.committed
+    }
+
+    /// Whether anything but the run state must be written: messages, requirements,
+    /// decisions. (A step that only moves the run state can wait for the next commit.)
+    pub fn has_changes_besides_state(&self) -> bool {
         self.saved < self.messages.len()
             || !self.removed.is_empty()
             || !self.replaced.is_empty()
@@ -20,7 +26,6 @@ impl Run {
             || !self.req_ops.add.is_empty()
             || !self.req_ops.decide.is_empty()
             || !self.req_ops.log.is_empty()
-            || self.state != self.committed
     }
 
     /// Takes everything to write since the last commit as one store [`Commit`]

@@ -1,0 +1,250 @@
+//! What a run asks of its store: the lock and the stored version in one call, the
+//! release in the run's last commit (where the store supports it), and nothing else —
+//! counted on a real `InMemoryStore` behind a spy that forwards every call.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reins_agent::{Agent, RunStatus};
+use reins_memory::{
+    ChangeFeed, Claim, Commit, DecisionEntry, Error, InMemoryStore, LedgerEntry, MemoryStore,
+    Result, SessionLock, SessionState, SessionSummary,
+};
+use reins_message::{Msg, ToolResult};
+use reins_model::ScriptedModel;
+use reins_tool::ToolPolicy;
+use serde_json::json;
+use support::*;
+
+/// Forwards to an `InMemoryStore`, counting calls; optionally says it cannot release
+/// locks in commits, or fails commits that carry a release.
+#[derive(Default)]
+struct Spy {
+    store: InMemoryStore,
+    calls: Mutex<BTreeMap<&'static str, usize>>,
+    no_release_in_commit: bool,
+    fail_releasing_commits: bool,
+}
+
+impl Spy {
+    fn count(&self, name: &'static str) {
+        *self.calls.lock().unwrap().entry(name).or_default() += 1;
+    }
+
+    /// The calls since the last look, and starts counting afresh.
+    fn take(&self) -> BTreeMap<&'static str, usize> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+#[async_trait]
+impl MemoryStore for Spy {
+    async fn open_session(&self, id: &str) -> Result<SessionState> {
+        self.count("open_session");
+        self.store.open_session(id).await
+    }
+    async fn load_session(&self, id: &str) -> Result<SessionState> {
+        self.count("load_session");
+        self.store.load_session(id).await
+    }
+    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+        self.count("commit");
+        if self.fail_releasing_commits && commit.release_lock.is_some() {
+            return Err(Error::Database("the disk is full".to_owned()));
+        }
+        self.store.commit(id, commit).await
+    }
+    async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        self.count("list_sessions");
+        self.store.list_sessions().await
+    }
+    async fn delete_session(&self, id: &str) -> Result<()> {
+        self.count("delete_session");
+        self.store.delete_session(id).await
+    }
+    async fn claim(
+        &self,
+        session: &str,
+        tool_use_id: &str,
+        fingerprint: &str,
+        lease: Duration,
+        allow_takeover: bool,
+    ) -> Result<Claim> {
+        self.count("claim");
+        self.store
+            .claim(session, tool_use_id, fingerprint, lease, allow_takeover)
+            .await
+    }
+    async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
+        self.count("finish");
+        self.store.finish(session, tool_use_id, result).await
+    }
+    async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
+        self.count("ledger_entry");
+        self.store.ledger_entry(session, tool_use_id).await
+    }
+    async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
+        self.count("try_lock_session");
+        self.store.try_lock_session(session, owner, lease).await
+    }
+    async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
+        self.count("unlock_session");
+        self.store.unlock_session(session, owner).await
+    }
+    async fn try_lock_session_reading_version(
+        &self,
+        session: &str,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<SessionLock> {
+        self.count("try_lock_session_reading_version");
+        self.store
+            .try_lock_session_reading_version(session, owner, lease)
+            .await
+    }
+    fn commit_releases_lock(&self) -> bool {
+        !self.no_release_in_commit && self.store.commit_releases_lock()
+    }
+    async fn session_version(&self, id: &str) -> Result<Option<u64>> {
+        self.count("session_version");
+        self.store.session_version(id).await
+    }
+    async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
+        self.count("append_decisions");
+        self.store.append_decisions(session, entries).await
+    }
+    async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
+        self.count("decisions");
+        self.store.decisions(session).await
+    }
+    async fn request_interrupt(&self, session: &str) -> Result<bool> {
+        self.count("request_interrupt");
+        self.store.request_interrupt(session).await
+    }
+    async fn interrupt_requests(&self, owner: &str) -> Result<Vec<String>> {
+        self.count("interrupt_requests");
+        self.store.interrupt_requests(owner).await
+    }
+    async fn interrupt_notices(&self) -> Result<ChangeFeed> {
+        self.store.interrupt_notices().await
+    }
+    async fn changes(&self) -> Result<ChangeFeed> {
+        self.store.changes().await
+    }
+}
+
+fn calls(pairs: &[(&'static str, usize)]) -> BTreeMap<&'static str, usize> {
+    pairs.iter().copied().collect()
+}
+
+/// Whether a worker other than the agent could take the session's lock now.
+async fn lock_is_free(spy: &Spy, session: &str) -> bool {
+    spy.store
+        .try_lock_session(session, "another-worker", Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+fn text_agent(spy: &Arc<Spy>) -> Agent {
+    Agent::builder()
+        .model(ScriptedModel::from_fn(|_| text("done")))
+        .store(spy.clone())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_text_turn_is_three_store_calls() {
+    let spy = Arc::new(Spy::default());
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    for turn in 0..3 {
+        let out = session
+            .call(Msg::user(format!("turn {turn}")))
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed);
+        assert_eq!(
+            spy.take(),
+            calls(&[("commit", 2), ("try_lock_session_reading_version", 1)]),
+            "turn {turn}: lock with the version, the message, the reply with the release"
+        );
+    }
+    assert!(lock_is_free(&spy, "s").await, "the last commit released it");
+}
+
+#[tokio::test]
+async fn a_tool_call_run_commits_each_step_once() {
+    let spy = Arc::new(Spy::default());
+    let counter = Counter::default();
+    let agent = agent(
+        ScriptedModel::new([
+            call("c1", "search_web", json!({"query": "rust"})),
+            text("done"),
+        ]),
+        toolkit(&counter, ToolPolicy::auto()),
+    )
+    .store(spy.clone())
+    .build()
+    .unwrap();
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    let out = session.call(Msg::user("search for rust")).await.unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(counter.count("search_web"), 1);
+    // The user's message; the model's tool use (before the tool runs); the result
+    // (before the next model call); the answer with the release.
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("claim", 1),
+            ("commit", 4),
+            ("finish", 1),
+            ("try_lock_session_reading_version", 1),
+        ])
+    );
+    assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_release_in_a_commit_gets_an_unlock() {
+    let spy = Arc::new(Spy {
+        no_release_in_commit: true,
+        ..Spy::default()
+    });
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    session.call(Msg::user("hi")).await.unwrap();
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("commit", 2),
+            ("try_lock_session_reading_version", 1),
+            ("unlock_session", 1),
+        ])
+    );
+    assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
+async fn a_failed_last_commit_still_releases_the_lock() {
+    let spy = Arc::new(Spy {
+        fail_releasing_commits: true,
+        ..Spy::default()
+    });
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    let err = session.call(Msg::user("hi")).await.unwrap_err();
+    assert!(err.to_string().contains("the disk is full"), "{err}");
+    assert!(
+        lock_is_free(&spy, "s").await,
+        "the run released the lock itself when its last commit failed"
+    );
+}
