@@ -10,7 +10,9 @@
 //!   optimistic concurrency ([`Commit`] applies in one transaction; a stale writer gets
 //!   [`Error::Conflict`]), requirements (pauses waiting for a person), the agent's run
 //!   state, the **tool-call ledger** ([`MemoryStore::claim`] / [`MemoryStore::finish`]:
-//!   at-most-once side effects) and a cross-process run lock.
+//!   at-most-once side effects) and a cross-process run lock, taken together with a
+//!   version read ([`MemoryStore::try_lock_session_reading_version`]) and released by
+//!   the run's last commit ([`Commit::release_lock`]).
 //! - Backends: [`InMemoryStore`] (always), `SqliteStore` (feature `sqlite`),
 //!   `PostgresStore` (feature `postgres`). All pass one conformance suite.
 //!
