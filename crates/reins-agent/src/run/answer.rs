@@ -1,5 +1,5 @@
-//! Structured output inside the run: judging the model's answer against the run's
-//! output schema (see [`crate::structured`]).
+//! Structured output inside the run: how to ask for it, and judging the model's
+//! answer against the run's output schema (see [`crate::structured`]).
 
 use reins_message::{Msg, ToolResult, ToolUse};
 use serde_json::Value;

@@ -83,7 +83,6 @@ pub(crate) struct Threads {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     slots: Arc<[Mutex<Conns>]>,
     closed: AtomicBool,
-    count: usize,
     /// The configured busy timeout, restored after an inline `BEGIN IMMEDIATE`.
     busy_timeout: Duration,
     /// Whether writes on the main connection may run inline (no fsync on commit).
@@ -137,7 +136,6 @@ impl Threads {
             jobs: Mutex::new(Some(tx)),
             slots,
             closed: AtomicBool::new(false),
-            count,
             busy_timeout,
             inline_main_writes,
         }))
@@ -265,10 +263,10 @@ impl Threads {
     /// waits for them to close. Later operations fail.
     pub(crate) async fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let mut done = Vec::with_capacity(self.count);
+        let mut done = Vec::with_capacity(self.slots.len());
         if let Ok(jobs) = self.jobs.lock() {
             if let Some(jobs) = jobs.as_ref() {
-                for _ in 0..self.count {
+                for _ in 0..self.slots.len() {
                     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
                     // Each thread takes one stop job, closes its connections and
                     // ends.
