@@ -160,19 +160,41 @@ async fn one_run(agent: &Agent, text: &str) -> Res<()> {
     Ok(())
 }
 
-/// `turns` turns on a new session of a new agent; only the turns are timed.
-async fn conversation(store: Option<SqliteStore>, turns: usize) -> Res<f64> {
-    let builder = Agent::builder().model(text_model("x".repeat(200)));
-    let agent = match store {
-        Some(s) => builder.store(s).build()?,
-        None => builder.store(InMemoryStore::new()).build()?,
-    };
+/// `turns` turns on a new session of a new agent on `store`; only the turns are timed.
+async fn conversation<S: MemoryStore>(store: S, turns: usize) -> Res<f64> {
+    let agent = Agent::builder()
+        .model(text_model("x".repeat(200)))
+        .store(store)
+        .build()?;
     let session = agent.session(&fresh_id()).await?;
     let t = Instant::now();
     for i in 0..turns {
         black_box(session.call(Msg::user(format!("turn {i}"))).await?);
     }
     Ok(us(t.elapsed()))
+}
+
+/// Per-turn cost as a session grows on `store`: the median turn of the first 10 and
+/// of the last 10 of `plan.growth_turns` (500-char prompts, 2,000-char replies, the
+/// last 3 turns in context).
+async fn growth<S: MemoryStore>(plan: &Plan, store: S) -> Res<(f64, f64)> {
+    let agent = Agent::builder()
+        .model(text_model("x".repeat(2000)))
+        .store(store)
+        .history_turns(3)
+        .build()?;
+    let session = agent.session("growth").await?;
+    let prompt = format!("hello {}", "y".repeat(500));
+    let mut times = Vec::with_capacity(plan.growth_turns);
+    for _ in 0..plan.growth_turns {
+        let t = Instant::now();
+        black_box(session.call(Msg::user(prompt.clone())).await?);
+        times.push(us(t.elapsed()));
+    }
+    Ok((
+        median(times[..10].to_vec()),
+        median(times[times.len() - 10..].to_vec()),
+    ))
 }
 
 async fn open_store(dir: &Path, name: &str, durability: Durability) -> Res<SqliteStore> {
@@ -188,41 +210,16 @@ async fn postgres_scenarios(plan: &Plan, url: &str) -> Res<Vec<(&'static str, f6
     let mut kv = Vec::new();
     let mut runs = Vec::new();
     for _ in 0..plan.sqlite_conversations {
-        let agent = Agent::builder()
-            .model(text_model("x".repeat(200)))
-            .store(store.clone())
-            .build()?;
-        let session = agent.session(&fresh_id()).await?;
-        let t = Instant::now();
-        for i in 0..25 {
-            black_box(session.call(Msg::user(format!("turn {i}"))).await?);
-        }
-        runs.push(us(t.elapsed()));
+        runs.push(conversation(store.clone(), 25).await?);
     }
     kv.push(("conversation_25_turns_postgres_us", median(runs)));
     kv.push((
         "postgres_commit_floor_us",
         postgres_commit_floor(plan, store.pool()).await?,
     ));
-    let agent = Agent::builder()
-        .model(text_model("x".repeat(2000)))
-        .store(store.clone())
-        .history_turns(3)
-        .build()?;
-    let session = agent.session("growth").await?;
-    let prompt = format!("hello {}", "y".repeat(500));
-    let mut times = Vec::with_capacity(plan.growth_turns);
-    for _ in 0..plan.growth_turns {
-        let t = Instant::now();
-        black_box(session.call(Msg::user(prompt.clone())).await?);
-        times.push(us(t.elapsed()));
-    }
-    kv.push(("postgres_turn_first10_us", median(times[..10].to_vec())));
-    kv.push((
-        "postgres_turn_last10_us",
-        median(times[times.len() - 10..].to_vec()),
-    ));
-    drop(agent);
+    let (first10, last10) = growth(plan, store.clone()).await?;
+    kv.push(("postgres_turn_first10_us", first10));
+    kv.push(("postgres_turn_last10_us", last10));
     sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .execute(store.pool())
         .await?;
@@ -361,7 +358,7 @@ fn main() -> Res<()> {
     drop(tool_agent);
 
     let runs = (0..plan.conversations)
-        .map(|_| rt.block_on(conversation(None, 25)))
+        .map(|_| rt.block_on(conversation(InMemoryStore::new(), 25)))
         .collect::<Res<Vec<_>>>()?;
     put("conversation_25_turns_us", median(runs));
 
@@ -384,7 +381,7 @@ fn main() -> Res<()> {
             let store = open_store(&dir, name, durability).await?;
             let mut runs = Vec::new();
             for _ in 0..plan.sqlite_conversations {
-                runs.push(conversation(Some(store.clone()), 25).await?);
+                runs.push(conversation(store.clone(), 25).await?);
             }
             kv.push((key, median(runs)));
         }
@@ -392,24 +389,9 @@ fn main() -> Res<()> {
 
         // Per-turn cost as a session grows: turns 1-10 versus the last 10.
         let store = open_store(&dir, "growth.db", Durability::Normal).await?;
-        let agent = Agent::builder()
-            .model(text_model("x".repeat(2000)))
-            .store(store)
-            .history_turns(3)
-            .build()?;
-        let session = agent.session("growth").await?;
-        let prompt = format!("hello {}", "y".repeat(500));
-        let mut times = Vec::with_capacity(plan.growth_turns);
-        for _ in 0..plan.growth_turns {
-            let t = Instant::now();
-            black_box(session.call(Msg::user(prompt.clone())).await?);
-            times.push(us(t.elapsed()));
-        }
-        kv.push(("sqlite_turn_first10_us", median(times[..10].to_vec())));
-        kv.push((
-            "sqlite_turn_last10_us",
-            median(times[times.len() - 10..].to_vec()),
-        ));
+        let (first10, last10) = growth(&plan, store).await?;
+        kv.push(("sqlite_turn_first10_us", first10));
+        kv.push(("sqlite_turn_last10_us", last10));
         Ok::<_, Box<dyn Error>>(kv)
     });
     let _ = std::fs::remove_dir_all(&dir);
