@@ -111,21 +111,30 @@ pub async fn expired_lease<S: MemoryStore>(a: &S, b: &S) {
     );
 }
 
+/// Four callers, two on each handle, claim `tool` at once (takeover allowed): their
+/// answers.
+async fn racing_claims<S: MemoryStore + Clone>(a: &S, b: &S, id: &str, tool: &str) -> Vec<Claim> {
+    let tasks: Vec<_> = (0..4)
+        .map(|k| {
+            let store = if k % 2 == 0 { a.clone() } else { b.clone() };
+            let (id, tool) = (id.to_owned(), tool.to_owned());
+            tokio::spawn(async move { store.claim(&id, &tool, "fp", MIN, true).await })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        answers.push(t.await.unwrap().unwrap());
+    }
+    answers
+}
+
 pub async fn concurrent_claims_have_one_winner<S: MemoryStore + Clone>(a: &S, b: &S) {
     let id = sid("race");
     for i in 0..ITERATIONS {
         let tool = format!("c{i}");
-        let mut tasks = Vec::new();
-        for k in 0..4 {
-            let store = if k % 2 == 0 { a.clone() } else { b.clone() };
-            let (id, tool) = (id.clone(), tool.clone());
-            tasks.push(tokio::spawn(async move {
-                store.claim(&id, &tool, "fp", MIN, true).await
-            }));
-        }
         let mut granted = 0;
-        for t in tasks {
-            match t.await.unwrap().unwrap() {
+        for answer in racing_claims(a, b, &id, &tool).await {
+            match answer {
                 Claim::Granted => granted += 1,
                 Claim::InFlight { .. } => {}
                 other => panic!("unexpected claim answer {other:?}"),
@@ -148,17 +157,9 @@ pub async fn concurrent_takeovers_have_one_winner<S: MemoryStore + Clone>(a: &S,
                 .unwrap(),
             Claim::Granted
         );
-        let mut tasks = Vec::new();
-        for k in 0..4 {
-            let store = if k % 2 == 0 { a.clone() } else { b.clone() };
-            let (id, tool) = (id.clone(), tool.clone());
-            tasks.push(tokio::spawn(async move {
-                store.claim(&id, &tool, "fp", MIN, true).await
-            }));
-        }
         let mut granted = 0;
-        for t in tasks {
-            if t.await.unwrap().unwrap() == Claim::Granted {
+        for answer in racing_claims(a, b, &id, &tool).await {
+            if answer == Claim::Granted {
                 granted += 1;
             }
         }
