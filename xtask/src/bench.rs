@@ -90,41 +90,57 @@ fn server(args: &[String]) -> Result<(), String> {
 }
 
 /// The python of `target/agentos-venv`, created and filled from PyPI when missing.
+/// AgentOS serves with FastAPI + uvicorn; its run endpoint reads form fields
+/// (python-multipart); the SQLite store goes through SQLAlchemy.
 fn agentos_python() -> Result<PathBuf, String> {
-    let venv = target_dir().join("agentos-venv");
+    python_venv(
+        "agentos-venv",
+        "AgentOS",
+        &["agno.os", "fastapi", "uvicorn", "multipart", "sqlalchemy"],
+        &[
+            "agno",
+            "fastapi",
+            "uvicorn",
+            "python-multipart",
+            "sqlalchemy",
+        ],
+    )
+}
+
+/// The python of `target/<dir>`, a virtualenv created and filled with `packages` from
+/// PyPI unless it can already import `modules`.
+fn python_venv(
+    dir: &str,
+    what: &str,
+    modules: &[&str],
+    packages: &[&str],
+) -> Result<PathBuf, String> {
+    let venv = target_dir().join(dir);
     let python = venv.join("bin").join("python");
+    let import = format!("import {}", modules.join(", "));
     let ready = |python: &Path| {
         Command::new(python)
-            .args([
-                "-c",
-                "import agno.os, fastapi, uvicorn, multipart, sqlalchemy",
-            ])
+            .args(["-c", import.as_str()])
             .output()
             .is_ok_and(|o| o.status.success())
     };
     if python.is_file() && ready(&python) {
         return Ok(python);
     }
-    eprintln!("xtask: setting up AgentOS in {}", venv.display());
+    eprintln!("xtask: setting up {what} in {}", venv.display());
     crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    // AgentOS serves with FastAPI + uvicorn; its run endpoint reads form fields
-    // (python-multipart); the SQLite store goes through SQLAlchemy.
-    crate::run(Command::new(venv.join("bin").join("pip")).args([
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "agno",
-        "fastapi",
-        "uvicorn",
-        "python-multipart",
-        "sqlalchemy",
-    ]))?;
+    crate::run(
+        Command::new(venv.join("bin").join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(packages),
+    )?;
     if ready(&python) {
         Ok(python)
     } else {
         Err(format!(
-            "{} cannot import agno.os, fastapi, uvicorn, multipart and sqlalchemy after installing them",
-            python.display()
+            "{} cannot import {} after installing them",
+            python.display(),
+            modules.join(", ")
         ))
     }
 }
@@ -263,38 +279,15 @@ fn shared_dir() -> Result<PathBuf, String> {
     }
 }
 
-/// The virtualenv's python, created and filled from PyPI when missing.
+/// The python of `target/agno-venv`, created and filled from PyPI when missing.
+/// greenlet: Agno's SQLite store goes through SQLAlchemy's asyncio layer.
 fn agno_python() -> Result<PathBuf, String> {
-    let venv = target_dir().join("agno-venv");
-    let python = venv.join("bin").join("python");
-    let ready = |python: &Path| {
-        Command::new(python)
-            .args(["-c", "import agno, sqlalchemy, greenlet"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if python.is_file() && ready(&python) {
-        return Ok(python);
-    }
-    eprintln!("xtask: setting up Agno in {}", venv.display());
-    crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    // greenlet: Agno's SQLite store goes through SQLAlchemy's asyncio layer.
-    crate::run(Command::new(venv.join("bin").join("pip")).args([
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "agno",
-        "sqlalchemy",
-        "greenlet",
-    ]))?;
-    if ready(&python) {
-        Ok(python)
-    } else {
-        Err(format!(
-            "{} cannot import agno, sqlalchemy and greenlet after installing them",
-            python.display()
-        ))
-    }
+    python_venv(
+        "agno-venv",
+        "Agno",
+        &["agno", "sqlalchemy", "greenlet"],
+        &["agno", "sqlalchemy", "greenlet"],
+    )
 }
 
 /// Runs a program that prints one JSON object and parses it.
