@@ -17,7 +17,7 @@ use crate::error::{AgentError, Result};
 use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
-use crate::run::{AfterReasoning, Phase, RunInput, Step};
+use crate::run::{AfterReasoning, Call, Compression, Event, Flush, Reason, RunInput, Step};
 use crate::session::{SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
@@ -77,11 +77,8 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         events,
         lock,
     };
-    if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
-        core.run
-            .set_next_output(output.or_else(|| d.agent.inner.output.clone()));
-    }
-    let result = d.run(&mut core, input, actor.as_ref(), view.as_ref()).await;
+    let call = d.call(input, actor, view, output);
+    let result = d.run(&mut core, call).await;
     match &result {
         Ok(_) => {
             let now = core.run.view();
@@ -97,7 +94,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
             let mut ev = HookEvent::Error {
                 message: e.to_string(),
             };
-            if let Err(he) = d.hooks(&mut ev, core.run.state().iteration).await {
+            if let Err(he) = d.hooks(&mut ev, core.run.state().iteration()).await {
                 tracing::warn!(error = %he, "an Error hook failed");
             }
         }
@@ -106,7 +103,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
     d.agent
         .inner
         .live_calls
-        .keep_only(&d.session, &core.run.asking());
+        .keep_only(&d.session, &core.run.state().asking());
     drop(active);
     d.lock.release().await;
     result
@@ -149,20 +146,55 @@ impl Driver {
         Ok(hooks.run(event, &self.ctx(iteration)).await?)
     }
 
-    async fn run(
-        &mut self,
-        core: &mut SessionCore,
+    /// The start of a call, with what the run needs to know about the agent.
+    fn call(
+        &self,
         input: RunInput,
-        actor: Option<&Actor>,
-        view: Option<&ViewToken>,
-    ) -> Result<RunOutput> {
+        actor: Option<Actor>,
+        view: Option<ViewToken>,
+        output: Option<OutputSpec>,
+    ) -> Call {
+        let inner = &self.agent.inner;
+        let mut call = Call::new(self.session.clone(), input, Utc::now());
+        call.actor = actor;
+        call.view = view;
+        call.output = output.or_else(|| inner.output.clone());
+        call.model = inner.model.capabilities();
+        call.compression = inner.context.as_ref().map(|policy| {
+            let counter = policy.counter_for(inner.model.model_name());
+            // What a request carries besides the transcript.
+            let skeleton = |summary: bool| {
+                let mut msgs = Vec::new();
+                if let Some(p) = &inner.system_prompt {
+                    msgs.push(Msg::system(p.clone()));
+                }
+                if summary {
+                    msgs.push(Msg::system(inner.summary_prompt.clone()));
+                }
+                let mut request = ChatRequest::new(msgs).with_options(inner.options.clone());
+                if !summary {
+                    request.tools = inner.toolkit.specs();
+                }
+                request
+            };
+            Compression {
+                overhead: policy.overhead(&*counter, &skeleton(false)),
+                summary_overhead: policy.overhead(&*counter, &skeleton(true)),
+                policy: policy.clone(),
+                counter,
+            }
+        });
+        call
+    }
+
+    async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
         // Another worker may have written since this process last looked: the version
         // read with the lock, and a reload only when it moved.
         let seen = self.lock.seen_version();
         sync_to_version(&self.agent, &self.session, core, seen).await?;
-        let resumed = !matches!(input, RunInput::Message(ref m) if m.role != Role::Tool);
+        let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
-        let pre_input = match &input {
+        let pre_input = match &call.input {
             RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
@@ -171,21 +203,10 @@ impl Driver {
         // wrote since we loaded) shows as a conflict: reload once and try again.
         let mut attempt = 0;
         loop {
-            if core.run.phase() == Phase::Acting && matches!(input, RunInput::Message(_)) {
-                self.settle_from_ledger(core).await?;
-            }
-            match core.run.begin_as(input.clone(), actor, view, Utc::now()) {
-                Ok(()) => {}
-                Err(AgentError::NothingToResume { .. }) => {
-                    return Err(AgentError::NothingToResume {
-                        session: self.session.clone(),
-                    });
-                }
-                Err(e @ (AgentError::StaleView { .. } | AgentError::RequirementExpired { .. })) => {
-                    self.record_refusal(core, &input, &e, actor, view).await;
-                    return Err(e);
-                }
-                Err(e) => return Err(e),
+            self.settle_from_ledger(core, &call.input).await?;
+            if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
+                self.record_refusal(refusal.audit).await;
+                return Err(refusal.error);
             }
             match self.commit(core).await {
                 Ok(()) => break,
@@ -206,7 +227,7 @@ impl Driver {
             self.emit(RunEvent::Resumed);
         }
         let mut ev = HookEvent::PreCall { input: pre_input };
-        self.hooks(&mut ev, core.run.state().iteration).await?;
+        self.hooks(&mut ev, core.run.state().iteration()).await?;
 
         let status = loop {
             self.lock.renew_if_due().await;
@@ -217,10 +238,16 @@ impl Driver {
             // before the next model call or tool call; a change of the run state alone
             // waits for the next commit, as it did when reasoning committed its own
             // message. A run's last commit carries the lock's release.
-            match core.run.next_step() {
-                Step::Reason { summary } => {
+            match core.run.next() {
+                Step::Compress(step) => {
                     self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.reason(core, summary).await? {
+                    if let Some(status) = self.compress(core, step).await? {
+                        break status;
+                    }
+                }
+                Step::Reason(step) => {
+                    self.commit_if_recorded(core).await?;
+                    if let Some(status) = self.reason(core, step).await? {
                         break status;
                     }
                 }
@@ -242,14 +269,7 @@ impl Driver {
             }
         };
 
-        if let Some((raw, problems, attempts)) = core.run.output_failure().cloned() {
-            return Err(AgentError::InvalidOutput {
-                raw,
-                problems,
-                attempts,
-            });
-        }
-        let out = core.run.output(&self.session, status);
+        let out = core.run.output(status)?;
         match status {
             RunStatus::Completed | RunStatus::MaxIterations if self.events.is_some() => {
                 self.emit(RunEvent::Completed {
@@ -268,7 +288,7 @@ impl Driver {
             let mut ev = HookEvent::PostCall {
                 output: out.message.clone(),
             };
-            self.hooks(&mut ev, core.run.state().iteration).await?;
+            self.hooks(&mut ev, core.run.state().iteration()).await?;
         }
         Ok(out)
     }
@@ -276,47 +296,7 @@ impl Driver {
     /// Records a refused input in the audit trail (without touching the session's
     /// version: other callers' views stay valid). A failure to record is logged; the
     /// caller gets the refusal either way.
-    async fn record_refusal(
-        &self,
-        core: &SessionCore,
-        input: &RunInput,
-        error: &AgentError,
-        actor: Option<&Actor>,
-        view: Option<&ViewToken>,
-    ) {
-        let (attempted, via): (Vec<crate::run::Attempt>, &str) = match input {
-            RunInput::Decisions(ds) => (
-                ds.iter()
-                    .map(|d| {
-                        (
-                            d.id().to_owned(),
-                            d.label().to_owned(),
-                            d.decided_by().map(str::to_owned),
-                        )
-                    })
-                    .collect(),
-                "resolve",
-            ),
-            RunInput::Message(m) => (
-                m.tool_results_iter()
-                    .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
-                    .collect(),
-                "tool_results",
-            ),
-            RunInput::Resume => (
-                view.map(|v| {
-                    v.requirement_ids()
-                        .iter()
-                        .map(|id| (id.clone(), "approve".to_owned(), None))
-                        .collect()
-                })
-                .unwrap_or_default(),
-                "resume",
-            ),
-        };
-        let records = core
-            .run
-            .refusal_records(&attempted, via, error, actor, view, Utc::now());
+    async fn record_refusal(&self, records: Vec<crate::view::DecisionRecord>) {
         if records.is_empty() {
             return;
         }
@@ -337,27 +317,23 @@ impl Driver {
 
     /// Writes the run's changes as one store transaction.
     async fn commit(&self, core: &mut SessionCore) -> Result<()> {
-        self.commit_with(core, false).await
+        self.commit_with(core, Flush::All, false).await
     }
 
     /// Commits when there is more to write than the run state.
     async fn commit_if_recorded(&self, core: &mut SessionCore) -> Result<()> {
-        if core.run.has_changes_besides_state() {
-            self.commit(core).await?;
-        }
-        Ok(())
+        self.commit_with(core, Flush::Recorded, false).await
     }
 
     /// The run's last commit: also releases the session lock where the store can.
     async fn commit_releasing(&self, core: &mut SessionCore) -> Result<()> {
-        self.commit_with(core, true).await
+        self.commit_with(core, Flush::All, true).await
     }
 
-    async fn commit_with(&self, core: &mut SessionCore, last: bool) -> Result<()> {
-        if !core.run.has_changes() {
+    async fn commit_with(&self, core: &mut SessionCore, flush: Flush, last: bool) -> Result<()> {
+        let Some(mut commit) = core.run.take_commit(flush) else {
             return Ok(());
-        }
-        let mut commit = core.run.take_commit();
+        };
         commit.expected_version = core.version;
         let release = if last {
             self.lock.release_in_commit()
@@ -385,10 +361,13 @@ impl Driver {
         core: &mut SessionCore,
         results: Vec<ToolResult>,
     ) -> Result<RunStatus> {
-        core.run.interrupt(results);
-        let report = core.run.repairs().clone();
-        if !report.is_empty() {
-            self.emit(RunEvent::Repaired { report });
+        core.run.apply(Event::Interrupted(results))?;
+        if let Ok(out) = core.run.output(RunStatus::Cancelled) {
+            if !out.repairs.is_empty() {
+                self.emit(RunEvent::Repaired {
+                    report: out.repairs,
+                });
+            }
         }
         self.commit(core).await?;
         Ok(RunStatus::Cancelled)
@@ -396,16 +375,22 @@ impl Driver {
 
     // ----- reasoning ---------------------------------------------------------------
 
-    async fn reason(&self, core: &mut SessionCore, summary: bool) -> Result<Option<RunStatus>> {
+    async fn reason(&self, core: &mut SessionCore, step: Reason) -> Result<Option<RunStatus>> {
         let inner = &self.agent.inner;
-        let iteration = core.run.state().iteration + 1;
-        if let Some(status) = self.fit_context(core, summary, iteration).await? {
-            return Ok(Some(status));
+        let Reason {
+            iteration,
+            summary,
+            messages,
+            repairs,
+            output,
+            context,
+        } = step;
+        if let Some(check) = context {
+            self.announce_context(check);
         }
-        let (messages, report) = core.run.request_messages(inner.context.is_some());
-        if !report.is_empty() {
-            tracing::warn!(session = %self.session, ?report, "transcript repaired before the model request");
-            self.emit(RunEvent::Repaired { report });
+        if !repairs.is_empty() {
+            tracing::warn!(session = %self.session, report = ?repairs, "transcript repaired before the model request");
+            self.emit(RunEvent::Repaired { report: repairs });
         }
         let mut request_messages = Vec::with_capacity(messages.len() + 2);
         if let Some(p) = &inner.system_prompt {
@@ -425,7 +410,7 @@ impl Driver {
             }
         } else {
             request.tools = inner.toolkit.specs();
-            if let Some((mode, spec)) = core.run.prepare_output(inner.model.capabilities()) {
+            if let Some((mode, spec)) = output {
                 crate::structured::ask_for_output(&mut request, mode, &spec);
                 output_mode = Some(mode);
             }
@@ -545,8 +530,13 @@ impl Driver {
             stop: control.is_stopped(),
             goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),
         };
-        core.run
-            .on_model_message(message, gates, after, done.usage, Utc::now());
+        core.run.apply(Event::Reasoned {
+            message,
+            gates,
+            after,
+            usage: done.usage,
+            now: Utc::now(),
+        })?;
         // Committed by the run loop, before the next step (with the lock's release when
         // the run ends here).
         Ok(None)
@@ -556,24 +546,31 @@ impl Driver {
     /// turn: calls the ledger shows finished keep their recorded results; calls that
     /// started and never finished become `Unknown`. Calls that never started are
     /// closed by the new message.
-    async fn settle_from_ledger(&self, core: &mut SessionCore) -> Result<()> {
+    async fn settle_from_ledger(&self, core: &mut SessionCore, input: &RunInput) -> Result<()> {
+        let calls = core.run.state().settle_before(input);
+        if calls.is_empty() {
+            return Ok(());
+        }
         let store = &self.agent.inner.store;
-        let mut settled = Vec::new();
-        for e in core.run.unsettled() {
+        let mut results = Vec::new();
+        for e in calls {
             let id = &e.tool_use.id;
             if let Some(entry) = store.ledger_entry(&self.session, id).await? {
                 match (entry.state, entry.result) {
-                    (LedgerState::Finished, Some(r)) => settled.push(r),
+                    (LedgerState::Finished, Some(r)) => results.push(r),
                     _ => {
                         let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
                         store.finish(&self.session, id, &r).await?;
-                        settled.push(r);
+                        results.push(r);
                     }
                 }
             }
         }
-        if !settled.is_empty() {
-            core.run.settle(settled, Utc::now());
+        if !results.is_empty() {
+            core.run.apply(Event::Settled {
+                results,
+                now: Utc::now(),
+            })?;
         }
         Ok(())
     }

@@ -447,7 +447,7 @@ mod tests {
         let mut run = Run::new(RunConfig::default());
         run.begin(RunInput::Message(Msg::user("go")), Utc::now())
             .unwrap();
-        assert_eq!(run.next_step(), Step::Reason { summary: false });
+        assert!(matches!(run.next(), Step::Reason(r) if !r.summary));
         let call = Msg::new(
             Role::Assistant,
             vec![ContentBlock::ToolUse(ToolUse::new(
@@ -463,7 +463,7 @@ mod tests {
             Usage::default(),
             Utc::now(),
         );
-        let Step::Execute(batch) = run.next_step() else {
+        let Step::Execute(batch) = run.next() else {
             panic!("expected the sub-agent call to be dispatched");
         };
         assert_eq!(batch.len(), 1);
@@ -484,7 +484,7 @@ mod tests {
             nested("p1", "c1", RequirementKind::Confirmation),
             nested("p1", "c2", RequirementKind::External),
         ]);
-        let Step::Pause(reqs) = run.next_step() else {
+        let Step::Pause(reqs) = run.next() else {
             panic!("expected a pause");
         };
         let ids: Vec<_> = reqs.iter().map(|r| r.id.as_str()).collect();
@@ -505,7 +505,7 @@ mod tests {
             other => panic!("unexpected routing: {other:?}"),
         }
         assert!(run.requirements().is_empty());
-        let Step::Execute(batch) = run.next_step() else {
+        let Step::Execute(batch) = run.next() else {
             panic!("expected a dispatch");
         };
         assert_eq!(batch[0].tool_use.id, "p1");
@@ -517,7 +517,7 @@ mod tests {
             nested("p1", "c1", RequirementKind::Confirmation),
             nested("p1", "c2", RequirementKind::External),
         ]);
-        let _ = run.next_step();
+        let _ = run.next();
         run.begin(RunInput::Resume, Utc::now()).unwrap();
         match run.routed_input("p1") {
             Some(ChildInput::Decisions { decisions }) => {
@@ -528,7 +528,7 @@ mod tests {
 
         // A child stopped by a hook (no requirements) is resumed as such.
         let mut run = delegated_run(Vec::new());
-        assert_eq!(run.next_step(), Step::Pause(Vec::new()));
+        assert_eq!(run.next(), Step::Pause(Vec::new()));
         run.begin(RunInput::Resume, Utc::now()).unwrap();
         assert_eq!(run.routed_input("p1"), Some(ChildInput::Resume));
     }
@@ -536,7 +536,7 @@ mod tests {
     #[test]
     fn a_new_message_closes_a_delegated_call_as_rejected() {
         let mut run = delegated_run(vec![nested("p1", "c1", RequirementKind::Confirmation)]);
-        let _ = run.next_step();
+        let _ = run.next();
         run.begin(RunInput::Message(Msg::user("never mind")), Utc::now())
             .unwrap();
         let closed = run

@@ -13,7 +13,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::Utc;
 use proptest::prelude::*;
 use reins_agent::run::{
-    AfterReasoning, ExecOutcome, GateDecision, Phase, Run, RunConfig, RunInput, Step,
+    AfterReasoning, Call as RunCall, Event, ExecOutcome, GateDecision, Phase, Run, RunConfig,
+    RunInput, Step,
 };
 use reins_agent::{Decision, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
@@ -213,22 +214,30 @@ impl Sim {
     /// Drives until the run pauses or finishes; `interrupt_at` interrupts at that step.
     fn drive(&mut self, interrupt_at: Option<usize>) -> Result<Option<RunStatus>, TestCaseError> {
         for step_no in 0..200 {
-            if interrupt_at == Some(step_no) && self.run.is_active() {
-                self.run.interrupt(Vec::new());
+            if interrupt_at == Some(step_no) {
+                // Ignored by the run when no run is in progress.
+                self.run.apply(Event::Interrupted(Vec::new())).unwrap();
             }
-            match self.run.next_step() {
-                Step::Reason { summary } => {
-                    let (msgs, _report) = self.run.request_messages(false);
-                    check_valid(&msgs).map_err(TestCaseError::fail)?;
+            match self.run.next() {
+                Step::Compress(_) => {
+                    return Err(TestCaseError::fail(
+                        "compression asked without a context budget",
+                    ));
+                }
+                Step::Reason(step) => {
+                    let summary = step.summary;
+                    check_valid(&step.messages).map_err(TestCaseError::fail)?;
                     let Some((out, hook, stop_after)) = self.outputs.next() else {
                         // The model is out of answers: it says something plain.
-                        self.run.on_model_message(
-                            Msg::assistant("bye"),
-                            vec![],
-                            AfterReasoning::default(),
-                            Default::default(),
-                            Utc::now(),
-                        );
+                        self.run
+                            .apply(Event::Reasoned {
+                                message: Msg::assistant("bye"),
+                                gates: vec![],
+                                after: AfterReasoning::default(),
+                                usage: Default::default(),
+                                now: Utc::now(),
+                            })
+                            .unwrap();
                         continue;
                     };
                     let out = if summary { ModelOut::Text } else { out };
@@ -253,7 +262,14 @@ impl Sim {
                     };
                     let stop = after.stop;
                     self.run
-                        .on_model_message(msg, gates, after, Default::default(), Utc::now());
+                        .apply(Event::Reasoned {
+                            message: msg,
+                            gates,
+                            after,
+                            usage: Default::default(),
+                            now: Utc::now(),
+                        })
+                        .unwrap();
                     let stored: Vec<ToolUse> = self.run.messages()[before..]
                         .iter()
                         .filter(|m| m.role == Role::Assistant)
@@ -297,7 +313,13 @@ impl Sim {
                         }
                     }
                     let stop = self.outputs.as_slice().first().is_some_and(|o| o.2);
-                    self.run.on_tool_results(outcomes, stop, Utc::now());
+                    self.run
+                        .apply(Event::Acted {
+                            outcomes,
+                            stop,
+                            now: Utc::now(),
+                        })
+                        .unwrap();
                 }
                 Step::Pause(_) => return Ok(None),
                 Step::Finish(s) => return Ok(Some(s)),
@@ -366,7 +388,7 @@ proptest! {
                 _ => vec![],
             };
             let resume = matches!(run_input, RunInput::Resume);
-            match sim.run.begin(run_input, now) {
+            match sim.run.apply(Event::Begin(RunCall::new("s", run_input, now))) {
                 Ok(()) => {
                     for d in &decisions {
                         if let Decision::Approve { id, .. } = d {

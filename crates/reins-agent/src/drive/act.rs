@@ -13,7 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::{Driver, UNKNOWN_OUTCOME, ask};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
-use crate::run::{ExecOutcome, Execution};
+use crate::run::{Event, ExecOutcome, Execution};
 use crate::session::SessionCore;
 
 impl Driver {
@@ -22,29 +22,10 @@ impl Driver {
         core: &mut SessionCore,
         batch: Vec<Execution>,
     ) -> Result<Option<RunStatus>> {
-        let iteration = core.run.state().iteration;
-        // Answers routed to paused sub-agents, handed to them with this dispatch.
-        let routed: std::collections::HashMap<String, crate::run::ChildInput> = batch
-            .iter()
-            .filter_map(|e| {
-                let id = &e.tool_use.id;
-                core.run.routed_input(id).map(|r| (id.clone(), r))
-            })
-            .collect();
-        // Answers to questions of calls in flight, handed to them with this dispatch.
-        let answers: std::collections::HashMap<String, reins_tool::QuestionAnswer> = batch
-            .iter()
-            .filter_map(|e| {
-                let id = &e.tool_use.id;
-                core.run.question_answer(id).map(|a| (id.clone(), a))
-            })
-            .collect();
-        let route = |e: &Execution| {
-            (
-                routed.get(&e.tool_use.id).cloned(),
-                answers.get(&e.tool_use.id).cloned(),
-            )
-        };
+        let iteration = core.run.state().iteration();
+        // Answers routed to paused sub-agents and answers to questions of calls in
+        // flight travel with their executions.
+        let route = |e: &Execution| (e.routed.clone(), e.answer.clone());
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
         let exec_all = async {
             let mut outcomes = Vec::with_capacity(batch.len());
@@ -119,7 +100,11 @@ impl Driver {
                 }
             }
         }
-        core.run.on_tool_results(results, stop, Utc::now());
+        core.run.apply(Event::Acted {
+            outcomes: results,
+            stop,
+            now: Utc::now(),
+        })?;
         if let Some(e) = first_error {
             self.commit(core).await?;
             return Err(e);

@@ -1,69 +1,52 @@
-//! Context compression, the runner's half: before a model call, when the request
-//! would be over the agent's [`ContextPolicy`](crate::ContextPolicy) budget, ask the
-//! summarizer for a summary of the oldest turns, store it, and announce it. The run's
-//! half (where to cut, what a request carries) is `run::context`.
+//! Context compression, the driver's half: a [`Step::Compress`](crate::run::Step)
+//! asks the summarizer (chunk by chunk, each folding in the last) for a summary of
+//! the oldest turns and feeds it back; a [`Reason`](crate::run::Reason) step's
+//! [`ContextCheck`] is announced as events. Where to cut and what a request carries
+//! are the run's (`run::context`); the policy and the summarizer's prompt are
+//! [`crate::context`]'s.
 
 use chrono::Utc;
 use reins_hook::{HookEvent, SummaryReason};
-use reins_message::Msg;
-use reins_model::ChatRequest;
 
 use super::Driver;
 use crate::context::{self, ContextSummary};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
+use crate::run::{Compress, ContextCheck, Event};
 use crate::session::SessionCore;
 
 impl Driver {
-    /// Brings the next request within budget. `Some(status)` when the run ended
-    /// meanwhile (interrupted during the summarizer call: nothing is stored).
-    pub(super) async fn fit_context(
+    /// Performs a [`Compress`] step. `Some(status)` when the run ended meanwhile
+    /// (interrupted during the summarizer call: nothing is stored).
+    pub(super) async fn compress(
         &self,
         core: &mut SessionCore,
-        summary_step: bool,
-        iteration: u32,
+        step: Compress,
     ) -> Result<Option<RunStatus>> {
         let inner = &self.agent.inner;
         let Some(policy) = &inner.context else {
-            return Ok(None);
+            return Err(AgentError::Internal(
+                "the run asked for a summary but the agent has no context policy".to_owned(),
+            ));
         };
         let counter = policy.counter_for(inner.model.model_name());
-
-        // What the request carries besides the transcript.
-        let mut skeleton = Vec::new();
-        if let Some(p) = &inner.system_prompt {
-            skeleton.push(Msg::system(p.clone()));
-        }
-        if summary_step {
-            skeleton.push(Msg::system(inner.summary_prompt.clone()));
-        }
-        let mut skeleton = ChatRequest::new(skeleton).with_options(inner.options.clone());
-        if !summary_step {
-            skeleton.tools = inner.toolkit.specs();
-        }
-        let mut overhead = policy.overhead(&*counter, &skeleton);
-        if let Some(out) = &core.run.state().output {
-            overhead += policy.fixed_tokens(&*counter, &out.spec.schema.to_string()) + 64;
-        }
-
-        let plan = core.run.plan_context(&*counter, overhead, policy);
-        let Some(cut) = plan.cut else {
-            if plan.over_budget {
-                self.over_budget(plan.tokens, policy.budget());
-            }
-            return Ok(None);
-        };
-        let input = core.run.summary_input(&*counter, &cut);
-        let Some((first, last)) = input.messages.first().zip(input.messages.last()) else {
+        let Compress {
+            iteration,
+            earlier,
+            messages,
+            covered_tokens,
+            ..
+        } = step;
+        let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
             return Ok(None);
         };
         let (first, last) = (first.id.clone(), last.id.clone());
-        let covered = input.messages.len();
+        let covered = messages.len();
 
         // One summarizer call per chunk it can read at once, each folding in the last.
         let model = policy.summarizer.as_ref().unwrap_or(&inner.model);
-        let mut text = input.earlier.as_ref().map(|e| e.text.clone());
-        for chunk in context::chunks(input.messages, &*counter, policy.chunk_tokens(&*counter)) {
+        let mut text = earlier.as_ref().map(|e| e.text.clone());
+        for chunk in context::chunks(messages, &*counter, policy.chunk_tokens(&*counter)) {
             let request = context::summary_request(policy, text.as_deref(), &chunk);
             let mut ev = HookEvent::PreSummary {
                 request,
@@ -87,7 +70,7 @@ impl Driver {
                 return self.interrupt(core, Vec::new()).await.map(Some);
             };
             let done = done?;
-            core.run.add_usage(done.usage);
+            core.run.apply(Event::Usage(done.usage))?;
             let mut ev = HookEvent::PostSummary {
                 message: done.message,
                 reason: SummaryReason::Context,
@@ -115,42 +98,46 @@ impl Driver {
             first,
             last,
             messages: covered,
-            builds_on: input.earlier.map(|e| e.id),
-            covered_tokens: input.covered_tokens,
+            builds_on: earlier.map(|e| e.id),
+            covered_tokens,
             summary_tokens: counter.count_text(&text),
             counter: counter.name().to_owned(),
             created_at: Utc::now(),
             text,
         };
-        core.run.add_summary(summary.to_msg());
-        self.commit(core).await?;
-        let after = core.run.plan_context(&*counter, overhead, policy);
-        tracing::debug!(
-            session = %self.session,
-            covered,
-            before = plan.tokens,
-            after = after.tokens,
-            mid_turn = cut.mid_turn,
-            "context compressed"
-        );
-        self.emit(RunEvent::ContextCompressed {
-            summary,
-            tokens_before: plan.tokens,
-            tokens_after: after.tokens,
-        });
-        if after.tokens > policy.budget() {
-            self.over_budget(after.tokens, policy.budget());
-        }
+        core.run.apply(Event::Summarized(summary))?;
+        // Stored by the run loop before the model call.
         Ok(None)
     }
 
-    fn over_budget(&self, tokens: usize, budget: usize) {
-        tracing::warn!(
-            session = %self.session,
-            tokens,
-            budget,
-            "the request is over the context budget even after compression; sending it anyway"
-        );
-        self.emit(RunEvent::ContextOverBudget { tokens, budget });
+    /// Announces a request's context check: the summary made for it, and a request
+    /// that stays over budget (sent anyway).
+    pub(super) fn announce_context(&self, check: ContextCheck) {
+        if let Some(c) = check.compressed {
+            tracing::debug!(
+                session = %self.session,
+                covered = c.summary.messages,
+                before = c.tokens_before,
+                after = check.tokens,
+                "context compressed"
+            );
+            self.emit(RunEvent::ContextCompressed {
+                summary: c.summary,
+                tokens_before: c.tokens_before,
+                tokens_after: check.tokens,
+            });
+        }
+        if check.over_budget {
+            tracing::warn!(
+                session = %self.session,
+                tokens = check.tokens,
+                budget = check.budget,
+                "the request is over the context budget even after compression; sending it anyway"
+            );
+            self.emit(RunEvent::ContextOverBudget {
+                tokens: check.tokens,
+                budget: check.budget,
+            });
+        }
     }
 }

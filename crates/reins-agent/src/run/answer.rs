@@ -165,15 +165,9 @@ impl Run {
 }
 
 impl Run {
-    /// Sets the structured answer the next run started by a message must end with
-    /// (`None`: free text). Runs already in progress keep theirs.
-    pub fn set_next_output(&mut self, spec: Option<OutputSpec>) {
-        self.next_output = spec;
-    }
-
     /// For a request about to be made: how to ask for the structured answer with a
     /// model of these capabilities, when the run wants one. Records the mode used.
-    pub fn prepare_output(
+    pub(super) fn prepare_output(
         &mut self,
         caps: reins_model::ModelCapabilities,
     ) -> Option<(OutputMode, OutputSpec)> {
@@ -184,11 +178,5 @@ impl Run {
         let mode = out.spec.mode.resolve(caps);
         out.asked = Some(mode);
         Some((mode, out.spec.clone()))
-    }
-
-    /// The call's outcome for structured output: `Err` with the raw answer when it
-    /// stayed invalid after every retry.
-    pub fn output_failure(&self) -> Option<&(String, Vec<String>, u32)> {
-        self.call.output_failure.as_ref()
     }
 }

@@ -23,7 +23,7 @@ impl Run {
 
     /// Checks that the run waits for exactly what `seen` shows; otherwise
     /// [`AgentError::StaleView`] with what is pending now.
-    pub fn check_view(&self, seen: &ViewToken) -> Result<()> {
+    pub(crate) fn check_view(&self, seen: &ViewToken) -> Result<()> {
         let now = self.view();
         if now == *seen {
             return Ok(());
@@ -41,7 +41,7 @@ impl Run {
     /// Audit records of a refused input: one per attempted decision
     /// `(requirement id, decision label, by)`; for a bare `resume()` that named no
     /// requirement, one per requirement pending now.
-    pub(crate) fn refusal_records(
+    pub(super) fn refusal_records(
         &self,
         attempted: &[Attempt],
         via: &str,

@@ -7,18 +7,29 @@ use std::collections::HashSet;
 use reins_memory::Commit;
 use reins_message::Msg;
 
-use super::Run;
+use super::{Flush, Run};
 use crate::view::DecisionRecord;
 
 impl Run {
+    /// Takes what [`Flush`] asks for as one store [`Commit`] (the driver sets
+    /// `expected_version` and, on the run's last commit, `release_lock`); `None` when
+    /// there is nothing to write.
+    pub fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
+        let due = match flush {
+            Flush::All => self.has_changes(),
+            Flush::Recorded => self.has_changes_besides_state(),
+        };
+        due.then(|| self.take_all())
+    }
+
     /// Whether anything must be written.
-    pub fn has_changes(&self) -> bool {
+    pub(crate) fn has_changes(&self) -> bool {
         self.has_changes_besides_state() || self.state != self.committed
     }
 
     /// Whether anything but the run state must be written: messages, requirements,
     /// decisions. (A step that only moves the run state can wait for the next commit.)
-    pub fn has_changes_besides_state(&self) -> bool {
+    pub(crate) fn has_changes_besides_state(&self) -> bool {
         self.saved < self.messages.len()
             || !self.removed.is_empty()
             || !self.replaced.is_empty()
@@ -28,10 +39,9 @@ impl Run {
             || !self.req_ops.log.is_empty()
     }
 
-    /// Takes everything to write since the last commit as one store [`Commit`]
-    /// (the caller sets `expected_version`). The run state is included when it changed
-    /// since the last commit.
-    pub fn take_commit(&mut self) -> Commit {
+    /// Takes everything to write since the last commit as one store [`Commit`].
+    /// The run state is included when it changed since the last commit.
+    fn take_all(&mut self) -> Commit {
         let ops = std::mem::take(&mut self.req_ops);
         let commit = Commit {
             expected_version: 0,

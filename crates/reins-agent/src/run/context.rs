@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use reins_memory::RepairReport;
-use reins_message::{Msg, Role, Usage};
+use reins_message::{Msg, Role};
 
-use super::Run;
+use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run, Step};
 use crate::context::{ContextPolicy, ContextSummary, TokenCounter, is_summary};
 
 /// Tokens of the line that introduces a summary in a request.
@@ -17,7 +17,7 @@ fn header_tokens(counter: &dyn TokenCounter) -> usize {
 
 /// What the next request costs and, when it is over budget, where to cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContextPlan {
+pub(crate) struct ContextPlan {
     /// Tokens of the request as it stands.
     pub tokens: usize,
     /// Where to cut, when the request is over budget and a cut exists.
@@ -28,7 +28,7 @@ pub struct ContextPlan {
 
 /// A place to cut the transcript: `from..to` is summarized (summaries aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cut {
+pub(crate) struct Cut {
     /// The first index the new summary covers (where the active summary ends, or 0).
     pub from: usize,
     /// The first index it does not cover: requests start here.
@@ -57,7 +57,7 @@ impl Run {
     /// commit) and reported. With `summaries` (the agent has a context policy), the
     /// active summary stands in for the messages it covers; stored summary messages
     /// are never sent as such.
-    pub fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
+    pub(crate) fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
         let active = if summaries {
             self.active_summary()
         } else {
@@ -138,7 +138,7 @@ impl Run {
     /// and, when over the policy's budget, the cut that keeps the most recent messages
     /// while bringing it to the policy's target: between turns if possible, otherwise
     /// between tool rounds, otherwise as far as a cut can go.
-    pub fn plan_context(
+    pub(crate) fn plan_context(
         &mut self,
         counter: &dyn TokenCounter,
         overhead: usize,
@@ -250,15 +250,99 @@ impl Run {
         }
     }
 
-    /// Appends a summary message (stored at the next commit; the originals stay).
-    pub(crate) fn add_summary(&mut self, msg: Msg) {
+    /// Appends the summary made for a [`Step::Compress`](super::Step::Compress)
+    /// (stored at the next commit; the originals stay).
+    pub(crate) fn add_summary(&mut self, summary: ContextSummary) {
         self.token_counts.clear();
-        self.push(msg);
+        self.push(summary.to_msg());
+        if let Some(tokens_before) = self.call.compress_asked {
+            self.call.compressed = Some(Compressed {
+                summary,
+                tokens_before,
+            });
+        }
     }
 
-    /// Adds the token usage of a call made outside the reasoning loop (a summary).
-    pub(crate) fn add_usage(&mut self, usage: Usage) {
-        self.call.usage += usage;
+    /// The step for a model call: first, when the agent keeps a context budget and
+    /// the request is over it, a [`Step::Compress`] (once per request); then the
+    /// request's messages, the structured-output mode and the budget check.
+    pub(super) fn reason_step(&mut self, summary: bool) -> Step {
+        let iteration = self.state.iteration + 1;
+        let context = match self.call.compression.take() {
+            Some(c) => {
+                let checked = self.check_context(&c, summary, iteration);
+                self.call.compression = Some(c);
+                match checked {
+                    Ok(check) => Some(check),
+                    Err(compress) => return Step::Compress(compress),
+                }
+            }
+            None => None,
+        };
+        let (messages, repairs) = self.request_messages(self.call.compression.is_some());
+        let output = self.prepare_output(self.call.model);
+        Step::Reason(Reason {
+            iteration,
+            summary,
+            messages,
+            repairs,
+            output,
+            context,
+        })
+    }
+
+    /// The next request against the budget: `Err` with what to summarize when it is
+    /// over budget and no summary was made for it yet.
+    fn check_context(
+        &mut self,
+        c: &Compression,
+        summary: bool,
+        iteration: u32,
+    ) -> Result<ContextCheck, Compress> {
+        let counter = &*c.counter;
+        let mut overhead = if summary {
+            c.summary_overhead
+        } else {
+            c.overhead
+        };
+        if let Some(out) = &self.state.output {
+            overhead += c.policy.fixed_tokens(counter, &out.spec.schema.to_string()) + 64;
+        }
+        let budget = c.policy.budget();
+        let plan = self.plan_context(counter, overhead, &c.policy);
+        if self.call.compress_asked.take().is_some() {
+            // The summary for this request is in: what it costs now.
+            return Ok(ContextCheck {
+                tokens: plan.tokens,
+                budget,
+                over_budget: plan.tokens > budget,
+                compressed: self.call.compressed.take(),
+            });
+        }
+        let over_budget = match plan.cut {
+            Some(cut) => {
+                let input = self.summary_input(counter, &cut);
+                if !input.messages.is_empty() {
+                    self.call.compress_asked = Some(plan.tokens);
+                    return Err(Compress {
+                        iteration,
+                        earlier: input.earlier,
+                        messages: input.messages,
+                        covered_tokens: input.covered_tokens,
+                        tokens_before: plan.tokens,
+                        mid_turn: cut.mid_turn,
+                    });
+                }
+                false
+            }
+            None => plan.over_budget,
+        };
+        Ok(ContextCheck {
+            tokens: plan.tokens,
+            budget,
+            over_budget,
+            compressed: None,
+        })
     }
 }
 
@@ -330,7 +414,7 @@ mod tests {
         out
     }
 
-    fn summary_msg(run: &mut Run, cut: &Cut, policy: &ContextPolicy) -> Msg {
+    fn summary_msg(run: &mut Run, cut: &Cut, policy: &ContextPolicy) -> ContextSummary {
         let counter = EstimateCounter;
         let input = run.summary_input(&counter, cut);
         let text = "s".repeat(policy.max_summary_tokens() * 4);
@@ -354,7 +438,6 @@ mod tests {
             created_at: Utc::now(),
             text,
         }
-        .to_msg()
     }
 
     proptest! {

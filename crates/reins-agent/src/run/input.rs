@@ -10,7 +10,8 @@ use reins_tool::QuestionAnswer;
 use serde_json::{Map, Value};
 
 use super::{
-    CallTally, ChildInput, NOT_RUN_INTERRUPTED, Phase, Run, RunInput, SlotStatus, ToolSlot, clip,
+    Attempt, Call, CallTally, ChildInput, NOT_RUN_INTERRUPTED, Phase, Refusal, Run, RunInput,
+    SlotStatus, ToolSlot, clip,
 };
 use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, RequirementKind};
@@ -19,36 +20,52 @@ use crate::view::{Actor, ViewToken};
 impl Run {
     // ----- starting a call -------------------------------------------------------
 
-    /// Starts a call with the caller's input. Validates everything first: on error
-    /// nothing changes.
-    pub fn begin(&mut self, input: RunInput, now: DateTime<Utc>) -> Result<()> {
-        self.begin_as(input, None, None, now)
-    }
-
-    /// [`Run::begin`] on behalf of `actor` (recorded with every decision the input
-    /// makes), acting on the view `view` when the caller named one: a view that differs
-    /// from what the run waits for is refused ([`AgentError::StaleView`]) before
-    /// anything changes.
-    pub fn begin_as(
-        &mut self,
-        input: RunInput,
-        actor: Option<&Actor>,
-        view: Option<&ViewToken>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        if let Some(v) = view {
-            self.check_view(v)?;
+    /// Starts a call ([`Event::Begin`](super::Event::Begin)). Validates everything
+    /// first: on error nothing changes, and stale or expired decisions come back with
+    /// their audit records.
+    pub(super) fn begin_call(&mut self, call: Call) -> std::result::Result<(), Refusal> {
+        let Call {
+            session,
+            input,
+            actor,
+            view,
+            output,
+            model,
+            compression,
+            now,
+        } = call;
+        // What the input attempts, for the audit trail should it be refused.
+        let attempted = attempts(&input, view.as_ref());
+        let refuse = |run: &Self, error: AgentError, actor: Option<&Actor>| {
+            let audit = match error {
+                AgentError::StaleView { .. } | AgentError::RequirementExpired { .. } => run
+                    .refusal_records(&attempted.0, attempted.1, &error, actor, view.as_ref(), now),
+                _ => Vec::new(),
+            };
+            Refusal { error, audit }
+        };
+        if let Some(v) = &view {
+            if let Err(e) = self.check_view(v) {
+                return Err(refuse(self, e, actor.as_ref()));
+            }
+        }
+        if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
+            self.next_output = output;
         }
         self.call = CallTally {
-            actor: actor.cloned(),
-            view: view.cloned(),
+            session,
+            model,
+            compression,
+            actor: actor.clone(),
+            view: view.clone(),
             ..CallTally::default()
         };
-        match input {
+        let begun = match input {
             RunInput::Message(msg) => self.begin_message(msg, now),
             RunInput::Resume => self.begin_resume(now),
             RunInput::Decisions(ds) => self.begin_decisions(ds, now),
-        }
+        };
+        begun.map_err(|e| refuse(self, e, actor.as_ref()))
     }
 
     fn begin_message(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {
@@ -220,7 +237,7 @@ impl Run {
             Phase::Reasoning | Phase::Acting | Phase::Summarizing => return Ok(()),
             Phase::Idle | Phase::Finished(_) => {
                 return Err(AgentError::NothingToResume {
-                    session: String::new(),
+                    session: self.call.session.clone(),
                 });
             }
         }
@@ -301,7 +318,7 @@ impl Run {
     fn begin_decisions(&mut self, decisions: Vec<Decision>, now: DateTime<Utc>) -> Result<()> {
         if self.state.phase != Phase::Paused {
             return Err(AgentError::NothingToResume {
-                session: String::new(),
+                session: self.call.session.clone(),
             });
         }
         if decisions.is_empty() {
@@ -514,6 +531,41 @@ impl Run {
 /// The id a nested requirement has in the child session one level down: its path
 /// without the parent's hop, joined with `/` (the child's own id when the child raised
 /// it itself).
+/// What an input attempts, for the audit trail of a refusal: one entry per decision
+/// (requirement id, decision label, by), and the verb it came through.
+fn attempts(input: &RunInput, view: Option<&ViewToken>) -> (Vec<Attempt>, &'static str) {
+    match input {
+        RunInput::Decisions(ds) => (
+            ds.iter()
+                .map(|d| {
+                    (
+                        d.id().to_owned(),
+                        d.label().to_owned(),
+                        d.decided_by().map(str::to_owned),
+                    )
+                })
+                .collect(),
+            "resolve",
+        ),
+        RunInput::Message(m) => (
+            m.tool_results_iter()
+                .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
+                .collect(),
+            "tool_results",
+        ),
+        RunInput::Resume => (
+            view.map(|v| {
+                v.requirement_ids()
+                    .iter()
+                    .map(|id| (id.clone(), "approve".to_owned(), None))
+                    .collect()
+            })
+            .unwrap_or_default(),
+            "resume",
+        ),
+    }
+}
+
 pub(crate) fn child_id(path: &[String], id: &str) -> String {
     match path.split_first() {
         Some((_, rest)) if !rest.is_empty() => rest.join("/"),

@@ -12,19 +12,20 @@ use answer::Answer;
 mod audit;
 mod commit;
 mod context;
+mod event;
 mod input;
 mod types;
 
 #[cfg(test)]
 pub(crate) use input::child_id;
 
-pub use context::{ContextPlan, Cut};
+pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
 pub use reins_tool::GateDecision;
 pub use types::{
-    AfterReasoning, ChildInput, ExecOutcome, Execution, OutputState, Phase, RunConfig, RunInput,
-    RunState, SlotStatus, Step, ToolSlot,
+    AfterReasoning, ChildInput, Compress, Compressed, ContextCheck, ExecOutcome, Execution,
+    OutputState, Phase, Reason, RunConfig, RunInput, RunState, SlotStatus, Step, ToolSlot,
 };
 
 use std::collections::HashSet;
@@ -95,6 +96,17 @@ struct ReqOps {
 
 #[derive(Debug, Clone, Default)]
 struct CallTally {
+    /// The session the call runs on (named in errors and the output).
+    session: String,
+    /// What the call's model can do.
+    model: reins_model::ModelCapabilities,
+    /// The agent's context budget for this call.
+    compression: Option<Compression>,
+    /// A [`Step::Compress`] was handed out for the coming request: the request's
+    /// tokens before it.
+    compress_asked: Option<usize>,
+    /// The summary fed back for it.
+    compressed: Option<Compressed>,
     usage: Usage,
     repairs: RepairReport,
     iterations: u32,
@@ -141,6 +153,17 @@ impl Run {
         }
     }
 
+    /// Begins a call with this input and nothing else (unit tests).
+    #[cfg(test)]
+    pub(crate) fn begin(
+        &mut self,
+        input: RunInput,
+        now: DateTime<Utc>,
+    ) -> crate::error::Result<()> {
+        self.apply(Event::Begin(Call::new("test", input, now)))
+            .map_err(|r| r.error)
+    }
+
     /// An empty run.
     pub fn new(config: RunConfig) -> Self {
         Self::restore(config, Vec::new(), None)
@@ -177,7 +200,7 @@ impl Run {
     }
 
     /// Whether a run is in progress (not idle, not finished, not paused).
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         matches!(
             self.state.phase,
             Phase::Reasoning | Phase::Acting | Phase::Summarizing
@@ -220,30 +243,10 @@ impl Run {
         })
     }
 
-    /// The answer to the question the call `id` asked, when it waits to be handed
-    /// to the call.
-    pub fn question_answer(&self, id: &str) -> Option<reins_tool::QuestionAnswer> {
-        self.state.slots.iter().find_map(|s| match &s.status {
-            SlotStatus::Asking {
-                answer: Some(a), ..
-            } if s.tool_use.id == id => Some(a.clone()),
-            _ => None,
-        })
-    }
-
-    /// The tool use ids of calls in flight waiting for an answer to a question.
-    pub fn asking(&self) -> Vec<String> {
-        self.state
-            .slots
-            .iter()
-            .filter(|s| matches!(s.status, SlotStatus::Asking { .. }))
-            .map(|s| s.tool_use.id.clone())
-            .collect()
-    }
-
     /// The answers routed to the sub-agent call `id`, when it is one that waits to be
     /// dispatched again with them.
-    pub fn routed_input(&self, id: &str) -> Option<ChildInput> {
+    #[cfg(test)]
+    pub(crate) fn routed_input(&self, id: &str) -> Option<ChildInput> {
         self.state.slots.iter().find_map(|s| match &s.status {
             SlotStatus::Delegated {
                 routed: Some(input),
@@ -262,37 +265,11 @@ impl Run {
             .collect()
     }
 
-    /// Tool calls cleared to run that have no result yet (after a crash these are the
-    /// calls the ledger must settle).
-    pub fn unsettled(&self) -> Vec<Execution> {
-        self.state
-            .slots
-            .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Ready { input, edited, .. } => Some(Execution {
-                    tool_use: s.tool_use.clone(),
-                    input: input.clone(),
-                    edited: *edited,
-                }),
-                // A sub-agent call dispatched with routed answers may have run them; a
-                // call that asked a question was running.
-                SlotStatus::Delegated {
-                    routed: Some(_), ..
-                }
-                | SlotStatus::Asking { .. } => Some(Execution {
-                    tool_use: s.tool_use.clone(),
-                    input: s.tool_use.input.clone(),
-                    edited: false,
-                }),
-                _ => None,
-            })
-            .collect()
-    }
-
     // ----- the loop --------------------------------------------------------------
 
-    /// What the runner must do next.
-    pub fn next_step(&mut self) -> Step {
+    /// What the driver must do next. The step carries everything the driver needs
+    /// for it; its outcome goes back through [`Run::apply`].
+    pub fn next(&mut self) -> Step {
         loop {
             match self.state.phase {
                 Phase::Reasoning => {
@@ -300,9 +277,9 @@ impl Run {
                         self.state.phase = Phase::Summarizing;
                         continue;
                     }
-                    return Step::Reason { summary: false };
+                    return self.reason_step(false);
                 }
-                Phase::Summarizing => return Step::Reason { summary: true },
+                Phase::Summarizing => return self.reason_step(true),
                 Phase::Acting => {
                     let mut batch = Vec::new();
                     for slot in &mut self.state.slots {
@@ -314,28 +291,39 @@ impl Run {
                                 ..
                             } if !*dispatched => {
                                 *dispatched = true;
-                                batch.push(Execution {
-                                    tool_use: slot.tool_use.clone(),
-                                    input: input.clone(),
-                                    edited: *edited,
-                                });
+                                batch.push(Execution::new(
+                                    slot.tool_use.clone(),
+                                    input.clone(),
+                                    *edited,
+                                ));
                             }
                             SlotStatus::Delegated {
-                                routed: Some(_),
-                                dispatched,
-                                ..
-                            }
-                            | SlotStatus::Asking {
-                                answer: Some(_),
+                                routed: Some(routed),
                                 dispatched,
                                 ..
                             } if !*dispatched => {
                                 *dispatched = true;
-                                batch.push(Execution {
-                                    tool_use: slot.tool_use.clone(),
-                                    input: slot.tool_use.input.clone(),
-                                    edited: false,
-                                });
+                                let mut e = Execution::new(
+                                    slot.tool_use.clone(),
+                                    slot.tool_use.input.clone(),
+                                    false,
+                                );
+                                e.routed = Some(routed.clone());
+                                batch.push(e);
+                            }
+                            SlotStatus::Asking {
+                                answer: Some(answer),
+                                dispatched,
+                                ..
+                            } if !*dispatched => {
+                                *dispatched = true;
+                                let mut e = Execution::new(
+                                    slot.tool_use.clone(),
+                                    slot.tool_use.input.clone(),
+                                    false,
+                                );
+                                e.answer = Some(answer.clone());
+                                batch.push(e);
                             }
                             _ => {}
                         }
@@ -400,7 +388,7 @@ impl Run {
 
     /// Feeds the model's final message (after the `PostReasoning` hooks), with each
     /// tool use's gate in order and the hooks' verdict.
-    pub fn on_model_message(
+    pub(crate) fn on_model_message(
         &mut self,
         mut msg: Msg,
         gates: Vec<GateDecision>,
@@ -532,7 +520,12 @@ impl Run {
 
     /// Feeds the outcomes of an [`Step::Execute`] batch (in any order), and whether a
     /// `PostActing` hook asked to stop.
-    pub fn on_tool_results(&mut self, outcomes: Vec<ExecOutcome>, stop: bool, now: DateTime<Utc>) {
+    pub(crate) fn on_tool_results(
+        &mut self,
+        outcomes: Vec<ExecOutcome>,
+        stop: bool,
+        now: DateTime<Utc>,
+    ) {
         let mut results = Vec::new();
         for o in outcomes {
             match o {
@@ -607,7 +600,7 @@ impl Run {
 
     /// Settles calls whose fate the ledger decided without running them (after a
     /// crash): their recorded results are appended.
-    pub fn settle(&mut self, results: Vec<ToolResult>, now: DateTime<Utc>) {
+    pub(crate) fn settle(&mut self, results: Vec<ToolResult>, now: DateTime<Utc>) {
         self.on_tool_results(
             results.into_iter().map(ExecOutcome::Done).collect(),
             false,
@@ -618,7 +611,7 @@ impl Run {
     /// Interrupts the run: every call without a result gets an honest one (`results`
     /// from tools stopped mid-run, `Cancelled` for the rest), the turn is sanitized,
     /// and the run ends `Cancelled`. A no-op when no run is in progress.
-    pub fn interrupt(&mut self, results: Vec<ToolResult>) -> bool {
+    pub(crate) fn interrupt(&mut self, results: Vec<ToolResult>) -> bool {
         if !self.is_active() {
             return false;
         }
@@ -680,10 +673,19 @@ impl Run {
 
     // ----- results of a call -----------------------------------------------------
 
-    /// The output of the call so far, with this status.
-    pub fn output(&self, session_id: &str, status: RunStatus) -> RunOutput {
-        RunOutput {
-            session_id: session_id.to_owned(),
+    /// The output of the call so far, with this status; the call's error when its
+    /// structured answer stayed invalid after every retry
+    /// ([`AgentError::InvalidOutput`](crate::AgentError::InvalidOutput)).
+    pub fn output(&self, status: RunStatus) -> crate::error::Result<RunOutput> {
+        if let Some((raw, problems, attempts)) = &self.call.output_failure {
+            return Err(crate::error::AgentError::InvalidOutput {
+                raw: raw.clone(),
+                problems: problems.clone(),
+                attempts: *attempts,
+            });
+        }
+        Ok(RunOutput {
+            session_id: self.call.session.clone(),
             status,
             message: self
                 .call
@@ -700,12 +702,35 @@ impl Run {
             iterations: self.call.iterations,
             structured: self.call.structured.clone(),
             empty_answer: self.call.empty_answer && status == RunStatus::Completed,
-        }
+        })
     }
 
-    /// What transcript repair changed during the current call.
-    pub fn repairs(&self) -> &RepairReport {
-        &self.call.repairs
+    /// Feeds one outcome. Only [`Event::Begin`] can be refused: a refused input
+    /// changes nothing and comes back fully formed, with the audit records of what
+    /// it attempted.
+    pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
+        match event {
+            Event::Begin(call) => return self.begin_call(call),
+            Event::Settled { results, now } => self.settle(results, now),
+            Event::Reasoned {
+                message,
+                gates,
+                after,
+                usage,
+                now,
+            } => self.on_model_message(message, gates, after, usage, now),
+            Event::Acted {
+                outcomes,
+                stop,
+                now,
+            } => self.on_tool_results(outcomes, stop, now),
+            Event::Summarized(summary) => self.add_summary(summary),
+            Event::Usage(usage) => self.call.usage += usage,
+            Event::Interrupted(results) => {
+                self.interrupt(results);
+            }
+        }
+        Ok(())
     }
 
     // ----- helpers -----------------------------------------------------------------

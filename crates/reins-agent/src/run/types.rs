@@ -124,7 +124,7 @@ pub enum SlotStatus {
     },
 }
 
-/// A tool call the runner must execute.
+/// A tool call the runner must execute, with everything it hands the call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Execution {
     /// The call as the model made it.
@@ -133,9 +133,26 @@ pub struct Execution {
     pub input: Value,
     /// Whether `input` differs from the model's arguments.
     pub edited: bool,
+    /// For a paused sub-agent's call: the answers routed to its child session, to hand
+    /// to the child with this dispatch.
+    pub routed: Option<ChildInput>,
+    /// For a call in flight that asked a question: the person's answer, to hand to the
+    /// waiting call.
+    pub answer: Option<reins_tool::QuestionAnswer>,
 }
 
 impl Execution {
+    /// A call cleared to run with these arguments (nothing routed, no answer).
+    pub fn new(tool_use: ToolUse, input: Value, edited: bool) -> Self {
+        Self {
+            tool_use,
+            input,
+            edited,
+            routed: None,
+            answer: None,
+        }
+    }
+
     /// The tool use to execute: the model's call with the executed arguments.
     pub fn effective_use(&self) -> ToolUse {
         let mut u = self.tool_use.clone();
@@ -176,22 +193,97 @@ pub enum ExecOutcome {
     },
 }
 
-/// What the runner must do next.
+/// What the driver must do next: the whole of what it needs for that step travels in
+/// the step, and its outcome goes back as one [`Event`](super::Event).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    /// Call the model. `summary`: the iteration limit was reached; call without tools
-    /// and ask for a summary.
-    Reason {
-        /// Whether this is the final summary call.
-        summary: bool,
-    },
-    /// Execute these tool calls (concurrently where allowed), then report with
-    /// [`Run::on_tool_results`](crate::run::Run::on_tool_results).
+    /// The next request is over the context budget: summarize these messages, then
+    /// feed [`Event::Summarized`](super::Event::Summarized) (and the summarizer's
+    /// [`Event::Usage`](super::Event::Usage)).
+    Compress(Compress),
+    /// Call the model with this request, then feed
+    /// [`Event::Reasoned`](super::Event::Reasoned).
+    Reason(Reason),
+    /// Execute these tool calls (concurrently where allowed), then feed
+    /// [`Event::Acted`](super::Event::Acted).
     Execute(Vec<Execution>),
     /// Stop and wait for these requirements (none: `resume()` goes on).
     Pause(Vec<Requirement>),
     /// The run ended.
     Finish(RunStatus),
+}
+
+impl Step {
+    /// A short name for logs and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Compress(_) => "compress",
+            Step::Reason(_) => "reason",
+            Step::Execute(_) => "execute",
+            Step::Pause(_) => "pause",
+            Step::Finish(_) => "finish",
+        }
+    }
+}
+
+/// A model call: the transcript part of the request and how to ask for the answer.
+/// The driver adds the agent's system prompt, tools (none for a summary), options and
+/// hooks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reason {
+    /// The reasoning step this call is (1-based within the run).
+    pub iteration: u32,
+    /// The iteration limit was reached: call without tools and ask for a summary.
+    pub summary: bool,
+    /// The transcript to send, repaired to be provider-valid (the repair is in the
+    /// run's transcript already, stored at the next commit), with the active context
+    /// summary standing in for the messages it covers.
+    pub messages: Vec<reins_message::Msg>,
+    /// What the repair changed (empty: nothing).
+    pub repairs: reins_memory::RepairReport,
+    /// How to ask for the run's structured answer, when it wants one.
+    pub output: Option<(crate::structured::OutputMode, crate::structured::OutputSpec)>,
+    /// The request against the context budget, when the agent has a context policy.
+    pub context: Option<ContextCheck>,
+}
+
+/// The request's size against the agent's context budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextCheck {
+    /// Tokens of the request as it will be sent.
+    pub tokens: usize,
+    /// The policy's budget.
+    pub budget: usize,
+    /// The request stays over budget (sent anyway; worth a warning).
+    pub over_budget: bool,
+    /// The summary made for this request by the [`Step::Compress`] before it.
+    pub compressed: Option<Compressed>,
+}
+
+/// A summary stored for this request, and what it saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compressed {
+    /// The stored summary.
+    pub summary: crate::context::ContextSummary,
+    /// Tokens of the request before the summary.
+    pub tokens_before: usize,
+}
+
+/// What the summarizer must read to bring the next request within budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compress {
+    /// The reasoning step the summary is made for.
+    pub iteration: u32,
+    /// The active summary, folded into the new one.
+    pub earlier: Option<crate::context::ContextSummary>,
+    /// The messages to summarize, in order (summaries excluded; never empty).
+    pub messages: Vec<reins_message::Msg>,
+    /// Tokens of those messages (and of the earlier summary).
+    pub covered_tokens: usize,
+    /// Tokens of the request before the summary.
+    pub tokens_before: usize,
+    /// Whether the cut falls inside a turn because no cut between turns was enough.
+    pub mid_turn: bool,
 }
 
 /// What the caller hands a session.
@@ -253,6 +345,57 @@ pub struct OutputState {
     /// The mode the last request used (decided from the model's capabilities).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked: Option<crate::structured::OutputMode>,
+}
+
+impl RunState {
+    /// Where the run is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Reasoning steps taken in the current run.
+    pub fn iteration(&self) -> u32 {
+        self.iteration
+    }
+
+    /// The calls a driver must settle from its tool-call ledger before it begins a
+    /// call with `input` (and feed back as [`Event::Settled`](super::Event::Settled)):
+    /// after a crash in the middle of tool execution, a new message closes the turn,
+    /// and calls that were cleared to run may have run. Empty in every other case.
+    pub fn settle_before(&self, input: &RunInput) -> Vec<Execution> {
+        if self.phase != Phase::Acting || !matches!(input, RunInput::Message(_)) {
+            return Vec::new();
+        }
+        self.slots
+            .iter()
+            .filter_map(|s| match &s.status {
+                SlotStatus::Ready { input, edited, .. } => {
+                    Some(Execution::new(s.tool_use.clone(), input.clone(), *edited))
+                }
+                // A sub-agent call dispatched with routed answers may have run them; a
+                // call that asked a question was running.
+                SlotStatus::Delegated {
+                    routed: Some(_), ..
+                }
+                | SlotStatus::Asking { .. } => Some(Execution::new(
+                    s.tool_use.clone(),
+                    s.tool_use.input.clone(),
+                    false,
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The tool use ids of calls in flight waiting for an answer to a question (they
+    /// stay live in the process that runs them only while the run waits).
+    pub fn asking(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.status, SlotStatus::Asking { .. }))
+            .map(|s| s.tool_use.id.clone())
+            .collect()
+    }
 }
 
 impl Default for RunState {

@@ -1,0 +1,176 @@
+//! What a driver feeds a [`Run`](super::Run): one [`Event`] per outcome, and the
+//! [`Call`] that starts a call with everything the run needs to know about the agent
+//! for it (how to ask for a structured answer, the context budget).
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use reins_message::{Msg, ToolResult, Usage};
+use reins_model::ModelCapabilities;
+
+use super::{AfterReasoning, ExecOutcome, GateDecision, RunInput};
+use crate::context::{ContextPolicy, ContextSummary, TokenCounter};
+use crate::error::AgentError;
+use crate::structured::OutputSpec;
+use crate::view::{Actor, DecisionRecord, ViewToken};
+
+/// One outcome fed to [`Run::apply`](super::Run::apply).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Event {
+    /// A call starts with the caller's input. Validated first: a refused input
+    /// changes nothing and comes back as a [`Refusal`].
+    Begin(Call),
+    /// Calls cut short by a crash, settled from the tool-call ledger before a new
+    /// message closes their turn (what [`RunState::settle_before`](super::RunState::settle_before)
+    /// asked for): their recorded results, or `Unknown` ones.
+    Settled {
+        /// One result per call the ledger could settle.
+        results: Vec<ToolResult>,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// The model's final message for a [`Step::Reason`](super::Step::Reason), after
+    /// the `PostReasoning` hooks, with each tool use's gate in order and the hooks'
+    /// verdict.
+    Reasoned {
+        /// The message.
+        message: Msg,
+        /// What each tool use's policy says (`Toolkit::gate`), in order.
+        gates: Vec<GateDecision>,
+        /// `stop_agent()` / `goto_reasoning(..)` from the hooks.
+        after: AfterReasoning,
+        /// Tokens the call used.
+        usage: Usage,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// The outcomes of a [`Step::Execute`](super::Step::Execute) batch, in any order,
+    /// and whether a `PostActing` hook asked to stop.
+    Acted {
+        /// One outcome per execution that finished or paused.
+        outcomes: Vec<ExecOutcome>,
+        /// A `PostActing` hook called `stop_agent()`.
+        stop: bool,
+        /// When.
+        now: DateTime<Utc>,
+    },
+    /// The summary made for a [`Step::Compress`](super::Step::Compress).
+    Summarized(ContextSummary),
+    /// Tokens spent outside a model call of the run (the summarizer's).
+    Usage(Usage),
+    /// The run was interrupted: every call without a result gets an honest one
+    /// (these, from tools stopped mid-run; `Cancelled` for the rest), the turn is
+    /// sanitized and the run ends `Cancelled`. Ignored when no run is in progress.
+    Interrupted(Vec<ToolResult>),
+}
+
+/// The start of a call: the caller's input, who acts, on which view, and what the run
+/// needs to know about the agent for this call.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The session the run belongs to (named in errors and in the output).
+    pub session: String,
+    /// The caller's input.
+    pub input: RunInput,
+    /// Who the call acts for (recorded with every decision it makes).
+    pub actor: Option<Actor>,
+    /// The view the caller acts on: a different one is refused
+    /// ([`AgentError::StaleView`]) before anything changes.
+    pub view: Option<ViewToken>,
+    /// The structured answer a run started by this call's message must end with
+    /// (`None`: free text). Ignored for other inputs: a run in progress keeps its own.
+    pub output: Option<OutputSpec>,
+    /// What the model can do (how a structured answer is asked for).
+    pub model: ModelCapabilities,
+    /// The context budget, when the agent keeps one.
+    pub compression: Option<Compression>,
+    /// When.
+    pub now: DateTime<Utc>,
+}
+
+impl Call {
+    /// A call with this input and nothing else set: no actor, no view, free text, a
+    /// model of default capabilities, no context budget.
+    pub fn new(session: impl Into<String>, input: RunInput, now: DateTime<Utc>) -> Self {
+        Self {
+            session: session.into(),
+            input,
+            actor: None,
+            view: None,
+            output: None,
+            model: ModelCapabilities::default(),
+            compression: None,
+            now,
+        }
+    }
+}
+
+/// An agent's context budget for one call: the policy, the token counter for its
+/// model, and the tokens a request carries besides the transcript.
+#[derive(Clone)]
+pub struct Compression {
+    /// The policy.
+    pub policy: ContextPolicy,
+    /// Counts tokens as the agent's model does.
+    pub counter: Arc<dyn TokenCounter>,
+    /// Tokens of a reasoning request without its transcript (system prompt, tools,
+    /// options).
+    pub overhead: usize,
+    /// Tokens of the final summary request without its transcript.
+    pub summary_overhead: usize,
+}
+
+impl fmt::Debug for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compression")
+            .field("policy", &self.policy)
+            .field("counter", &self.counter.name())
+            .field("overhead", &self.overhead)
+            .field("summary_overhead", &self.summary_overhead)
+            .finish()
+    }
+}
+
+/// An input the run refused, with the audit records of what it attempted (stale or
+/// expired decisions are kept in the trail; the driver appends them without touching
+/// the session's version, so other callers' views stay valid).
+#[derive(Debug)]
+pub struct Refusal {
+    /// Why, fully formed.
+    pub error: AgentError,
+    /// The audit records to append (empty when there is nothing to record).
+    pub audit: Vec<DecisionRecord>,
+}
+
+impl From<AgentError> for Refusal {
+    fn from(error: AgentError) -> Self {
+        Self {
+            error,
+            audit: Vec::new(),
+        }
+    }
+}
+
+impl From<Refusal> for AgentError {
+    fn from(r: Refusal) -> Self {
+        r.error
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// Which changes [`Run::take_commit`](super::Run::take_commit) takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// Everything written since the last commit, the run state included.
+    All,
+    /// Only when something besides the run state changed (messages, requirements,
+    /// decisions): a step that only moves the state waits for the next commit.
+    Recorded,
+}
