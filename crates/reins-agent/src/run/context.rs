@@ -293,6 +293,7 @@ impl Run {
 
     /// The next request against the budget: `Err` with what to summarize when it is
     /// over budget and no summary was made for it yet.
+    #[allow(clippy::result_large_err)] // the step itself, handed out once
     fn check_context(
         &mut self,
         c: &Compression,

@@ -16,6 +16,9 @@ use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
 /// One outcome fed to [`Run::apply`](super::Run::apply).
+// Made and consumed once per step: boxing the large `Begin` would only add an
+// allocation per call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Event {

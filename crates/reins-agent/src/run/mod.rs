@@ -269,6 +269,9 @@ impl Run {
 
     /// What the driver must do next. The step carries everything the driver needs
     /// for it; its outcome goes back through [`Run::apply`].
+    // Not an `Iterator`: a run never runs out of steps (a finished run keeps
+    // answering `Finish`), and each step waits for its outcome through `apply`.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Step {
         loop {
             match self.state.phase {

@@ -195,6 +195,8 @@ pub enum ExecOutcome {
 
 /// What the driver must do next: the whole of what it needs for that step travels in
 /// the step, and its outcome goes back as one [`Event`](super::Event).
+// Made and consumed once per step: boxing would only add an allocation per step.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// The next request is over the context budget: summarize these messages, then
