@@ -294,7 +294,7 @@ fn run_phase(state: &SessionState) -> Option<Phase> {
         .run_state
         .clone()
         .filter(|v| !v.is_null())
-        .map(|v| serde_json::from_value::<RunState>(v).unwrap().phase)
+        .map(|v| serde_json::from_value::<RunState>(v).unwrap().phase())
 }
 
 /// The child: drives the session from wherever it is to the end of the script,

@@ -1,11 +1,66 @@
-//! The sans-IO run state machine.
+//! The sans-IO run state machine, and the contract every driver is written against.
 //!
 //! [`Run`] holds a session's transcript and the current turn's state, and answers
-//! "what next?" with a [`Step`]: call the model, execute these tool uses, pause with
-//! these requirements, or finish. The runner ([`Session`](crate::Session)) performs
-//! each step's I/O and feeds the outcome back. Every rule about ordering, pending
-//! tool uses, decisions, interrupts and stopping lives here, with no async and no I/O,
-//! so it can be property-tested on its own.
+//! "what next?" with a [`Step`]; the driver performs the step's I/O and feeds the
+//! outcome back as one [`Event`]. Every rule about ordering, pending tool uses,
+//! decisions, interrupts, structured answers and context compression lives here, with
+//! no async and no I/O, so it can be property-tested on its own.
+//!
+//! A driver needs six methods: [`Run::next`], [`Run::apply`], [`Run::take_commit`],
+//! [`Run::output`], [`Run::view`] and [`Run::state`]. The table of steps, what the
+//! driver does for each and the event it feeds back is in docs/architecture.md ("The
+//! run contract").
+//!
+//! ```
+//! use chrono::Utc;
+//! use reins_agent::run::{AfterReasoning, Call, Event, ExecOutcome, GateDecision, Run, RunConfig, RunInput, Step};
+//! use reins_agent::RunStatus;
+//! use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
+//! use serde_json::json;
+//!
+//! let mut run = Run::new(RunConfig::default());
+//! let begin = Call::new("user-7/chat-1", RunInput::Message(Msg::user("delete temp.txt")), Utc::now());
+//! run.apply(Event::Begin(begin)).expect("a new message is accepted");
+//!
+//! // The model is asked; its answer is one call of a tool that needs a person.
+//! let Step::Reason(reason) = run.next() else { unreachable!() };
+//! assert_eq!(reason.messages.len(), 1);
+//! let call = ToolUse::new("call_1", "delete_file", json!({"path": "temp.txt"}));
+//! run.apply(Event::Reasoned {
+//!     message: Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
+//!     gates: vec![GateDecision::Confirm { reason: "deletes a file".into() }],
+//!     after: AfterReasoning::default(),
+//!     usage: Default::default(),
+//!     now: Utc::now(),
+//! })
+//! .expect("an outcome is never refused");
+//!
+//! // The run pauses with the requirement; `resume()` approves it.
+//! let Step::Pause(reqs) = run.next() else { unreachable!() };
+//! assert_eq!(reqs[0].id, "call_1");
+//! run.apply(Event::Begin(Call::new("user-7/chat-1", RunInput::Resume, Utc::now())))
+//!     .expect("the pending call is approved");
+//! let Step::Execute(batch) = run.next() else { unreachable!() };
+//! let done = ToolResult::success(&batch[0].tool_use.id, "delete_file", "deleted");
+//! run.apply(Event::Acted { outcomes: vec![ExecOutcome::Done(done)], stop: false, now: Utc::now() })
+//!     .expect("an outcome is never refused");
+//!
+//! let Step::Reason(_) = run.next() else { unreachable!() };
+//! run.apply(Event::Reasoned {
+//!     message: Msg::assistant("temp.txt is gone."),
+//!     gates: vec![],
+//!     after: AfterReasoning::default(),
+//!     usage: Default::default(),
+//!     now: Utc::now(),
+//! })
+//! .expect("an outcome is never refused");
+//! assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
+//! let out = run.output(RunStatus::Completed).expect("no structured answer was asked for");
+//! assert_eq!(out.message.text(), "temp.txt is gone.");
+//! // Everything to store, as one commit.
+//! let commit = run.take_commit(reins_agent::run::Flush::All).expect("the turn is unsaved");
+//! assert_eq!(commit.append.len(), 4);
+//! ```
 
 mod answer;
 use answer::Answer;
@@ -21,12 +76,13 @@ pub(crate) use input::child_id;
 
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
-/// (`Toolkit::gate`) and hands the answers to [`Run::on_model_message`].
+/// (`Toolkit::gate`) and hands the answers to the run with [`Event::Reasoned`].
 pub use reins_tool::GateDecision;
 pub use types::{
-    AfterReasoning, ChildInput, Compress, Compressed, ContextCheck, ExecOutcome, Execution,
-    OutputState, Phase, Reason, RunConfig, RunInput, RunState, SlotStatus, Step, ToolSlot,
+    AfterReasoning, ChildInput, Compress, Compressed, ContextCheck, ExecOutcome, Execution, Phase,
+    Reason, RunConfig, RunInput, RunState, Step,
 };
+pub(crate) use types::{OutputState, SlotStatus, ToolSlot};
 
 use std::collections::HashSet;
 

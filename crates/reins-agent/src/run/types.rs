@@ -60,17 +60,17 @@ pub enum Phase {
 
 /// One tool use of the current assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSlot {
+pub(crate) struct ToolSlot {
     /// The call as the model made it.
-    pub tool_use: ToolUse,
+    pub(crate) tool_use: ToolUse,
     /// Where it is.
-    pub status: SlotStatus,
+    pub(crate) status: SlotStatus,
 }
 
 /// Where one tool use is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "slot", rename_all = "snake_case")]
-pub enum SlotStatus {
+pub(crate) enum SlotStatus {
     /// Waiting for a person or the caller.
     Waiting {
         /// What for.
@@ -318,35 +318,35 @@ pub enum ChildInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
     /// Where the run is.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// Reasoning steps taken in the current run.
-    pub iteration: u32,
+    pub(crate) iteration: u32,
     /// The tool uses of the current assistant message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slots: Vec<ToolSlot>,
+    pub(crate) slots: Vec<ToolSlot>,
     /// A hook stopped the run after tools ran.
     #[serde(default)]
-    pub stop_after_acting: bool,
+    pub(crate) stop_after_acting: bool,
     /// Requirement ids recorded in the store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stored_requirements: Vec<String>,
+    pub(crate) stored_requirements: Vec<String>,
     /// The structured answer this run must end with, when one was asked for (stored,
     /// so a run resumed elsewhere still returns it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<OutputState>,
+    pub(crate) output: Option<OutputState>,
 }
 
 /// A run's structured-output progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutputState {
+pub(crate) struct OutputState {
     /// The schema and how to ask for it.
-    pub spec: crate::structured::OutputSpec,
+    pub(crate) spec: crate::structured::OutputSpec,
     /// Invalid answers sent back so far.
     #[serde(default)]
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// The mode the last request used (decided from the model's capabilities).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub asked: Option<crate::structured::OutputMode>,
+    pub(crate) asked: Option<crate::structured::OutputMode>,
 }
 
 impl RunState {
