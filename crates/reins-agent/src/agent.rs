@@ -1,20 +1,20 @@
 //! [`Agent`] and its builder.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reins_hook::{Hook, Hooks};
 use reins_memory::{InMemoryStore, MemoryStore};
-use reins_message::Msg;
 use reins_model::{ChatModel, ChatOptions};
 use reins_tool::{Concurrency, Toolkit};
 
+use crate::delegate::SubAgents;
 use crate::error::{AgentError, Result};
-use crate::output::RunOutput;
+use crate::live::LiveCalls;
+use crate::remote::RemoteInterrupts;
 use crate::run::RunConfig;
-use crate::session::{Session, SessionShared};
-use crate::snapshot::SessionSnapshot;
+use crate::runtime::Runtime;
+use crate::state::LiveSessions;
 
 /// The id of the session [`Agent::call`] uses.
 pub const DEFAULT_SESSION: &str = "default";
@@ -38,17 +38,19 @@ pub const DEFAULT_SESSION: &str = "default";
 /// ```
 #[derive(Clone)]
 pub struct Agent {
-    pub(crate) inner: Arc<AgentInner>,
+    /// What the agent is: its name, prompts, limits and options.
+    pub(crate) config: Arc<AgentConfig>,
+    /// What runs it: the store, the model, the tools, the hooks, its owner id and its
+    /// registries.
+    pub(crate) runtime: Arc<Runtime>,
 }
 
-pub(crate) struct AgentInner {
+/// An agent's configuration: plain values, fixed when it is built.
+pub(crate) struct AgentConfig {
     pub(crate) name: String,
     pub(crate) system_prompt: Option<String>,
-    pub(crate) model: Arc<dyn ChatModel>,
-    pub(crate) toolkit: Toolkit,
-    pub(crate) store: Arc<dyn MemoryStore>,
-    pub(crate) hooks: Hooks,
-    pub(crate) config: RunConfig,
+    /// The run's limits.
+    pub(crate) run: RunConfig,
     pub(crate) options: ChatOptions,
     pub(crate) concurrency: Concurrency,
     pub(crate) grace: Duration,
@@ -59,26 +61,16 @@ pub(crate) struct AgentInner {
     pub(crate) output: Option<crate::structured::OutputSpec>,
     /// Keeps requests within a token budget by summarizing older turns.
     pub(crate) context: Option<crate::context::ContextPolicy>,
-    /// Identifies this agent instance as a lock owner in the store.
-    pub(crate) owner: String,
-    /// Live sessions of this agent, so that two handles on one id share one state.
-    pub(crate) sessions: Mutex<LiveSessions>,
-    /// Runs in flight, for interrupts requested from elsewhere.
-    pub(crate) remote: crate::remote::RemoteInterrupts,
-    /// Agents used as tools, by tool name.
-    pub(crate) subagents: crate::subagent::SubAgents,
-    /// Calls in flight that asked a question and wait for the answer.
-    pub(crate) live_calls: crate::drive::LiveCalls,
 }
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
-            .field("name", &self.inner.name)
-            .field("model", &self.inner.model.model_name())
-            .field("tools", &self.inner.toolkit.names())
-            .field("hooks", &self.inner.hooks.len())
-            .field("max_iters", &self.inner.config.max_iters)
+            .field("name", &self.config.name)
+            .field("model", &self.runtime.model.model_name())
+            .field("tools", &self.runtime.toolkit.names())
+            .field("hooks", &self.runtime.hooks.len())
+            .field("max_iters", &self.config.run.max_iters)
             .finish_non_exhaustive()
     }
 }
@@ -91,70 +83,17 @@ impl Agent {
 
     /// The agent's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.config.name
     }
 
     /// The tools.
     pub fn toolkit(&self) -> &Toolkit {
-        &self.inner.toolkit
+        &self.runtime.toolkit
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
-        &self.inner.store
-    }
-
-    /// Opens a session: loads it from the store, or creates it.
-    pub async fn session(&self, id: &str) -> Result<Session> {
-        if id.trim().is_empty() {
-            return Err(AgentError::InvalidInput(
-                "a session id cannot be empty".to_owned(),
-            ));
-        }
-        if let Some(shared) = self.live_session(id) {
-            return Session::open(self.clone(), shared).await;
-        }
-        let state = self.inner.store.open_session(id).await?;
-        let shared = SessionShared::from_state(id, state, self.inner.config)?;
-        let (shared, fresh) = {
-            let mut map = self
-                .inner
-                .sessions
-                .lock()
-                .map_err(|_| AgentError::Internal("session map poisoned".to_owned()))?;
-            // Another task may have opened it meanwhile: keep theirs.
-            if let Some(existing) = map.get(id).and_then(Weak::upgrade) {
-                (existing, false)
-            } else {
-                map.insert(id, &shared);
-                (shared, true)
-            }
-        };
-        if fresh {
-            // Just loaded: no need to read the version again.
-            Session::open_loaded(self.clone(), shared).await
-        } else {
-            Session::open(self.clone(), shared).await
-        }
-    }
-
-    fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
-        self.inner
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|m| m.get(id).and_then(Weak::upgrade))
-    }
-
-    /// Sends a message on the default session (`"default"`).
-    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.session(DEFAULT_SESSION).await?.call(msg).await
-    }
-
-    /// Imports a session snapshot (see [`Session::snapshot`]) into this agent's store
-    /// and opens it. Refuses to overwrite a session that already has messages.
-    pub async fn restore(&self, snapshot: SessionSnapshot) -> Result<Session> {
-        crate::snapshot::restore(self, snapshot).await
+        &self.runtime.store
     }
 }
 
@@ -174,7 +113,7 @@ pub struct AgentBuilder {
     tool_lease: Duration,
     session_lease: Duration,
     summary_prompt: String,
-    subagents: crate::subagent::SubAgents,
+    pub(crate) subagents: SubAgents,
     output: Option<crate::structured::OutputSpec>,
     context: Option<crate::context::ContextPolicy>,
 }
@@ -200,7 +139,7 @@ impl Default for AgentBuilder {
                 .to_owned(),
             output: None,
             context: None,
-            subagents: crate::subagent::SubAgents::default(),
+            subagents: SubAgents::default(),
         }
     }
 }
@@ -359,13 +298,6 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds another agent as a tool (see [`Agent::as_tool`] and
-    /// [`crate::subagent`]). Both agents must use the same store.
-    pub fn subagent(mut self, tool: crate::subagent::SubAgentTool) -> Self {
-        self.subagents.add(tool);
-        self
-    }
-
     /// Builds the agent.
     pub fn build(mut self) -> Result<Agent> {
         let model = self.model.ok_or_else(|| {
@@ -411,15 +343,12 @@ impl AgentBuilder {
             self.subagents
                 .install(&self.name, &mut self.toolkit, &store)?;
         }
+        let owner = reins_message::new_id();
         Ok(Agent {
-            inner: Arc::new(AgentInner {
+            config: Arc::new(AgentConfig {
                 name: self.name,
                 system_prompt: self.system_prompt,
-                model,
-                toolkit: self.toolkit,
-                store,
-                hooks: self.hooks,
-                config: self.config,
+                run: self.config,
                 options: self.options,
                 concurrency: self.concurrency,
                 grace: self.grace,
@@ -428,34 +357,18 @@ impl AgentBuilder {
                 summary_prompt: self.summary_prompt,
                 output: self.output,
                 context: self.context,
-                owner: reins_message::new_id(),
+            }),
+            runtime: Arc::new(Runtime {
+                remote: RemoteInterrupts::new(store.clone(), owner.clone()),
+                model,
+                toolkit: self.toolkit,
+                store,
+                hooks: self.hooks,
+                owner,
                 sessions: Mutex::new(LiveSessions::default()),
-                remote: crate::remote::RemoteInterrupts::default(),
                 subagents: self.subagents,
-                live_calls: crate::drive::LiveCalls::default(),
+                live_calls: LiveCalls::default(),
             }),
         })
-    }
-}
-
-/// Weak handles on the sessions in use. Dead entries are swept when the map has
-/// doubled since the last sweep, so opening a session costs O(1) amortized.
-#[derive(Default)]
-pub(crate) struct LiveSessions {
-    map: HashMap<String, Weak<SessionShared>>,
-    sweep_at: usize,
-}
-
-impl LiveSessions {
-    fn get(&self, id: &str) -> Option<&Weak<SessionShared>> {
-        self.map.get(id)
-    }
-
-    fn insert(&mut self, id: &str, shared: &Arc<SessionShared>) {
-        if self.map.len() >= self.sweep_at {
-            self.map.retain(|_, w| w.strong_count() > 0);
-            self.sweep_at = (self.map.len() * 2).max(64);
-        }
-        self.map.insert(id.to_owned(), Arc::downgrade(shared));
     }
 }

@@ -18,7 +18,7 @@ use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
 use crate::run::{AfterReasoning, Call, Compression, Event, Flush, Reason, RunInput, Step};
-use crate::session::{SessionCore, reload_if_needed, sync_to_version};
+use crate::state::{SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::{FINAL_ANSWER_TOOL, OutputMode, OutputSpec};
 use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
@@ -28,7 +28,6 @@ mod ask;
 mod fit;
 
 pub use ask::ASKED_ELSEWHERE;
-pub(crate) use ask::LiveCalls;
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -101,7 +100,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
     }
     // Calls that asked a question stay live only while the run waits for the answer.
     d.agent
-        .inner
+        .runtime
         .live_calls
         .keep_only(&d.session, &core.run.state().asking());
     drop(active);
@@ -126,7 +125,7 @@ impl Driver {
 
     fn ctx(&self, iteration: u32) -> HookContext {
         HookContext {
-            agent_name: self.agent.inner.name.clone(),
+            agent_name: self.agent.config.name.clone(),
             session_id: self.session.clone(),
             iteration,
         }
@@ -134,12 +133,12 @@ impl Driver {
 
     /// Whether any hook listens for `kind`.
     fn wants(&self, kind: HookEventKind) -> bool {
-        let hooks = &self.agent.inner.hooks;
+        let hooks = &self.agent.runtime.hooks;
         !hooks.is_empty() && hooks.wants(kind)
     }
 
     async fn hooks(&self, event: &mut HookEvent, iteration: u32) -> Result<Control> {
-        let hooks = &self.agent.inner.hooks;
+        let hooks = &self.agent.runtime.hooks;
         if hooks.is_empty() || !hooks.wants(event.kind()) {
             return Ok(Control::default());
         }
@@ -154,26 +153,26 @@ impl Driver {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
     ) -> Call {
-        let inner = &self.agent.inner;
+        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
         let mut call = Call::new(self.session.clone(), input, Utc::now());
         call.actor = actor;
         call.view = view;
-        call.output = output.or_else(|| inner.output.clone());
-        call.model = inner.model.capabilities();
-        call.compression = inner.context.as_ref().map(|policy| {
-            let counter = policy.counter_for(inner.model.model_name());
+        call.output = output.or_else(|| cfg.output.clone());
+        call.model = rt.model.capabilities();
+        call.compression = cfg.context.as_ref().map(|policy| {
+            let counter = policy.counter_for(rt.model.model_name());
             // What a request carries besides the transcript.
             let skeleton = |summary: bool| {
                 let mut msgs = Vec::new();
-                if let Some(p) = &inner.system_prompt {
+                if let Some(p) = &cfg.system_prompt {
                     msgs.push(Msg::system(p.clone()));
                 }
                 if summary {
-                    msgs.push(Msg::system(inner.summary_prompt.clone()));
+                    msgs.push(Msg::system(cfg.summary_prompt.clone()));
                 }
-                let mut request = ChatRequest::new(msgs).with_options(inner.options.clone());
+                let mut request = ChatRequest::new(msgs).with_options(cfg.options.clone());
                 if !summary {
-                    request.tools = inner.toolkit.specs();
+                    request.tools = rt.toolkit.specs();
                 }
                 request
             };
@@ -191,7 +190,14 @@ impl Driver {
         // Another worker may have written since this process last looked: the version
         // read with the lock, and a reload only when it moved.
         let seen = self.lock.seen_version();
-        sync_to_version(&self.agent, &self.session, core, seen).await?;
+        sync_to_version(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            core,
+            seen,
+        )
+        .await?;
         let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &call.input {
@@ -212,7 +218,14 @@ impl Driver {
                 Ok(()) => break,
                 Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
                     attempt += 1;
-                    reload_if_needed(&self.agent, &self.session, core, true).await?;
+                    reload_if_needed(
+                        &self.agent.runtime.store,
+                        self.agent.config.run,
+                        &self.session,
+                        core,
+                        true,
+                    )
+                    .await?;
                 }
                 // `commit` marked the cache stale: the next call reloads what the
                 // store holds.
@@ -306,7 +319,7 @@ impl Driver {
             .collect();
         if let Err(e) = self
             .agent
-            .inner
+            .runtime
             .store
             .append_decisions(&self.session, entries)
             .await
@@ -341,7 +354,7 @@ impl Driver {
             None
         };
         commit.release_lock = release.map(str::to_owned);
-        match self.agent.inner.store.commit(&self.session, commit).await {
+        match self.agent.runtime.store.commit(&self.session, commit).await {
             Ok(v) => {
                 core.version = v;
                 if release.is_some() {
@@ -376,7 +389,7 @@ impl Driver {
     // ----- reasoning ---------------------------------------------------------------
 
     async fn reason(&self, core: &mut SessionCore, step: Reason) -> Result<Option<RunStatus>> {
-        let inner = &self.agent.inner;
+        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
         let Reason {
             iteration,
             summary,
@@ -393,23 +406,23 @@ impl Driver {
             self.emit(RunEvent::Repaired { report: repairs });
         }
         let mut request_messages = Vec::with_capacity(messages.len() + 2);
-        if let Some(p) = &inner.system_prompt {
+        if let Some(p) = &cfg.system_prompt {
             request_messages.push(Msg::system(p.clone()).with_id("system-prompt"));
         }
         request_messages.extend(messages);
-        let mut request = ChatRequest::new(request_messages).with_options(inner.options.clone());
+        let mut request = ChatRequest::new(request_messages).with_options(cfg.options.clone());
         let mut output_mode = None;
         let mut event = if summary {
             request
                 .messages
-                .push(Msg::user(inner.summary_prompt.clone()).with_id("summary-prompt"));
+                .push(Msg::user(cfg.summary_prompt.clone()).with_id("summary-prompt"));
             request.tool_choice = ToolChoice::None;
             HookEvent::PreSummary {
                 request,
                 reason: SummaryReason::IterationLimit,
             }
         } else {
-            request.tools = inner.toolkit.specs();
+            request.tools = rt.toolkit.specs();
             if let Some((mode, spec)) = output {
                 crate::structured::ask_for_output(&mut request, mode, &spec);
                 output_mode = Some(mode);
@@ -431,13 +444,13 @@ impl Driver {
             return self.interrupt(core, Vec::new()).await.map(Some);
         }
         self.emit(RunEvent::ReasoningStarted { iteration });
-        let want_chunks = inner.hooks.wants(HookEventKind::ReasoningChunk);
+        let want_chunks = rt.hooks.wants(HookEventKind::ReasoningChunk);
         let mut answer_index: Option<usize> = None;
         let mut acc = MessageAccumulator::new();
         let stream = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => None,
-            s = inner.model.stream(request) => Some(s?),
+            s = rt.model.stream(request) => Some(s?),
         };
         let Some(mut stream) = stream else {
             return self.interrupt(core, Vec::new()).await.map(Some);
@@ -496,7 +509,7 @@ impl Driver {
         }
         let done = acc.finish();
         let mut message = done.message;
-        message.name = Some(inner.name.clone());
+        message.name = Some(cfg.name.clone());
 
         let mut event = if summary {
             HookEvent::PostSummary {
@@ -524,7 +537,7 @@ impl Driver {
         }
         let gates = message
             .tool_uses()
-            .map(|u| self.agent.inner.toolkit.gate(u))
+            .map(|u| self.agent.runtime.toolkit.gate(u))
             .collect();
         let after = AfterReasoning {
             stop: control.is_stopped(),
@@ -551,7 +564,7 @@ impl Driver {
         if calls.is_empty() {
             return Ok(());
         }
-        let store = &self.agent.inner.store;
+        let store = &self.agent.runtime.store;
         let mut results = Vec::new();
         for e in calls {
             let id = &e.tool_use.id;

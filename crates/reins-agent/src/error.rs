@@ -74,7 +74,7 @@ pub enum AgentError {
     #[error(
         "the model's answer does not match the output schema after {attempts} attempt(s): {}; raw answer: {}",
         .problems.join("; "),
-        crate::run::clip(.raw, 400)
+        clip(.raw, 400)
     )]
     InvalidOutput {
         /// The last answer, as the model wrote it.
@@ -157,3 +157,14 @@ fn hint(kind: &str) -> &'static str {
 
 /// The crate's result type.
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;
+
+/// `s` cut to `max` characters, with an ellipsis when cut.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}

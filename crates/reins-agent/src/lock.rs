@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use reins_memory::{MemoryStore, SessionLock};
 
-use crate::agent::Agent;
 use crate::error::{AgentError, Result};
 
 pub(crate) struct StoreLock {
@@ -39,12 +38,15 @@ pub(crate) struct StoreLock {
 impl StoreLock {
     /// Takes the lock, reading the session's stored version with it, or fails with
     /// `SessionBusy`.
-    pub(crate) async fn acquire(agent: &Agent, session: &str) -> Result<Self> {
-        let inner = &agent.inner;
+    pub(crate) async fn acquire(
+        store: &Arc<dyn MemoryStore>,
+        owner: &str,
+        lease: Duration,
+        session: &str,
+    ) -> Result<Self> {
         let at = Instant::now();
-        let taken = inner
-            .store
-            .try_lock_session_reading_version(session, &inner.owner, inner.session_lease)
+        let taken = store
+            .try_lock_session_reading_version(session, owner, lease)
             .await?;
         let SessionLock::Acquired { version } = taken else {
             return Err(AgentError::SessionBusy {
@@ -52,10 +54,10 @@ impl StoreLock {
             });
         };
         Ok(Self {
-            store: inner.store.clone(),
+            store: store.clone(),
             session: session.to_owned(),
-            owner: inner.owner.clone(),
-            lease: inner.session_lease,
+            owner: owner.to_owned(),
+            lease,
             renewed: Mutex::new(at),
             seen_version: version,
             released: AtomicBool::new(false),

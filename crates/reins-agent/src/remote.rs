@@ -12,15 +12,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use reins_memory::ChangeFeed;
+use reins_memory::{ChangeFeed, MemoryStore};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentInner};
+/// The runs of one agent in flight, and its listener: the agent's registry of
+/// interruptible runs. Cheap to clone (one shared state).
+#[derive(Clone)]
+pub(crate) struct RemoteInterrupts(Arc<Shared>);
 
-/// The runs of one agent in flight, and its listener.
-#[derive(Default)]
-pub(crate) struct RemoteInterrupts {
+struct Shared {
+    store: Arc<dyn MemoryStore>,
+    /// The agent instance's lock owner (interrupt requests are read for it).
+    owner: String,
     active: std::sync::Mutex<HashMap<String, CancellationToken>>,
     listener: tokio::sync::Mutex<Option<Listener>>,
 }
@@ -33,9 +37,32 @@ impl Drop for Listener {
     }
 }
 
+impl RemoteInterrupts {
+    /// The registry of an agent instance that owns its locks as `owner` in `store`.
+    pub(crate) fn new(store: Arc<dyn MemoryStore>, owner: String) -> Self {
+        Self(Arc::new(Shared {
+            store,
+            owner,
+            active: std::sync::Mutex::new(HashMap::new()),
+            listener: tokio::sync::Mutex::new(None),
+        }))
+    }
+
+    /// Interrupts this agent's run of `session` in this process, if there is one.
+    pub(crate) fn interrupt_local(&self, session: &str) -> bool {
+        self.0
+            .active
+            .lock()
+            .ok()
+            .and_then(|m| m.get(session).cloned())
+            .map(|t| t.cancel())
+            .is_some()
+    }
+}
+
 /// A run registered as in flight; unregistered when dropped.
 pub(crate) struct ActiveRun {
-    agent: Weak<AgentInner>,
+    registry: Weak<Shared>,
     session: String,
 }
 
@@ -43,17 +70,21 @@ impl ActiveRun {
     /// Registers the run of `session` (cancelled through `cancel`) and makes sure the
     /// agent listens for interrupt requests. A store whose change feed cannot be
     /// opened still runs; remote interrupts then reach this worker only through
-    /// [`interrupt_local`] (logged).
-    pub(crate) async fn register(agent: &Agent, session: &str, cancel: &CancellationToken) -> Self {
-        let remote = &agent.inner.remote;
-        if let Ok(mut map) = remote.active.lock() {
+    /// [`RemoteInterrupts::interrupt_local`] (logged).
+    pub(crate) async fn register(
+        remote: &RemoteInterrupts,
+        session: &str,
+        cancel: &CancellationToken,
+    ) -> Self {
+        let shared = &remote.0;
+        if let Ok(mut map) = shared.active.lock() {
             map.insert(session.to_owned(), cancel.clone());
         }
-        let mut listener = remote.listener.lock().await;
+        let mut listener = shared.listener.lock().await;
         if listener.as_ref().is_none_or(|l| l.0.is_finished()) {
-            match agent.inner.store.interrupt_notices().await {
+            match shared.store.interrupt_notices().await {
                 Ok(feed) => {
-                    let weak = Arc::downgrade(&agent.inner);
+                    let weak = Arc::downgrade(shared);
                     *listener = Some(Listener(tokio::spawn(listen(weak, feed))));
                 }
                 Err(e) => {
@@ -62,7 +93,7 @@ impl ActiveRun {
             }
         }
         Self {
-            agent: Arc::downgrade(&agent.inner),
+            registry: Arc::downgrade(shared),
             session: session.to_owned(),
         }
     }
@@ -70,36 +101,25 @@ impl ActiveRun {
 
 impl Drop for ActiveRun {
     fn drop(&mut self) {
-        if let Some(inner) = self.agent.upgrade() {
-            if let Ok(mut map) = inner.remote.active.lock() {
+        if let Some(shared) = self.registry.upgrade() {
+            if let Ok(mut map) = shared.active.lock() {
                 map.remove(&self.session);
             }
         }
     }
 }
 
-/// Interrupts this agent's run of `session` in this process, if there is one.
-pub(crate) fn interrupt_local(agent: &Agent, session: &str) -> bool {
-    agent
-        .inner
-        .remote
-        .active
-        .lock()
-        .ok()
-        .and_then(|m| m.get(session).cloned())
-        .map(|t| t.cancel())
-        .is_some()
-}
-
-async fn listen(agent: Weak<AgentInner>, mut feed: ChangeFeed) {
+async fn listen(registry: Weak<Shared>, mut feed: ChangeFeed) {
     loop {
         let concerns = match feed.recv().await {
             Ok(change) => change.session,
             Err(RecvError::Lagged(_)) => None,
             Err(RecvError::Closed) => break,
         };
-        let Some(inner) = agent.upgrade() else { break };
-        let candidates: Vec<(String, CancellationToken)> = match inner.remote.active.lock() {
+        let Some(shared) = registry.upgrade() else {
+            break;
+        };
+        let candidates: Vec<(String, CancellationToken)> = match shared.active.lock() {
             Ok(map) => match &concerns {
                 Some(s) => map
                     .get(s)
@@ -113,7 +133,7 @@ async fn listen(agent: Weak<AgentInner>, mut feed: ChangeFeed) {
         if candidates.is_empty() {
             continue;
         }
-        match inner.store.interrupt_requests(&inner.owner).await {
+        match shared.store.interrupt_requests(&shared.owner).await {
             Ok(flagged) => {
                 for (session, token) in candidates {
                     if flagged.contains(&session) {

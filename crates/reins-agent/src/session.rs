@@ -2,9 +2,7 @@
 
 use std::sync::Arc;
 
-use reins_memory::SessionState;
 use reins_message::Msg;
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
@@ -12,73 +10,60 @@ use crate::error::{AgentError, Result};
 use crate::handle::RunHandle;
 use crate::output::RunOutput;
 use crate::requirement::{Decision, Requirement};
-use crate::run::{Run, RunConfig, RunInput, RunState};
-use crate::snapshot::SessionSnapshot;
+use crate::run::{Run, RunInput};
+use crate::state::{SessionCore, SessionShared, SessionView, sync_with_store};
 use crate::structured::OutputSpec;
-use crate::view::{Actor, DecisionRecord, SessionView, ViewToken};
-use crate::watch::SessionWatch;
+use crate::view::{Actor, DecisionRecord, ViewToken};
 
-/// The state shared by every handle on one session of one agent.
-pub(crate) struct SessionShared {
-    pub(crate) id: String,
-    pub(crate) core: Arc<Mutex<SessionCore>>,
-}
-
-/// The cached run and the store version it matches.
-pub(crate) struct SessionCore {
-    pub(crate) run: Run,
-    pub(crate) version: u64,
-    /// The cache may differ from the store (a write failed): reload before use.
-    pub(crate) stale: bool,
-}
-
-impl SessionShared {
-    pub(crate) fn from_state(
-        id: &str,
-        state: SessionState,
-        config: RunConfig,
-    ) -> Result<Arc<Self>> {
-        let core = SessionCore::from_state(state, config)?;
-        Ok(Arc::new(Self {
-            id: id.to_owned(),
-            core: Arc::new(Mutex::new(core)),
-        }))
-    }
-}
-
-impl SessionCore {
-    pub(crate) fn from_state(state: SessionState, config: RunConfig) -> Result<Self> {
-        let run_state = match state.run_state {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(serde_json::from_value::<RunState>(v).map_err(|e| {
-                AgentError::CorruptRunState {
-                    session: state.id.clone(),
-                    detail: e.to_string(),
-                }
-            })?),
-        };
-        Ok(Self {
-            run: Run::restore(config, state.messages, run_state),
-            version: state.version,
-            stale: false,
-        })
-    }
-
-    /// The view a reader of this state is shown.
-    pub(crate) fn view_of(&self, session_id: &str) -> SessionView {
-        let paused = self.run.is_paused();
-        SessionView {
-            session_id: session_id.to_owned(),
-            version: self.version,
-            phase: self.run.phase(),
-            paused,
-            requirements: if paused {
-                self.run.requirements()
-            } else {
-                Vec::new()
-            },
-            token: self.run.view(),
+impl Agent {
+    /// Opens a session: loads it from the store, or creates it.
+    pub async fn session(&self, id: &str) -> Result<Session> {
+        if id.trim().is_empty() {
+            return Err(AgentError::InvalidInput(
+                "a session id cannot be empty".to_owned(),
+            ));
         }
+        if let Some(shared) = self.live_session(id) {
+            return Session::open(self.clone(), shared).await;
+        }
+        let state = self.runtime.store.open_session(id).await?;
+        let shared = SessionShared::from_state(id, state, self.config.run)?;
+        let (shared, fresh) = {
+            let mut map = self
+                .runtime
+                .sessions
+                .lock()
+                .map_err(|_| AgentError::Internal("session map poisoned".to_owned()))?;
+            // Another task may have opened it meanwhile: keep theirs.
+            if let Some(existing) = map.get(id).and_then(std::sync::Weak::upgrade) {
+                (existing, false)
+            } else {
+                map.insert(id, &shared);
+                (shared, true)
+            }
+        };
+        if fresh {
+            // Just loaded: no need to read the version again.
+            Session::open_loaded(self.clone(), shared).await
+        } else {
+            Session::open(self.clone(), shared).await
+        }
+    }
+
+    fn live_session(&self, id: &str) -> Option<Arc<SessionShared>> {
+        self.runtime
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).and_then(std::sync::Weak::upgrade))
+    }
+
+    /// Sends a message on the default session (`"default"`).
+    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
+        self.session(crate::agent::DEFAULT_SESSION)
+            .await?
+            .call(msg)
+            .await
     }
 }
 
@@ -231,7 +216,7 @@ impl Session {
     /// process) end with the typed answer. See `docs/structured-output.md`.
     pub async fn call_typed<T: schemars::JsonSchema>(&self, msg: Msg) -> Result<RunOutput> {
         let mut spec = OutputSpec::of::<T>();
-        if let Some(default) = &self.agent.inner.output {
+        if let Some(default) = &self.agent.config.output {
             spec = spec.mode(default.mode).max_retries(default.max_retries);
         }
         self.call_with_output(msg, spec).await
@@ -336,9 +321,17 @@ impl Session {
                 session: self.id().to_owned(),
             });
         };
-        let lock = crate::lock::StoreLock::acquire(&self.agent, self.id()).await?;
+        let lock = crate::lock::StoreLock::acquire(
+            &self.agent.runtime.store,
+            &self.agent.runtime.owner,
+            self.agent.config.session_lease,
+            self.id(),
+        )
+        .await?;
         let cancel = CancellationToken::new();
-        let active = crate::remote::ActiveRun::register(&self.agent, self.id(), &cancel).await;
+        let active =
+            crate::remote::ActiveRun::register(&self.agent.runtime.remote, self.id(), &cancel)
+                .await;
         let args = crate::drive::DriveArgs {
             agent: self.agent.clone(),
             session: self.id().to_owned(),
@@ -451,7 +444,7 @@ impl Session {
     /// or refused, oldest first, with who made it.
     pub async fn decisions(&self) -> Result<Vec<DecisionRecord>> {
         self.agent
-            .inner
+            .runtime
             .store
             .decisions(self.id())
             .await?
@@ -466,28 +459,18 @@ impl Session {
     /// run then ends `Cancelled` with its turn sanitized, as with
     /// [`RunHandle::interrupt`]. Returns whether a run was in flight.
     pub async fn request_interrupt(&self) -> Result<bool> {
-        let local = crate::remote::interrupt_local(&self.agent, self.id());
-        let remote = self.agent.inner.store.request_interrupt(self.id()).await?;
+        let local = self.agent.runtime.remote.interrupt_local(self.id());
+        let remote = self
+            .agent
+            .runtime
+            .store
+            .request_interrupt(self.id())
+            .await?;
         Ok(local || remote)
     }
 
-    /// A stream of the session's views, starting with the current one and then one per
-    /// stored change, whoever made it (this process or another worker sharing the
-    /// store). See [`SessionWatch`].
-    pub async fn watch(&self) -> Result<SessionWatch> {
-        SessionWatch::new(self.agent.clone(), self.id().to_owned()).await
-    }
-
-    /// Exports the session (transcript, run state, requirements, audit trail) as a
-    /// versioned, portable snapshot. See `docs/persistence.md` for the format.
-    pub async fn snapshot(&self) -> Result<SessionSnapshot> {
-        let decisions = self.decisions().await?;
-        self.read(|run| SessionSnapshot::of(self.id(), run, decisions))
-            .await
-    }
-
     /// Reads the cached run after checking it against the store, and updates the view.
-    async fn read<T>(&self, f: impl FnOnce(&Run) -> T) -> Result<T> {
+    pub(crate) async fn read<T>(&self, f: impl FnOnce(&Run) -> T) -> Result<T> {
         let mut core = self.shared.core.lock().await;
         self.refresh(&mut core).await?;
         self.set_view(core.run.view());
@@ -496,7 +479,13 @@ impl Session {
 
     /// Reloads from the store when the store's version moved (one cheap read).
     pub(crate) async fn refresh(&self, core: &mut SessionCore) -> Result<()> {
-        sync_with_store(&self.agent, self.id(), core).await
+        sync_with_store(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            self.id(),
+            core,
+        )
+        .await
     }
 }
 
@@ -562,46 +551,4 @@ impl Drop for InlineRun {
             handle.spawn(run);
         }
     }
-}
-
-/// Brings the cached run up to date with the store: one version read; a full load only
-/// when the version moved (or the cache is marked stale). A session deleted meanwhile
-/// reads as new and empty.
-pub(crate) async fn sync_with_store(agent: &Agent, id: &str, core: &mut SessionCore) -> Result<()> {
-    let stored = agent.inner.store.session_version(id).await?;
-    sync_to_version(agent, id, core, stored).await
-}
-
-/// [`sync_with_store`] with the stored version already read (`None`: no such session).
-pub(crate) async fn sync_to_version(
-    agent: &Agent,
-    id: &str,
-    core: &mut SessionCore,
-    stored: Option<u64>,
-) -> Result<()> {
-    let store = &agent.inner.store;
-    match stored {
-        Some(v) if v == core.version && !core.stale => Ok(()),
-        Some(_) => reload_if_needed(agent, id, core, true).await,
-        None => {
-            let state = store.open_session(id).await?;
-            *core = SessionCore::from_state(state, agent.inner.config)?;
-            Ok(())
-        }
-    }
-}
-
-/// Reloads the cached run from the store when it is marked stale, or when `always`.
-pub(crate) async fn reload_if_needed(
-    agent: &Agent,
-    id: &str,
-    core: &mut SessionCore,
-    always: bool,
-) -> Result<()> {
-    if !(always || core.stale) {
-        return Ok(());
-    }
-    let state = agent.inner.store.load_session(id).await?;
-    *core = SessionCore::from_state(state, agent.inner.config)?;
-    Ok(())
 }

@@ -116,7 +116,7 @@ impl SessionSnapshot {
     }
 }
 
-pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Session> {
+async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Session> {
     if snap.session_id.trim().is_empty() {
         return Err(AgentError::Snapshot(
             "the snapshot's session_id is empty".to_owned(),
@@ -142,7 +142,7 @@ pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Sess
             }
         }
     }
-    let store = &agent.inner.store;
+    let store = &agent.runtime.store;
     let existing = store.open_session(&snap.session_id).await?;
     if !existing.messages.is_empty() {
         return Err(AgentError::Snapshot(format!(
@@ -153,7 +153,7 @@ pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Sess
         )));
     }
     // Requirements are re-derived from the run state, not trusted from the file.
-    let run = Run::restore(agent.inner.config, snap.messages, Some(snap.run_state));
+    let run = Run::restore(agent.config.run, snap.messages, Some(snap.run_state));
     let requirements = if run.is_paused() {
         run.requirements()
     } else {
@@ -182,7 +182,32 @@ pub(crate) async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Sess
     {
         // A handle opened before the import holds the old, empty state.
         let mut core = session.shared.core.lock().await;
-        crate::session::reload_if_needed(agent, &snap.session_id, &mut core, true).await?;
+        crate::state::reload_if_needed(
+            &agent.runtime.store,
+            agent.config.run,
+            &snap.session_id,
+            &mut core,
+            true,
+        )
+        .await?;
     }
     Ok(session)
+}
+
+impl Agent {
+    /// Imports a session snapshot (see [`Session::snapshot`]) into this agent's store
+    /// and opens it. Refuses to overwrite a session that already has messages.
+    pub async fn restore(&self, snapshot: SessionSnapshot) -> Result<Session> {
+        restore(self, snapshot).await
+    }
+}
+
+impl Session {
+    /// Exports the session (transcript, run state, requirements, audit trail) as a
+    /// versioned, portable snapshot. See `docs/persistence.md` for the format.
+    pub async fn snapshot(&self) -> Result<SessionSnapshot> {
+        let decisions = self.decisions().await?;
+        self.read(|run| SessionSnapshot::of(self.id(), run, decisions))
+            .await
+    }
 }

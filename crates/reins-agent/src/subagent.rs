@@ -24,17 +24,17 @@
 //!   dispatch that finds the child already finished returns its answer instead of
 //!   asking again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use reins_memory::{Claim, MemoryStore};
 use reins_message::{Msg, Role, ToolResult, ToolUse};
-use reins_tool::{DynamicTool, ToolError, ToolPolicy, Toolkit};
+use reins_tool::{DynamicTool, ToolError, ToolPolicy};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Agent;
-use crate::error::{AgentError, Result};
+use crate::agent::{Agent, AgentBuilder};
+use crate::delegate::Delegate;
+use crate::error::Result;
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::Requirement;
 use crate::run::{ChildInput, ExecOutcome, Phase};
@@ -115,7 +115,11 @@ impl Agent {
     /// The agent registered as sub-agent tool `name`, if any (to open its child
     /// sessions).
     pub fn subagent(&self, name: &str) -> Option<&Agent> {
-        self.inner.subagents.get(name).map(|s| &s.agent)
+        self.runtime
+            .subagents
+            .get(name)
+            .and_then(|s| s.as_any().downcast_ref::<SubAgentTool>())
+            .map(|s| &s.agent)
     }
 }
 
@@ -188,77 +192,68 @@ impl SubAgentTool {
     }
 }
 
-/// The sub-agents registered on an agent, by tool name.
-#[derive(Clone, Default)]
-pub(crate) struct SubAgents(HashMap<String, Arc<SubAgentTool>>);
-
-impl SubAgents {
-    pub(crate) fn add(&mut self, tool: SubAgentTool) {
-        self.0.insert(tool.name.clone(), Arc::new(tool));
+#[async_trait::async_trait]
+impl Delegate for SubAgentTool {
+    fn tool_name(&self) -> &str {
+        &self.name
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&Arc<SubAgentTool>> {
-        self.0.get(name)
+    fn agent_name(&self) -> &str {
+        self.agent.name()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    fn store(&self) -> &Arc<dyn MemoryStore> {
+        self.agent.store()
     }
 
-    /// Checks that every sub-agent keeps its sessions in `store`, and registers their
-    /// tools in `toolkit`.
-    pub(crate) fn install(
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn tool(self: Arc<Self>) -> DynamicTool {
+        self.dynamic_tool()
+    }
+
+    async fn execute(
         &self,
-        parent: &str,
-        toolkit: &mut Toolkit,
         store: &Arc<dyn MemoryStore>,
-    ) -> Result<()> {
-        let mut names: Vec<&String> = self.0.keys().collect();
-        names.sort();
-        for name in names {
-            let Some(sub) = self.0.get(name) else {
-                continue;
-            };
-            if !std::ptr::addr_eq(Arc::as_ptr(sub.agent.store()), Arc::as_ptr(store)) {
-                return Err(AgentError::Config(format!(
-                    "sub-agent `{name}` (agent `{}`) keeps its sessions in another store than \
-                     `{parent}`; build both with .store_arc(..) on the same store so the child \
-                     sessions live beside the parent's",
-                    sub.agent.name()
-                )));
-            }
-            toolkit.add_dynamic(sub.dynamic_tool()).map_err(|e| {
-                AgentError::Config(format!("cannot register sub-agent `{name}`: {e}"))
-            })?;
-        }
-        Ok(())
+        lease: std::time::Duration,
+        session: &str,
+        tool_use: &ToolUse,
+        routed: Option<ChildInput>,
+        cancel: CancellationToken,
+    ) -> Result<ExecOutcome> {
+        execute(store, lease, session, self, tool_use, routed, cancel).await
+    }
+}
+
+impl AgentBuilder {
+    /// Adds another agent as a tool (see [`Agent::as_tool`] and
+    /// [`crate::subagent`]). Both agents must use the same store.
+    pub fn subagent(mut self, tool: SubAgentTool) -> Self {
+        self.subagents.add(Arc::new(tool));
+        self
     }
 }
 
 /// Serves one dispatch of a sub-agent call in `session` (the parent's): consults the
 /// parent's ledger, then starts, answers, continues or reads the child session.
-pub(crate) async fn execute(
-    parent: &Agent,
+async fn execute(
+    store: &Arc<dyn MemoryStore>,
+    lease: std::time::Duration,
     session: &str,
     sub: &SubAgentTool,
     tool_use: &ToolUse,
     routed: Option<ChildInput>,
     cancel: CancellationToken,
 ) -> Result<ExecOutcome> {
-    let store = parent.store();
     let fingerprint = reins_memory::fingerprint(&tool_use.input);
     // The parent's ledger records the call as running from its first dispatch until
     // its result, so a crash in between reads as `Unknown`, never as "not run". The
     // claim is taken over on every dispatch: the child's own ledger and session lock
     // are what keep its tools at most once.
     let claim = store
-        .claim(
-            session,
-            &tool_use.id,
-            &fingerprint,
-            parent.inner.tool_lease,
-            true,
-        )
+        .claim(session, &tool_use.id, &fingerprint, lease, true)
         .await?;
     if let Claim::Finished(r) = claim {
         return Ok(ExecOutcome::Done(r));

@@ -18,7 +18,6 @@ use serde_json::Value;
 
 use crate::error::AgentError;
 use crate::requirement::Requirement;
-use crate::run::Phase;
 
 /// The pending requirements a caller was shown: whether the session was paused, and
 /// the ids it waited for. Compared as a set; opaque to callers, who pass it back as it
@@ -90,7 +89,7 @@ impl FromStr for ViewToken {
         let bad = |why: &str| {
             AgentError::InvalidInput(format!(
                 "`{}` is not a view token ({why}); pass back the token a read returned",
-                crate::run::clip(s, 60)
+                crate::error::clip(s, 60)
             ))
         };
         let mut parts = s.split('.');
@@ -126,23 +125,6 @@ impl<'de> Deserialize<'de> for ViewToken {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
-}
-
-/// A session as one read saw it: what a person deciding is shown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionView {
-    /// The session id.
-    pub session_id: String,
-    /// The stored version the view was read at.
-    pub version: u64,
-    /// Where the session's run is.
-    pub phase: Phase,
-    /// Whether it waits for decisions, results or `resume()`.
-    pub paused: bool,
-    /// What it waits for (empty unless paused).
-    pub requirements: Vec<Requirement>,
-    /// The token to act on exactly this view (`resume_at`, `resolve_at`).
-    pub token: ViewToken,
 }
 
 /// Who makes a decision: an opaque principal (a user name, an account id, a service)

@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use futures::Stream;
 use futures::stream::BoxStream;
-use reins_memory::ChangeFeed;
+use std::sync::Arc;
+
+use reins_memory::{ChangeFeed, MemoryStore};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::agent::Agent;
 use crate::error::Result;
-use crate::session::SessionCore;
-use crate::view::SessionView;
+use crate::run::RunConfig;
+use crate::session::Session;
+use crate::state::{SessionCore, SessionView};
 
 /// How often a watch re-reads the version when no notice came (a safety net for
 /// notices lost while a listener reconnected).
@@ -53,7 +55,8 @@ impl std::fmt::Debug for SessionWatch {
 }
 
 struct State {
-    agent: Agent,
+    store: Arc<dyn MemoryStore>,
+    config: RunConfig,
     id: String,
     feed: ChangeFeed,
     last: Option<u64>,
@@ -61,10 +64,11 @@ struct State {
 }
 
 impl SessionWatch {
-    pub(crate) async fn new(agent: Agent, id: String) -> Result<Self> {
-        let feed = agent.inner.store.changes().await?;
+    async fn new(store: Arc<dyn MemoryStore>, config: RunConfig, id: String) -> Result<Self> {
+        let feed = store.changes().await?;
         let state = State {
-            agent,
+            store,
+            config,
             id,
             feed,
             last: None,
@@ -86,7 +90,7 @@ impl SessionWatch {
                     }
                 }
                 st.first = false;
-                let store = &st.agent.inner.store;
+                let store = &st.store;
                 match store.session_version(&st.id).await {
                     Ok(v) if v.is_some() && v == st.last => continue,
                     Ok(None) => continue,
@@ -94,8 +98,9 @@ impl SessionWatch {
                     Err(e) => return Some((Err(e.into()), st)),
                 }
                 let view = match store.load_session(&st.id).await {
-                    Ok(state) => SessionCore::from_state(state, st.agent.inner.config)
-                        .map(|core| core.view_of(&st.id)),
+                    Ok(state) => {
+                        SessionCore::from_state(state, st.config).map(|core| core.view_of(&st.id))
+                    }
                     Err(e) => Err(e.into()),
                 };
                 if let Ok(v) = &view {
@@ -115,5 +120,19 @@ impl Stream for SessionWatch {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl Session {
+    /// A stream of the session's views, starting with the current one and then one per
+    /// stored change, whoever made it (this process or another worker sharing the
+    /// store). See [`SessionWatch`].
+    pub async fn watch(&self) -> Result<SessionWatch> {
+        SessionWatch::new(
+            self.agent.runtime.store.clone(),
+            self.agent.config.run,
+            self.id().to_owned(),
+        )
+        .await
     }
 }

@@ -14,7 +14,7 @@ use super::{Driver, UNKNOWN_OUTCOME, ask};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
 use crate::run::{Event, ExecOutcome, Execution};
-use crate::session::SessionCore;
+use crate::state::SessionCore;
 
 impl Driver {
     pub(super) async fn act(
@@ -29,7 +29,7 @@ impl Driver {
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel();
         let exec_all = async {
             let mut outcomes = Vec::with_capacity(batch.len());
-            match self.agent.inner.concurrency {
+            match self.agent.config.concurrency {
                 Concurrency::Parallel if batch.len() > 1 => {
                     let futs = batch.iter().map(|e| {
                         self.execute_and_announce(e, iteration, chunk_tx.clone(), route(e))
@@ -48,7 +48,7 @@ impl Driver {
             drop(chunk_tx);
             outcomes
         };
-        let want = self.agent.inner.hooks.wants(HookEventKind::ActingChunk);
+        let want = self.agent.runtime.hooks.wants(HookEventKind::ActingChunk);
         let forward = |chunk: reins_tool::ToolChunk| async move {
             let reins_tool::ToolChunk { tool_use_id, block } = chunk;
             if let Some(text) = block.as_text() {
@@ -148,7 +148,7 @@ impl Driver {
         chunks: UnboundedSender<reins_tool::ToolChunk>,
         routed: Option<crate::run::ChildInput>,
     ) -> Result<(ExecOutcome, bool)> {
-        let inner = &self.agent.inner;
+        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
         let original = &exec.tool_use;
         // Checkpoint: before each tool.
         if self.cancel.is_cancelled() {
@@ -181,21 +181,21 @@ impl Driver {
                 .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
             return Ok((ExecOutcome::Done(r), false));
         }
-        if let Some(sub) = inner.subagents.get(&original.name) {
+        if let Some(sub) = rt.subagents.get(&original.name) {
             return self.execute_subagent(sub, to_run, routed, iteration).await;
         }
         let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
 
         // The ledger: at most once.
         let fingerprint = reins_memory::fingerprint(&to_run.input);
-        let idempotent = inner.toolkit.is_idempotent(&original.name);
-        let store = &inner.store;
+        let idempotent = rt.toolkit.is_idempotent(&original.name);
+        let store = &rt.store;
         let mut claim = store
             .claim(
                 &self.session,
                 &original.id,
                 &fingerprint,
-                inner.tool_lease,
+                cfg.tool_lease,
                 false,
             )
             .await?;
@@ -205,7 +205,7 @@ impl Driver {
                     &self.session,
                     &original.id,
                     &fingerprint,
-                    inner.tool_lease,
+                    cfg.tool_lease,
                     true,
                 )
                 .await?;
@@ -239,10 +239,10 @@ impl Driver {
             .with_chunk_sender(chunks)
             .with_question_sender(questions_tx);
         let opts = reins_tool::ExecOptions {
-            grace: inner.grace,
+            grace: cfg.grace,
             ..reins_tool::ExecOptions::default()
         };
-        let toolkit = inner.toolkit.clone();
+        let toolkit = rt.toolkit.clone();
         let call_use = to_run.clone();
         let call: ask::CallFuture =
             Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
@@ -272,7 +272,7 @@ impl Driver {
         outcome: ToolCallOutcome,
         iteration: u32,
     ) -> Result<(ExecOutcome, bool)> {
-        let store = &self.agent.inner.store;
+        let store = &self.agent.runtime.store;
         let mut result = match outcome {
             ToolCallOutcome::Done(r) => r,
             ToolCallOutcome::Suspended { reason, .. } => {
@@ -326,7 +326,7 @@ impl Driver {
     /// its pause becomes this call's.
     async fn execute_subagent(
         &self,
-        sub: &crate::subagent::SubAgentTool,
+        sub: &std::sync::Arc<dyn crate::delegate::Delegate>,
         to_run: reins_message::ToolUse,
         routed: Option<crate::run::ChildInput>,
         iteration: u32,
@@ -335,15 +335,16 @@ impl Driver {
             id: to_run.id.clone(),
             name: to_run.name.clone(),
         });
-        let outcome = crate::subagent::execute(
-            &self.agent,
-            &self.session,
-            sub,
-            &to_run,
-            routed,
-            self.cancel.child_token(),
-        )
-        .await?;
+        let outcome = sub
+            .execute(
+                &self.agent.runtime.store,
+                self.agent.config.tool_lease,
+                &self.session,
+                &to_run,
+                routed,
+                self.cancel.child_token(),
+            )
+            .await?;
         let ExecOutcome::Done(result) = outcome else {
             return Ok((outcome, false));
         };

@@ -14,20 +14,18 @@
 //!
 //! [`ToolContext::ask`]: reins_tool::ToolContext::ask
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 
 use chrono::Utc;
 use reins_message::{ToolResult, ToolUse};
 use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome};
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Driver;
 use crate::error::Result;
+use crate::live::LiveCall;
 use crate::output::RunEvent;
 use crate::requirement::{Requirement, RequirementKind};
 use crate::run::{ExecOutcome, Execution};
@@ -45,51 +43,6 @@ pub(crate) enum Waited {
     Done(ToolCallOutcome),
     /// It asked a question (now a requirement) and stays in flight.
     Asked(Requirement),
-}
-
-/// A call in flight that waits for the answer to its question.
-struct LiveCall {
-    task: tokio::task::JoinHandle<ToolCallOutcome>,
-    questions: UnboundedReceiver<PendingQuestion>,
-    reply: oneshot::Sender<QuestionAnswer>,
-    cancel: CancellationToken,
-    /// Stops the watcher that cancels the call when it is settled elsewhere.
-    watch: CancellationToken,
-}
-
-/// The calls of an agent's sessions that wait for answers, by (session, tool use id).
-#[derive(Default)]
-pub(crate) struct LiveCalls(Mutex<HashMap<(String, String), LiveCall>>);
-
-impl LiveCalls {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), LiveCall>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn take(&self, session: &str, id: &str) -> Option<LiveCall> {
-        let call = self.map().remove(&(session.to_owned(), id.to_owned()));
-        if let Some(c) = &call {
-            c.watch.cancel();
-        }
-        call
-    }
-
-    /// Stops the live calls of `session` that no longer wait for an answer (the run
-    /// moved on: a new message, an interrupt): they are cancelled, their results
-    /// dropped (the run already gave them one).
-    pub(crate) fn keep_only(&self, session: &str, asking: &[String]) {
-        let mut map = self.map();
-        map.retain(|(s, id), call| {
-            let keep = s != session || asking.contains(id);
-            if !keep {
-                call.cancel.cancel();
-                call.watch.cancel();
-            }
-            keep
-        });
-    }
 }
 
 impl Driver {
@@ -115,8 +68,9 @@ impl Driver {
                     let requirement = self.question_requirement(tool_use, &q);
                     let task = tokio::spawn(call);
                     let watch = CancellationToken::new();
-                    self.agent.inner.live_calls.map().insert(
-                        (self.session.clone(), tool_use.id.clone()),
+                    self.agent.runtime.live_calls.insert(
+                        &self.session,
+                        &tool_use.id,
                         LiveCall { task, questions, reply: q.reply, cancel, watch: watch.clone() },
                     );
                     self.watch_elsewhere(tool_use.id.clone(), watch);
@@ -130,8 +84,8 @@ impl Driver {
     /// (the answer reached another worker, which recorded `Unknown`), instead of
     /// leaving it waiting for an answer that cannot come.
     fn watch_elsewhere(&self, id: String, watch: CancellationToken) {
-        let store = self.agent.inner.store.clone();
-        let inner = std::sync::Arc::downgrade(&self.agent.inner);
+        let store = self.agent.runtime.store.clone();
+        let live_calls = self.agent.runtime.live_calls.downgrade();
         let session = self.session.clone();
         tokio::spawn(async move {
             let Ok(mut feed) = store.changes().await else {
@@ -158,10 +112,7 @@ impl Driver {
                     Ok(Some(e)) if e.state == reins_memory::LedgerState::Finished
                 );
                 if settled {
-                    if let Some(call) = inner
-                        .upgrade()
-                        .and_then(|i| i.live_calls.take(&session, &id))
-                    {
+                    if let Some(call) = live_calls.take(&session, &id) {
                         tracing::debug!(session = %session, tool_use_id = %id, "a call's question was settled elsewhere: cancelled");
                         call.cancel.cancel();
                     }
@@ -175,8 +126,8 @@ impl Driver {
         let now = Utc::now();
         let expires_at = self
             .agent
-            .inner
             .config
+            .run
             .requirement_ttl_secs
             .and_then(|s| i64::try_from(s).ok())
             .map(|s| now + chrono::Duration::seconds(s));
@@ -204,13 +155,13 @@ impl Driver {
         let to_run = exec.effective_use();
         let Some(live) = self
             .agent
-            .inner
+            .runtime
             .live_calls
             .take(&self.session, &exec.tool_use.id)
         else {
             let r = ToolResult::unknown(&exec.tool_use.id, &exec.tool_use.name, ASKED_ELSEWHERE);
             self.agent
-                .inner
+                .runtime
                 .store
                 .finish(&self.session, &exec.tool_use.id, &r)
                 .await?;

@@ -13,7 +13,7 @@ use crate::context::{self, ContextSummary};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
 use crate::run::{Compress, ContextCheck, Event};
-use crate::session::SessionCore;
+use crate::state::SessionCore;
 
 impl Driver {
     /// Performs a [`Compress`] step. `Some(status)` when the run ended meanwhile
@@ -23,13 +23,13 @@ impl Driver {
         core: &mut SessionCore,
         step: Compress,
     ) -> Result<Option<RunStatus>> {
-        let inner = &self.agent.inner;
-        let Some(policy) = &inner.context else {
+        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
+        let Some(policy) = &cfg.context else {
             return Err(AgentError::Internal(
                 "the run asked for a summary but the agent has no context policy".to_owned(),
             ));
         };
-        let counter = policy.counter_for(inner.model.model_name());
+        let counter = policy.counter_for(rt.model.model_name());
         let Compress {
             iteration,
             earlier,
@@ -44,7 +44,7 @@ impl Driver {
         let covered = messages.len();
 
         // One summarizer call per chunk it can read at once, each folding in the last.
-        let model = policy.summarizer.as_ref().unwrap_or(&inner.model);
+        let model = policy.summarizer.as_ref().unwrap_or(&rt.model);
         let mut text = earlier.as_ref().map(|e| e.text.clone());
         for chunk in context::chunks(messages, &*counter, policy.chunk_tokens(&*counter)) {
             let request = context::summary_request(policy, text.as_deref(), &chunk);

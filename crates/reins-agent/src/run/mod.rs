@@ -92,6 +92,7 @@ use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub(crate) use crate::error::clip;
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
 use crate::structured::OutputSpec;
@@ -844,15 +845,5 @@ pub(crate) fn requirement_record(r: &Requirement) -> RequirementRecord {
         expires_at: r.expires_at,
         decision: None,
         decided_at: None,
-    }
-}
-
-pub(super) fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max).collect();
-        out.push('…');
-        out
     }
 }

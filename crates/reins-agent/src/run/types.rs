@@ -91,7 +91,7 @@ pub(crate) enum SlotStatus {
         dispatched: bool,
     },
     /// The call is a sub-agent whose child session paused: the parent waits for the
-    /// child's requirements (see [`crate::subagent`]).
+    /// child's requirements (see the `subagent` module).
     Delegated {
         /// The child's requirements as the parent shows them: ids qualified by
         /// [`Requirement::path`].

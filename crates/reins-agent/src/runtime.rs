@@ -1,0 +1,37 @@
+//! What runs an agent: the store, the model, the toolkit, the hooks, the agent
+//! instance's lock-owner id, and its registries (each defined by the module it
+//! belongs to). An [`Agent`](crate::Agent) is its configuration plus an `Arc` of this.
+
+use std::sync::{Arc, Mutex};
+
+use reins_hook::Hooks;
+use reins_memory::MemoryStore;
+use reins_model::ChatModel;
+use reins_tool::Toolkit;
+
+use crate::delegate::SubAgents;
+use crate::live::LiveCalls;
+use crate::remote::RemoteInterrupts;
+use crate::state::LiveSessions;
+
+/// What runs an agent.
+pub(crate) struct Runtime {
+    /// Where sessions live.
+    pub(crate) store: Arc<dyn MemoryStore>,
+    /// The model.
+    pub(crate) model: Arc<dyn ChatModel>,
+    /// The tools (sub-agents' tools included).
+    pub(crate) toolkit: Toolkit,
+    /// The hooks, in order.
+    pub(crate) hooks: Hooks,
+    /// Identifies this agent instance as a lock owner in the store.
+    pub(crate) owner: String,
+    /// Live sessions of this agent, so that two handles on one id share one state.
+    pub(crate) sessions: Mutex<LiveSessions>,
+    /// Runs in flight, for interrupts requested from elsewhere.
+    pub(crate) remote: RemoteInterrupts,
+    /// Agents used as tools, by tool name.
+    pub(crate) subagents: SubAgents,
+    /// Calls in flight that asked a question and wait for the answer.
+    pub(crate) live_calls: LiveCalls,
+}
