@@ -4,10 +4,10 @@
 mod support;
 
 use reins_message::{ContentBlock, MediaSource, Msg, Role, ToolResult, ToolSpec, ToolUse};
+use reins_model::testing::{self, ProviderFixture};
 use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError, ResponseFormat, ToolChoice};
 use serde_json::{Map, Value, json};
 use support::*;
-use wiremock::MockServer;
 
 /// A system prompt, tools, a tool round trip (two parallel calls, one rejected,
 /// answered in a tool message followed by a user message), an image, and signed
@@ -61,20 +61,7 @@ fn conversation() -> ChatRequest {
 }
 
 async fn sent_body(req: ChatRequest) -> Value {
-    let server = MockServer::start().await;
-    let mut events = vec![
-        message_start(1),
-        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"ok"}}"#
-            .to_owned(),
-    ];
-    events.extend(message_end("end_turn", 1));
-    let refs: Vec<&str> = events.iter().map(String::as_str).collect();
-    serve(&server, stream_response(sse(&refs))).await;
-    let done = model(&server).complete(req).await.unwrap();
-    assert_eq!(done.message.text(), "ok");
-    let reqs = server.received_requests().await.unwrap();
-    assert_eq!(reqs.len(), 1);
-    serde_json::from_slice(&reqs[0].body).unwrap()
+    testing::sent_body(&Anthropic, req, |m| m).await
 }
 
 #[tokio::test]
@@ -155,7 +142,7 @@ async fn unsigned_thinking_and_malformed_arguments_are_sent_safely() {
 
 #[tokio::test]
 async fn audio_is_refused_before_any_request() {
-    let server = MockServer::start().await;
+    let server = Anthropic.server();
     let req = ChatRequest::new(vec![Msg::new(
         Role::User,
         vec![ContentBlock::Audio {
@@ -164,5 +151,5 @@ async fn audio_is_refused_before_any_request() {
     )]);
     let err = model(&server).stream(req).await.err().unwrap();
     assert!(matches!(err, ModelError::InvalidRequest(m) if m.contains("audio")));
-    assert_eq!(requests(&server).await, 0);
+    assert_eq!(server.request_count(), 0);
 }

@@ -4,10 +4,10 @@
 mod support;
 
 use reins_message::{ContentBlock, MediaSource, Msg, ToolResult, ToolSpec, ToolUse};
-use reins_model::{ChatModel, ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
+use reins_model::testing;
+use reins_model::{ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
 use serde_json::{Map, Value, json};
 use support::*;
-use wiremock::MockServer;
 
 /// A system prompt, tools, a tool round trip (two parallel calls, one rejected), an
 /// image, and earlier thinking.
@@ -56,25 +56,7 @@ async fn sent_body(
     req: ChatRequest,
     configure: impl FnOnce(reins_openai::OpenAiChat) -> reins_openai::OpenAiChat,
 ) -> Value {
-    let server = MockServer::start().await;
-    let done = sse(
-        &[r#"{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}"#],
-        true,
-    );
-    serve(&server, stream_response(done)).await;
-    configure(model(&server)).complete(req).await.unwrap();
-    let reqs = server.received_requests().await.unwrap();
-    assert_eq!(reqs.len(), 1);
-    assert_eq!(
-        reqs[0]
-            .headers
-            .get("content-type")
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        "application/json"
-    );
-    serde_json::from_slice(&reqs[0].body).unwrap()
+    testing::sent_body(&OpenAi, req, configure).await
 }
 
 #[tokio::test]

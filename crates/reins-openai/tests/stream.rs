@@ -7,11 +7,11 @@ mod support;
 use std::time::Duration;
 
 use reins_message::{ContentBlock, Msg, Usage};
+use reins_model::testing::{ProviderFixture, Reply, collect, stream_error};
 use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
 use reins_openai::OpenAiChat;
 use serde_json::json;
 use support::*;
-use wiremock::MockServer;
 
 fn hi() -> ChatRequest {
     ChatRequest::new(vec![Msg::user("hi")])
@@ -27,8 +27,7 @@ const TEXT: &[&str] = &[
 
 #[tokio::test]
 async fn plain_text_with_usage() {
-    let server = MockServer::start().await;
-    serve(&server, stream_response(sse(TEXT, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(done.message.text(), "Hello, world");
     assert_eq!(done.finish_reason, Some(FinishReason::Stop));
@@ -41,29 +40,23 @@ async fn plain_text_with_usage() {
             ..Usage::default()
         }
     );
-    let reqs = server.received_requests().await.unwrap();
+    let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(
-        reqs[0]
-            .headers
-            .get("authorization")
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        "Bearer sk-test-secret-key"
+        reqs[0].header("authorization"),
+        Some("Bearer sk-test-secret-key")
     );
 }
 
 #[tokio::test]
 async fn one_tool_call() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ation\": \"Paris\"}"}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     let uses: Vec<_> = done.message.tool_uses().collect();
     assert_eq!(uses.len(), 1);
@@ -75,7 +68,6 @@ async fn one_tool_call() {
 
 #[tokio::test]
 async fn two_parallel_tool_calls_interleaved() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"content":"Checking both."}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":""}}]}}]}"#,
@@ -84,7 +76,7 @@ async fn two_parallel_tool_calls_interleaved() {
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"CET\"}"}}]}}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     let uses: Vec<_> = done.message.tool_uses().collect();
     assert_eq!(done.message.text(), "Checking both.");
@@ -101,14 +93,13 @@ async fn two_parallel_tool_calls_interleaved() {
 
 #[tokio::test]
 async fn reasoning_content_streams_as_thinking() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"The user greets"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":" me."}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"Hi!","reasoning_content":null}}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":6},"prompt_cache_hit_tokens":2}}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(
         done.message.content,
@@ -158,45 +149,33 @@ async fn http_errors_map_to_typed_errors_with_the_provider_message() {
         ),
     ];
     for (status, body, check) in cases {
-        let server = MockServer::start().await;
-        serve(&server, error_response(status, body)).await;
-        let err = model(&server).stream(hi()).await.err().unwrap();
+        let (err, requests) = stream_error(&OpenAi, Reply::json(status, body)).await;
         assert!(check(&err), "HTTP {status}: got {err:?}");
-        assert_eq!(
-            requests(&server).await,
-            1,
-            "HTTP {status} must not be retried"
-        );
+        assert_eq!(requests, 1, "HTTP {status} must not be retried");
     }
 }
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_then_success() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        error_response(
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(
+        Reply::json(
             429,
             r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
         )
-        .insert_header("retry-after", "0"),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+        .with_header("retry-after", "0"),
+    );
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(done.message.text(), "Hello, world");
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn rate_limit_reports_retry_after_when_not_retried() {
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        error_response(429, r#"{"error":{"message":"Rate limit reached"}}"#)
-            .insert_header("retry-after", "7"),
-    )
-    .await;
+    let server = OpenAi.serve(
+        Reply::json(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+            .with_header("retry-after", "7"),
+    );
     let err = model(&server)
         .with_retry(RetryPolicy::none())
         .stream(hi())
@@ -210,26 +189,23 @@ async fn rate_limit_reports_retry_after_when_not_retried() {
             message: "Rate limit reached".into()
         }
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn server_error_then_success_and_server_error_until_giving_up() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        error_response(500, r#"{"error":{"message":"The server had an error"}}"#),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(Reply::json(
+        500,
+        r#"{"error":{"message":"The server had an error"}}"#,
+    ));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello, world"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(&server, error_response(503, "upstream unavailable")).await;
+    let server = OpenAi.serve(Reply::json(503, "upstream unavailable"));
     let err = model(&server).stream(hi()).await.err().unwrap();
     assert_eq!(
         err,
@@ -238,15 +214,14 @@ async fn server_error_then_success_and_server_error_until_giving_up() {
             message: "upstream unavailable".into()
         }
     );
-    assert_eq!(requests(&server).await, 3);
+    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
 async fn a_stream_cut_in_the_middle_fails_without_retry() {
-    let server = MockServer::start().await;
     let mut body = sse(&TEXT[..3], false);
     body.push_str("data: {\"choices\":[{\"index\":0,\"del");
-    serve(&server, stream_response(body)).await;
+    let server = OpenAi.serve(Reply::sse(body));
     let items = collect(&model(&server), hi()).await.unwrap();
     let (last, rest) = items.split_last().unwrap();
     assert!(rest.iter().all(Result::is_ok));
@@ -263,15 +238,14 @@ async fn a_stream_cut_in_the_middle_fails_without_retry() {
         matches!(last, Err(ModelError::MalformedStream(_))),
         "{last:?}"
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
     assert!(model(&server).complete(hi()).await.is_err());
 }
 
 #[tokio::test]
 async fn a_malformed_event_is_reported_in_the_stream() {
-    let server = MockServer::start().await;
     let body = sse(&[TEXT[1], "{not json", TEXT[3]], true);
-    serve(&server, stream_response(body)).await;
+    let server = OpenAi.serve(Reply::sse(body));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert_eq!(items.len(), 2);
     assert_eq!(
@@ -281,27 +255,21 @@ async fn a_malformed_event_is_reported_in_the_stream() {
         })
     );
     assert!(matches!(&items[1], Err(ModelError::MalformedStream(m)) if m.contains("{not json")));
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn an_error_event_before_output_is_retried_but_not_after() {
     let overloaded = r#"{"error":{"message":"Service overloaded","type":"server_error"}}"#;
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        stream_response(sse(&[overloaded], false)),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(Reply::sse(sse(&[overloaded], false)));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello, world"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(&server, stream_response(sse(&[TEXT[1], overloaded], false))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&[TEXT[1], overloaded], false)));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert_eq!(
         items[1],
@@ -311,7 +279,7 @@ async fn an_error_event_before_output_is_retried_but_not_after() {
         })
     );
     assert_eq!(items.len(), 2);
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
