@@ -6,8 +6,8 @@
 mod support;
 
 use reins_message::{Msg, Role, ToolSpec};
-use reins_model::testing::{ProviderFixture, Reply};
-use reins_model::{ChatModel, ChatOptions, ChatRequest, FinishReason, ModelError};
+use reins_model::testing::{ProviderFixture, Reply, expect_empty_answer};
+use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError};
 use serde_json::{Map, Value, json};
 use support::*;
 
@@ -59,13 +59,7 @@ async fn an_empty_answer_is_flagged() {
     let start = message_start(10);
     let [d, s] = message_end("end_turn", 0);
     let server = Anthropic.serve(Reply::sse(sse(&[&start, &d, &s])));
-    let done = model(&server)
-        .complete(ChatRequest::new(vec![Msg::user("hi")]))
-        .await
-        .unwrap();
-    assert!(done.is_empty_answer());
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
-    assert!(done.message.content.is_empty());
+    expect_empty_answer(&model(&server)).await;
 }
 
 /// Whether any message has empty content or an empty text block (the API refuses

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use reins_anthropic::AnthropicChat;
 use reins_message::{ContentBlock, Msg, Usage};
-use reins_model::testing::{ProviderFixture, Reply, collect, stream_error};
+use reins_model::testing::{
+    ProviderFixture, Reply, assert_key_from_env, assert_key_redacted, collect, error_for,
+    expect_text_answer, stream_error,
+};
 use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
 use serde_json::json;
 use support::*;
@@ -36,18 +39,13 @@ fn text_events() -> Vec<String> {
 #[tokio::test]
 async fn plain_text_with_usage() {
     let server = Anthropic.serve(Reply::sse(sse(&text_events())));
-    let done = model(&server).complete(hi()).await.unwrap();
-    assert_eq!(done.message.text(), "Hello!");
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        done.usage,
-        Usage {
-            input_tokens: 25,
-            output_tokens: 15,
-            cache_read_tokens: 5,
-            ..Usage::default()
-        }
-    );
+    let usage = Usage {
+        input_tokens: 25,
+        output_tokens: 15,
+        cache_read_tokens: 5,
+        ..Usage::default()
+    };
+    expect_text_answer(&model(&server), "Hello!", usage).await;
     assert_eq!(server.request_count(), 1);
 }
 
@@ -158,7 +156,7 @@ async fn http_errors_map_to_typed_errors_with_the_provider_message() {
         }),
     ];
     for (status, kind, message, check) in cases {
-        let (err, requests) = stream_error(&Anthropic, error_response(status, kind, message)).await;
+        let (err, requests) = error_for(&Anthropic, error_response(status, kind, message)).await;
         assert!(check(&err), "HTTP {status}: got {err:?}");
         assert_eq!(requests, 1, "HTTP {status} must not be retried");
     }
@@ -184,12 +182,7 @@ async fn rate_limit_with_retry_after_then_success() {
     let server = Anthropic.serve(
         error_response(429, "rate_limit_error", "slow down").with_header("retry-after", "12"),
     );
-    let err = model(&server)
-        .with_retry(RetryPolicy::none())
-        .stream(hi())
-        .await
-        .err()
-        .unwrap();
+    let err = stream_error(&model(&server).with_retry(RetryPolicy::none())).await;
     assert_eq!(
         err,
         ModelError::RateLimited {
@@ -210,7 +203,7 @@ async fn overloaded_then_success_and_server_errors_until_giving_up() {
     assert_eq!(server.request_count(), 2);
 
     let server = Anthropic.serve(error_response(500, "api_error", "Internal server error"));
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let err = stream_error(&model(&server)).await;
     assert_eq!(
         err,
         ModelError::Server {
@@ -290,7 +283,7 @@ async fn a_malformed_event_is_reported_in_the_stream() {
     let server = Anthropic.serve(Reply::sse(sse(&stray)));
     // Nothing but usage came before it, so the error is returned by `stream`
     // itself; it is not retryable.
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let err = stream_error(&model(&server)).await;
     assert!(matches!(err, ModelError::MalformedStream(m) if m.contains("block 3")));
     assert_eq!(server.request_count(), 1);
 }
@@ -298,16 +291,9 @@ async fn a_malformed_event_is_reported_in_the_stream() {
 #[tokio::test]
 async fn a_missing_key_fails_before_any_request_and_keys_stay_out_of_debug() {
     let model = AnthropicChat::new("claude-test");
-    let env_set = std::env::var("ANTHROPIC_API_KEY").is_ok_and(|v| !v.trim().is_empty());
-    assert_eq!(model.has_api_key(), env_set);
-    if !env_set {
-        let err = model.stream(hi()).await.err().unwrap();
-        assert!(
-            matches!(&err, ModelError::Auth { message } if message.contains("ANTHROPIC_API_KEY"))
-        );
-    }
-    let keyed = model.with_api_key("sk-ant-very-secret");
-    let debug = format!("{keyed:?}");
-    assert!(!debug.contains("sk-ant-very-secret"), "{debug}");
-    assert!(debug.contains("<redacted>"));
+    assert_key_from_env(&model, "ANTHROPIC_API_KEY", model.has_api_key()).await;
+    assert_key_redacted(
+        &model.with_api_key("sk-ant-very-secret"),
+        "sk-ant-very-secret",
+    );
 }

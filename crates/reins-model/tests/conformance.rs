@@ -4,19 +4,18 @@
 //! what a new provider crate does: implement `ProviderFixture` for its wire format
 //! and call `provider_conformance_tests!`.
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
 use reins_message::{Msg, Usage};
 use reins_model::http::{HttpSettings, WireFormat};
 use reins_model::sse::{SseDecoder, SseEvent};
 use reins_model::testing::{
-    Endpoint, ModelSetup, ProviderFixture, Reply, collect, sent_body, sse_data,
+    Endpoint, ModelSetup, ProviderFixture, Reply, assert_key_from_env, assert_key_redacted,
+    collect, expect_empty_answer, sent_body, sse_data,
 };
 use reins_model::{
     ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, ModelError, Result, RetryPolicy,
 };
 use serde_json::{Value, json};
+use std::collections::VecDeque;
 
 // ----- the provider --------------------------------------------------------------------
 
@@ -30,23 +29,11 @@ struct LinesChat {
 }
 
 impl LinesChat {
-    fn new(base_url: &str, model: &str) -> Self {
+    fn from_settings(http: HttpSettings, model: &str) -> Self {
         Self {
-            http: HttpSettings::new("lines", base_url),
+            http,
             model: model.to_owned(),
         }
-    }
-    fn with_api_key(mut self, key: &str) -> Self {
-        self.http = self.http.with_api_key(key);
-        self
-    }
-    fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.http = self.http.with_retry(retry);
-        self
-    }
-    fn with_timeout(mut self, d: Duration) -> Self {
-        self.http = self.http.with_timeout(d);
-        self
     }
 }
 
@@ -159,17 +146,12 @@ fn args(a: &str) -> String {
 
 impl ProviderFixture for Lines {
     type Model = LinesChat;
+    const API_KEY: &'static str = KEY;
     fn endpoint(&self) -> Endpoint {
         Endpoint::post("/generate").with_header("authorization", format!("Bearer {KEY}"))
     }
     fn model(&self, setup: &ModelSetup) -> LinesChat {
-        LinesChat::new(&setup.base_url, "lines-1")
-            .with_api_key(KEY)
-            .with_retry(setup.retry.clone())
-            .with_timeout(setup.timeout)
-    }
-    fn api_key(&self) -> &str {
-        KEY
+        LinesChat::from_settings(setup.http_settings("lines"), "lines-1")
     }
     fn error_body(&self, _status: u16, message: &str) -> String {
         json!({ "error": message }).to_string()
@@ -226,7 +208,11 @@ async fn sent_body_captures_what_the_model_sent() {
 #[tokio::test]
 async fn a_missing_header_is_answered_404_and_recorded() {
     let server = Lines.serve(Reply::sse(Lines.text_answer("hi")));
-    let keyless = LinesChat::new(server.url(), "m").with_retry(RetryPolicy::none());
+    let setup = Lines.setup(&server);
+    let keyless = LinesChat::from_settings(
+        HttpSettings::new("lines", setup.base_url).with_retry(RetryPolicy::none()),
+        "m",
+    );
     let e = keyless
         .stream(ChatRequest::new(vec![Msg::user("hi")]))
         .await
@@ -263,4 +249,21 @@ async fn rules_on_the_body_come_before_the_default() {
     let items = collect(&model, ask("x")).await.unwrap();
     assert_eq!(items.len(), 3, "{items:?}");
     assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn the_key_and_empty_answer_checks_pass_on_it() {
+    const VAR: &str = "REINS_TEST_LINES_KEY_SURELY_UNSET";
+    let from_env = HttpSettings::new("lines", "http://127.0.0.1:9").with_api_key_from_env(VAR);
+    let has_key = from_env.has_api_key();
+    assert_key_from_env(&LinesChat::from_settings(from_env, "m"), VAR, has_key).await;
+    let keyed = HttpSettings::new("lines", "http://h").with_api_key("sk-lines-very-secret");
+    assert_key_redacted(
+        &LinesChat::from_settings(keyed, "m"),
+        "sk-lines-very-secret",
+    );
+
+    let server = Lines.serve(Reply::sse(Lines.empty_answer()));
+    let done = expect_empty_answer(&Lines.model_at(&server)).await;
+    assert_eq!(done.usage, Usage::default());
 }

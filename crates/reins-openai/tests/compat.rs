@@ -8,7 +8,7 @@ mod support;
 
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolSpec, ToolUse};
 use reins_model::testing::{self, ProviderFixture, Reply};
-use reins_model::{ChatModel, ChatOptions, ChatRequest, FinishReason, ModelError};
+use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError};
 use reins_openai::OpenAiChat;
 use serde_json::{Map, Value, json};
 use support::*;
@@ -125,14 +125,8 @@ async fn an_empty_completion_is_flagged_as_an_empty_answer() {
         r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":0}}"#,
     ];
     let server = OpenAi.serve(Reply::sse(sse(&events, true)));
-    let done = model(&server)
-        .complete(ChatRequest::new(vec![Msg::user("hi")]))
-        .await
-        .unwrap();
-    assert!(done.is_empty_answer());
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
+    let done = testing::expect_empty_answer(&model(&server)).await;
     assert_eq!(done.usage.input_tokens, 12);
-    assert!(done.message.content.is_empty());
 }
 
 #[test]

@@ -7,7 +7,10 @@ mod support;
 use std::time::Duration;
 
 use reins_message::{ContentBlock, Msg, Usage};
-use reins_model::testing::{ProviderFixture, Reply, collect, stream_error};
+use reins_model::testing::{
+    ProviderFixture, Reply, assert_key_from_env, assert_key_redacted, collect, error_for,
+    expect_text_answer, stream_error,
+};
 use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
 use reins_openai::OpenAiChat;
 use serde_json::json;
@@ -28,18 +31,13 @@ const TEXT: &[&str] = &[
 #[tokio::test]
 async fn plain_text_with_usage() {
     let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
-    let done = model(&server).complete(hi()).await.unwrap();
-    assert_eq!(done.message.text(), "Hello, world");
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        done.usage,
-        Usage {
-            input_tokens: 12,
-            output_tokens: 3,
-            cache_read_tokens: 4,
-            ..Usage::default()
-        }
-    );
+    let usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        cache_read_tokens: 4,
+        ..Usage::default()
+    };
+    expect_text_answer(&model(&server), "Hello, world", usage).await;
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(
@@ -149,7 +147,7 @@ async fn http_errors_map_to_typed_errors_with_the_provider_message() {
         ),
     ];
     for (status, body, check) in cases {
-        let (err, requests) = stream_error(&OpenAi, Reply::json(status, body)).await;
+        let (err, requests) = error_for(&OpenAi, Reply::json(status, body)).await;
         assert!(check(&err), "HTTP {status}: got {err:?}");
         assert_eq!(requests, 1, "HTTP {status} must not be retried");
     }
@@ -176,12 +174,7 @@ async fn rate_limit_reports_retry_after_when_not_retried() {
         Reply::json(429, r#"{"error":{"message":"Rate limit reached"}}"#)
             .with_header("retry-after", "7"),
     );
-    let err = model(&server)
-        .with_retry(RetryPolicy::none())
-        .stream(hi())
-        .await
-        .err()
-        .unwrap();
+    let err = stream_error(&model(&server).with_retry(RetryPolicy::none())).await;
     assert_eq!(
         err,
         ModelError::RateLimited {
@@ -206,7 +199,7 @@ async fn server_error_then_success_and_server_error_until_giving_up() {
     assert_eq!(server.request_count(), 2);
 
     let server = OpenAi.serve(Reply::json(503, "upstream unavailable"));
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let err = stream_error(&model(&server)).await;
     assert_eq!(
         err,
         ModelError::Server {
@@ -284,19 +277,10 @@ async fn an_error_event_before_output_is_retried_but_not_after() {
 
 #[tokio::test]
 async fn a_missing_key_fails_before_any_request_and_keys_stay_out_of_debug() {
-    let model = OpenAiChat::deepseek("deepseek-chat");
-    let env_set = std::env::var("DEEPSEEK_API_KEY").is_ok_and(|v| !v.trim().is_empty());
-    assert_eq!(model.has_api_key(), env_set);
-    if !env_set {
-        let err = model.stream(hi()).await.err().unwrap();
-        assert!(
-            matches!(&err, ModelError::Auth { message } if message.contains("DEEPSEEK_API_KEY"))
-        );
-    }
+    let deepseek = OpenAiChat::deepseek("deepseek-chat");
+    assert_key_from_env(&deepseek, "DEEPSEEK_API_KEY", deepseek.has_api_key()).await;
     let keyed = OpenAiChat::openai("gpt-4o").with_api_key("sk-very-secret");
-    let debug = format!("{keyed:?}");
-    assert!(!debug.contains("sk-very-secret"), "{debug}");
-    assert!(debug.contains("<redacted>"));
+    assert_key_redacted(&keyed, "sk-very-secret");
     assert_eq!(
         OpenAiChat::ollama("llama3").base_url(),
         "http://localhost:11434/v1"

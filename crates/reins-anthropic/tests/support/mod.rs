@@ -84,6 +84,7 @@ fn tool_call_begun(id: &str, name: &str, arguments: &str) -> Vec<String> {
 
 impl ProviderFixture for Anthropic {
     type Model = AnthropicChat;
+    const API_KEY: &'static str = KEY;
 
     fn endpoint(&self) -> Endpoint {
         Endpoint::post("/v1/messages")
@@ -92,15 +93,7 @@ impl ProviderFixture for Anthropic {
     }
 
     fn model(&self, setup: &ModelSetup) -> AnthropicChat {
-        AnthropicChat::new("claude-test")
-            .with_base_url(setup.base_url.clone())
-            .with_api_key(KEY)
-            .with_retry(setup.retry.clone())
-            .with_timeout(setup.timeout)
-    }
-
-    fn api_key(&self) -> &str {
-        KEY
+        AnthropicChat::from_settings(setup.http_settings("anthropic"), "claude-test")
     }
 
     fn error_body(&self, status: u16, message: &str) -> String {

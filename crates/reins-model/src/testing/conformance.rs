@@ -11,191 +11,13 @@
 // A failed check panics, as `assert!` does: that is how a test reports it.
 #![allow(clippy::panic)]
 
-use std::fmt::Debug;
 use std::time::Duration;
 
-use reins_message::Msg;
-use serde_json::Value;
-
-use super::{Endpoint, Reply, TestServer, collect, fast_retry};
-use crate::{ChatChunk, ChatModel, ChatRequest, ModelError, RetryPolicy};
-
-/// How the kit asks for a model: the server's base URL, and the retry policy and
-/// timeout to build it with.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ModelSetup {
-    /// The test server's base URL, `http://127.0.0.1:<port>` (no trailing slash);
-    /// the provider adds any prefix of its own (e.g. `/v1`).
-    pub base_url: String,
-    /// The retry policy to use ([`fast_retry`] unless a case says otherwise).
-    pub retry: RetryPolicy,
-    /// The provider's timeout: for the first chunk and for each silence after it.
-    pub timeout: Duration,
-}
-
-impl ModelSetup {
-    /// The default timeout: long enough for any loopback answer on a busy machine.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
-    /// `base_url` with [`fast_retry`] and [`DEFAULT_TIMEOUT`](Self::DEFAULT_TIMEOUT).
-    pub fn new(base_url: impl Into<String>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            retry: fast_retry(),
-            timeout: Self::DEFAULT_TIMEOUT,
-        }
-    }
-
-    /// With this retry policy.
-    #[must_use]
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// With this timeout.
-    #[must_use]
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-}
-
-/// A provider as the kit sees it: where it sends requests, how to build its model
-/// for a test server, and its wire format's fixtures (server-sent-event bodies and
-/// error bodies, as recorded from the real API).
-///
-/// Bodies are whole event streams (build them with [`sse_data`](super::sse_data) or
-/// [`sse_typed`](super::sse_typed)); the kit sends them with `200` and
-/// `content-type: text/event-stream`.
-pub trait ProviderFixture {
-    /// The provider's model.
-    type Model: ChatModel;
-
-    /// Where the model posts, with the headers it must send (its key among them).
-    fn endpoint(&self) -> Endpoint;
-
-    /// A model pointed at `setup.base_url`, using `setup.retry` and
-    /// `setup.timeout`, and sending the key [`api_key`](Self::api_key).
-    fn model(&self, setup: &ModelSetup) -> Self::Model;
-
-    /// The API key the model sends; no error may contain it.
-    fn api_key(&self) -> &str;
-
-    /// The body of an error response with this status and message, in the API's
-    /// shape (the provider must read `message` out of it).
-    fn error_body(&self, status: u16, message: &str) -> String;
-
-    /// A complete answer whose text is `text`.
-    fn text_answer(&self, text: &str) -> String;
-
-    /// An answer that has begun with the text `text` and has not ended: the
-    /// stream yields `text` as one text delta, after usage reports at most.
-    fn text_begun(&self, text: &str) -> String;
-
-    /// An answer that began a call of tool `name` (call id `id`) and stopped after
-    /// the first part of its `arguments`; the provider reports it as
-    /// [`ModelError::MalformedStream`] saying the stream "ended before" it finished.
-    fn tool_call_begun(&self, id: &str, name: &str, arguments: &str) -> String;
-
-    /// A complete answer calling tool `name` (call id `id`) with the argument text
-    /// `arguments`, verbatim (the kit sends text that is not valid JSON).
-    fn tool_call_answer(&self, id: &str, name: &str, arguments: &str) -> String;
-
-    /// A complete answer with no content at all.
-    fn empty_answer(&self) -> String;
-
-    /// Bodies the provider cannot understand (an event that is not JSON, or JSON of
-    /// the wrong shape, after valid events or before any): each must end in
-    /// [`ModelError::MalformedStream`], without a retry.
-    fn malformed_bodies(&self) -> Vec<String>;
-
-    /// The 5xx statuses the API documents as retryable (default 500, 502, 503).
-    fn server_error_statuses(&self) -> Vec<u16> {
-        vec![500, 502, 503]
-    }
-
-    /// A [`TestServer`] for the provider's [`endpoint`](Self::endpoint).
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime (see [`TestServer::start`]).
-    fn server(&self) -> TestServer {
-        TestServer::start(self.endpoint())
-    }
-
-    /// A [`server`](Self::server) answering every request with `reply`.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime (see [`TestServer::start`]).
-    fn serve(&self, reply: Reply) -> TestServer {
-        let server = self.server();
-        server.reply(reply);
-        server
-    }
-
-    /// A model pointed at `server`, with [`ModelSetup::new`]'s retry policy and
-    /// timeout.
-    fn model_at(&self, server: &TestServer) -> Self::Model {
-        self.model(&ModelSetup::new(server.url()))
-    }
-}
-
-/// Sends `request` with the provider's model (changed by `configure`) to a server
-/// that answers "ok", checks that exactly one request arrived as
-/// `content-type: application/json` and that the answer was read, and returns the
-/// body that was sent: the thing to snapshot.
-///
-/// # Panics
-/// When any of those checks fails.
-pub async fn sent_body<P: ProviderFixture>(
-    provider: &P,
-    request: ChatRequest,
-    configure: impl FnOnce(P::Model) -> P::Model,
-) -> Value {
-    let server = provider.serve(Reply::sse(provider.text_answer("ok")));
-    let done = ok(configure(provider.model_at(&server))
-        .complete(request)
-        .await);
-    assert_eq!(done.message.text(), "ok");
-    let received = server.requests();
-    assert_eq!(received.len(), 1, "one request");
-    assert_eq!(received[0].header("content-type"), Some("application/json"));
-    ok(received[0].json())
-}
-
-fn ok<T, E: Debug>(result: Result<T, E>) -> T {
-    match result {
-        Ok(v) => v,
-        Err(e) => panic!("expected success, got {e:?}"),
-    }
-}
-
-fn err<T: Debug, E>(result: Result<T, E>) -> E {
-    match result {
-        Ok(v) => panic!("expected an error, got {v:?}"),
-        Err(e) => e,
-    }
-}
-
-fn hi() -> ChatRequest {
-    ChatRequest::new(vec![Msg::user("hi")])
-}
-
-/// The error the provider's `stream` returns when a server answers every request
-/// with `reply`, and how many requests that server received (the attempts made).
-///
-/// # Panics
-/// When `stream` succeeds.
-pub async fn stream_error<P: ProviderFixture>(provider: &P, reply: Reply) -> (ModelError, usize) {
-    let server = provider.serve(reply);
-    let e = err(provider
-        .model_at(&server)
-        .stream(hi())
-        .await
-        .map(|_| "a stream"));
-    (e, server.request_count())
-}
+use super::checks::{hi, ok};
+use super::{
+    ModelSetup, ProviderFixture, Reply, TestServer, collect, error_for, fast_retry, stream_error,
+};
+use crate::{ChatChunk, ChatModel, ModelError, RetryPolicy};
 
 /// A 429 with `Retry-After: 0`, then an answer: the wait is honoured, the retry
 /// succeeds (2 requests).
@@ -218,7 +40,7 @@ pub async fn rate_limit_without_retry_after_is_retried_until_the_policy_gives_up
 >(
     provider: &P,
 ) {
-    let (e, requests) = stream_error(
+    let (e, requests) = error_for(
         provider,
         Reply::json(429, provider.error_body(429, "slow down")),
     )
@@ -237,7 +59,7 @@ pub async fn a_retry_after_beyond_the_budget_fails_at_once_and_says_how_long<P: 
 ) {
     let reply =
         Reply::json(429, provider.error_body(429, "quota")).with_header("retry-after", "120");
-    let (e, requests) = stream_error(provider, reply).await;
+    let (e, requests) = error_for(provider, reply).await;
     assert_eq!(e.retry_after(), Some(Duration::from_secs(120)), "{e:?}");
     assert_eq!(requests, 1, "waiting 120 s is past max_elapsed (30 s)");
 }
@@ -248,7 +70,7 @@ pub async fn a_retry_after_beyond_the_budget_fails_at_once_and_says_how_long<P: 
 pub async fn server_errors_are_retried_then_typed<P: ProviderFixture>(provider: &P) {
     for status in provider.server_error_statuses() {
         let reply = Reply::json(status, provider.error_body(status, "upstream trouble"));
-        let (e, requests) = stream_error(provider, reply).await;
+        let (e, requests) = error_for(provider, reply).await;
         assert!(
             matches!(&e, ModelError::Server { status: s, message } if *s == status && message.contains("upstream trouble")),
             "HTTP {status}: {e:?}"
@@ -273,7 +95,7 @@ pub async fn a_connection_reset_before_the_response_is_retried_then_a_network_er
 >(
     provider: &P,
 ) {
-    let (e, requests) = stream_error(provider, Reply::reset()).await;
+    let (e, requests) = error_for(provider, Reply::reset()).await;
     assert!(matches!(e, ModelError::Network(_)), "{e:?}");
     assert_eq!(requests, 3);
 }
@@ -340,17 +162,18 @@ pub async fn a_stream_that_stops_mid_tool_call_is_a_malformed_stream_not_a_call<
 
 /// The model for `server` with a 200 ms timeout.
 fn impatient<P: ProviderFixture>(provider: &P, server: &TestServer) -> P::Model {
-    provider.model(&ModelSetup::new(server.url()).with_timeout(Duration::from_millis(200)))
+    provider.model(
+        &provider
+            .setup(server)
+            .with_timeout(Duration::from_millis(200)),
+    )
 }
 
 /// Headers, then silence: each attempt times out and is retried (3 requests),
 /// then `Timeout`.
 pub async fn silence_before_any_output_times_out_and_is_retried<P: ProviderFixture>(provider: &P) {
     let server = provider.serve(Reply::sse("").then_silence());
-    let e = err(impatient(provider, &server)
-        .stream(hi())
-        .await
-        .map(|_| "a stream"));
+    let e = stream_error(&impatient(provider, &server)).await;
     assert!(matches!(e, ModelError::Timeout(_)), "{e:?}");
     assert_eq!(server.request_count(), 3);
 }
@@ -418,7 +241,7 @@ pub async fn an_empty_response_is_a_malformed_stream_and_an_empty_answer_is_empt
 >(
     provider: &P,
 ) {
-    let (e, requests) = stream_error(provider, Reply::sse("")).await;
+    let (e, requests) = error_for(provider, Reply::sse("")).await;
     assert!(matches!(e, ModelError::MalformedStream(_)), "{e:?}");
     assert_eq!(requests, 1);
 
@@ -433,18 +256,15 @@ pub async fn an_unreachable_server_is_a_network_error_after_retries<P: ProviderF
 ) {
     // Bind then drop: the port is (almost certainly) closed.
     let port = ok(std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr())).port();
-    let setup = ModelSetup::new(format!("http://127.0.0.1:{port}")).with_retry(RetryPolicy {
-        max_attempts: 2,
-        ..fast_retry()
-    });
-    let e = err(provider
-        .model(&setup)
-        .stream(hi())
-        .await
-        .map(|_| "a stream"));
+    let setup =
+        ModelSetup::new(format!("http://127.0.0.1:{port}"), P::API_KEY).with_retry(RetryPolicy {
+            max_attempts: 2,
+            ..fast_retry()
+        });
+    let e = stream_error(&provider.model(&setup)).await;
     assert!(matches!(e, ModelError::Network(_)), "{e:?}");
     assert!(
-        !format!("{e} {e:?}").contains(provider.api_key()),
+        !format!("{e} {e:?}").contains(P::API_KEY),
         "the key leaked into {e:?}"
     );
 }

@@ -7,11 +7,17 @@
 //!   [`ReceivedRequest`] for assertions and insta snapshots, and stops when dropped.
 //! - [`sse_data`] and [`sse_typed`]: server-sent-event bodies from recorded events.
 //! - [`ProviderFixture`]: a provider as the kit sees it — how to build its model for
-//!   a base URL, and its wire format's fixtures (an answer, a cut-off tool call, an
-//!   error body, …). With one, [`provider_conformance_tests!`](crate::provider_conformance_tests)
-//!   writes the shared suite ([`conformance`]: rate limits, 5xx, resets, silence,
-//!   malformed streams, retries counted at the server), and [`sent_body`] captures
-//!   a request body for a snapshot.
+//!   a base URL ([`ModelSetup`]), and its wire format's fixtures (an answer, a
+//!   cut-off tool call, an error body, …). With one,
+//!   [`provider_conformance_tests!`](crate::provider_conformance_tests) writes the
+//!   shared suite ([`conformance`]: rate limits, 5xx, resets, silence, malformed
+//!   streams, retries counted at the server).
+//! - Checks for a provider's own tests: [`sent_body`] (the request body to snapshot),
+//!   [`error_for`] (what a reply turns into, and after how many attempts),
+//!   [`stream_error`], [`expect_text_answer`], [`expect_empty_answer`], [`assert_key_from_env`],
+//!   [`assert_key_redacted`], and request fixtures ([`sample_conversation`],
+//!   [`unparsed_call_round_trip`], [`weather_and_delete_tools`],
+//!   [`picture_question`]).
 //!
 //! `reins-openai` and `reins-anthropic` test themselves this way. A third provider
 //! gets the same suite by writing its fixture:
@@ -39,17 +45,15 @@
 //!
 //! impl ProviderFixture for Lines {
 //!     type Model = LinesChat;
+//!     const API_KEY: &'static str = "sk-test";
 //!     fn endpoint(&self) -> Endpoint {
 //!         Endpoint::post("/generate").with_header("authorization", "Bearer sk-test")
 //!     }
 //!     fn model(&self, setup: &ModelSetup) -> LinesChat {
 //!         LinesChat::new(&setup.base_url)
-//!             .with_api_key("sk-test")
+//!             .with_api_key(&setup.api_key)
 //!             .with_retry(setup.retry.clone())
 //!             .with_timeout(setup.timeout)
-//!     }
-//!     fn api_key(&self) -> &str {
-//!         "sk-test"
 //!     }
 //!     fn error_body(&self, _status: u16, message: &str) -> String {
 //!         serde_json::json!({ "error": message }).to_string()
@@ -75,16 +79,23 @@
 //! ```
 //!
 //! reins-model's own `tests/conformance.rs` runs the suite against such a provider,
-//! written in full on [`http::HttpSettings`](crate::http::HttpSettings).
+//! written in full on `http::HttpSettings` (feature `http`).
 
+mod checks;
 pub mod conformance;
+mod fixture;
 mod server;
 
 use std::time::Duration;
 
 use futures::StreamExt;
 
-pub use conformance::{ModelSetup, ProviderFixture, sent_body, stream_error};
+pub use checks::{
+    assert_key_from_env, assert_key_redacted, error_for, expect_empty_answer, expect_text_answer,
+    picture_question, sample_conversation, sent_body, stream_error, unparsed_call_round_trip,
+    weather_and_delete_tools,
+};
+pub use fixture::{ModelSetup, ProviderFixture};
 pub use server::{Endpoint, ReceivedRequest, Reply, TestServer};
 
 use crate::{ChatChunk, ChatModel, ChatRequest, Result, RetryPolicy};

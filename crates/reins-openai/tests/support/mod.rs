@@ -49,20 +49,18 @@ fn tool_args(arguments: &str) -> String {
 
 impl ProviderFixture for OpenAi {
     type Model = OpenAiChat;
+    const API_KEY: &'static str = KEY;
 
     fn endpoint(&self) -> Endpoint {
         Endpoint::post("/v1/chat/completions")
     }
 
     fn model(&self, setup: &ModelSetup) -> OpenAiChat {
-        OpenAiChat::compatible(format!("{}/v1", setup.base_url), "test-model")
-            .with_api_key(KEY)
-            .with_retry(setup.retry.clone())
-            .with_timeout(setup.timeout)
-    }
-
-    fn api_key(&self) -> &str {
-        KEY
+        // What `OpenAiChat::compatible` builds, at the server's `/v1`.
+        let http = setup
+            .http_settings("compatible")
+            .with_base_url(format!("{}/v1", setup.base_url));
+        OpenAiChat::from_settings(http, "test-model")
     }
 
     fn error_body(&self, status: u16, message: &str) -> String {
