@@ -272,14 +272,13 @@ pub async fn an_unreachable_server_is_a_network_error_after_retries<P: ProviderF
 /// Writes the conformance suite for a provider: one `#[test]` per case of
 /// [`reins_model::testing::conformance`](crate::testing::conformance), named after
 /// it, each on its own Tokio runtime. `$provider` is an expression for a
-/// [`ProviderFixture`], evaluated once per test.
+/// [`ProviderFixture`](crate::testing::ProviderFixture), evaluated once per test.
 ///
-/// ```ignore
-/// mod support;
-/// reins_model::provider_conformance_tests!(support::OpenAi);
-/// ```
-///
-/// The crate's `tests/conformance.rs` shows a whole provider tested this way.
+/// Invoke it once per module (a second provider's suite goes in a `mod` of its
+/// own), at the top level of an integration test, e.g. in `tests/faults.rs`:
+/// `reins_model::provider_conformance_tests!(support::OpenAi);`. The
+/// [`testing`](crate::testing) module shows a fixture; reins-model's
+/// `tests/conformance.rs` runs the suite on a whole provider.
 #[macro_export]
 macro_rules! provider_conformance_tests {
     ($provider:expr) => {
