@@ -3,21 +3,17 @@
 
 mod support;
 
-use reins_message::{ContentBlock, MediaSource, Msg, Role, ToolResult, ToolSpec, ToolUse};
+use reins_message::{ContentBlock, MediaSource, Msg, Role};
+use reins_model::testing::{self, ProviderFixture};
 use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError, ResponseFormat, ToolChoice};
 use serde_json::{Map, Value, json};
 use support::*;
-use wiremock::MockServer;
 
 /// A system prompt, tools, a tool round trip (two parallel calls, one rejected,
 /// answered in a tool message followed by a user message), an image, and signed
 /// thinking that must be sent back.
 fn conversation() -> ChatRequest {
-    let weather = ToolUse::new("toolu_1", "get_weather", json!({"city": "Paris"}));
-    let delete = ToolUse::new("toolu_2", "delete_file", json!({"path": "/tmp/x"}));
-    ChatRequest::new(vec![
-        Msg::system("You are a careful assistant."),
-        Msg::user("What's the weather in Paris? Also clean up /tmp/x."),
+    testing::sample_conversation(["toolu_1", "toolu_2"], |weather, delete| {
         Msg::new(
             Role::Assistant,
             vec![
@@ -29,31 +25,8 @@ fn conversation() -> ChatRequest {
                 ContentBlock::ToolUse(weather),
                 ContentBlock::ToolUse(delete),
             ],
-        ),
-        Msg::tool_results([
-            ToolResult::success("toolu_1", "get_weather", "18°C, cloudy"),
-            ToolResult::rejected("toolu_2", "delete_file", Some("keep it".into())),
-        ]),
-        Msg::user("And what is in this picture?")
-            .with_block(ContentBlock::Image {
-                source: MediaSource::url("https://example.com/cat.png"),
-            })
-            .with_block(ContentBlock::Image {
-                source: MediaSource::base64("image/png", "iVBORw0KGgo="),
-            }),
-    ])
-    .with_tools(vec![
-        ToolSpec::new(
-            "get_weather",
-            "Current weather for a city",
-            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
-        ),
-        ToolSpec::new(
-            "delete_file",
-            "Delete a file",
-            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        ),
-    ])
+        )
+    })
     .with_options(ChatOptions {
         temperature: Some(0.5),
         ..ChatOptions::default()
@@ -61,20 +34,7 @@ fn conversation() -> ChatRequest {
 }
 
 async fn sent_body(req: ChatRequest) -> Value {
-    let server = MockServer::start().await;
-    let mut events = vec![
-        message_start(1),
-        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"ok"}}"#
-            .to_owned(),
-    ];
-    events.extend(message_end("end_turn", 1));
-    let refs: Vec<&str> = events.iter().map(String::as_str).collect();
-    serve(&server, stream_response(sse(&refs))).await;
-    let done = model(&server).complete(req).await.unwrap();
-    assert_eq!(done.message.text(), "ok");
-    let reqs = server.received_requests().await.unwrap();
-    assert_eq!(reqs.len(), 1);
-    serde_json::from_slice(&reqs[0].body).unwrap()
+    testing::sent_body(&Anthropic, req, |m| m).await
 }
 
 #[tokio::test]
@@ -119,29 +79,10 @@ async fn options_and_tool_choice() {
 
 #[tokio::test]
 async fn unsigned_thinking_and_malformed_arguments_are_sent_safely() {
-    let bad = ToolUse {
-        id: "toolu_9".into(),
-        name: "write".into(),
-        input: Value::Null,
-        raw_input: Some("{\"path\": ".into()),
-    };
-    let req = ChatRequest::new(vec![
-        Msg::user("write it"),
-        Msg::new(
-            Role::Assistant,
-            vec![
-                ContentBlock::thinking("unsigned"),
-                ContentBlock::ToolUse(bad),
-            ],
-        ),
-        Msg::tool_results([ToolResult::error(
-            "toolu_9",
-            "write",
-            "arguments were not valid JSON",
-        )]),
-        Msg::assistant("Sorry."),
-        Msg::assistant("Try again?"),
-    ]);
+    let mut history =
+        testing::unparsed_call_round_trip("toolu_9", vec![ContentBlock::thinking("unsigned")]);
+    history.extend([Msg::assistant("Sorry."), Msg::assistant("Try again?")]);
+    let req = ChatRequest::new(history);
     let body = sent_body(req).await;
     let msgs = body["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 4, "{body:#}");
@@ -155,7 +96,7 @@ async fn unsigned_thinking_and_malformed_arguments_are_sent_safely() {
 
 #[tokio::test]
 async fn audio_is_refused_before_any_request() {
-    let server = MockServer::start().await;
+    let server = Anthropic.server();
     let req = ChatRequest::new(vec![Msg::new(
         Role::User,
         vec![ContentBlock::Audio {
@@ -164,5 +105,5 @@ async fn audio_is_refused_before_any_request() {
     )]);
     let err = model(&server).stream(req).await.err().unwrap();
     assert!(matches!(err, ModelError::InvalidRequest(m) if m.contains("audio")));
-    assert_eq!(requests(&server).await, 0);
+    assert_eq!(server.request_count(), 0);
 }

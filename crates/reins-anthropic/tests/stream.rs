@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use reins_anthropic::AnthropicChat;
 use reins_message::{ContentBlock, Msg, Usage};
+use reins_model::testing::{
+    ProviderFixture, Reply, assert_key_from_env, assert_key_redacted, collect, error_for,
+    expect_text_answer, stream_error,
+};
 use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
 use serde_json::json;
 use support::*;
-use wiremock::MockServer;
 
 fn hi() -> ChatRequest {
     ChatRequest::new(vec![Msg::user("hi")])
@@ -33,32 +36,21 @@ fn text_events() -> Vec<String> {
     v
 }
 
-fn body(events: &[String]) -> String {
-    sse(&events.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
 #[tokio::test]
 async fn plain_text_with_usage() {
-    let server = MockServer::start().await;
-    serve(&server, stream_response(body(&text_events()))).await;
-    let done = model(&server).complete(hi()).await.unwrap();
-    assert_eq!(done.message.text(), "Hello!");
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        done.usage,
-        Usage {
-            input_tokens: 25,
-            output_tokens: 15,
-            cache_read_tokens: 5,
-            ..Usage::default()
-        }
-    );
-    assert_eq!(requests(&server).await, 1);
+    let server = Anthropic.serve(Reply::sse(sse(&text_events())));
+    let usage = Usage {
+        input_tokens: 25,
+        output_tokens: 15,
+        cache_read_tokens: 5,
+        ..Usage::default()
+    };
+    expect_text_answer(&model(&server), "Hello!", usage).await;
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn one_tool_call_after_text() {
-    let server = MockServer::start().await;
     let mut events = vec![
         message_start(10),
         r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#.into(),
@@ -71,7 +63,7 @@ async fn one_tool_call_after_text() {
         r#"{"type":"content_block_stop","index":1}"#.into(),
     ];
     events.extend(message_end("tool_use", 40));
-    serve(&server, stream_response(body(&events))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&events)));
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(done.message.text(), "Let me check.");
     let uses: Vec<_> = done.message.tool_uses().collect();
@@ -83,7 +75,6 @@ async fn one_tool_call_after_text() {
 
 #[tokio::test]
 async fn two_tool_calls_and_a_tool_without_arguments() {
-    let server = MockServer::start().await;
     let mut events = vec![
         message_start(10),
         r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"weather","input":{}}}"#.into(),
@@ -93,7 +84,7 @@ async fn two_tool_calls_and_a_tool_without_arguments() {
         r#"{"type":"content_block_stop","index":1}"#.into(),
     ];
     events.extend(message_end("tool_use", 20));
-    serve(&server, stream_response(body(&events))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&events)));
     let done = model(&server).complete(hi()).await.unwrap();
     let uses: Vec<_> = done.message.tool_uses().collect();
     assert_eq!(
@@ -108,7 +99,6 @@ async fn two_tool_calls_and_a_tool_without_arguments() {
 
 #[tokio::test]
 async fn thinking_with_its_signature() {
-    let server = MockServer::start().await;
     let mut events = vec![
         message_start(10),
         r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#.into(),
@@ -121,7 +111,7 @@ async fn thinking_with_its_signature() {
         r#"{"type":"content_block_stop","index":1}"#.into(),
     ];
     events.extend(message_end("end_turn", 30));
-    serve(&server, stream_response(body(&events))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&events)));
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(
         done.message.content,
@@ -166,50 +156,33 @@ async fn http_errors_map_to_typed_errors_with_the_provider_message() {
         }),
     ];
     for (status, kind, message, check) in cases {
-        let server = MockServer::start().await;
-        serve(&server, error_response(status, kind, message)).await;
-        let err = model(&server).stream(hi()).await.err().unwrap();
+        let (err, requests) = error_for(&Anthropic, error_response(status, kind, message)).await;
         assert!(check(&err), "HTTP {status}: got {err:?}");
-        assert_eq!(
-            requests(&server).await,
-            1,
-            "HTTP {status} must not be retried"
-        );
+        assert_eq!(requests, 1, "HTTP {status} must not be retried");
     }
 }
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_then_success() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
+    let server = Anthropic.serve(Reply::sse(sse(&text_events())));
+    server.reply_once(
         error_response(
             429,
             "rate_limit_error",
             "Number of request tokens has exceeded your per-minute rate limit",
         )
-        .insert_header("retry-after", "0"),
-        stream_response(body(&text_events())),
-    )
-    .await;
+        .with_header("retry-after", "0"),
+    );
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello!"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        error_response(429, "rate_limit_error", "slow down").insert_header("retry-after", "12"),
-    )
-    .await;
-    let err = model(&server)
-        .with_retry(RetryPolicy::none())
-        .stream(hi())
-        .await
-        .err()
-        .unwrap();
+    let server = Anthropic.serve(
+        error_response(429, "rate_limit_error", "slow down").with_header("retry-after", "12"),
+    );
+    let err = stream_error(&model(&server).with_retry(RetryPolicy::none())).await;
     assert_eq!(
         err,
         ModelError::RateLimited {
@@ -221,26 +194,16 @@ async fn rate_limit_with_retry_after_then_success() {
 
 #[tokio::test]
 async fn overloaded_then_success_and_server_errors_until_giving_up() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        error_response(529, "overloaded_error", "Overloaded"),
-        stream_response(body(&text_events())),
-    )
-    .await;
+    let server = Anthropic.serve(Reply::sse(sse(&text_events())));
+    server.reply_once(error_response(529, "overloaded_error", "Overloaded"));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello!"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        error_response(500, "api_error", "Internal server error"),
-    )
-    .await;
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let server = Anthropic.serve(error_response(500, "api_error", "Internal server error"));
+    let err = stream_error(&model(&server)).await;
     assert_eq!(
         err,
         ModelError::Server {
@@ -248,33 +211,27 @@ async fn overloaded_then_success_and_server_errors_until_giving_up() {
             message: "Internal server error".into()
         }
     );
-    assert_eq!(requests(&server).await, 3);
+    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
 async fn an_error_event_before_output_is_retried_but_not_after() {
     let overloaded =
         r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-    let server = MockServer::start().await;
     // The error comes after `message_start` (usage only): no output yet, so retry.
     let start = message_start(3);
-    serve_once_then(
-        &server,
-        stream_response(sse(&[start.as_str(), overloaded])),
-        stream_response(body(&text_events())),
-    )
-    .await;
+    let server = Anthropic.serve(Reply::sse(sse(&text_events())));
+    server.reply_once(Reply::sse(sse(&[start.as_str(), overloaded])));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello!"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
     let events = text_events();
     let mut partial: Vec<&str> = events[..4].iter().map(String::as_str).collect();
     partial.push(overloaded);
-    serve(&server, stream_response(sse(&partial))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&partial)));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert_eq!(
         items.last().unwrap(),
@@ -286,67 +243,57 @@ async fn an_error_event_before_output_is_retried_but_not_after() {
     assert!(items.contains(&Ok(ChatChunk::TextDelta {
         text: "Hello".into()
     })));
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_stream_cut_in_the_middle_fails_without_retry() {
-    let server = MockServer::start().await;
     let events = text_events();
-    let mut cut = body(&events[..4]);
+    let mut cut = sse(&events[..4]);
     cut.push_str("event: content_block_delta\ndata: {\"type\":\"content_blo");
-    serve(&server, stream_response(cut)).await;
+    let server = Anthropic.serve(Reply::sse(cut));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert!(matches!(
         items.last().unwrap(),
         Err(ModelError::MalformedStream(_))
     ));
     assert!(items[..items.len() - 1].iter().all(Result::is_ok));
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_malformed_event_is_reported_in_the_stream() {
-    let server = MockServer::start().await;
     let events = text_events();
     let mut bad: Vec<&str> = events[..4].iter().map(String::as_str).collect();
     bad.push(r#"{"type":"content_block_delta","index":0,"delta":"#);
     bad.extend(events[4..].iter().map(String::as_str));
-    serve(&server, stream_response(sse(&bad))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&bad)));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert!(
         matches!(items.last().unwrap(), Err(ModelError::MalformedStream(m)) if m.contains("content_block_delta"))
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 
     // A delta for a block that never started is malformed too.
-    let server = MockServer::start().await;
     let stray = [
         message_start(1),
         r#"{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"?"}}"#
             .into(),
     ];
-    serve(&server, stream_response(body(&stray))).await;
+    let server = Anthropic.serve(Reply::sse(sse(&stray)));
     // Nothing but usage came before it, so the error is returned by `stream`
     // itself; it is not retryable.
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let err = stream_error(&model(&server)).await;
     assert!(matches!(err, ModelError::MalformedStream(m) if m.contains("block 3")));
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_missing_key_fails_before_any_request_and_keys_stay_out_of_debug() {
     let model = AnthropicChat::new("claude-test");
-    let env_set = std::env::var("ANTHROPIC_API_KEY").is_ok_and(|v| !v.trim().is_empty());
-    assert_eq!(model.has_api_key(), env_set);
-    if !env_set {
-        let err = model.stream(hi()).await.err().unwrap();
-        assert!(
-            matches!(&err, ModelError::Auth { message } if message.contains("ANTHROPIC_API_KEY"))
-        );
-    }
-    let keyed = model.with_api_key("sk-ant-very-secret");
-    let debug = format!("{keyed:?}");
-    assert!(!debug.contains("sk-ant-very-secret"), "{debug}");
-    assert!(debug.contains("<redacted>"));
+    assert_key_from_env(&model, "ANTHROPIC_API_KEY", model.has_api_key()).await;
+    assert_key_redacted(
+        &model.with_api_key("sk-ant-very-secret"),
+        "sk-ant-very-secret",
+    );
 }

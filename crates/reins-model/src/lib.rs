@@ -5,7 +5,7 @@
 //! the pieces providers and agents share: [`MessageAccumulator`] (chunks → final
 //! message), [`RetryPolicy`] (backoff before the first chunk), the [`sse`] parser,
 //! and, behind the `testing` feature, `ScriptedModel`, a deterministic in-process
-//! model.
+//! model, and `testing`, the conformance kit provider crates test themselves with.
 //!
 //! ```
 //! use futures::StreamExt;
@@ -46,7 +46,7 @@
 //!
 //! | feature   | default | what it adds |
 //! |-----------|---------|--------------|
-//! | `testing` | no      | `ScriptedModel` and `ScriptedResponse`: a scripted model for tests, benchmarks and demos |
+//! | `testing` | no      | `ScriptedModel` and `ScriptedResponse`: a scripted model for tests, benchmarks and demos; the `testing` module: the provider conformance kit (a loopback HTTP server with faults, event-stream bodies, the shared provider suite) |
 //! | `http`    | no      | the `http` module: `HttpSettings` (base URL, key, retries, timeout, client) and the streamed HTTP exchange providers share |
 
 mod accumulate;
@@ -59,6 +59,8 @@ mod retry;
 #[cfg(feature = "testing")]
 mod scripted;
 pub mod sse;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::pin::Pin;
 

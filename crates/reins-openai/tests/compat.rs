@@ -7,48 +7,15 @@
 mod support;
 
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolSpec, ToolUse};
-use reins_model::{ChatModel, ChatOptions, ChatRequest, FinishReason, ModelError};
+use reins_model::testing::{self, ProviderFixture, Reply};
+use reins_model::{ChatModel, ChatOptions, ChatRequest, ModelError};
 use reins_openai::OpenAiChat;
 use serde_json::{Map, Value, json};
 use support::*;
-use wiremock::matchers::{method, path};
-use wiremock::{Match, Mock, MockServer, Request, ResponseTemplate};
 
-/// Matches a request whose JSON body satisfies `check`.
-struct BodyIs(fn(&Value) -> bool);
-
-impl Match for BodyIs {
-    fn matches(&self, request: &Request) -> bool {
-        serde_json::from_slice::<Value>(&request.body).is_ok_and(|v| (self.0)(&v))
-    }
-}
-
-/// Mounts `special` for requests matching `check` (first), `normal` for the rest.
-async fn serve_when(
-    server: &MockServer,
-    check: fn(&Value) -> bool,
-    special: ResponseTemplate,
-    normal: ResponseTemplate,
-) {
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .and(BodyIs(check))
-        .respond_with(special)
-        .with_priority(1)
-        .mount(server)
-        .await;
-    serve(server, normal).await;
-}
-
-fn ok_stream(text: &str) -> ResponseTemplate {
-    let delta = json!({"choices":[{"index":0,"delta":{"content":text},"finish_reason":null}]});
-    stream_response(sse(
-        &[
-            &delta.to_string(),
-            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-        ],
-        true,
-    ))
+/// An answer with this text.
+fn ok_stream(text: &str) -> Reply {
+    Reply::sse(OpenAi.text_answer(text))
 }
 
 fn tools() -> Vec<ToolSpec> {
@@ -65,34 +32,21 @@ fn explicit_auto(body: &Value) -> bool {
 
 #[tokio::test]
 async fn tool_choice_auto_is_not_sent_so_the_server_answers() {
-    let server = MockServer::start().await;
+    let server = OpenAi.serve(ok_stream("sunny"));
     // llama-cpp-python: an explicit `auto` on a streamed request gets 200 and nothing.
-    serve_when(
-        &server,
-        explicit_auto,
-        ResponseTemplate::new(200).insert_header("content-type", "text/event-stream"),
-        ok_stream("sunny"),
-    )
-    .await;
+    server.reply_when_json(explicit_auto, Reply::sse(""));
     let req = ChatRequest::new(vec![Msg::user("weather in Paris?")]).with_tools(tools());
     let done = model(&server).complete(req).await.unwrap();
     assert_eq!(done.message.text(), "sunny");
-    let sent: Value =
-        serde_json::from_slice(&server.received_requests().await.unwrap()[0].body).unwrap();
+    let sent: Value = server.requests()[0].json().unwrap();
     assert!(sent.get("tool_choice").is_none(), "{sent}");
     assert!(sent.get("tools").is_some());
 }
 
 #[tokio::test]
 async fn an_empty_200_body_is_a_typed_error_that_says_so() {
-    let server = MockServer::start().await;
-    serve_when(
-        &server,
-        explicit_auto,
-        ResponseTemplate::new(200).insert_header("content-type", "text/event-stream"),
-        ok_stream("sunny"),
-    )
-    .await;
+    let server = OpenAi.serve(ok_stream("sunny"));
+    server.reply_when_json(explicit_auto, Reply::sse(""));
     // A caller who insists on `auto` (through `extra`) meets the server's behaviour,
     // and the error says what happened.
     let mut extra = Map::new();
@@ -109,7 +63,7 @@ async fn an_empty_200_body_is_a_typed_error_that_says_so() {
         "{err:?}"
     );
     // Not retried: the server would answer the same way.
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 /// Whether an assistant message in the body has `content: null`.
@@ -138,34 +92,26 @@ fn after_tool_call() -> ChatRequest {
 
 #[tokio::test]
 async fn compatible_servers_get_empty_string_content_after_a_tool_call() {
-    let server = MockServer::start().await;
+    let server = OpenAi.serve(ok_stream("It is 18°C in Paris."));
     // llama-cpp-python: `content: null` fails its request validation with HTTP 500.
-    serve_when(
-        &server,
-        null_content,
-        error_response(
-            500,
-            r#"{"error":{"message":"1 validation error: messages.1.content: Input should be a valid string"}}"#,
-        ),
-        ok_stream("It is 18°C in Paris."),
-    )
-    .await;
+    let invalid = r#"{"error":{"message":"1 validation error: messages.1.content: Input should be a valid string"}}"#;
+    server.reply_when_json(null_content, Reply::json(500, invalid));
     let done = model(&server).complete(after_tool_call()).await.unwrap();
     assert_eq!(done.message.text(), "It is 18°C in Paris.");
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 
     // The same server behind the OpenAI preset (which sends the documented `null`)
     // fails as the issue reported: HTTP 500, retried, then a typed error.
     let openai = OpenAiChat::openai("m")
-        .with_base_url(format!("{}/v1", server.uri()))
+        .with_base_url(format!("{}/v1", server.url()))
         .with_api_key("sk-test")
-        .with_retry(fast_retry());
+        .with_retry(testing::fast_retry());
     let err = openai.complete(after_tool_call()).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::Server { status: 500, message } if message.contains("content")),
         "{err:?}"
     );
-    assert_eq!(requests(&server).await, 1 + 3);
+    assert_eq!(server.request_count(), 1 + 3);
     // ... and works once told to use the tolerant form.
     let tolerant = openai.with_empty_string_tool_call_content(true);
     assert!(tolerant.complete(after_tool_call()).await.is_ok());
@@ -173,27 +119,14 @@ async fn compatible_servers_get_empty_string_content_after_a_tool_call() {
 
 #[tokio::test]
 async fn an_empty_completion_is_flagged_as_an_empty_answer() {
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        stream_response(sse(
-            &[
-                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
-                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-                r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":0}}"#,
-            ],
-            true,
-        )),
-    )
-    .await;
-    let done = model(&server)
-        .complete(ChatRequest::new(vec![Msg::user("hi")]))
-        .await
-        .unwrap();
-    assert!(done.is_empty_answer());
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
+    let events = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":0}}"#,
+    ];
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
+    let done = testing::expect_empty_answer(&model(&server)).await;
     assert_eq!(done.usage.input_tokens, 12);
-    assert!(done.message.content.is_empty());
 }
 
 #[test]

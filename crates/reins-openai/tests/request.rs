@@ -3,48 +3,21 @@
 
 mod support;
 
-use reins_message::{ContentBlock, MediaSource, Msg, ToolResult, ToolSpec, ToolUse};
-use reins_model::{ChatModel, ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
+use reins_message::{ContentBlock, Msg, ToolResult, ToolSpec, ToolUse};
+use reins_model::testing;
+use reins_model::{ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
 use serde_json::{Map, Value, json};
 use support::*;
-use wiremock::MockServer;
 
 /// A system prompt, tools, a tool round trip (two parallel calls, one rejected), an
 /// image, and earlier thinking.
 pub fn conversation() -> ChatRequest {
-    let weather = ToolUse::new("call_1", "get_weather", json!({"city": "Paris"}));
-    let delete = ToolUse::new("call_2", "delete_file", json!({"path": "/tmp/x"}));
-    ChatRequest::new(vec![
-        Msg::system("You are a careful assistant."),
-        Msg::user("What's the weather in Paris? Also clean up /tmp/x."),
+    testing::sample_conversation(["call_1", "call_2"], |weather, delete| {
         Msg::assistant("Let me check.")
             .with_block(ContentBlock::thinking("Two tools are needed."))
-            .with_block(ContentBlock::ToolUse(weather.clone()))
-            .with_block(ContentBlock::ToolUse(delete.clone())),
-        Msg::tool_results([
-            ToolResult::success("call_1", "get_weather", "18°C, cloudy"),
-            ToolResult::rejected("call_2", "delete_file", Some("keep it".into())),
-        ]),
-        Msg::user("And what is in this picture?")
-            .with_block(ContentBlock::Image {
-                source: MediaSource::url("https://example.com/cat.png"),
-            })
-            .with_block(ContentBlock::Image {
-                source: MediaSource::base64("image/png", "iVBORw0KGgo="),
-            }),
-    ])
-    .with_tools(vec![
-        ToolSpec::new(
-            "get_weather",
-            "Current weather for a city",
-            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
-        ),
-        ToolSpec::new(
-            "delete_file",
-            "Delete a file",
-            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        ),
-    ])
+            .with_block(ContentBlock::ToolUse(weather))
+            .with_block(ContentBlock::ToolUse(delete))
+    })
     .with_options(ChatOptions {
         temperature: Some(0.5),
         max_tokens: Some(512),
@@ -56,25 +29,7 @@ async fn sent_body(
     req: ChatRequest,
     configure: impl FnOnce(reins_openai::OpenAiChat) -> reins_openai::OpenAiChat,
 ) -> Value {
-    let server = MockServer::start().await;
-    let done = sse(
-        &[r#"{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}"#],
-        true,
-    );
-    serve(&server, stream_response(done)).await;
-    configure(model(&server)).complete(req).await.unwrap();
-    let reqs = server.received_requests().await.unwrap();
-    assert_eq!(reqs.len(), 1);
-    assert_eq!(
-        reqs[0]
-            .headers
-            .get("content-type")
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        "application/json"
-    );
-    serde_json::from_slice(&reqs[0].body).unwrap()
+    testing::sent_body(&OpenAi, req, configure).await
 }
 
 #[tokio::test]
@@ -130,24 +85,7 @@ async fn options_tool_choice_response_format_and_reasoning_replay() {
 
 #[tokio::test]
 async fn malformed_arguments_in_history_are_sent_as_an_empty_object() {
-    let bad = ToolUse {
-        id: "call_9".into(),
-        name: "write".into(),
-        input: Value::Null,
-        raw_input: Some("{\"path\": ".into()),
-    };
-    let req = ChatRequest::new(vec![
-        Msg::user("write it"),
-        Msg::new(
-            reins_message::Role::Assistant,
-            vec![ContentBlock::ToolUse(bad)],
-        ),
-        Msg::tool_results([ToolResult::error(
-            "call_9",
-            "write",
-            "arguments were not valid JSON",
-        )]),
-    ]);
+    let req = ChatRequest::new(testing::unparsed_call_round_trip("call_9", vec![]));
     let body = sent_body(req, |m| m).await;
     // The compatible preset writes a tool-call-only message with `content: ""`.
     assert_eq!(body["messages"][1]["content"], "");

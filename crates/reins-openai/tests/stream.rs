@@ -7,11 +7,14 @@ mod support;
 use std::time::Duration;
 
 use reins_message::{ContentBlock, Msg, Usage};
+use reins_model::testing::{
+    ProviderFixture, Reply, assert_key_from_env, assert_key_redacted, collect, error_for,
+    expect_text_answer, stream_error,
+};
 use reins_model::{ChatChunk, ChatModel, ChatRequest, FinishReason, ModelError, RetryPolicy};
 use reins_openai::OpenAiChat;
 use serde_json::json;
 use support::*;
-use wiremock::MockServer;
 
 fn hi() -> ChatRequest {
     ChatRequest::new(vec![Msg::user("hi")])
@@ -27,43 +30,31 @@ const TEXT: &[&str] = &[
 
 #[tokio::test]
 async fn plain_text_with_usage() {
-    let server = MockServer::start().await;
-    serve(&server, stream_response(sse(TEXT, true))).await;
-    let done = model(&server).complete(hi()).await.unwrap();
-    assert_eq!(done.message.text(), "Hello, world");
-    assert_eq!(done.finish_reason, Some(FinishReason::Stop));
-    assert_eq!(
-        done.usage,
-        Usage {
-            input_tokens: 12,
-            output_tokens: 3,
-            cache_read_tokens: 4,
-            ..Usage::default()
-        }
-    );
-    let reqs = server.received_requests().await.unwrap();
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    let usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        cache_read_tokens: 4,
+        ..Usage::default()
+    };
+    expect_text_answer(&model(&server), "Hello, world", usage).await;
+    let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(
-        reqs[0]
-            .headers
-            .get("authorization")
-            .unwrap()
-            .to_str()
-            .unwrap(),
-        "Bearer sk-test-secret-key"
+        reqs[0].header("authorization"),
+        Some("Bearer sk-test-secret-key")
     );
 }
 
 #[tokio::test]
 async fn one_tool_call() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ation\": \"Paris\"}"}}]},"finish_reason":null}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     let uses: Vec<_> = done.message.tool_uses().collect();
     assert_eq!(uses.len(), 1);
@@ -75,7 +66,6 @@ async fn one_tool_call() {
 
 #[tokio::test]
 async fn two_parallel_tool_calls_interleaved() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"content":"Checking both."}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":""}}]}}]}"#,
@@ -84,7 +74,7 @@ async fn two_parallel_tool_calls_interleaved() {
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"CET\"}"}}]}}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     let uses: Vec<_> = done.message.tool_uses().collect();
     assert_eq!(done.message.text(), "Checking both.");
@@ -101,14 +91,13 @@ async fn two_parallel_tool_calls_interleaved() {
 
 #[tokio::test]
 async fn reasoning_content_streams_as_thinking() {
-    let server = MockServer::start().await;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"The user greets"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":" me."}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"Hi!","reasoning_content":null}}]}"#,
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":6},"prompt_cache_hit_tokens":2}}"#,
     ];
-    serve(&server, stream_response(sse(&events, true))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&events, true)));
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(
         done.message.content,
@@ -158,51 +147,34 @@ async fn http_errors_map_to_typed_errors_with_the_provider_message() {
         ),
     ];
     for (status, body, check) in cases {
-        let server = MockServer::start().await;
-        serve(&server, error_response(status, body)).await;
-        let err = model(&server).stream(hi()).await.err().unwrap();
+        let (err, requests) = error_for(&OpenAi, Reply::json(status, body)).await;
         assert!(check(&err), "HTTP {status}: got {err:?}");
-        assert_eq!(
-            requests(&server).await,
-            1,
-            "HTTP {status} must not be retried"
-        );
+        assert_eq!(requests, 1, "HTTP {status} must not be retried");
     }
 }
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_then_success() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        error_response(
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(
+        Reply::json(
             429,
             r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
         )
-        .insert_header("retry-after", "0"),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+        .with_header("retry-after", "0"),
+    );
     let done = model(&server).complete(hi()).await.unwrap();
     assert_eq!(done.message.text(), "Hello, world");
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn rate_limit_reports_retry_after_when_not_retried() {
-    let server = MockServer::start().await;
-    serve(
-        &server,
-        error_response(429, r#"{"error":{"message":"Rate limit reached"}}"#)
-            .insert_header("retry-after", "7"),
-    )
-    .await;
-    let err = model(&server)
-        .with_retry(RetryPolicy::none())
-        .stream(hi())
-        .await
-        .err()
-        .unwrap();
+    let server = OpenAi.serve(
+        Reply::json(429, r#"{"error":{"message":"Rate limit reached"}}"#)
+            .with_header("retry-after", "7"),
+    );
+    let err = stream_error(&model(&server).with_retry(RetryPolicy::none())).await;
     assert_eq!(
         err,
         ModelError::RateLimited {
@@ -210,27 +182,24 @@ async fn rate_limit_reports_retry_after_when_not_retried() {
             message: "Rate limit reached".into()
         }
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn server_error_then_success_and_server_error_until_giving_up() {
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        error_response(500, r#"{"error":{"message":"The server had an error"}}"#),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(Reply::json(
+        500,
+        r#"{"error":{"message":"The server had an error"}}"#,
+    ));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello, world"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(&server, error_response(503, "upstream unavailable")).await;
-    let err = model(&server).stream(hi()).await.err().unwrap();
+    let server = OpenAi.serve(Reply::json(503, "upstream unavailable"));
+    let err = stream_error(&model(&server)).await;
     assert_eq!(
         err,
         ModelError::Server {
@@ -238,15 +207,14 @@ async fn server_error_then_success_and_server_error_until_giving_up() {
             message: "upstream unavailable".into()
         }
     );
-    assert_eq!(requests(&server).await, 3);
+    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
 async fn a_stream_cut_in_the_middle_fails_without_retry() {
-    let server = MockServer::start().await;
     let mut body = sse(&TEXT[..3], false);
     body.push_str("data: {\"choices\":[{\"index\":0,\"del");
-    serve(&server, stream_response(body)).await;
+    let server = OpenAi.serve(Reply::sse(body));
     let items = collect(&model(&server), hi()).await.unwrap();
     let (last, rest) = items.split_last().unwrap();
     assert!(rest.iter().all(Result::is_ok));
@@ -263,15 +231,14 @@ async fn a_stream_cut_in_the_middle_fails_without_retry() {
         matches!(last, Err(ModelError::MalformedStream(_))),
         "{last:?}"
     );
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
     assert!(model(&server).complete(hi()).await.is_err());
 }
 
 #[tokio::test]
 async fn a_malformed_event_is_reported_in_the_stream() {
-    let server = MockServer::start().await;
     let body = sse(&[TEXT[1], "{not json", TEXT[3]], true);
-    serve(&server, stream_response(body)).await;
+    let server = OpenAi.serve(Reply::sse(body));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert_eq!(items.len(), 2);
     assert_eq!(
@@ -281,27 +248,21 @@ async fn a_malformed_event_is_reported_in_the_stream() {
         })
     );
     assert!(matches!(&items[1], Err(ModelError::MalformedStream(m)) if m.contains("{not json")));
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn an_error_event_before_output_is_retried_but_not_after() {
     let overloaded = r#"{"error":{"message":"Service overloaded","type":"server_error"}}"#;
-    let server = MockServer::start().await;
-    serve_once_then(
-        &server,
-        stream_response(sse(&[overloaded], false)),
-        stream_response(sse(TEXT, true)),
-    )
-    .await;
+    let server = OpenAi.serve(Reply::sse(sse(TEXT, true)));
+    server.reply_once(Reply::sse(sse(&[overloaded], false)));
     assert_eq!(
         model(&server).complete(hi()).await.unwrap().message.text(),
         "Hello, world"
     );
-    assert_eq!(requests(&server).await, 2);
+    assert_eq!(server.request_count(), 2);
 
-    let server = MockServer::start().await;
-    serve(&server, stream_response(sse(&[TEXT[1], overloaded], false))).await;
+    let server = OpenAi.serve(Reply::sse(sse(&[TEXT[1], overloaded], false)));
     let items = collect(&model(&server), hi()).await.unwrap();
     assert_eq!(
         items[1],
@@ -311,24 +272,15 @@ async fn an_error_event_before_output_is_retried_but_not_after() {
         })
     );
     assert_eq!(items.len(), 2);
-    assert_eq!(requests(&server).await, 1);
+    assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn a_missing_key_fails_before_any_request_and_keys_stay_out_of_debug() {
-    let model = OpenAiChat::deepseek("deepseek-chat");
-    let env_set = std::env::var("DEEPSEEK_API_KEY").is_ok_and(|v| !v.trim().is_empty());
-    assert_eq!(model.has_api_key(), env_set);
-    if !env_set {
-        let err = model.stream(hi()).await.err().unwrap();
-        assert!(
-            matches!(&err, ModelError::Auth { message } if message.contains("DEEPSEEK_API_KEY"))
-        );
-    }
+    let deepseek = OpenAiChat::deepseek("deepseek-chat");
+    assert_key_from_env(&deepseek, "DEEPSEEK_API_KEY", deepseek.has_api_key()).await;
     let keyed = OpenAiChat::openai("gpt-4o").with_api_key("sk-very-secret");
-    let debug = format!("{keyed:?}");
-    assert!(!debug.contains("sk-very-secret"), "{debug}");
-    assert!(debug.contains("<redacted>"));
+    assert_key_redacted(&keyed, "sk-very-secret");
     assert_eq!(
         OpenAiChat::ollama("llama3").base_url(),
         "http://localhost:11434/v1"

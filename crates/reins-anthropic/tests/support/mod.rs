@@ -1,27 +1,20 @@
-//! Shared helpers: a local server that replays Messages API streams.
+//! The Messages API wire for reins-model's conformance kit: the fixture the shared
+//! suite runs on, and the event builders every test file here uses.
 #![allow(dead_code)]
 
-use std::time::Duration;
-
-use futures::StreamExt;
 use reins_anthropic::AnthropicChat;
-use reins_model::{ChatChunk, ChatModel, ChatRequest, ModelError, RetryPolicy};
-use serde_json::Value;
-use wiremock::matchers::{header, method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use reins_model::testing::{Endpoint, ModelSetup, ProviderFixture, Reply, TestServer};
+use serde_json::json;
+
+/// The key every test model sends.
+pub const KEY: &str = "sk-ant-test-secret";
+
+/// The Messages API, as the kit sees it: `POST /v1/messages` with the key and the
+/// API version in their headers.
+pub struct Anthropic;
 
 /// An SSE body: each event as `event: <type>` + `data: <json>`.
-pub fn sse(events: &[&str]) -> String {
-    let mut s = String::new();
-    for e in events {
-        let kind = serde_json::from_str::<Value>(e)
-            .ok()
-            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
-            .unwrap_or_else(|| "unknown".to_owned());
-        s.push_str(&format!("event: {kind}\ndata: {e}\n\n"));
-    }
-    s
-}
+pub use reins_model::testing::sse_typed as sse;
 
 /// `message_start` with the given input tokens.
 pub fn message_start(input_tokens: u64) -> String {
@@ -40,76 +33,120 @@ pub fn message_end(stop_reason: &str, output_tokens: u64) -> [String; 2] {
     ]
 }
 
-/// A 200 response streaming `body`.
-pub fn stream_response(body: String) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("content-type", "text/event-stream")
-        .set_body_string(body)
-}
-
 /// A JSON error response in the Messages API's shape.
-pub fn error_response(status: u16, kind: &str, message: &str) -> ResponseTemplate {
-    let body = serde_json::json!({"type": "error", "error": {"type": kind, "message": message}});
-    ResponseTemplate::new(status)
-        .insert_header("content-type", "application/json")
-        .set_body_string(body.to_string())
+pub fn error_response(status: u16, kind: &str, message: &str) -> Reply {
+    Reply::json(status, error_body(kind, message))
 }
 
-/// Mounts `response` for every POST to /v1/messages carrying the right headers.
-pub async fn serve(server: &MockServer, response: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .and(header("x-api-key", "sk-ant-test-secret"))
-        .and(header("anthropic-version", "2023-06-01"))
-        .respond_with(response)
-        .mount(server)
-        .await;
+fn error_body(kind: &str, message: &str) -> String {
+    json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()
 }
 
-/// Mounts `first` for the first request only, then `then` for the rest.
-pub async fn serve_once_then(server: &MockServer, first: ResponseTemplate, then: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .and(path("/v1/messages"))
-        .respond_with(first)
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(server)
-        .await;
-    serve(server, then).await;
+/// A model pointed at the test server, with the test key and the kit's fast
+/// retries.
+pub fn model(server: &TestServer) -> AnthropicChat {
+    Anthropic.model_at(server)
 }
 
-/// A fast retry policy for tests: 3 attempts, 1 ms apart.
-pub fn fast_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 3,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-        max_elapsed: Duration::from_secs(30),
-        jitter: 0.0,
+fn block_start(index: usize, block: serde_json::Value) -> String {
+    json!({"type": "content_block_start", "index": index, "content_block": block}).to_string()
+}
+
+fn block_delta(index: usize, delta: serde_json::Value) -> String {
+    json!({"type": "content_block_delta", "index": index, "delta": delta}).to_string()
+}
+
+fn block_stop(index: usize) -> String {
+    json!({"type": "content_block_stop", "index": index}).to_string()
+}
+
+fn text_begun(text: &str) -> Vec<String> {
+    vec![
+        message_start(3),
+        block_start(0, json!({"type": "text", "text": ""})),
+        block_delta(0, json!({"type": "text_delta", "text": text})),
+    ]
+}
+
+fn tool_call_begun(id: &str, name: &str, arguments: &str) -> Vec<String> {
+    vec![
+        message_start(3),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+        ),
+        block_delta(
+            0,
+            json!({"type": "input_json_delta", "partial_json": arguments}),
+        ),
+    ]
+}
+
+impl ProviderFixture for Anthropic {
+    type Model = AnthropicChat;
+    const API_KEY: &'static str = KEY;
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint::post("/v1/messages")
+            .with_header("x-api-key", KEY)
+            .with_header("anthropic-version", "2023-06-01")
     }
-}
 
-/// A model pointed at the test server, with a test key.
-pub fn model(server: &MockServer) -> AnthropicChat {
-    AnthropicChat::new("claude-test")
-        .with_base_url(server.uri())
-        .with_api_key("sk-ant-test-secret")
-        .with_retry(fast_retry())
-}
+    fn model(&self, setup: &ModelSetup) -> AnthropicChat {
+        AnthropicChat::from_settings(setup.http_settings("anthropic"), "claude-test")
+    }
 
-/// Every item of one streamed response.
-pub async fn collect(
-    model: &AnthropicChat,
-    req: ChatRequest,
-) -> Result<Vec<Result<ChatChunk, ModelError>>, ModelError> {
-    Ok(model.stream(req).await?.collect().await)
-}
+    fn error_body(&self, status: u16, message: &str) -> String {
+        let kind = if status == 429 {
+            "rate_limit_error"
+        } else {
+            "overloaded_error"
+        };
+        error_body(kind, message)
+    }
 
-/// How many requests the server received.
-pub async fn requests(server: &MockServer) -> usize {
-    server
-        .received_requests()
-        .await
-        .map(|r| r.len())
-        .unwrap_or(0)
+    fn text_answer(&self, text: &str) -> String {
+        let mut events = text_begun(text);
+        events.push(block_stop(0));
+        events.extend(message_end("end_turn", 2));
+        sse(&events)
+    }
+
+    fn text_begun(&self, text: &str) -> String {
+        sse(&text_begun(text))
+    }
+
+    fn tool_call_begun(&self, id: &str, name: &str, arguments: &str) -> String {
+        sse(&tool_call_begun(id, name, arguments))
+    }
+
+    fn tool_call_answer(&self, id: &str, name: &str, arguments: &str) -> String {
+        let mut events = tool_call_begun(id, name, arguments);
+        events.push(block_stop(0));
+        events.extend(message_end("tool_use", 9));
+        sse(&events)
+    }
+
+    fn empty_answer(&self) -> String {
+        // A message that starts and stops with no content.
+        let mut events = vec![message_start(1)];
+        events.extend(message_end("end_turn", 0));
+        sse(&events)
+    }
+
+    fn malformed_bodies(&self) -> Vec<String> {
+        vec![
+            "event: message_start\ndata: {this is not json\n\n".to_owned(),
+            "event: message_start\ndata: [1,2,3]\n\n".to_owned(),
+            format!(
+                "{}event: content_block_delta\ndata: \u{0}\u{7f}garbage\n\n",
+                sse(&[message_start(1)])
+            ),
+        ]
+    }
+
+    fn server_error_statuses(&self) -> Vec<u16> {
+        // 529: the API's "overloaded".
+        vec![500, 502, 503, 529]
+    }
 }

@@ -1,94 +1,118 @@
-//! Shared helpers: a local server that replays Chat Completions streams.
+//! The Chat Completions wire for reins-model's conformance kit: the fixture the
+//! shared suite runs on, and the helpers every test file here uses.
 #![allow(dead_code)]
 
-use std::time::Duration;
-
-use futures::StreamExt;
-use reins_model::{ChatChunk, ChatModel, ChatRequest, ModelError, RetryPolicy};
+use reins_model::testing::{Endpoint, ModelSetup, ProviderFixture, TestServer, sse_data};
 use reins_openai::OpenAiChat;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use serde_json::json;
+
+/// The key every test model sends.
+pub const KEY: &str = "sk-test-secret-key";
+
+/// An OpenAI-compatible server at `/v1`, as the kit sees it.
+pub struct OpenAi;
 
 /// An SSE body: one `data:` event per item, then `data: [DONE]` when `done`.
 pub fn sse(events: &[&str], done: bool) -> String {
-    let mut s = String::new();
-    for e in events {
-        s.push_str("data: ");
-        s.push_str(e);
-        s.push_str("\n\n");
-    }
+    let mut body = sse_data(events);
     if done {
-        s.push_str("data: [DONE]\n\n");
+        body.push_str("data: [DONE]\n\n");
     }
-    s
+    body
 }
 
-/// A 200 response streaming `body`.
-pub fn stream_response(body: String) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("content-type", "text/event-stream")
-        .set_body_string(body)
+/// A model pointed at the test server, with the test key and the kit's fast
+/// retries.
+pub fn model(server: &TestServer) -> OpenAiChat {
+    OpenAi.model_at(server)
 }
 
-/// A JSON error response.
-pub fn error_response(status: u16, body: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status)
-        .insert_header("content-type", "application/json")
-        .set_body_string(body.to_owned())
+fn delta(delta: serde_json::Value, finish: Option<&str>) -> String {
+    json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).to_string()
 }
 
-/// Mounts `response` for every POST to /v1/chat/completions.
-pub async fn serve(server: &MockServer, response: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(response)
-        .mount(server)
-        .await;
+fn tool_call_start(id: &str, name: &str) -> String {
+    delta(
+        json!({"role": "assistant", "tool_calls": [
+            {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}
+        ]}),
+        None,
+    )
 }
 
-/// Mounts `first` for the first request only, then `then` for the rest.
-pub async fn serve_once_then(server: &MockServer, first: ResponseTemplate, then: ResponseTemplate) {
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(first)
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(server)
-        .await;
-    serve(server, then).await;
+fn tool_args(arguments: &str) -> String {
+    delta(
+        json!({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
+        None,
+    )
 }
 
-/// A fast retry policy for tests: 3 attempts, 1 ms apart.
-pub fn fast_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: 3,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(5),
-        max_elapsed: Duration::from_secs(30),
-        jitter: 0.0,
+impl ProviderFixture for OpenAi {
+    type Model = OpenAiChat;
+    const API_KEY: &'static str = KEY;
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint::post("/v1/chat/completions")
     }
-}
 
-/// A model pointed at the test server, with a test key.
-pub fn model(server: &MockServer) -> OpenAiChat {
-    OpenAiChat::compatible(format!("{}/v1", server.uri()), "test-model")
-        .with_api_key("sk-test-secret-key")
-        .with_retry(fast_retry())
-}
+    fn model(&self, setup: &ModelSetup) -> OpenAiChat {
+        // What `OpenAiChat::compatible` builds, at the server's `/v1`.
+        let http = setup
+            .http_settings("compatible")
+            .with_base_url(format!("{}/v1", setup.base_url));
+        OpenAiChat::from_settings(http, "test-model")
+    }
 
-/// Every item of one streamed response.
-pub async fn collect(
-    model: &OpenAiChat,
-    req: ChatRequest,
-) -> Result<Vec<Result<ChatChunk, ModelError>>, ModelError> {
-    Ok(model.stream(req).await?.collect().await)
-}
+    fn error_body(&self, status: u16, message: &str) -> String {
+        if status == 429 {
+            json!({"error": {"message": message, "type": "rate_limit"}}).to_string()
+        } else {
+            json!({"error": {"message": message}}).to_string()
+        }
+    }
 
-/// How many requests the server received.
-pub async fn requests(server: &MockServer) -> usize {
-    server
-        .received_requests()
-        .await
-        .map(|r| r.len())
-        .unwrap_or(0)
+    fn text_answer(&self, text: &str) -> String {
+        sse(
+            &[
+                &delta(json!({"role": "assistant", "content": text}), None),
+                &delta(json!({}), Some("stop")),
+            ],
+            true,
+        )
+    }
+
+    fn text_begun(&self, text: &str) -> String {
+        sse(&[&delta(json!({ "content": text }), None)], false)
+    }
+
+    fn tool_call_begun(&self, id: &str, name: &str, arguments: &str) -> String {
+        sse(&[&tool_call_start(id, name), &tool_args(arguments)], false)
+    }
+
+    fn tool_call_answer(&self, id: &str, name: &str, arguments: &str) -> String {
+        sse(
+            &[
+                &tool_call_start(id, name),
+                &tool_args(arguments),
+                &delta(json!({}), Some("tool_calls")),
+            ],
+            true,
+        )
+    }
+
+    fn empty_answer(&self) -> String {
+        // `data: [DONE]` with nothing before it: a complete, empty answer.
+        sse(&[], true)
+    }
+
+    fn malformed_bodies(&self) -> Vec<String> {
+        vec![
+            "data: {this is not json\n\n".to_owned(),
+            "data: [1,2,3]\n\n".to_owned(),
+            format!(
+                "data: {}\n\ndata: \u{0}\u{7f}garbage\n\n",
+                delta(json!({"role": "assistant", "content": "ok"}), None)
+            ),
+        ]
+    }
 }
