@@ -17,7 +17,7 @@
 use std::error::Error;
 use std::time::Instant;
 
-use reins::agent::context::{TiktokenCounter, TokenCounter};
+use reins::agent::compression::{TiktokenCounter, TokenCounter};
 use reins::prelude::*;
 
 type Res<T> = Result<T, Box<dyn Error>>;

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use reins::agent::context::{SUMMARY_HEADER, TiktokenCounter, TokenCounter};
+use reins::agent::compression::{SUMMARY_HEADER, TiktokenCounter, TokenCounter};
 use reins::prelude::*;
 
 const BUDGET: usize = 2_000;

@@ -60,7 +60,7 @@ pub(crate) struct AgentConfig {
     /// The structured answer every run started by a message must end with, if any.
     pub(crate) output: Option<crate::structured::OutputSpec>,
     /// Keeps requests within a token budget by summarizing older turns.
-    pub(crate) context: Option<crate::context::ContextPolicy>,
+    pub(crate) context: Option<crate::compression::ContextPolicy>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -115,7 +115,7 @@ pub struct AgentBuilder {
     summary_prompt: String,
     pub(crate) subagents: SubAgents,
     output: Option<crate::structured::OutputSpec>,
-    context: Option<crate::context::ContextPolicy>,
+    context: Option<crate::compression::ContextPolicy>,
 }
 
 impl Default for AgentBuilder {
@@ -221,7 +221,7 @@ impl AgentBuilder {
     /// out too.
     ///
     /// [`ContextPolicy`]: crate::ContextPolicy
-    pub fn context(mut self, policy: crate::context::ContextPolicy) -> Self {
+    pub fn context(mut self, policy: crate::compression::ContextPolicy) -> Self {
         self.context = Some(policy);
         self
     }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 mod act;
 mod ask;
-mod fit;
+mod compress;
 
 pub use ask::ASKED_ELSEWHERE;
 

@@ -57,7 +57,7 @@
 //! | `tiktoken` | yes     | exact token counts for OpenAI models in [`ContextPolicy`] (`tiktoken-rs`) |
 
 mod agent;
-pub mod context;
+pub mod compression;
 mod delegate;
 mod drive;
 mod error;
@@ -74,11 +74,18 @@ mod snapshot;
 mod state;
 mod structured;
 pub mod subagent;
+mod transcript;
 mod view;
 mod watch;
 
+/// The former name of [`compression`] (which holds [`ContextPolicy`] and its parts).
+#[deprecated(since = "0.2.0", note = "renamed: use `reins_agent::compression`")]
+pub mod context {
+    pub use crate::compression::*;
+}
+
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
-pub use context::{ContextPolicy, ContextSummary, TokenCounter};
+pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use error::{AgentError, Result};
 pub use handle::{Interrupter, RunEvents, RunHandle};

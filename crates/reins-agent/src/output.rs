@@ -151,7 +151,7 @@ pub enum RunEvent {
     /// message and stands in for them from now on.
     ContextCompressed {
         /// What the summary covers (its text included).
-        summary: crate::context::ContextSummary,
+        summary: crate::compression::ContextSummary,
         /// Tokens of the request before.
         tokens_before: usize,
         /// Tokens of the request after (the summary included).

@@ -387,11 +387,11 @@ impl Session {
     /// The context summaries in the transcript, oldest first (see
     /// [`ContextPolicy`](crate::ContextPolicy)). The last one stands in for the
     /// messages it covers in requests; the originals stay in [`messages`](Self::messages).
-    pub async fn summaries(&self) -> Result<Vec<crate::context::ContextSummary>> {
+    pub async fn summaries(&self) -> Result<Vec<crate::compression::ContextSummary>> {
         self.read(|run| {
             run.messages()
                 .iter()
-                .filter_map(crate::context::ContextSummary::from_msg)
+                .filter_map(crate::compression::ContextSummary::from_msg)
                 .collect()
         })
         .await

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reins_agent::context::{EstimateCounter, SUMMARY_HEADER, SummaryReason, TokenCounter};
+use reins_agent::compression::{EstimateCounter, SUMMARY_HEADER, SummaryReason, TokenCounter};
 use reins_agent::{Agent, AgentError, ContextPolicy, RunEvent, RunStatus};
 use reins_hook::{Control, Hook, HookContext, HookError, HookEvent};
 use reins_message::{Msg, Role};

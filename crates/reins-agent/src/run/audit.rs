@@ -71,7 +71,7 @@ impl Run {
                 // A requirement answered meanwhile is no longer pending: its call is
                 // still in the transcript.
                 let used = self
-                    .messages
+                    .messages()
                     .iter()
                     .rev()
                     .flat_map(|m| m.tool_uses())

@@ -10,7 +10,7 @@ use reins_message::{Msg, ToolResult, Usage};
 use reins_model::ModelCapabilities;
 
 use super::{AfterReasoning, ExecOutcome, GateDecision, RunInput};
-use crate::context::{ContextPolicy, ContextSummary, TokenCounter};
+use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
 use crate::error::AgentError;
 use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};

@@ -66,9 +66,9 @@ mod answer;
 use answer::Answer;
 mod audit;
 mod commit;
-mod context;
 mod event;
 mod input;
+mod request;
 mod types;
 
 #[cfg(test)]
@@ -84,8 +84,6 @@ pub use types::{
 };
 pub(crate) use types::{OutputState, SlotStatus, ToolSlot};
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
 use reins_memory::{RepairReport, RequirementRecord};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
@@ -96,6 +94,7 @@ pub(crate) use crate::error::clip;
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
 use crate::structured::OutputSpec;
+use crate::transcript::Transcript;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
 /// A decision a refused input attempted: (requirement id, decision label, by).
@@ -114,22 +113,15 @@ pub const ASKING_INTERRUPTED: &str =
 pub struct Run {
     config: RunConfig,
     state: RunState,
-    messages: Vec<Msg>,
-    /// `messages[..saved]` are in the store, in order.
-    saved: usize,
-    /// Stored message ids to delete at the next commit.
-    removed: Vec<String>,
-    /// Stored messages rewritten in place at the next commit.
-    replaced: Vec<Msg>,
+    /// The messages, and what the next commit writes of them.
+    #[serde(flatten)]
+    transcript: Transcript,
     /// Requirement store operations for the next commit.
     #[serde(skip)]
     req_ops: ReqOps,
     /// This call's tallies.
     #[serde(skip)]
     call: CallTally,
-    /// Every tool use id in the transcript (duplicates from a model are renamed).
-    #[serde(skip)]
-    tool_ids: HashSet<String>,
     /// The structured answer the next run (started by a message) must end with.
     #[serde(skip)]
     next_output: Option<OutputSpec>,
@@ -137,9 +129,6 @@ pub struct Run {
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: RunState,
-    /// Token counts by message id, for context compression.
-    #[serde(skip)]
-    token_counts: std::collections::HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -190,23 +179,14 @@ impl Run {
                 *dispatched = false;
             }
         }
-        let tool_ids = messages
-            .iter()
-            .flat_map(|m| m.tool_uses().map(|u| u.id.clone()))
-            .collect();
         Self {
             config,
             committed: state.clone(),
             state,
-            saved: messages.len(),
-            messages,
-            removed: Vec::new(),
-            replaced: Vec::new(),
+            transcript: Transcript::stored(messages),
             req_ops: ReqOps::default(),
             call: CallTally::default(),
-            tool_ids,
             next_output: None,
-            token_counts: std::collections::HashMap::new(),
         }
     }
 
@@ -228,7 +208,7 @@ impl Run {
 
     /// The transcript.
     pub fn messages(&self) -> &[Msg] {
-        &self.messages
+        self.transcript.messages()
     }
 
     /// The stored part of the state.
@@ -471,7 +451,7 @@ impl Run {
             return;
         }
         self.state.iteration += 1;
-        self.dedupe_tool_ids(&mut msg);
+        self.transcript.rename_reused_ids(&mut msg);
         let mut gates: Vec<GateDecision> = gates;
         let refused_finals = match self.take_structured_answer(&mut msg, &mut gates, &after) {
             Answer::Done => return,
@@ -704,9 +684,9 @@ impl Run {
         if !out.is_empty() {
             self.push(Msg::tool_results(out));
         }
-        let (repaired, report) = reins_memory::sanitize_after_interrupt(&self.messages);
+        let (repaired, report) = reins_memory::sanitize_after_interrupt(self.transcript.messages());
         if !report.is_empty() {
-            self.apply_repair(repaired);
+            self.transcript.apply_repair(repaired);
             self.call.repairs.merge(report);
         }
         self.finish(RunStatus::Cancelled);
@@ -796,10 +776,7 @@ impl Run {
     // ----- helpers -----------------------------------------------------------------
 
     fn push(&mut self, msg: Msg) {
-        for u in msg.tool_uses() {
-            self.tool_ids.insert(u.id.clone());
-        }
-        self.messages.push(msg);
+        self.transcript.push(msg);
     }
 
     fn slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
@@ -817,21 +794,6 @@ impl Run {
             SlotStatus::Delegated { requirements, .. } => requirements.iter().find(|r| r.id == id),
             _ => None,
         })
-    }
-
-    /// A model may reuse an id (by mistake or on purpose); a reused id would make the
-    /// transcript invalid and could pass for an earlier, approved call. Rename it.
-    fn dedupe_tool_ids(&mut self, msg: &mut Msg) {
-        let mut local = HashSet::new();
-        for block in &mut msg.content {
-            if let ContentBlock::ToolUse(u) = block {
-                if u.id.is_empty() || self.tool_ids.contains(&u.id) || !local.insert(u.id.clone()) {
-                    let fresh = format!("{}~{}", u.id, reins_message::new_id());
-                    local.insert(fresh.clone());
-                    u.id = fresh;
-                }
-            }
-        }
     }
 }
 

@@ -266,7 +266,7 @@ pub struct ContextCheck {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compressed {
     /// The stored summary.
-    pub summary: crate::context::ContextSummary,
+    pub summary: crate::compression::ContextSummary,
     /// Tokens of the request before the summary.
     pub tokens_before: usize,
 }
@@ -277,7 +277,7 @@ pub struct Compress {
     /// The reasoning step the summary is made for.
     pub iteration: u32,
     /// The active summary, folded into the new one.
-    pub earlier: Option<crate::context::ContextSummary>,
+    pub earlier: Option<crate::compression::ContextSummary>,
     /// The messages to summarize, in order (summaries excluded; never empty).
     pub messages: Vec<reins_message::Msg>,
     /// Tokens of those messages (and of the earlier summary).

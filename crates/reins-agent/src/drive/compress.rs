@@ -2,14 +2,14 @@
 //! asks the summarizer (chunk by chunk, each folding in the last) for a summary of
 //! the oldest turns and feeds it back; a [`Reason`](crate::run::Reason) step's
 //! [`ContextCheck`] is announced as events. Where to cut and what a request carries
-//! are the run's (`run::context`); the policy and the summarizer's prompt are
-//! [`crate::context`]'s.
+//! are the run's (`compression::plan`, `run::request`); the policy and the
+//! summarizer's prompt are [`crate::compression`]'s.
 
 use chrono::Utc;
 use reins_hook::{HookEvent, SummaryReason};
 
 use super::Driver;
-use crate::context::{self, ContextSummary};
+use crate::compression::{self, ContextSummary};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
 use crate::run::{Compress, ContextCheck, Event};
@@ -46,8 +46,8 @@ impl Driver {
         // One summarizer call per chunk it can read at once, each folding in the last.
         let model = policy.summarizer.as_ref().unwrap_or(&rt.model);
         let mut text = earlier.as_ref().map(|e| e.text.clone());
-        for chunk in context::chunks(messages, &*counter, policy.chunk_tokens(&*counter)) {
-            let request = context::summary_request(policy, text.as_deref(), &chunk);
+        for chunk in compression::chunks(messages, &*counter, policy.chunk_tokens(&*counter)) {
+            let request = compression::summary_request(policy, text.as_deref(), &chunk);
             let mut ev = HookEvent::PreSummary {
                 request,
                 reason: SummaryReason::Context,

@@ -1,55 +1,15 @@
-//! The run's side of context compression, without I/O: where the active summary is,
-//! what the next request costs, where to cut when it is over budget, and the messages
-//! a request carries. The runner (`drive::fit`) does the summarizer call.
-
-use std::collections::HashMap;
+//! The next model request, without I/O: the messages it carries (the request window,
+//! repaired to be provider-valid, with the active context summary standing in for
+//! what it covers), how to ask for the structured answer, and the check against the
+//! context budget that may first ask for a summary (`compression::plan` decides where
+//! to cut; the driver's `drive::compress` calls the summarizer).
 
 use reins_memory::RepairReport;
-use reins_message::{Msg, Role};
+use reins_message::Msg;
 
 use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run, Step};
-use crate::context::{ContextPolicy, ContextSummary, TokenCounter, is_summary};
-
-/// Tokens of the line that introduces a summary in a request.
-fn header_tokens(counter: &dyn TokenCounter) -> usize {
-    counter.count_text(crate::context::SUMMARY_HEADER) + 2
-}
-
-/// What the next request costs and, when it is over budget, where to cut.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ContextPlan {
-    /// Tokens of the request as it stands.
-    pub tokens: usize,
-    /// Where to cut, when the request is over budget and a cut exists.
-    pub cut: Option<Cut>,
-    /// Even after the best cut (or with none possible) the request stays over budget.
-    pub over_budget: bool,
-}
-
-/// A place to cut the transcript: `from..to` is summarized (summaries aside).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cut {
-    /// The first index the new summary covers (where the active summary ends, or 0).
-    pub from: usize,
-    /// The first index it does not cover: requests start here.
-    pub to: usize,
-    /// Tokens of the messages the request keeps.
-    pub kept_tokens: usize,
-    /// Whether the cut falls inside a turn (before an assistant message) because no
-    /// cut between turns was enough.
-    pub mid_turn: bool,
-}
-
-/// What the summarizer is given for a cut.
-#[derive(Debug, Clone)]
-pub(crate) struct SummaryInput {
-    /// The active summary, folded into the new one.
-    pub(crate) earlier: Option<ContextSummary>,
-    /// The messages to summarize, in order (summaries excluded).
-    pub(crate) messages: Vec<Msg>,
-    /// Tokens of those messages (and of the earlier summary).
-    pub(crate) covered_tokens: usize,
-}
+use crate::compression::plan::{self, ContextPlan, Cut, SummaryInput};
+use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
 
 impl Run {
     /// The messages to send to the model: the transcript, repaired to be
@@ -58,203 +18,64 @@ impl Run {
     /// active summary stands in for the messages it covers; stored summary messages
     /// are never sent as such.
     pub(crate) fn request_messages(&mut self, summaries: bool) -> (Vec<Msg>, RepairReport) {
+        let t = &self.transcript;
         let active = if summaries {
-            self.active_summary()
+            plan::active_summary(t)
         } else {
             None
         };
-        let summary = active.map(|(pos, _)| self.messages[pos].clone());
-        let start = self.window_start().max(active.map_or(0, |(_, b)| b));
-        let window = &self.messages[start..];
+        let summary = active.map(|(pos, _)| t.messages()[pos].clone());
+        let start = t
+            .window_start(self.config.history_turns)
+            .max(active.map_or(0, |(_, b)| b));
+        let window = &t.messages()[start..];
         let (mut out, report): (Vec<Msg>, RepairReport) =
             if reins_memory::repair::is_provider_valid(window) {
-                let kept = window.iter().filter(|m| !crate::context::is_summary(m));
+                let kept = window.iter().filter(|m| !crate::compression::is_summary(m));
                 (kept.cloned().collect(), RepairReport::default())
             } else {
                 let (repaired, report) = reins_memory::sanitize_for_request(window);
                 if !report.is_empty() {
-                    let mut whole = self.messages[..start].to_vec();
+                    let mut whole = t.messages()[..start].to_vec();
                     whole.extend(repaired.iter().cloned());
-                    self.apply_repair(whole);
+                    self.transcript.apply_repair(whole);
                     self.call.repairs.merge(report.clone());
                 }
                 let mut repaired = repaired;
-                repaired.retain(|m| !crate::context::is_summary(m));
+                repaired.retain(|m| !crate::compression::is_summary(m));
                 (repaired, report)
             };
         if let Some(s) = summary {
-            out.insert(0, crate::context::summary_for_request(&s, out.first()));
+            out.insert(0, crate::compression::summary_for_request(&s, out.first()));
         }
         (out, report)
     }
 
-    /// Where the context window starts: at the user message that opens the oldest
-    /// turn in the window (so no tool use is cut from its result).
-    fn window_start(&self) -> usize {
-        let Some(turns) = self.config.history_turns else {
-            return 0;
-        };
-        let mut seen = 0u32;
-        for (i, m) in self.messages.iter().enumerate().rev() {
-            if m.role == Role::User {
-                seen += 1;
-                if seen >= turns.max(1) {
-                    return i;
-                }
-            }
-        }
-        0
-    }
-
-    /// The active summary: (its index, the index of the first message it does not
-    /// cover). The latest summary whose covered messages are still in the transcript.
-    pub(crate) fn active_summary(&self) -> Option<(usize, usize)> {
-        for (pos, m) in self.messages.iter().enumerate().rev() {
-            if !is_summary(m) {
-                continue;
-            }
-            let Some(s) = ContextSummary::from_msg(m) else {
-                continue;
-            };
-            if let Some(last) = self.messages[..pos].iter().rposition(|x| x.id == s.last) {
-                return Some((pos, last + 1));
-            }
-        }
-        None
-    }
-
-    /// Tokens of message `i`, counted once per message id.
-    fn tokens_at(&mut self, counter: &dyn TokenCounter, i: usize) -> usize {
-        let m = &self.messages[i];
-        if let Some(n) = self.token_counts.get(&m.id) {
-            return *n;
-        }
-        let n = counter.count_message(m);
-        self.token_counts.insert(m.id.clone(), n);
-        n
-    }
-
-    /// What the next request costs (`overhead`: its system prompt, tools and format)
-    /// and, when over the policy's budget, the cut that keeps the most recent messages
-    /// while bringing it to the policy's target: between turns if possible, otherwise
-    /// between tool rounds, otherwise as far as a cut can go.
+    /// What the next request costs against the policy, and where to cut.
     pub(crate) fn plan_context(
         &mut self,
         counter: &dyn TokenCounter,
         overhead: usize,
         policy: &ContextPolicy,
     ) -> ContextPlan {
-        let active = self.active_summary();
-        let (summary_tokens, boundary) = match active {
-            Some((pos, b)) => (self.tokens_at(counter, pos) + header_tokens(counter), b),
-            None => (0, 0),
-        };
-        let start = boundary.max(self.window_start());
-        let mut counts: Vec<(usize, usize)> = Vec::new();
-        let mut total = overhead + summary_tokens;
-        for i in start..self.messages.len() {
-            if is_summary(&self.messages[i]) {
-                continue;
-            }
-            let t = self.tokens_at(counter, i);
-            counts.push((i, t));
-            total += t;
-        }
-        if total <= policy.budget() {
-            return ContextPlan {
-                tokens: total,
-                cut: None,
-                over_budget: false,
-            };
-        }
-
-        // Where each result is, so that a cut never separates a tool use from it.
-        let mut result_at: HashMap<&str, usize> = HashMap::new();
-        for &(i, _) in &counts {
-            for r in self.messages[i].tool_results_iter() {
-                result_at.insert(r.id.as_str(), i);
-            }
-        }
-        let mut suffix = vec![0usize; counts.len() + 1];
-        for k in (0..counts.len()).rev() {
-            suffix[k] = suffix[k + 1] + counts[k].1;
-        }
-        // Candidates: (index, kept tokens, between turns?).
-        let mut candidates: Vec<(usize, usize, bool)> = Vec::new();
-        let mut open_until: Option<usize> = None;
-        for (k, &(i, _)) in counts.iter().enumerate() {
-            let m = &self.messages[i];
-            let closed = open_until.is_none_or(|e| e < i);
-            let holds_results = m.tool_results_iter().next().is_some();
-            if k > 0 && closed && !holds_results {
-                match m.role {
-                    Role::User => candidates.push((i, suffix[k], true)),
-                    Role::Assistant => candidates.push((i, suffix[k], false)),
-                    Role::System | Role::Tool => {}
-                }
-            }
-            for u in m.tool_uses() {
-                let end = result_at.get(u.id.as_str()).copied().unwrap_or(usize::MAX);
-                open_until = Some(open_until.map_or(end, |e| e.max(end)));
-            }
-        }
-        let fixed = overhead
-            + policy.max_summary_tokens()
-            + crate::context::MESSAGE_OVERHEAD
-            + header_tokens(counter);
-        let target_tail = policy.target().saturating_sub(fixed);
-        let chosen = candidates
-            .iter()
-            .find(|c| c.2 && c.1 <= target_tail)
-            .or_else(|| candidates.iter().find(|c| !c.2 && c.1 <= target_tail))
-            .or_else(|| candidates.last())
-            .copied();
-        let Some((to, kept_tokens, between_turns)) = chosen else {
-            return ContextPlan {
-                tokens: total,
-                cut: None,
-                over_budget: true,
-            };
-        };
-        let covers_something = self.messages[boundary..to].iter().any(|m| !is_summary(m));
-        ContextPlan {
-            tokens: total,
-            over_budget: kept_tokens + fixed > policy.budget(),
-            cut: covers_something.then_some(Cut {
-                from: boundary,
-                to,
-                kept_tokens,
-                mid_turn: !between_turns,
-            }),
-        }
+        plan::plan(
+            &mut self.transcript,
+            self.config.history_turns,
+            counter,
+            overhead,
+            policy,
+        )
     }
 
     /// What the summarizer reads for `cut`.
     pub(crate) fn summary_input(&mut self, counter: &dyn TokenCounter, cut: &Cut) -> SummaryInput {
-        let earlier = self
-            .active_summary()
-            .and_then(|(pos, _)| ContextSummary::from_msg(&self.messages[pos]));
-        let mut covered_tokens = earlier.as_ref().map_or(0, |e| e.summary_tokens);
-        let mut messages = Vec::new();
-        for i in cut.from..cut.to.min(self.messages.len()) {
-            if is_summary(&self.messages[i]) {
-                continue;
-            }
-            covered_tokens += self.tokens_at(counter, i);
-            messages.push(self.messages[i].clone());
-        }
-        SummaryInput {
-            earlier,
-            messages,
-            covered_tokens,
-        }
+        plan::summary_input(&mut self.transcript, counter, cut)
     }
 
     /// Appends the summary made for a [`Step::Compress`](super::Step::Compress)
     /// (stored at the next commit; the originals stay).
     pub(crate) fn add_summary(&mut self, summary: ContextSummary) {
-        self.token_counts.clear();
-        self.push(summary.to_msg());
+        self.transcript.push_summary(summary.to_msg());
         if let Some(tokens_before) = self.call.compress_asked {
             self.call.compressed = Some(Compressed {
                 summary,
@@ -350,11 +171,12 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{EstimateCounter, SUMMARY_HEADER};
+    use crate::compression::{EstimateCounter, SUMMARY_HEADER};
     use crate::run::RunConfig;
     use chrono::Utc;
     use proptest::prelude::*;
     use reins_memory::repair::violations;
+    use reins_message::Role;
     use reins_message::{ToolResult, ToolUse};
     use serde_json::json;
 
@@ -510,12 +332,12 @@ mod tests {
             let now: Vec<&str> = run
                 .messages()
                 .iter()
-                .filter(|m| !crate::context::is_summary(m))
+                .filter(|m| !crate::compression::is_summary(m))
                 .map(|m| m.id.as_str())
                 .collect();
             prop_assert_eq!(now, ids.iter().map(String::as_str).collect::<Vec<_>>());
             prop_assert_eq!(
-                run.messages().iter().filter(|m| crate::context::is_summary(m)).count(),
+                run.messages().iter().filter(|m| crate::compression::is_summary(m)).count(),
                 compressions
             );
         }

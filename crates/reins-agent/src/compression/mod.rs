@@ -1,5 +1,7 @@
 //! Context compression: long conversations that stay within the model's context
-//! window.
+//! window, under one name: the policy ([`ContextPolicy`], token counters, the summary
+//! format and the summarizer's request), where to cut (`plan`), and, in the driver,
+//! the summarizer call.
 //!
 //! A [`ContextPolicy`] on the builder gives every model request a token budget. Before
 //! each model call the runner counts the request (system prompt, tool schemas, the
@@ -48,6 +50,8 @@
 //! [`Session::messages`]: crate::Session::messages
 //! [`RunEvent::ContextCompressed`]: crate::RunEvent::ContextCompressed
 //! [`RunEvent::ContextOverBudget`]: crate::RunEvent::ContextOverBudget
+
+pub(crate) mod plan;
 
 use std::collections::HashMap;
 use std::fmt;
