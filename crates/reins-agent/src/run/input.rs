@@ -166,7 +166,7 @@ impl Run {
                 "a tool message may hold only tool results".to_owned(),
             ));
         }
-        let pending = self.pending_ids();
+        let pending = self.state.slots.pending_ids();
         let mut seen = HashSet::new();
         for r in msg.tool_results_iter() {
             if !seen.insert(r.id.as_str()) {
@@ -195,7 +195,7 @@ impl Run {
         let mut results = Vec::new();
         for r in msg.tool_results_iter() {
             let mut r = r.clone();
-            if let Some(req) = self.requirement(&r.id).cloned() {
+            if let Some(req) = self.state.slots.requirement(&r.id).cloned() {
                 let by = r
                     .metadata
                     .get("decided_by")
@@ -211,7 +211,7 @@ impl Run {
                     now,
                 );
             }
-            if let Some(slot) = self.slot_mut(&r.id) {
+            if let Some(slot) = self.state.slots.get_mut(&r.id) {
                 r.name.clone_from(&slot.tool_use.name);
                 slot.status = SlotStatus::Done {
                     outcome: r.outcome.clone(),
@@ -332,7 +332,7 @@ impl Run {
                     id: d.id().to_owned(),
                 });
             }
-            let Some(req) = self.requirement(d.id()) else {
+            let Some(req) = self.state.slots.requirement(d.id()) else {
                 return Err(AgentError::UnknownRequirement {
                     id: d.id().to_owned(),
                     pending: pending.clone(),
@@ -378,7 +378,7 @@ impl Run {
             let record = serde_json::to_value(&d).unwrap_or(Value::Null);
             let id = d.id().to_owned();
             self.req_ops.decide.push((id.clone(), record));
-            if let Some(req) = self.requirement(&id).cloned() {
+            if let Some(req) = self.state.slots.requirement(&id).cloned() {
                 let (executed, note) = match &d {
                     Decision::Approve { edited_input, .. } => (
                         edited_input.clone().filter(|e| *e != req.tool_use.input),
@@ -419,11 +419,11 @@ impl Run {
                 }
                 continue;
             }
-            if let Some(slot) = self.delegated_slot_mut(&id) {
+            if let Some(slot) = self.state.slots.delegating_mut(&id) {
                 route(slot, d);
                 continue;
             }
-            let Some(slot) = self.slot_mut(&id) else {
+            let Some(slot) = self.state.slots.get_mut(&id) else {
                 continue;
             };
             match d {
@@ -516,7 +516,7 @@ impl Run {
                     }
             )
         });
-        let any_waiting = self.has_waiting();
+        let any_waiting = self.state.slots.has_waiting();
         self.state.phase = if any_ready {
             Phase::Acting
         } else if any_waiting {
@@ -635,13 +635,6 @@ impl Run {
     fn asking_slot(&self, id: &str) -> Option<usize> {
         self.state.slots.iter().position(|s| {
             matches!(&s.status, SlotStatus::Asking { requirement, answer: None, .. } if requirement.id == id)
-        })
-    }
-
-    fn delegated_slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
-        self.state.slots.iter_mut().find(|s| {
-            matches!(&s.status, SlotStatus::Delegated { requirements, .. }
-                if requirements.iter().any(|r| r.id == id))
         })
     }
 }

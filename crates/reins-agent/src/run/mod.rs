@@ -63,6 +63,7 @@
 //! ```
 
 mod answer;
+mod calls;
 use answer::Answer;
 mod audit;
 mod commit;
@@ -172,7 +173,7 @@ impl Run {
     /// A run over a stored transcript and, when the session had one, its stored state.
     pub fn restore(config: RunConfig, messages: Vec<Msg>, state: Option<RunState>) -> Self {
         let mut state = state.unwrap_or_default();
-        for slot in &mut state.slots {
+        for slot in state.slots.iter_mut() {
             if let SlotStatus::Ready { dispatched, .. } | SlotStatus::Delegated { dispatched, .. } =
                 &mut slot.status
             {
@@ -247,59 +248,14 @@ impl Run {
     /// The requirements a paused run waits for, in the model's order; a sub-agent's
     /// requirements (with their [`Requirement::path`]) stand where its call is.
     pub fn requirements(&self) -> Vec<Requirement> {
-        self.state
-            .slots
-            .iter()
-            .flat_map(|s| match &s.status {
-                SlotStatus::Waiting { requirement }
-                | SlotStatus::Asking {
-                    requirement,
-                    answer: None,
-                    ..
-                } => vec![requirement.clone()],
-                SlotStatus::Delegated {
-                    requirements,
-                    routed: None,
-                    ..
-                } => requirements.clone(),
-                _ => Vec::new(),
-            })
-            .collect()
-    }
-
-    /// Whether some call waits for an answer (its own requirement, or a paused
-    /// sub-agent's, even one that waits for a bare `resume()`).
-    fn has_waiting(&self) -> bool {
-        self.state.slots.iter().any(|s| {
-            matches!(
-                s.status,
-                SlotStatus::Waiting { .. }
-                    | SlotStatus::Delegated { routed: None, .. }
-                    | SlotStatus::Asking { answer: None, .. }
-            )
-        })
+        self.state.slots.requirements()
     }
 
     /// The answers routed to the sub-agent call `id`, when it is one that waits to be
     /// dispatched again with them.
     #[cfg(test)]
     pub(crate) fn routed_input(&self, id: &str) -> Option<ChildInput> {
-        self.state.slots.iter().find_map(|s| match &s.status {
-            SlotStatus::Delegated {
-                routed: Some(input),
-                ..
-            } if s.tool_use.id == id => Some(input.clone()),
-            _ => None,
-        })
-    }
-
-    fn pending_ids(&self) -> Vec<String> {
-        self.state
-            .slots
-            .iter()
-            .filter(|s| !matches!(s.status, SlotStatus::Done { .. }))
-            .map(|s| s.tool_use.id.clone())
-            .collect()
+        self.state.slots.routed_input(id)
     }
 
     // ----- the loop --------------------------------------------------------------
@@ -321,78 +277,17 @@ impl Run {
                 }
                 Phase::Summarizing => return self.reason_step(true),
                 Phase::Acting => {
-                    let mut batch = Vec::new();
-                    for slot in &mut self.state.slots {
-                        match &mut slot.status {
-                            SlotStatus::Ready {
-                                input,
-                                edited,
-                                dispatched,
-                                ..
-                            } if !*dispatched => {
-                                *dispatched = true;
-                                batch.push(Execution::new(
-                                    slot.tool_use.clone(),
-                                    input.clone(),
-                                    *edited,
-                                ));
-                            }
-                            SlotStatus::Delegated {
-                                routed: Some(routed),
-                                dispatched,
-                                ..
-                            } if !*dispatched => {
-                                *dispatched = true;
-                                let mut e = Execution::new(
-                                    slot.tool_use.clone(),
-                                    slot.tool_use.input.clone(),
-                                    false,
-                                );
-                                e.routed = Some(routed.clone());
-                                batch.push(e);
-                            }
-                            SlotStatus::Asking {
-                                answer: Some(answer),
-                                dispatched,
-                                ..
-                            } if !*dispatched => {
-                                *dispatched = true;
-                                let mut e = Execution::new(
-                                    slot.tool_use.clone(),
-                                    slot.tool_use.input.clone(),
-                                    false,
-                                );
-                                e.answer = Some(answer.clone());
-                                batch.push(e);
-                            }
-                            _ => {}
-                        }
-                    }
+                    let batch = self.state.slots.dispatch();
                     if !batch.is_empty() {
                         return Step::Execute(batch);
                     }
                     let waiting = self.requirements();
-                    if self.has_waiting() {
+                    if self.state.slots.has_waiting() {
                         self.state.phase = Phase::Paused;
                         self.record_requirements(&waiting);
                         return Step::Pause(waiting);
                     }
-                    let mut unreported = false;
-                    for slot in &mut self.state.slots {
-                        if let SlotStatus::Ready { dispatched, .. }
-                        | SlotStatus::Delegated { dispatched, .. }
-                        | SlotStatus::Asking {
-                            answer: Some(_),
-                            dispatched,
-                            ..
-                        } = &mut slot.status
-                        {
-                            // Dispatched but never reported (the runner stopped short):
-                            // dispatch again; the ledger keeps it at most once.
-                            *dispatched = false;
-                            unreported = true;
-                        }
-                    }
+                    let unreported = self.state.slots.undispatch();
                     if unreported {
                         continue;
                     }
@@ -570,7 +465,7 @@ impl Run {
         for o in outcomes {
             match o {
                 ExecOutcome::Done(r) => {
-                    let Some(slot) = self.slot_mut(&r.id) else {
+                    let Some(slot) = self.state.slots.get_mut(&r.id) else {
                         continue;
                     };
                     if matches!(slot.status, SlotStatus::Done { .. }) {
@@ -582,7 +477,7 @@ impl Run {
                     results.push(r);
                 }
                 ExecOutcome::Delegated { id, requirements } => {
-                    let Some(slot) = self.slot_mut(&id) else {
+                    let Some(slot) = self.state.slots.get_mut(&id) else {
                         continue;
                     };
                     if matches!(slot.status, SlotStatus::Done { .. }) {
@@ -595,7 +490,7 @@ impl Run {
                     };
                 }
                 ExecOutcome::Asking { id, requirement } => {
-                    let Some(slot) = self.slot_mut(&id) else {
+                    let Some(slot) = self.state.slots.get_mut(&id) else {
                         continue;
                     };
                     if matches!(slot.status, SlotStatus::Done { .. }) {
@@ -609,7 +504,7 @@ impl Run {
                 }
                 ExecOutcome::Suspended { id, reason } => {
                     let ttl = self.config.requirement_ttl_secs;
-                    let Some(slot) = self.slot_mut(&id) else {
+                    let Some(slot) = self.state.slots.get_mut(&id) else {
                         continue;
                     };
                     let expires_at = ttl
@@ -777,23 +672,6 @@ impl Run {
 
     fn push(&mut self, msg: Msg) {
         self.transcript.push(msg);
-    }
-
-    fn slot_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
-        self.state.slots.iter_mut().find(|s| s.tool_use.id == id)
-    }
-
-    fn requirement(&self, id: &str) -> Option<&Requirement> {
-        self.state.slots.iter().find_map(|s| match &s.status {
-            SlotStatus::Waiting { requirement }
-            | SlotStatus::Asking {
-                requirement,
-                answer: None,
-                ..
-            } if requirement.id == id => Some(requirement),
-            SlotStatus::Delegated { requirements, .. } => requirements.iter().find(|r| r.id == id),
-            _ => None,
-        })
     }
 }
 

@@ -323,7 +323,7 @@ pub struct RunState {
     pub(crate) iteration: u32,
     /// The tool uses of the current assistant message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) slots: Vec<ToolSlot>,
+    pub(crate) slots: super::calls::Calls,
     /// A hook stopped the run after tools ran.
     #[serde(default)]
     pub(crate) stop_after_acting: bool,
@@ -368,35 +368,13 @@ impl RunState {
         if self.phase != Phase::Acting || !matches!(input, RunInput::Message(_)) {
             return Vec::new();
         }
-        self.slots
-            .iter()
-            .filter_map(|s| match &s.status {
-                SlotStatus::Ready { input, edited, .. } => {
-                    Some(Execution::new(s.tool_use.clone(), input.clone(), *edited))
-                }
-                // A sub-agent call dispatched with routed answers may have run them; a
-                // call that asked a question was running.
-                SlotStatus::Delegated {
-                    routed: Some(_), ..
-                }
-                | SlotStatus::Asking { .. } => Some(Execution::new(
-                    s.tool_use.clone(),
-                    s.tool_use.input.clone(),
-                    false,
-                )),
-                _ => None,
-            })
-            .collect()
+        self.slots.unsettled()
     }
 
     /// The tool use ids of calls in flight waiting for an answer to a question (they
     /// stay live in the process that runs them only while the run waits).
     pub fn asking(&self) -> Vec<String> {
-        self.slots
-            .iter()
-            .filter(|s| matches!(s.status, SlotStatus::Asking { .. }))
-            .map(|s| s.tool_use.id.clone())
-            .collect()
+        self.slots.asking()
     }
 }
 
@@ -405,7 +383,7 @@ impl Default for RunState {
         Self {
             phase: Phase::Idle,
             iteration: 0,
-            slots: Vec::new(),
+            slots: super::calls::Calls::default(),
             stop_after_acting: false,
             stored_requirements: Vec::new(),
             output: None,
