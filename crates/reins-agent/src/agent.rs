@@ -20,7 +20,7 @@ use crate::state::LiveSessions;
 pub const DEFAULT_SESSION: &str = "default";
 
 /// An agent: a model, tools, hooks and a store. Cheap to clone, `Send + Sync`; share
-/// it across tasks. Conversations live in [`Session`]s.
+/// it across tasks. Conversations live in [`Session`](crate::Session)s.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
