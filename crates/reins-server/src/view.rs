@@ -45,9 +45,9 @@ pub(crate) fn of(
     {
         Some(rs) => {
             use reins_agent::run::Phase;
-            phase_paused = rs.phase == Phase::Paused;
+            phase_paused = rs.phase() == Phase::Paused;
             phase_active = matches!(
-                rs.phase,
+                rs.phase(),
                 Phase::Reasoning | Phase::Acting | Phase::Summarizing
             );
         }
