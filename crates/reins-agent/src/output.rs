@@ -229,12 +229,12 @@ impl RunEvent {
     ///   [`Cancelled`](Self::Cancelled) and [`Failed`](Self::Failed): the run is over
     ///   and what it committed is all there is.
     ///
-    /// False for the others: deltas, chunks and tool-call announcements are not stored,
-    /// [`Repaired`](Self::Repaired) and [`ContextOverBudget`](Self::ContextOverBudget)
-    /// come before the commit they belong to, and
-    /// [`ContextCompressed`](Self::ContextCompressed), though its summary is committed,
-    /// is followed by a `ReasoningStarted` (or `Cancelled`) before anything else is
-    /// written, which marks the same stored state.
+    /// False for the others: deltas, chunks and tool-call announcements are not
+    /// stored; [`Repaired`](Self::Repaired) reports a repair of the request, or one the
+    /// next commit stores; [`ContextOverBudget`](Self::ContextOverBudget) is about the
+    /// request; and [`ContextCompressed`](Self::ContextCompressed) follows the commit
+    /// of its summary, but the `ReasoningStarted` (or `Cancelled`) that comes next,
+    /// before anything else is written, marks the same stored state.
     pub fn marks_committed_step(&self) -> bool {
         match self {
             Self::RunStarted { .. }
