@@ -268,7 +268,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::context::ContextSummary;
+    use crate::compression::ContextSummary;
 
     /// One event of each kind.
     fn one_of_each() -> Vec<RunEvent> {
