@@ -185,3 +185,197 @@ pub enum RunEvent {
         error: String,
     },
 }
+
+impl RunEvent {
+    /// The event's name: its `event` tag in JSON (`run_started`, `text_delta`, …),
+    /// e.g. the SSE event name a server relays it under.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::Resumed => "resumed",
+            Self::ReasoningStarted { .. } => "reasoning_started",
+            Self::TextDelta { .. } => "text_delta",
+            Self::OutputDelta { .. } => "output_delta",
+            Self::ThinkingDelta { .. } => "thinking_delta",
+            Self::ToolCallStarted { .. } => "tool_call_started",
+            Self::ToolCallReady { .. } => "tool_call_ready",
+            Self::ToolExecutionStarted { .. } => "tool_execution_started",
+            Self::ToolExecutionChunk { .. } => "tool_execution_chunk",
+            Self::ToolExecutionFinished { .. } => "tool_execution_finished",
+            Self::Repaired { .. } => "repaired",
+            Self::ContextCompressed { .. } => "context_compressed",
+            Self::ContextOverBudget { .. } => "context_over_budget",
+            Self::Paused { .. } => "paused",
+            Self::Completed { .. } => "completed",
+            Self::Cancelled => "cancelled",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+    /// Whether the event marks a step that is in the store: someone who watches the
+    /// session from elsewhere (another process, the store) finds something new when it
+    /// reads the store now. True for
+    ///
+    /// - [`RunStarted`](Self::RunStarted) and [`Resumed`](Self::Resumed): the run's
+    ///   input (the message, the decisions) is committed;
+    /// - [`ReasoningStarted`](Self::ReasoningStarted): everything before the model call
+    ///   (tool results, a context summary) is committed;
+    /// - [`ToolExecutionStarted`](Self::ToolExecutionStarted): the model's message with
+    ///   the tool calls is committed;
+    /// - [`ToolExecutionFinished`](Self::ToolExecutionFinished): the call's result is in
+    ///   the store's tool ledger (the transcript gets it when the batch commits, before
+    ///   the next `ReasoningStarted`);
+    /// - [`Paused`](Self::Paused), [`Completed`](Self::Completed),
+    ///   [`Cancelled`](Self::Cancelled) and [`Failed`](Self::Failed): the run is over
+    ///   and what it committed is all there is.
+    ///
+    /// False for the others: deltas, chunks and tool-call announcements are not
+    /// stored; [`Repaired`](Self::Repaired) reports a repair of the request, or one the
+    /// next commit stores; [`ContextOverBudget`](Self::ContextOverBudget) is about the
+    /// request; and [`ContextCompressed`](Self::ContextCompressed) follows the commit
+    /// of its summary, but the `ReasoningStarted` (or `Cancelled`) that comes next,
+    /// before anything else is written, marks the same stored state.
+    pub fn marks_committed_step(&self) -> bool {
+        match self {
+            Self::RunStarted { .. }
+            | Self::Resumed
+            | Self::ReasoningStarted { .. }
+            | Self::ToolExecutionStarted { .. }
+            | Self::ToolExecutionFinished { .. }
+            | Self::Paused { .. }
+            | Self::Completed { .. }
+            | Self::Cancelled
+            | Self::Failed { .. } => true,
+            Self::TextDelta { .. }
+            | Self::OutputDelta { .. }
+            | Self::ThinkingDelta { .. }
+            | Self::ToolCallStarted { .. }
+            | Self::ToolCallReady { .. }
+            | Self::ToolExecutionChunk { .. }
+            | Self::Repaired { .. }
+            | Self::ContextCompressed { .. }
+            | Self::ContextOverBudget { .. } => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use chrono::Utc;
+    use reins_message::{Msg, ToolResult, ToolUse};
+    use serde_json::json;
+
+    use super::*;
+    use crate::compression::ContextSummary;
+
+    /// One event of each kind.
+    fn one_of_each() -> Vec<RunEvent> {
+        let tool_use = ToolUse::new("c1", "search", json!({"q": "x"}));
+        vec![
+            RunEvent::RunStarted {
+                session_id: "s".to_owned(),
+            },
+            RunEvent::Resumed,
+            RunEvent::ReasoningStarted { iteration: 1 },
+            RunEvent::TextDelta {
+                text: "a".to_owned(),
+            },
+            RunEvent::OutputDelta {
+                json: "{".to_owned(),
+            },
+            RunEvent::ThinkingDelta {
+                text: "b".to_owned(),
+            },
+            RunEvent::ToolCallStarted {
+                id: "c1".to_owned(),
+                name: "search".to_owned(),
+            },
+            RunEvent::ToolCallReady {
+                tool_use: tool_use.clone(),
+            },
+            RunEvent::ToolExecutionStarted {
+                id: "c1".to_owned(),
+                name: "search".to_owned(),
+            },
+            RunEvent::ToolExecutionChunk {
+                id: "c1".to_owned(),
+                text: "partial".to_owned(),
+            },
+            RunEvent::ToolExecutionFinished {
+                result: ToolResult::success("c1", "search", "found"),
+            },
+            RunEvent::Repaired {
+                report: RepairReport::default(),
+            },
+            RunEvent::ContextCompressed {
+                summary: ContextSummary {
+                    id: "m9".to_owned(),
+                    first: "m1".to_owned(),
+                    last: "m8".to_owned(),
+                    messages: 8,
+                    builds_on: None,
+                    covered_tokens: 900,
+                    summary_tokens: 40,
+                    counter: "estimate".to_owned(),
+                    created_at: Utc::now(),
+                    text: "earlier".to_owned(),
+                },
+                tokens_before: 1000,
+                tokens_after: 140,
+            },
+            RunEvent::ContextOverBudget {
+                tokens: 2000,
+                budget: 1000,
+            },
+            RunEvent::Paused {
+                requirements: Vec::new(),
+            },
+            RunEvent::Completed {
+                message: Msg::assistant("done"),
+                status: RunStatus::Completed,
+            },
+            RunEvent::Cancelled,
+            RunEvent::Failed {
+                error: "boom".to_owned(),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_events_name_is_its_json_tag() {
+        let events = one_of_each();
+        let mut names: Vec<&str> = events.iter().map(RunEvent::name).collect();
+        for (ev, name) in events.iter().zip(&names) {
+            let json = serde_json::to_value(ev).unwrap();
+            assert_eq!(json["event"], *name, "{json}");
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), events.len(), "one name per kind");
+    }
+
+    #[test]
+    fn the_run_boundaries_and_tool_steps_mark_committed_steps() {
+        let marked: Vec<&str> = one_of_each()
+            .iter()
+            .filter(|e| e.marks_committed_step())
+            .map(RunEvent::name)
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                "run_started",
+                "resumed",
+                "reasoning_started",
+                "tool_execution_started",
+                "tool_execution_finished",
+                "paused",
+                "completed",
+                "cancelled",
+                "failed",
+            ]
+        );
+    }
+}

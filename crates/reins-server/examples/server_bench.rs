@@ -29,7 +29,7 @@ use reins_agent::Agent;
 use reins_memory::MemoryStore;
 use reins_message::{Msg, Role};
 use reins_model::{ChatRequest, ScriptedModel, ScriptedResponse};
-use reins_server::{Auth, Principal, Role as R, Server};
+use reins_server::{AccessRole, Auth, Principal, Server};
 use reins_tool::{ToolError, Toolkit};
 use serde_json::{Value, json};
 
@@ -143,7 +143,7 @@ fn serve_child(kind: &str, port_file: &Path, dir: &Path) {
     rt.block_on(async {
         let store = store_of(kind, dir, "reins").await;
         let server = Server::new(agent(store))
-            .auth(Auth::new().token("bench", Principal::new("bench", [R::Admin])));
+            .auth(Auth::new().token("bench", Principal::new("bench", [AccessRole::Admin])));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let tmp = port_file.with_extension("tmp");

@@ -40,7 +40,8 @@ use crate::error::{Result, ServerError};
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+#[schema(as = Role)]
+pub enum AccessRole {
     /// Runs and reads its own sessions (those under its prefix).
     User,
     /// Decides on requirements (optionally only for some tools); reads every session.
@@ -49,13 +50,18 @@ pub enum Role {
     Admin,
 }
 
+/// The former name of [`AccessRole`] (it is still the schema's name in the OpenAPI
+/// document).
+#[deprecated(note = "renamed `AccessRole`: `reins_message::Role` is a message's role")]
+pub type Role = AccessRole;
+
 /// Who made a request: a name (recorded as the actor of its decisions) and roles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Principal {
     /// The name recorded in the audit trail (e.g. `ana`).
     pub name: String,
     /// Its roles.
-    pub roles: BTreeSet<Role>,
+    pub roles: BTreeSet<AccessRole>,
     /// For `user`: the session id prefix it owns (default `<name>/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_prefix: Option<String>,
@@ -66,7 +72,7 @@ pub struct Principal {
 
 impl Principal {
     /// A principal with these roles.
-    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = Role>) -> Self {
+    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = AccessRole>) -> Self {
         Self {
             name: name.into(),
             roles: roles.into_iter().collect(),
@@ -90,7 +96,7 @@ impl Principal {
     }
 
     /// Whether it has the role.
-    pub fn has(&self, role: Role) -> bool {
+    pub fn has(&self, role: AccessRole) -> bool {
         self.roles.contains(&role)
     }
 
@@ -103,18 +109,20 @@ impl Principal {
 
     /// Whether it owns the session (admin, or user under its prefix).
     pub fn owns(&self, session: &str) -> bool {
-        self.has(Role::Admin) || (self.has(Role::User) && session.starts_with(&self.prefix()))
+        self.has(AccessRole::Admin)
+            || (self.has(AccessRole::User) && session.starts_with(&self.prefix()))
     }
 
     /// Whether it may read the session (owners, approvers, admins).
     pub fn may_read(&self, session: &str) -> bool {
-        self.owns(session) || self.has(Role::Approver)
+        self.owns(session) || self.has(AccessRole::Approver)
     }
 
     /// Whether it may decide on a call to `tool`.
     pub fn may_decide(&self, tool: &str) -> bool {
-        self.has(Role::Admin)
-            || (self.has(Role::Approver) && self.tools.as_ref().is_none_or(|t| t.contains(tool)))
+        self.has(AccessRole::Admin)
+            || (self.has(AccessRole::Approver)
+                && self.tools.as_ref().is_none_or(|t| t.contains(tool)))
     }
 
     pub(crate) fn require_owner(&self, session: &str) -> Result<()> {
@@ -214,7 +222,7 @@ struct Config {
 struct ConfigEntry {
     name: String,
     token_sha256: String,
-    roles: BTreeSet<Role>,
+    roles: BTreeSet<AccessRole>,
     #[serde(default)]
     session_prefix: Option<String>,
     #[serde(default)]
@@ -363,8 +371,16 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(deprecated)]
+    fn the_former_role_name_still_names_the_roles() {
+        let p = Principal::new("ana", [Role::Approver]);
+        assert!(p.has(AccessRole::Approver));
+        assert_eq!(serde_json::to_value(Role::Admin).ok(), Some("admin".into()));
+    }
+
+    #[test]
     fn tokens_are_hashed_and_matched() {
-        let auth = Auth::new().token("s3cret", Principal::new("ana", [Role::Approver]));
+        let auth = Auth::new().token("s3cret", Principal::new("ana", [AccessRole::Approver]));
         assert_eq!(
             auth.principal_for("s3cret").map(|p| p.name.clone()),
             Some("ana".to_owned())
@@ -392,10 +408,10 @@ mod tests {
 
     #[test]
     fn roles_decide_what_is_allowed() {
-        let ana = Principal::new("ana", [Role::Approver]).tools(["delete_file"]);
+        let ana = Principal::new("ana", [AccessRole::Approver]).tools(["delete_file"]);
         assert!(ana.may_decide("delete_file") && !ana.may_decide("send_email"));
         assert!(ana.may_read("bob/1") && !ana.owns("bob/1"));
-        let admin = Principal::new("ops", [Role::Admin]);
+        let admin = Principal::new("ops", [AccessRole::Admin]);
         assert!(admin.owns("x") && admin.may_decide("anything"));
     }
 }

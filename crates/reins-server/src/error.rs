@@ -1,11 +1,14 @@
-//! [`ServerError`]: every way a request can be refused, and how it becomes an HTTP
-//! answer (`{"error": {"code", "message"}}` with the matching status).
+//! [`ServerError`]: every way a request can be refused, how reins' errors map onto it,
+//! and how it becomes an HTTP answer (`{"error": {"code", "message"}}` with the
+//! matching status); also the JSON bodies of the refusals the router and its layers
+//! make themselves (unknown endpoint, timeout, body too large).
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use reins_agent::AgentError;
 use serde::Serialize;
+use serde_json::Value;
 use utoipa::ToSchema;
 
 /// Why a request was refused (or failed). Each variant maps to one HTTP status and a
@@ -203,7 +206,18 @@ impl From<AgentError> for ServerError {
             }
             AgentError::Store(_) => Self::Store(message),
             AgentError::Model(_) => Self::Model(message),
-            other => crate::compat::map_agent_error(other),
+            AgentError::StaleView { pending, .. } => Self::StaleView {
+                message: format!(
+                    "{message}; what the session waits for changed since your view: reload and decide again"
+                ),
+                pending: Value::Array(
+                    pending
+                        .iter()
+                        .filter_map(|r| serde_json::to_value(r).ok())
+                        .collect(),
+                ),
+            },
+            _ => Self::Internal(message),
         }
     }
 }
@@ -215,4 +229,35 @@ impl From<reins_memory::Error> for ServerError {
             other => Self::Store(other.to_string()),
         }
     }
+}
+
+/// The answer to a path no route serves.
+pub(crate) async fn not_found() -> Response {
+    let body = serde_json::json!({"error": {
+        "code": "not_found",
+        "message": "no such endpoint (see /v1/openapi.json)",
+    }});
+    (StatusCode::NOT_FOUND, Json(body)).into_response()
+}
+
+/// Gives the answers of layers (timeouts, limits) and routing a JSON error body.
+pub(crate) async fn json_errors(res: Response) -> Response {
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let (code, message) = match status {
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body too large"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("bad_body", "expected a JSON body"),
+        _ => ("error", "the request failed"),
+    };
+    let body = serde_json::json!({"error": {"code": code, "message": message}});
+    (status, Json(body)).into_response()
 }

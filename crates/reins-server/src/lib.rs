@@ -30,12 +30,12 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use reins_agent::Agent;
 //! use reins_model::{ScriptedModel, ScriptedResponse};
-//! use reins_server::{Auth, Principal, Role, Server};
+//! use reins_server::{AccessRole, Auth, Principal, Server};
 //!
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new([ScriptedResponse::text("Hello!")]))
 //!     .build()?;
-//! let auth = Auth::new().token("alice-token", Principal::new("alice", [Role::User]));
+//! let auth = Auth::new().token("alice-token", Principal::new("alice", [AccessRole::User]));
 //! let server = Server::new(agent).auth(auth);
 //!
 //! // Serve it (here on a free loopback port), then talk to it over HTTP.
@@ -67,9 +67,13 @@
 //! | `sqlite`   | yes     | the SQLite store in reins-agent |
 //! | `postgres` | no      | the PostgreSQL store in reins-agent (several instances on one database) |
 
-mod api;
+// The resources, each with its routes: runs, reads, decisions, interrupts and live
+// events of one session; the approval inbox across sessions; liveness and readiness.
+mod health;
+mod inbox;
+mod sessions;
+
 pub mod auth;
-mod compat;
 mod error;
 mod extract;
 mod hub;
@@ -78,21 +82,22 @@ pub mod serve;
 mod sse;
 mod state;
 pub mod types;
+mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::http::StatusCode;
 use reins_agent::Agent;
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
-pub use auth::{Auth, AuthConfigError, Principal, Role, generate_token, hash_token};
+#[allow(deprecated)]
+pub use auth::Role;
+pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;
 pub use serve::{ServeOptions, serve, serve_with_shutdown};
@@ -100,9 +105,6 @@ pub use serve::{ServeOptions, serve, serve_with_shutdown};
 use crate::extract::BodyLimit;
 use crate::hub::Hub;
 use crate::state::{AppState, Limits};
-
-/// The inbox page (plain HTML, CSS and JavaScript; no build step).
-const INBOX_HTML: &str = include_str!("inbox.html");
 
 /// Builds the service around an [`Agent`]; see the [crate docs](crate).
 #[must_use]
@@ -240,23 +242,11 @@ impl Server {
             limits: Arc::new(self.limits),
         };
         Router::new()
-            .route("/", get(inbox_page))
-            .route("/inbox", get(inbox_page))
-            .route("/v1/openapi.json", get(openapi_json))
-            .route("/healthz", get(api::healthz))
-            .route("/readyz", get(api::readyz))
-            .route("/v1/me", get(api::get_me))
-            .route("/v1/requirements", get(api::get_requirements))
-            .route("/v1/events", get(api::get_inbox_events))
-            .route("/v1/sessions/{id}", get(api::get_session))
-            .route("/v1/sessions/{id}/runs", post(api::post_run))
-            .route(
-                "/v1/sessions/{id}/decisions",
-                get(api::get_decisions).post(api::post_decisions),
-            )
-            .route("/v1/sessions/{id}/interrupt", post(api::post_interrupt))
-            .route("/v1/sessions/{id}/events", get(api::get_events))
-            .fallback(not_found)
+            .merge(sessions::router())
+            .merge(inbox::router())
+            .merge(health::router())
+            .merge(openapi::router())
+            .fallback(error::not_found)
             .with_state(state)
             .layer(axum::Extension(BodyLimit(
                 limits.body_limit,
@@ -268,64 +258,8 @@ impl Server {
                 StatusCode::REQUEST_TIMEOUT,
                 limits.request_timeout,
             ))
-            .layer(axum::middleware::map_response(json_errors))
+            .layer(axum::middleware::map_response(error::json_errors))
             .layer(CompressionLayer::new())
             .layer(TraceLayer::new_for_http())
     }
-}
-
-async fn inbox_page() -> Response {
-    let mut res = Html(INBOX_HTML).into_response();
-    res.headers_mut().insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'",
-        ),
-    );
-    res
-}
-
-async fn openapi_json() -> Response {
-    match Server::openapi().to_json() {
-        Ok(json) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            json,
-        )
-            .into_response(),
-        Err(e) => ServerError::Internal(format!("cannot render the OpenAPI document: {e}"))
-            .into_response(),
-    }
-}
-
-async fn not_found() -> Response {
-    let body = serde_json::json!({"error": {
-        "code": "not_found",
-        "message": "no such endpoint (see /v1/openapi.json)",
-    }});
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
-}
-
-/// Gives the answers of layers (timeouts, limits) and routing a JSON error body.
-async fn json_errors(res: Response) -> Response {
-    let status = res.status();
-    let is_json = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json || !(status.is_client_error() || status.is_server_error()) {
-        return res;
-    }
-    let (code, message) = match status {
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
-        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "request body too large"),
-        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("bad_body", "expected a JSON body"),
-        _ => ("error", "the request failed"),
-    };
-    let body = serde_json::json!({"error": {"code": code, "message": message}});
-    (status, axum::Json(body)).into_response()
 }

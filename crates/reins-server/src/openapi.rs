@@ -1,9 +1,16 @@
-//! The OpenAPI document, generated from the handlers and types (`/v1/openapi.json`).
+//! The OpenAPI document, generated from the handlers and types, and its route
+//! (`GET /v1/openapi.json`).
 
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::{api, auth, error, types};
+use crate::error::ServerError;
+use crate::state::AppState;
+use crate::{auth, error, health, inbox, sessions, types};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -14,21 +21,21 @@ use crate::{api, auth, error, types};
                        Authenticate with `Authorization: Bearer <token>`."
     ),
     paths(
-        api::post_run,
-        api::get_session,
-        api::get_decisions,
-        api::post_decisions,
-        api::post_interrupt,
-        api::get_events,
-        api::get_requirements,
-        api::get_inbox_events,
-        api::get_me,
-        api::healthz,
-        api::readyz,
+        sessions::post_run,
+        sessions::get_session,
+        sessions::get_decisions,
+        sessions::post_decisions,
+        sessions::post_interrupt,
+        sessions::get_events,
+        inbox::get_requirements,
+        inbox::get_inbox_events,
+        inbox::get_me,
+        health::healthz,
+        health::readyz,
     ),
     components(schemas(
         types::RunRequest,
-        types::SessionView,
+        types::SessionDetail,
         types::SessionStatus,
         types::Action,
         types::DecisionItem,
@@ -40,7 +47,7 @@ use crate::{api, auth, error, types};
         types::Health,
         types::Me,
         auth::Principal,
-        auth::Role,
+        auth::AccessRole,
         error::ErrorBody,
         error::ErrorDetail,
     )),
@@ -62,5 +69,25 @@ impl Modify for Bearer {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// `/v1/openapi.json` (no token needed).
+pub(crate) fn router() -> Router<AppState> {
+    Router::new().route("/v1/openapi.json", get(openapi_json))
+}
+
+async fn openapi_json() -> Response {
+    match ApiDoc::openapi().to_json() {
+        Ok(json) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            json,
+        )
+            .into_response(),
+        Err(e) => ServerError::Internal(format!("cannot render the OpenAPI document: {e}"))
+            .into_response(),
     }
 }

@@ -38,7 +38,8 @@ pub enum SessionStatus {
 
 /// `GET /v1/sessions/{id}`: the session as stored.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct SessionView {
+#[schema(as = SessionView)]
+pub struct SessionDetail {
     /// The session id.
     pub session_id: String,
     /// The stored version (moves with every committed step).
@@ -59,6 +60,13 @@ pub struct SessionView {
     /// When the session was last written.
     pub updated_at: DateTime<Utc>,
 }
+
+/// The former name of [`SessionDetail`] (it is still the schema's name in the OpenAPI
+/// document).
+#[deprecated(
+    note = "renamed `SessionDetail`: `reins_agent::SessionView` is the agent's own view of a session"
+)]
+pub type SessionView = SessionDetail;
 
 /// What to do with a requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

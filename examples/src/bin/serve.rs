@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins::prelude::*;
-use reins_server::{Auth, Principal, Role, Server};
+use reins_server::{AccessRole, Auth, Principal, Server};
 
 const USAGE: &str = "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
 
@@ -156,7 +156,10 @@ async fn serve(opts: Options) -> Result<(), String> {
     };
     auth = auth.token(
         &token,
-        Principal::new("dev", [Role::User, Role::Approver, Role::Admin]),
+        Principal::new(
+            "dev",
+            [AccessRole::User, AccessRole::Approver, AccessRole::Admin],
+        ),
     );
     let app = Server::new(agent).auth(auth).router();
 

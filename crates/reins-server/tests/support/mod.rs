@@ -11,7 +11,7 @@ use reins_agent::Agent;
 use reins_memory::MemoryStore;
 use reins_message::{Msg, Role};
 use reins_model::{ChatRequest, ScriptedModel, ScriptedResponse};
-use reins_server::{Auth, Principal, Role as R, Server};
+use reins_server::{AccessRole, Auth, Principal, Server};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 use serde_json::{Value, json};
 
@@ -24,13 +24,13 @@ pub const RITA: &str = "rita-token";
 
 pub fn auth() -> Auth {
     Auth::new()
-        .token(ADMIN, Principal::new("ops", [R::Admin]))
-        .token(ALICE, Principal::new("alice", [R::User]))
-        .token(BOB, Principal::new("bob", [R::User]))
-        .token(ANA, Principal::new("ana", [R::Approver]))
+        .token(ADMIN, Principal::new("ops", [AccessRole::Admin]))
+        .token(ALICE, Principal::new("alice", [AccessRole::User]))
+        .token(BOB, Principal::new("bob", [AccessRole::User]))
+        .token(ANA, Principal::new("ana", [AccessRole::Approver]))
         .token(
             RITA,
-            Principal::new("rita", [R::Approver]).tools(["send_email"]),
+            Principal::new("rita", [AccessRole::Approver]).tools(["send_email"]),
         )
 }
 

@@ -1,64 +1,33 @@
-//! Live events: one bounded channel per session (with a short replay ring for
-//! `Last-Event-ID`), one for inbox changes, the runs executing on this instance, and
-//! the listener that notices other instances' writes.
+//! The live side of one server: a bounded event channel per session ([`channel`]),
+//! notices of session changes (the inbox's feed, and the signal for session streams to
+//! read the store), the runs executing on this instance ([`run`]) with the pump that
+//! moves their events into their session's channel ([`Hub::start_run`]), and the
+//! listener that notices other instances' writes. It knows nothing of HTTP: the
+//! handlers and the SSE streams use it.
 
-use std::collections::{HashMap, VecDeque};
+mod channel;
+mod run;
+
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use reins_agent::{Agent, Interrupter, RunOutput};
+use reins_agent::{Agent, RunHandle};
 use reins_memory::StoreChange;
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, watch};
 
-/// How many events each session keeps for reconnecting clients.
-const RING: usize = 512;
-/// How many events a slow subscriber may fall behind before it is resynchronised.
-const CHANNEL: usize = 256;
+pub(crate) use channel::{Channel, Envelope, Subscription};
+use run::Done;
+pub(crate) use run::LocalRun;
+
+use crate::error::ServerError;
+
 /// How long, and for how many sessions at most, channels are kept after their last
 /// run for reconnecting clients.
 const HOLD_FOR: Duration = Duration::from_secs(600);
 const HOLD_MAX: usize = 1024;
-
-/// One published event.
-#[derive(Debug)]
-pub(crate) struct Envelope {
-    /// `<instance>-<seq>`: the SSE id.
-    pub(crate) id: String,
-    pub(crate) seq: u64,
-    /// The SSE event name.
-    pub(crate) event: String,
-    /// The JSON data.
-    pub(crate) data: String,
-    /// The run it belongs to, if any.
-    pub(crate) run_id: Option<String>,
-    /// The last event of its run.
-    pub(crate) terminal: bool,
-}
-
-struct Ring {
-    next: u64,
-    items: VecDeque<Arc<Envelope>>,
-}
-
-/// A session's event channel.
-pub(crate) struct Channel {
-    ring: Mutex<Ring>,
-    tx: broadcast::Sender<Arc<Envelope>>,
-}
-
-/// What a subscriber gets: events to replay, then the live receiver. `gap`: the
-/// requested position is no longer (or never was) in the ring.
-pub(crate) struct Subscription {
-    /// Keeps the channel alive while subscribed.
-    pub(crate) _channel: Arc<Channel>,
-    pub(crate) replay: Vec<Arc<Envelope>>,
-    pub(crate) rx: broadcast::Receiver<Arc<Envelope>>,
-    pub(crate) gap: bool,
-    /// The sequence number of the last event published before subscribing.
-    pub(crate) position: u64,
-}
 
 /// A `Last-Event-ID` of the session stream, parsed: `<instance>-<seq>.<messages>`,
 /// where `seq` is the last run event of that instance the client saw and `messages`
@@ -72,103 +41,10 @@ pub(crate) struct LastId {
     pub(crate) messages: Option<usize>,
 }
 
-impl Channel {
-    fn new() -> Self {
-        let (tx, _) = broadcast::channel(CHANNEL);
-        Self {
-            ring: Mutex::new(Ring {
-                next: 1,
-                items: VecDeque::new(),
-            }),
-            tx,
-        }
-    }
-
-    pub(crate) fn publish(
-        &self,
-        instance: &str,
-        event: &str,
-        data: Value,
-        run_id: Option<&str>,
-        terminal: bool,
-    ) {
-        let Ok(mut ring) = self.ring.lock() else {
-            return;
-        };
-        let seq = ring.next;
-        ring.next += 1;
-        let env = Arc::new(Envelope {
-            id: format!("{instance}-{seq}"),
-            seq,
-            event: event.to_owned(),
-            data: data.to_string(),
-            run_id: run_id.map(str::to_owned),
-            terminal,
-        });
-        if ring.items.len() >= RING {
-            ring.items.pop_front();
-        }
-        ring.items.push_back(env.clone());
-        // No receivers is fine.
-        let _ = self.tx.send(env);
-    }
-
-    /// Subscribes; `after`: replay the events after this sequence number.
-    pub(crate) fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Subscription {
-        let Ok(ring) = self.ring.lock() else {
-            return Subscription {
-                _channel: self.clone(),
-                replay: Vec::new(),
-                rx: self.tx.subscribe(),
-                gap: true,
-                position: 0,
-            };
-        };
-        let rx = self.tx.subscribe();
-        let position = ring.next - 1;
-        match after {
-            None => Subscription {
-                _channel: self.clone(),
-                replay: Vec::new(),
-                rx,
-                gap: false,
-                position,
-            },
-            Some(after) => {
-                let oldest = ring.items.front().map_or(ring.next, |e| e.seq);
-                let gap = after + 1 < oldest || after >= ring.next;
-                let replay = ring
-                    .items
-                    .iter()
-                    .filter(|e| e.seq > after)
-                    .cloned()
-                    .collect();
-                Subscription {
-                    _channel: self.clone(),
-                    replay,
-                    rx,
-                    gap,
-                    position,
-                }
-            }
-        }
-    }
-}
-
 /// A session changed (seen on this instance, or by polling the store).
 #[derive(Debug, Clone)]
 pub(crate) struct Notice {
     pub(crate) session_id: String,
-}
-
-/// The final answer of a run executing here.
-pub(crate) type Done = Option<Result<RunOutput, crate::error::ServerError>>;
-
-/// A run executing on this instance.
-pub(crate) struct LocalRun {
-    pub(crate) run_id: String,
-    pub(crate) interrupter: Interrupter,
-    pub(crate) done: watch::Receiver<Done>,
 }
 
 /// The hub of one server.
@@ -213,7 +89,7 @@ impl Hub {
     }
 
     /// Keeps a session's channel alive after a run, for replay; drops old ones.
-    pub(crate) fn hold(&self, session: &str, c: Arc<Channel>) {
+    fn hold(&self, session: &str, c: Arc<Channel>) {
         if let Ok(mut held) = self.held.lock() {
             let now = std::time::Instant::now();
             held.retain(|_, (_, t)| now.duration_since(*t) < HOLD_FOR);
@@ -264,18 +140,69 @@ impl Hub {
         self.runs.lock().ok()?.get(session).cloned()
     }
 
-    pub(crate) fn add_run(&self, session: &str, run: Arc<LocalRun>) {
+    fn add_run(&self, session: &str, run: Arc<LocalRun>) {
         if let Ok(mut runs) = self.runs.lock() {
             runs.insert(session.to_owned(), run);
         }
     }
 
-    pub(crate) fn remove_run(&self, session: &str, run_id: &str) {
+    fn remove_run(&self, session: &str, run_id: &str) {
         if let Ok(mut runs) = self.runs.lock()
             && runs.get(session).is_some_and(|r| r.run_id == run_id)
         {
             runs.remove(session);
         }
+    }
+
+    /// Pumps a run's events into the session's channel until it ends, then publishes
+    /// its `output` or `error`; the run no longer depends on the request that started
+    /// it. Each event goes out under its name with the run id added to its JSON; the
+    /// events that mark a committed step also notify, so that subscribers read the
+    /// store then.
+    pub(crate) fn start_run(
+        self: &Arc<Self>,
+        session: &str,
+        mut handle: RunHandle,
+    ) -> Arc<LocalRun> {
+        let run_id = uuid::Uuid::new_v4().simple().to_string();
+        let (run, done_tx) = LocalRun::new(run_id.clone(), handle.interrupter());
+        let run = Arc::new(run);
+        let hub = self.clone();
+        hub.add_run(session, run.clone());
+        hub.notify(session);
+        let chan = hub.channel(session);
+        let session = session.to_owned();
+        tokio::spawn(async move {
+            while let Some(ev) = handle.next_event().await {
+                let mut data = serde_json::to_value(&ev).unwrap_or(Value::Null);
+                if let Some(o) = data.as_object_mut() {
+                    o.insert("run_id".to_owned(), Value::String(run_id.clone()));
+                }
+                chan.publish(&hub.instance, ev.name(), data, Some(&run_id), false);
+                if ev.marks_committed_step() {
+                    hub.notify(&session);
+                }
+            }
+            let result = handle.wait().await;
+            hub.remove_run(&session, &run_id);
+            let done: Done = Some(match result {
+                Ok(out) => {
+                    let data = json!({"run_id": run_id, "output": out});
+                    chan.publish(&hub.instance, "output", data, Some(&run_id), true);
+                    Ok(out)
+                }
+                Err(e) => {
+                    let e = ServerError::from(e);
+                    let data = json!({"run_id": run_id, "error": e.body().error});
+                    chan.publish(&hub.instance, "error", data, Some(&run_id), true);
+                    Err(e)
+                }
+            });
+            hub.hold(&session, chan);
+            hub.notify(&session);
+            let _ = done_tx.send(done);
+        });
+        run
     }
 
     /// Starts the change listener (once): it follows the store's change feed
@@ -365,23 +292,5 @@ mod tests {
             let p = hub.parse_last_id(bad);
             assert_eq!((p.seq, p.messages), (None, None), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_subscriber_replays_what_it_missed_and_learns_of_gaps() {
-        let c = Arc::new(Channel::new());
-        for i in 0..3 {
-            c.publish("i", "e", Value::from(i), None, false);
-        }
-        let fresh = c.subscribe(None);
-        assert_eq!(
-            (fresh.position, fresh.replay.len(), fresh.gap),
-            (3, 0, false)
-        );
-        let back = c.subscribe(Some(1));
-        let seqs: Vec<u64> = back.replay.iter().map(|e| e.seq).collect();
-        assert_eq!((seqs, back.gap), (vec![2, 3], false));
-        // A position this channel never gave out.
-        assert!(c.subscribe(Some(9)).gap);
     }
 }

@@ -1,0 +1,215 @@
+//! The approval inbox: the page a person decides on (`/`, `/inbox`), the pending
+//! requirements across sessions (`GET /v1/requirements`, newest first, paginated with
+//! a [`cursor`]), the stream of inbox changes (`GET /v1/events`) and who the caller is
+//! (`GET /v1/me`).
+
+mod cursor;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::sse::Event;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use reins_agent::RequirementKind;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use crate::auth::Principal;
+use crate::error::{ErrorBody, Result, ServerError};
+use crate::extract::{ApiQuery, Caller};
+use crate::sse::{CLIENT_BUFFER, respond};
+use crate::state::AppState;
+use crate::types::{InboxItem, InboxPage, InboxQuery, Me};
+use crate::view;
+
+/// The inbox page (plain HTML, CSS and JavaScript; no build step).
+const INBOX_HTML: &str = include_str!("inbox.html");
+
+/// The inbox's routes: its page and `/v1/requirements`, `/v1/events`, `/v1/me`.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(inbox_page))
+        .route("/inbox", get(inbox_page))
+        .route("/v1/me", get(get_me))
+        .route("/v1/requirements", get(get_requirements))
+        .route("/v1/events", get(get_inbox_events))
+}
+
+async fn inbox_page() -> Response {
+    let mut res = Html(INBOX_HTML).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'",
+        ),
+    );
+    res
+}
+
+/// The inbox: pending requirements across the sessions the caller may see, newest
+/// first.
+#[utoipa::path(
+    get, path = "/v1/requirements", tag = "inbox",
+    params(InboxQuery),
+    responses(
+        (status = 200, description = "One page of pending requirements", body = InboxPage),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_requirements(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiQuery(q): ApiQuery<InboxQuery>,
+) -> Result<Json<InboxPage>> {
+    if let Some(s) = q.status.as_deref()
+        && s != "pending"
+    {
+        return Err(ServerError::BadRequest(format!(
+            "status `{s}` is not supported (only `pending`)"
+        )));
+    }
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ServerError::BadRequest(
+            "limit must be between 1 and 200".to_owned(),
+        ));
+    }
+    let after = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(cursor::decode(c).ok_or_else(|| {
+            ServerError::BadRequest("`cursor` is not a cursor this server gave out".to_owned())
+        })?),
+    };
+    let sessions = state.agent.store().list_sessions().await?;
+    let mut items = Vec::new();
+    for s in sessions.into_iter().filter(|s| s.has_open_requirements) {
+        if !who.may_read(&s.id) {
+            continue;
+        }
+        let stored = match state.agent.store().load_session(&s.id).await {
+            Ok(st) => st,
+            Err(reins_memory::Error::SessionNotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let running = state.hub.local_run(&s.id).is_some();
+        let (detail, pending) = view::of(stored, running, false);
+        for r in pending {
+            let may = who.may_decide(&r.tool_use.name) || who.owns(&s.id);
+            if !may {
+                continue;
+            }
+            let (kind, fields) = match &r.kind {
+                RequirementKind::Confirmation => ("confirmation", None),
+                RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
+                RequirementKind::External => ("external", None),
+            };
+            items.push(InboxItem {
+                session_id: s.id.clone(),
+                requirement_id: r.id.clone(),
+                tool: r.tool_use.name.clone(),
+                tool_schema: state
+                    .agent
+                    .toolkit()
+                    .spec(&r.tool_use.name)
+                    .map(|spec| spec.parameters.clone()),
+                arguments: r.tool_use.input.clone(),
+                kind: kind.to_owned(),
+                fields,
+                reason: r.reason.clone(),
+                created_at: r.created_at,
+                expires_at: r.expires_at,
+                view_token: detail.view_token.clone(),
+            });
+        }
+    }
+    // Newest first; ties by session, then id, so that pages are stable.
+    let key = |i: &InboxItem| -> cursor::Key {
+        (
+            std::cmp::Reverse(i.created_at),
+            i.session_id.clone(),
+            i.requirement_id.clone(),
+        )
+    };
+    items.sort_by_key(key);
+    if let Some(after) = after {
+        items.retain(|i| key(i) > after);
+    }
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next_cursor = if more {
+        items.last().map(|i| cursor::encode(&key(i)))
+    } else {
+        None
+    };
+    Ok(Json(InboxPage { items, next_cursor }))
+}
+
+/// Inbox changes (SSE): a `changed` event naming a session whenever one the caller
+/// may see changes, on any instance.
+#[utoipa::path(
+    get, path = "/v1/events", tag = "inbox",
+    responses(
+        (status = 200, description = "An SSE stream of `changed` events (`{\"session_id\": ..}`)", content_type = "text/event-stream", body = String),
+        (status = 401, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_inbox_events(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+) -> Result<Response> {
+    Ok(inbox_stream(state, who))
+}
+
+/// Who the token belongs to.
+#[utoipa::path(
+    get, path = "/v1/me", tag = "inbox",
+    responses((status = 200, body = Me), (status = 401, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_me(Caller(who): Caller) -> Json<Me> {
+    Json(Me {
+        session_prefix: who.prefix(),
+        principal: (*who).clone(),
+    })
+}
+
+/// The inbox stream: `changed` events for the sessions the caller may read.
+fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let keep_alive = state.limits.keep_alive;
+    tokio::spawn(async move {
+        let mut notices = state.hub.notices();
+        state.hub.ensure_poller(&state.agent);
+        if tx
+            .send(Event::default().event("ready").data("{}"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                n = notices.recv() => {
+                    let data = match n {
+                        Ok(n) if who.may_read(&n.session_id) => json!({"session_id": n.session_id}),
+                        Ok(_) => continue,
+                        // Fell behind: tell the client to reload everything.
+                        Err(RecvError::Lagged(_)) => json!({"session_id": null}),
+                        Err(RecvError::Closed) => return,
+                    };
+                    if tx.send(Event::default().event("changed").data(data.to_string())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    respond(rx, keep_alive)
+}

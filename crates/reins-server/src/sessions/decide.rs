@@ -1,0 +1,92 @@
+//! Decisions on a session's pending requirements: an API decision checked and turned
+//! into a reins [`Decision`], and the decisions started as their actor against the
+//! caller's view token.
+
+use reins_agent::{Actor, Decision, Requirement, RequirementKind, RunHandle, Session, ViewToken};
+
+use crate::error::{Result, ServerError};
+use crate::types::{Action, DecisionItem};
+
+/// Turns an API decision into a reins decision, refusing fields that do not belong.
+pub(super) fn to_decision(item: &DecisionItem, req: &Requirement) -> Result<Decision> {
+    let id = item.requirement_id.clone();
+    let stray = |field: &str, what: &str| {
+        ServerError::invalid(format!(
+            "`{field}` does not apply to `{what}` (requirement `{id}`)",
+            id = item.requirement_id
+        ))
+    };
+    let what = match item.action {
+        Action::Approve => "approve",
+        Action::Reject => "reject",
+        Action::Input => "input",
+        Action::ExternalResult => "external_result",
+    };
+    if item.action != Action::Approve && item.edited_args.is_some() {
+        return Err(stray("edited_args", what));
+    }
+    if item.action != Action::Reject && item.note.is_some() {
+        return Err(stray("note", what));
+    }
+    if item.action != Action::Input && item.values.is_some() {
+        return Err(stray("values", what));
+    }
+    if item.action != Action::ExternalResult && (item.output.is_some() || item.is_error.is_some()) {
+        return Err(stray("output/is_error", what));
+    }
+    Ok(match item.action {
+        Action::Approve => match &item.edited_args {
+            None => Decision::approve(id),
+            Some(args) => {
+                if !args.is_object() {
+                    return Err(ServerError::invalid(format!(
+                        "`edited_args` for `{id}` must be a JSON object (the tool's arguments)"
+                    )));
+                }
+                if matches!(req.kind, RequirementKind::Confirmation) && *args == req.tool_use.input
+                {
+                    Decision::approve(id)
+                } else {
+                    Decision::approve_with(id, args.clone())
+                }
+            }
+        },
+        Action::Reject => Decision::reject(id, item.note.clone().unwrap_or_default()),
+        Action::Input => {
+            let values = item.values.clone().ok_or_else(|| {
+                ServerError::invalid(format!("`input` for `{id}` needs `values` (a JSON object)"))
+            })?;
+            Decision::input(id, values)
+        }
+        Action::ExternalResult => {
+            let output = item.output.clone().ok_or_else(|| {
+                ServerError::invalid(format!("`external_result` for `{id}` needs `output`"))
+            })?;
+            Decision::external_result(id, output, item.is_error.unwrap_or(false))
+        }
+    })
+}
+
+/// Starts the decisions as `actor`, refused (409) when `token` no longer matches what
+/// is pending.
+pub(super) async fn start(
+    session: &Session,
+    token: Option<&str>,
+    decisions: Vec<Decision>,
+    actor: &str,
+) -> Result<RunHandle> {
+    let session = session.as_actor(Actor::new(actor));
+    let handle = match token {
+        Some(token) => {
+            let view: ViewToken = token.parse().map_err(|_| {
+                ServerError::BadRequest(format!(
+                    "`{}` is not a view token (read it from GET /v1/sessions/{{id}})",
+                    token.chars().take(60).collect::<String>()
+                ))
+            })?;
+            session.start_resolve_at(&view, decisions).await?
+        }
+        None => session.start_resolve(decisions).await?,
+    };
+    Ok(handle)
+}

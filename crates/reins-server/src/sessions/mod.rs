@@ -1,0 +1,298 @@
+//! The session resource, `/v1/sessions/{id}`: start a run on it, read it, answer what
+//! it waits for (with the audit trail of those decisions), interrupt its run, and
+//! watch it live ([`stream`]). A request that starts a run is answered with the run's
+//! output, or with its own SSE stream when `?stream=true`.
+
+mod decide;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use reins_agent::Agent;
+use reins_message::Msg;
+use serde_json::Value;
+
+use crate::auth::AccessRole;
+use crate::error::{ErrorBody, Result, ServerError};
+use crate::extract::{ApiJson, ApiQuery, Caller, SessionId};
+use crate::hub::{LocalRun, Subscription};
+use crate::sse;
+use crate::state::AppState;
+use crate::types::{
+    DecisionsList, DecisionsRequest, InterruptAnswer, RunRequest, SessionDetail, SessionStatus,
+    StreamQuery,
+};
+use crate::view;
+
+/// The routes of `/v1/sessions/{id}`.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sessions/{id}", get(get_session))
+        .route("/v1/sessions/{id}/runs", post(post_run))
+        .route(
+            "/v1/sessions/{id}/decisions",
+            get(get_decisions).post(post_decisions),
+        )
+        .route("/v1/sessions/{id}/interrupt", post(post_interrupt))
+        .route("/v1/sessions/{id}/events", get(get_events))
+}
+
+/// Starts a run on a session (created if new).
+#[utoipa::path(
+    post, path = "/v1/sessions/{id}/runs", tag = "sessions",
+    params(("id" = String, Path, description = "The session id (percent-encode `/` as `%2F`)"), StreamQuery),
+    request_body = RunRequest,
+    responses(
+        (status = 200, description = "The run's output (reins-agent's RunOutput JSON), or with `stream=true` an SSE stream of its events", body = serde_json::Value),
+        (status = 400, description = "Bad body", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not the caller's session", body = ErrorBody),
+        (status = 409, description = "Another run is in flight", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "The message cannot be accepted", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_run(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+    ApiJson(body): ApiJson<RunRequest>,
+) -> Result<Response> {
+    who.require_owner(&id)?;
+    if body.message.trim().is_empty() {
+        return Err(ServerError::Invalid {
+            code: "invalid_input",
+            message: "the message is empty".to_owned(),
+        });
+    }
+    let session = state.agent.session(&id).await?;
+    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
+    let handle = session.start(Msg::user(body.message)).await?;
+    let run = state.hub.start_run(&id, handle);
+    answer(run, sub).await
+}
+
+/// Reads a session: status, transcript, pending requirements and the view token.
+#[utoipa::path(
+    get, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The session", body = SessionDetail),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_session(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Json<SessionDetail>> {
+    who.require_read(&id)?;
+    let running = state.hub.local_run(&id).is_some();
+    let (detail, _) = view::load(&state.agent, &id, running, true).await?;
+    Ok(Json(detail))
+}
+
+/// The session's decisions (audit trail), oldest first.
+#[utoipa::path(
+    get, path = "/v1/sessions/{id}/decisions", tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The audit trail", body = DecisionsList),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_decisions(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Json<DecisionsList>> {
+    who.require_read(&id)?;
+    let decisions = audit_trail(&state.agent, &id).await?;
+    Ok(Json(DecisionsList {
+        session_id: id,
+        decisions,
+    }))
+}
+
+/// Answers pending requirements; the run goes on (SSE with `stream=true`).
+#[utoipa::path(
+    post, path = "/v1/sessions/{id}/decisions", tag = "sessions",
+    params(("id" = String, Path, description = "The session id"), StreamQuery),
+    request_body = DecisionsRequest,
+    responses(
+        (status = 200, description = "The run's output (RunOutput JSON) or an SSE stream", body = serde_json::Value),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "Not an approver (for this tool)", body = ErrorBody),
+        (status = 404, description = "Unknown session or requirement (maybe already decided)", body = ErrorBody),
+        (status = 409, description = "Busy, not paused, or a stale view", body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 422, description = "A decision that does not fit (wrong kind, expired, invalid values)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_decisions(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+    ApiJson(body): ApiJson<DecisionsRequest>,
+) -> Result<Response> {
+    if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
+        return Err(ServerError::Forbidden(format!(
+            "`{}` may not decide: that needs the approver or admin role",
+            who.name
+        )));
+    }
+    who.require_read(&id)?;
+    if body.decisions.is_empty() {
+        return Err(ServerError::invalid("no decisions given"));
+    }
+    let (_, pending) = view::load(&state.agent, &id, false, false).await?;
+    let mut decisions = Vec::with_capacity(body.decisions.len());
+    for item in &body.decisions {
+        let Some(req) = pending.iter().find(|r| r.id == item.requirement_id) else {
+            return Err(ServerError::UnknownRequirement(format!(
+                "`{}` is not pending on session `{id}` (it may already have been decided: reload); pending: {}",
+                item.requirement_id,
+                if pending.is_empty() {
+                    "none".to_owned()
+                } else {
+                    pending
+                        .iter()
+                        .map(|r| r.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            )));
+        };
+        if !who.may_decide(&req.tool_use.name) {
+            return Err(ServerError::Forbidden(format!(
+                "`{}` may not decide on `{}` calls",
+                who.name, req.tool_use.name
+            )));
+        }
+        decisions.push(decide::to_decision(item, req)?);
+    }
+    let session = state.agent.session(&id).await?;
+    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
+    let handle = decide::start(&session, body.view_token.as_deref(), decisions, &who.name).await?;
+    let run = state.hub.start_run(&id, handle);
+    answer(run, sub).await
+}
+
+/// Stops the session's run wherever it executes.
+#[utoipa::path(
+    post, path = "/v1/sessions/{id}/interrupt", tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 202, description = "The interrupt was delivered or stored", body = InterruptAnswer),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "No run is in flight", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_interrupt(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Response> {
+    if !(who.owns(&id) || who.has(AccessRole::Approver)) {
+        return Err(ServerError::Forbidden(format!(
+            "`{}` may not interrupt session `{id}`",
+            who.name
+        )));
+    }
+    let answer = |delivered: &str| {
+        (
+            axum::http::StatusCode::ACCEPTED,
+            Json(InterruptAnswer {
+                session_id: id.clone(),
+                delivered: delivered.to_owned(),
+            }),
+        )
+            .into_response()
+    };
+    if let Some(run) = state.hub.local_run(&id) {
+        run.interrupter.interrupt();
+        return Ok(answer("local"));
+    }
+    // Not here: 404 for an unknown session, then ask the agent to store the request.
+    let (detail, _) = view::load(&state.agent, &id, false, false).await?;
+    let session = state.agent.session(&id).await?;
+    if session.request_interrupt().await? {
+        return Ok(answer("stored"));
+    }
+    Err(ServerError::Busy(
+        if detail.status == SessionStatus::Running {
+            format!(
+                "session `{id}` runs on another instance, and this agent cannot store interrupt requests"
+            )
+        } else {
+            format!("session `{id}` has no run in flight: nothing to interrupt")
+        },
+    ))
+}
+
+/// The session's live events (SSE), from any instance.
+#[utoipa::path(
+    get, path = "/v1/sessions/{id}/events", tag = "sessions",
+    params(
+        ("id" = String, Path, description = "The session id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event"),
+    ),
+    responses(
+        (status = 200, description = "An SSE stream, from any instance: `message` (`{session_id, index, message}`) for each message stored after the stream began, `state` (the session view, without messages) on connect and whenever the stored session changes, `reset` when the stored transcript got shorter; and the run events (`text_delta`, `tool_call_ready`, `paused`, …, `output`, `error`) of runs executing on the instance serving the stream. Reconnecting with `Last-Event-ID` on any instance resumes without losing a stored message", content_type = "text/event-stream", body = String),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_events(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    headers: HeaderMap,
+) -> Result<Response> {
+    who.require_read(&id)?;
+    // 404 for unknown sessions, before the stream starts.
+    state.agent.store().load_session(&id).await?;
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Ok(stream::session_stream(state, id, last))
+}
+
+/// The session's audit trail, oldest first (reins-agent's `DecisionRecord` JSON).
+async fn audit_trail(agent: &Agent, id: &str) -> Result<Vec<Value>> {
+    // 404 for unknown sessions (opening one would create it).
+    agent.store().load_session(id).await?;
+    let session = agent.session(id).await?;
+    Ok(session
+        .decisions()
+        .await?
+        .iter()
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .collect())
+}
+
+/// Waits for the run's output, or streams it.
+async fn answer(run: Arc<LocalRun>, sub: Option<Subscription>) -> Result<Response> {
+    if let Some(sub) = sub {
+        return sse::run_stream(run, sub).await;
+    }
+    let out = run.wait().await?;
+    Ok(Json(out).into_response())
+}

@@ -1,0 +1,91 @@
+//! A stored session as the API shows it ([`SessionDetail`]): its status (idle,
+//! running, paused) from the stored run state and whether a run of it executes here,
+//! its pending requirements, its view token and, when asked for, its transcript. The
+//! session resource, the session stream and the inbox all read sessions through it.
+
+use reins_agent::{Agent, Requirement, RunState, ViewToken};
+use reins_memory::SessionState;
+
+use crate::error::Result;
+use crate::types::{SessionDetail, SessionStatus};
+
+/// The pending requirements of a stored session.
+fn pending(state: &SessionState) -> Vec<Requirement> {
+    state
+        .open_requirements()
+        .filter_map(|r| serde_json::from_value::<Requirement>(r.payload.clone()).ok())
+        .collect()
+}
+
+/// Reads the session as stored. `running_here`: a run of it is in flight on this
+/// instance.
+pub(crate) async fn load(
+    agent: &Agent,
+    id: &str,
+    running_here: bool,
+    with_messages: bool,
+) -> Result<(SessionDetail, Vec<Requirement>)> {
+    let state = agent.store().load_session(id).await?;
+    Ok(of(state, running_here, with_messages))
+}
+
+/// The view of a stored session, and the requirements it shows (those pending, when
+/// the session is paused and no run of it executes here).
+pub(crate) fn of(
+    state: SessionState,
+    running_here: bool,
+    with_messages: bool,
+) -> (SessionDetail, Vec<Requirement>) {
+    let phase_paused;
+    let phase_active;
+    match state
+        .run_state
+        .clone()
+        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
+    {
+        Some(rs) => {
+            use reins_agent::run::Phase;
+            phase_paused = rs.phase() == Phase::Paused;
+            phase_active = matches!(
+                rs.phase(),
+                Phase::Reasoning | Phase::Acting | Phase::Summarizing
+            );
+        }
+        None => {
+            phase_paused = false;
+            phase_active = false;
+        }
+    }
+    let pending = pending(&state);
+    let paused = phase_paused && !running_here;
+    let status = if running_here || phase_active {
+        SessionStatus::Running
+    } else if paused {
+        SessionStatus::Paused
+    } else {
+        SessionStatus::Idle
+    };
+    let shown: Vec<Requirement> = if paused { pending } else { Vec::new() };
+    let detail = SessionDetail {
+        session_id: state.id.clone(),
+        version: state.version,
+        status,
+        paused,
+        requirements: shown
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect(),
+        view_token: ViewToken::of(paused, &shown).to_string(),
+        messages: if with_messages {
+            state
+                .messages
+                .iter()
+                .filter_map(|m| serde_json::to_value(m).ok())
+                .collect()
+        } else {
+            Vec::new()
+        },
+        updated_at: state.updated_at,
+    };
+    (detail, shown)
+}
