@@ -48,8 +48,8 @@ Runs a fixed set of scenarios against a real model server and prints a table
   --list              list the scenarios and exit
 
 Exit status: 0 when every scenario passed, 1 when one failed, 2 on bad arguments.
-`cargo xtask live --local` first sets up and starts a local llama.cpp server
-(see `cargo xtask live --help`).";
+Through xtask, `cargo xtask live --local` first sets up and starts a local llama.cpp
+server and fills in --base-url and --model.";
 
 /// Which wire format the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
