@@ -155,7 +155,15 @@ fn serve(args: &[String]) -> Result<(), String> {
         .args(args))
 }
 
-/// The demo's built-in script, with every `expect` line checked.
+/// The demo's built-in script, with every `expect` line checked, in a temporary data
+/// directory (not the checkout's `.reins-demo/`), removed afterwards.
 fn demo_script_check() -> Result<(), String> {
-    demo(&["--script", "builtin", "--check", "--fresh"].map(String::from))
+    let dir = std::env::temp_dir().join(format!("reins-ci-demo-{}", std::process::id()));
+    let mut args = ["--script", "builtin", "--check", "--fresh", "--data-dir"]
+        .map(String::from)
+        .to_vec();
+    args.push(dir.to_string_lossy().into_owned());
+    let result = demo(&args);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
