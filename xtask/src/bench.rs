@@ -6,7 +6,8 @@
 //!   `target/criterion/**/new/estimates.json`.
 //! - `cargo xtask bench --peer [--quick] [--rounds N]` — sets up Agno in a virtualenv
 //!   (`target/agno-venv`, from PyPI) when it is missing, runs reins' `peer_bench`
-//!   example and `shared/peer/agno_bench.py` in turn, `N` rounds each (default 3),
+//!   (a program of `crates/reins-bench`) and `shared/peer/agno_bench.py` in turn, `N`
+//!   rounds each (default 3),
 //!   prints the per-key medians, the Agno / reins ratios and whether each target of
 //!   the benchmark issue is met; then runs `concurrency_bench`. `shared/` is
 //!   `REINS_SHARED_DIR`, or `../shared` beside the repository. Raw JSON goes to
@@ -26,8 +27,30 @@ use std::time::SystemTime;
 
 use crate::json::{Obj, Value, json_number_in, json_string, parse_object};
 
+/// `cargo xtask bench --help`.
+const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
+       cargo xtask bench --peer [--quick] [--rounds N]
+       cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]
+
+  (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
+                then one table of medians; FILTER keeps benchmarks whose id contains it
+  --quick       shorter warm-up and measurement (criterion), fewer repetitions (--peer)
+  --peer        reins' `peer_bench` (crates/reins-bench) against Agno's
+                `shared/peer/agno_bench.py`, N rounds each (default 3), medians, ratios
+                and the benchmark issue's targets; then `concurrency_bench`, also with
+                100,000 sessions. Sets up Agno in target/agno-venv from PyPI when missing;
+                `shared/` is REINS_SHARED_DIR or ../shared. Raw JSON: target/peer-bench/
+  --server      reins-server's `server_bench`: N concurrent sessions (default 1,000) over
+                HTTP and directly, with Agno's AgentOS beside it unless --no-agentos
+
+See docs/performance.md.";
+
 /// Runs the benchmarks.
 pub fn run(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--server") {
         return server(args);
@@ -320,13 +343,13 @@ fn peer(quick: bool, rounds: usize) -> Result<(), String> {
         "--quiet",
         "--release",
         "-p",
-        "reins-examples",
-        "--example",
+        "reins-bench",
+        "--bin",
         "peer_bench",
-        "--example",
+        "--bin",
         "concurrency_bench",
     ]))?;
-    let examples = target_dir().join("release").join("examples");
+    let bin = target_dir().join("release");
     let out_dir = target_dir().join("peer-bench");
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
@@ -335,7 +358,7 @@ fn peer(quick: bool, rounds: usize) -> Result<(), String> {
     let mut agno_runs = Vec::new();
     for round in 1..=rounds {
         eprintln!("xtask: round {round} of {rounds}");
-        let mut cmd = Command::new(examples.join("peer_bench"));
+        let mut cmd = Command::new(bin.join("peer_bench"));
         if quick {
             cmd.arg("--quick");
         }
@@ -362,19 +385,19 @@ fn peer(quick: bool, rounds: usize) -> Result<(), String> {
         .unwrap_or("?")
         .to_owned();
 
-    let mut cmd = Command::new(examples.join("concurrency_bench"));
+    let mut cmd = Command::new(bin.join("concurrency_bench"));
     let (conc, text) = run_json(&mut cmd)?;
     write(&out_dir.join("concurrency.json"), &text)?;
 
     print_peer_table(&reins, &agno, &version, rounds, &conc);
-    scale_run(&examples, &out_dir)?;
+    scale_run(&bin, &out_dir)?;
     Ok(())
 }
 
 /// The 100,000-session run of the benchmark issue: every run must complete (a run
 /// that fails does not stop the report; it shows as not met).
-fn scale_run(examples: &Path, out_dir: &Path) -> Result<(), String> {
-    let mut cmd = Command::new(examples.join("concurrency_bench"));
+fn scale_run(bin: &Path, out_dir: &Path) -> Result<(), String> {
+    let mut cmd = Command::new(bin.join("concurrency_bench"));
     cmd.args(["--sessions", "100000"]);
     eprintln!("$ {}", crate::describe(&cmd));
     let out = cmd

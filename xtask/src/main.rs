@@ -4,13 +4,14 @@
 //!   PostgreSQL cluster on a loopback port when PostgreSQL is installed.
 //! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`, and
 //!   the demo's scripted (non-interactive) run.
-//! - `cargo xtask demo`  — the SafeAgent terminal chat (see `reins-examples`).
+//! - `cargo xtask demo`  — the SafeAgent terminal chat (`crates/reins-demo`).
 //! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
-//!   approval inbox (reins-server), on 127.0.0.1:8080.
+//!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`).
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
-//!   (`--peer` adds the side-by-side comparison with Agno).
-//! - `cargo xtask live`  — the live conformance scenarios against a real model
-//!   server (`--local`: a llama.cpp server set up from PyPI on loopback).
+//!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
+//! - `cargo xtask live`  — the live conformance scenarios (`crates/reins-live`)
+//!   against a real model server (`--local`: a llama.cpp server set up from PyPI on
+//!   loopback).
 
 mod bench;
 mod json;
@@ -56,12 +57,12 @@ commands:
                 `--port N`, `--database-url postgres://..`, `--help`
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
-  bench         criterion suites with a summary table; `--peer` compares with Agno;
-                `--server` runs reins-server's HTTP benchmark
+  bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
+                `--server` runs reins-server's HTTP benchmark; `--help`
   live ARGS     conformance scenarios against a real server, as a table:
                 --base-url URL --model NAME [--api-key-env VAR]
                 [--provider openai|anthropic]; `--local` sets up a llama.cpp
-                server from PyPI on loopback first (see docs/providers.md)";
+                server from PyPI on loopback first (see docs/providers.md); `--help`";
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {
@@ -139,38 +140,30 @@ fn ci() -> Result<(), String> {
     Ok(())
 }
 
-/// The SafeAgent demo (`examples/src/bin/demo.rs`), built with the dev profile so CI
-/// reuses the test build.
+/// The SafeAgent demo (`crates/reins-demo`, binary `demo`), built with the dev profile
+/// so CI reuses the test build.
 fn demo(args: &[String]) -> Result<(), String> {
     run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "reins-examples",
-            "--bin",
-            "demo",
-            "--",
-        ])
+        .args(["run", "--quiet", "-p", "reins-demo", "--bin", "demo", "--"])
         .args(args))
 }
 
-/// The demo agent as a service (`examples/src/bin/serve.rs`).
+/// The demo agent as a service (`crates/reins-demo`, binary `serve`).
 fn serve(args: &[String]) -> Result<(), String> {
     run(cargo()
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "reins-examples",
-            "--bin",
-            "serve",
-            "--",
-        ])
+        .args(["run", "--quiet", "-p", "reins-demo", "--bin", "serve", "--"])
         .args(args))
 }
 
-/// The demo's built-in script, with every `expect` line checked.
+/// The demo's built-in script, with every `expect` line checked, in a temporary data
+/// directory (not the checkout's `.reins-demo/`), removed afterwards.
 fn demo_script_check() -> Result<(), String> {
-    demo(&["--script", "builtin", "--check", "--fresh"].map(String::from))
+    let dir = std::env::temp_dir().join(format!("reins-ci-demo-{}", std::process::id()));
+    let mut args = ["--script", "builtin", "--check", "--fresh", "--data-dir"]
+        .map(String::from)
+        .to_vec();
+    args.push(dir.to_string_lossy().into_owned());
+    let result = demo(&args);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }

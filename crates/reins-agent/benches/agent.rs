@@ -5,7 +5,7 @@
 //! conversation with the history in context. With the `SqliteStore` (a file in a
 //! temporary directory): the 25-turn conversation at both durability levels, and the
 //! cost of one turn at turns 1-10 versus turns 191-200 of a growing session.
-//! The same scenarios as `examples/examples/peer_bench.rs`.
+//! The same scenarios as `crates/reins-bench/src/bin/peer_bench.rs`.
 //!
 //! `session_read`: what a read (`is_paused()`) costs now that every read checks the
 //! stored version first — on an in-memory store and on a SQLite file, for a session

@@ -2,8 +2,10 @@
 //! `chromium-driver`, driven over WebDriver with fantoccini): a pause made through the
 //! API appears; arguments are edited (the diff shows) and approved, and the result
 //! streams into the session view; a call is rejected with a note; a slow run is
-//! stopped with the Stop button. Screenshots of the key screens go to
-//! `docs/screenshots/`.
+//! stopped with the Stop button. Screenshots of the key screens are taken on every
+//! run; they replace the ones in `docs/screenshots/` only when
+//! `REINS_WRITE_SCREENSHOTS=1` asks (otherwise they go to a temporary directory, so
+//! a test run leaves the checkout as it found it).
 //!
 //! Without Chromium the test fails under `CI=true` and reports itself SKIPPED
 //! elsewhere.
@@ -144,15 +146,42 @@ async fn wait_enabled(c: &Client, css: &str) {
     panic!("`{css}` never became enabled");
 }
 
-fn shots_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// Where the screenshots go: `docs/screenshots/` (the ones docs/server.md shows) when
+/// `REINS_WRITE_SCREENSHOTS` is set to anything but `0` or empty, a temporary directory
+/// otherwise.
+struct Shots {
+    dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
 }
 
-async fn shot(c: &Client, name: &str) {
-    let png = c.screenshot().await.unwrap();
-    std::fs::write(shots_dir().join(name), png).unwrap();
+impl Shots {
+    fn new() -> Self {
+        let write =
+            std::env::var("REINS_WRITE_SCREENSHOTS").is_ok_and(|v| !v.is_empty() && v != "0");
+        if write {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
+            std::fs::create_dir_all(&dir).unwrap();
+            eprintln!("browser: writing the screenshots to {}", dir.display());
+            Self { dir, _tmp: None }
+        } else {
+            let tmp = tempfile::tempdir().unwrap();
+            Self {
+                dir: tmp.path().to_path_buf(),
+                _tmp: Some(tmp),
+            }
+        }
+    }
+
+    /// Takes a screenshot of the page and writes it as `name`.
+    async fn take(&self, c: &Client, name: &str) {
+        let png = c.screenshot().await.unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{name}: the screenshot is not a PNG ({} bytes)",
+            png.len()
+        );
+        std::fs::write(self.dir.join(name), png).unwrap();
+    }
 }
 
 fn card(rid: &str) -> String {
@@ -185,6 +214,7 @@ async fn the_inbox_in_a_real_browser() {
         eprintln!("\n!!! SKIPPED the_inbox_in_a_real_browser: {msg}\n");
         return;
     };
+    let shots = Shots::new();
     let s = start().await;
     let driver = start_driver(&chromedriver);
     let c = browser(&driver, &chromium).await;
@@ -198,7 +228,7 @@ async fn the_inbox_in_a_real_browser() {
         .unwrap();
     wait_text(&c, &format!("{} .tool", card(&r1)), |t| t == "delete_file").await;
     wait_text(&c, "#who", |t| t.contains("ana")).await;
-    shot(&c, "inbox.png").await;
+    shots.take(&c, "inbox.png").await;
 
     // Invalid JSON is refused in the page; a valid edit shows its diff.
     let args = c
@@ -225,7 +255,7 @@ async fn the_inbox_in_a_real_browser() {
         t.contains("+ ") && t.contains("report-old.txt") && t.contains("- ")
     })
     .await;
-    shot(&c, "edit-diff.png").await;
+    shots.take(&c, "edit-diff.png").await;
 
     // Approve: the edited call runs once and the result streams into the session view.
     c.find(Locator::Css(&format!("{} .approve", card(&r1))))
@@ -241,7 +271,7 @@ async fn the_inbox_in_a_real_browser() {
     wait_text(&c, "#transcript", |t| t.contains("deleted report-old.txt")).await;
     wait_text(&c, "#transcript", |t| t.contains("Outcome")).await;
     assert_eq!(s.ran(), ["delete:report-old.txt"]);
-    shot(&c, "approved.png").await;
+    shots.take(&c, "approved.png").await;
 
     // Reject with a note: nothing runs; the model is told.
     let r2 = pause(&s, "alice/web-2", "delete notes.md").await;
@@ -305,7 +335,7 @@ async fn the_inbox_in_a_real_browser() {
         t.contains("already decided") || t.contains("changed since you opened it")
     })
     .await;
-    shot(&c, "refused.png").await;
+    shots.take(&c, "refused.png").await;
     assert_eq!(s.ran(), ["delete:report-old.txt"]);
 
     // Stop a slow run from the session view.
@@ -328,7 +358,7 @@ async fn the_inbox_in_a_real_browser() {
         .unwrap();
     wait_enabled(&c, "#stop").await;
     wait_text(&c, "#sv-status", |t| t == "running").await;
-    shot(&c, "running.png").await;
+    shots.take(&c, "running.png").await;
     c.find(Locator::Css("#stop"))
         .await
         .unwrap()
@@ -343,7 +373,7 @@ async fn the_inbox_in_a_real_browser() {
     })
     .await;
     wait_text(&c, "#sv-msg", |t| t.contains("Stop requested")).await;
-    shot(&c, "stopped.png").await;
+    shots.take(&c, "stopped.png").await;
     assert!(!s.ran().iter().any(|r| r.starts_with("search-done")));
 
     // A phone-sized viewport: one column, still usable.
@@ -370,7 +400,7 @@ async fn the_inbox_in_a_real_browser() {
         width <= inner + 1.0,
         "horizontal scrolling on a phone: {width} > {inner}"
     );
-    shot(&c, "phone.png").await;
+    shots.take(&c, "phone.png").await;
 
     c.close().await.unwrap();
 }

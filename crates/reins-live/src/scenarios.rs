@@ -14,7 +14,7 @@ use reins::model::{
 use reins::prelude::*;
 use serde_json::{Value, json};
 
-use super::{Provider, Target};
+use crate::{Provider, Target};
 
 type Outcome = Result<String, String>;
 type Run = fn(Target) -> Pin<Box<dyn Future<Output = Outcome> + Send>>;

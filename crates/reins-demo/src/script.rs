@@ -1,15 +1,15 @@
 //! Script mode: replay a scripted session without a terminal, printing the transcript,
 //! and (with `--check`) assert every `expect…` line.
 //!
-//! The format is described in `examples/demo-scripts/README.md`.
+//! The format is described in `crates/reins-demo/scripts/README.md`.
 
 use std::process::ExitCode;
 
 use reins::prelude::*;
 use serde_json::Value;
 
-use super::render::{self, Printer, Style};
-use super::{AGENT, Setup};
+use crate::render::{self, Printer, Style};
+use crate::{AGENT, Setup};
 
 /// What a script line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn the_builtin_script_parses() {
-        let lines = parse(include_str!("../../demo-scripts/builtin.txt")).unwrap();
+        let lines = parse(include_str!("../scripts/builtin.txt")).unwrap();
         assert!(lines.iter().any(|l| l.step == Step::Restart));
         assert!(
             lines

@@ -32,7 +32,7 @@ impl Provider {
 /// Which script `--script` replays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScriptSource {
-    /// The script compiled into the binary (`examples/demo-scripts/builtin.txt`).
+    /// The script compiled into the binary (`crates/reins-demo/scripts/builtin.txt`).
     Builtin,
     /// A script file.
     File(PathBuf),
@@ -75,7 +75,7 @@ pub const USAGE: &str = "\
 SafeAgent — the reins demo: an agent whose risky tools wait for your approval.
 
 usage: cargo xtask demo [OPTIONS]
-   or: cargo run -p reins-examples --bin demo -- [OPTIONS]
+   or: cargo run -p reins-demo --bin demo -- [OPTIONS]
 
 options:
   --data-dir DIR      where sessions.db and the sandboxes live (default ./.reins-demo)
@@ -83,7 +83,7 @@ options:
   --fresh             start the session over: forget it and re-seed its sandbox
   --resume            continue a paused session: show the pending call again and ask
   --script FILE       replay a scripted session without a terminal (`builtin` for the
-                      built-in one; see examples/demo-scripts/README.md)
+                      built-in one; see crates/reins-demo/scripts/README.md)
   --check             with --script: every `expect…` line is an assertion; exit 1 on
                       the first mismatch
   --provider NAME     offline | dashscope | openai | anthropic

@@ -14,10 +14,6 @@
 //! cargo xtask serve --database-url postgres://user@localhost/reins
 //! ```
 
-#[allow(dead_code, unused_imports)]
-#[path = "../demo/mod.rs"]
-mod demo;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +22,8 @@ use std::time::Duration;
 
 use reins::prelude::*;
 use reins_server::{AccessRole, Auth, Principal, Server};
+
+use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str = "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
 
@@ -68,7 +66,9 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
     Ok(Some(o))
 }
 
-fn main() -> ExitCode {
+/// The service's entry point (the `serve` binary): parses the command line, then
+/// serves until Ctrl-C; the exit code is 2 for bad usage, 1 when serving failed.
+pub fn serve() -> ExitCode {
     let opts = match parse(std::env::args().skip(1)) {
         Ok(Some(o)) => o,
         Ok(None) => {
@@ -96,7 +96,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(opts)) {
+    match runtime.block_on(run(opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("serve: {e}");
@@ -105,7 +105,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn serve(opts: Options) -> Result<(), String> {
+async fn run(opts: Options) -> Result<(), String> {
     std::fs::create_dir_all(&opts.data_dir).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",
@@ -129,9 +129,9 @@ async fn serve(opts: Options) -> Result<(), String> {
             (Arc::new(store), format!("SQLite {}", path.display()))
         }
     };
-    let sandbox = demo::sandbox::Sandbox::open(opts.data_dir.join("sandboxes").join("server"))
+    let sandbox = sandbox::Sandbox::open(opts.data_dir.join("sandboxes").join("server"))
         .map_err(|e| format!("cannot create the sandbox: {e}"))?;
-    let choice = demo::provider::choose(
+    let choice = provider::choose(
         None,
         None,
         false,
@@ -139,10 +139,10 @@ async fn serve(opts: Options) -> Result<(), String> {
         Duration::from_millis(25),
     )?;
     let agent = Agent::builder()
-        .name(demo::AGENT)
-        .system_prompt(demo::system_prompt(&sandbox))
+        .name(AGENT)
+        .system_prompt(system_prompt(&sandbox))
         .model_arc(choice.model)
-        .toolkit(demo::sandbox::toolkit(&sandbox).map_err(|e| e.to_string())?)
+        .toolkit(sandbox::toolkit(&sandbox).map_err(|e| e.to_string())?)
         .store_arc(store)
         .max_iters(6)
         .interrupt_grace(Duration::from_secs(1))
@@ -170,7 +170,7 @@ async fn serve(opts: Options) -> Result<(), String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("no local address: {e}"))?;
-    println!("reins-server: {} on http://{addr}", demo::AGENT);
+    println!("reins-server: {} on http://{addr}", AGENT);
     println!("store:   {store_label}");
     println!("model:   {}", choice.label);
     println!("sandbox: {}", sandbox.root().display());

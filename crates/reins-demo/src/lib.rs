@@ -1,13 +1,36 @@
-//! The SafeAgent demo: set-up shared by the interactive and the scripted mode.
+//! The SafeAgent demo: an agent with `delete_file`, `send_email` (both wait for a
+//! person's approval) and `search_web` (runs at once), acting on a sandbox directory
+//! the demo creates under its data directory (`./.reins-demo/` unless `--data-dir`).
+//!
+//! Two programs share it:
+//!
+//! - `demo` ([`demo`]): the terminal chat, interactive in a terminal or replaying a
+//!   script (`scripts/`, the format in `scripts/README.md`). Sessions live in SQLite,
+//!   so a pause survives quitting.
+//! - `serve` ([`serve()`]): the same agent as an HTTP service with reins-server's API
+//!   and approval inbox.
+//!
+//! ```text
+//! cargo xtask demo                    # chat (offline model unless an API key is set)
+//! cargo xtask demo --resume           # answer the call a previous run left pending
+//! cargo xtask demo --script builtin   # replay the built-in script (what CI checks)
+//! cargo xtask demo --help             # every flag
+//! cargo xtask serve                   # http://127.0.0.1:8080
+//! ```
+//!
+//! This module holds the set-up both modes of the chat share, and its entry point.
 
 mod cli;
 mod intent;
 mod interactive;
 mod offline;
-pub mod provider;
+mod provider;
 mod render;
-pub mod sandbox;
+mod sandbox;
 mod script;
+mod serve;
+
+pub use serve::serve;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -21,17 +44,17 @@ use cli::{Options, ScriptSource};
 use sandbox::Sandbox;
 
 /// The agent's name.
-pub const AGENT: &str = "SafeAgent";
+const AGENT: &str = "SafeAgent";
 
 /// The built-in script (`--script builtin`).
-const BUILTIN_SCRIPT: &str = include_str!("../../demo-scripts/builtin.txt");
+const BUILTIN_SCRIPT: &str = include_str!("../scripts/builtin.txt");
 
 /// Exit code for bad usage: unknown flags, a missing or malformed script.
 const USAGE_ERROR: u8 = 2;
 
 /// Everything needed to (re)open the agent: kept so that a script's `restart` can drop
 /// the agent and open the store again, as a new process would.
-pub struct Setup {
+struct Setup {
     pub data_dir: PathBuf,
     pub session_id: String,
     pub sandbox: Sandbox,
@@ -117,7 +140,7 @@ impl Setup {
 }
 
 /// The agent's system prompt for a sandbox.
-pub fn system_prompt(sb: &Sandbox) -> String {
+fn system_prompt(sb: &Sandbox) -> String {
     let files: Vec<String> = sb.list().into_iter().map(|(n, _)| n).collect();
     format!(
         "You are {AGENT}, a careful assistant in a terminal demo of the reins framework. \
@@ -148,8 +171,10 @@ fn dir_name(id: &str) -> String {
         .collect()
 }
 
-/// The demo's entry point.
-pub fn main() -> ExitCode {
+/// The terminal chat's entry point (the `demo` binary): parses the command line,
+/// then chats in a terminal or replays a script; the exit code says how it went
+/// (2 for bad usage, 1 when a scripted check failed).
+pub fn demo() -> ExitCode {
     let opts = match cli::parse(std::env::args().skip(1)) {
         Ok(o) => o,
         Err(e) => {
@@ -181,7 +206,7 @@ pub fn main() -> ExitCode {
             Ok(lines) => Some((name, source == ScriptSource::Builtin, lines)),
             Err(e) => {
                 eprintln!("demo: the script {name} is not valid: {e}");
-                eprintln!("(the format is described in examples/demo-scripts/README.md)");
+                eprintln!("(the format is described in crates/reins-demo/scripts/README.md)");
                 return ExitCode::from(USAGE_ERROR);
             }
         }

@@ -4,7 +4,7 @@
 //! peak resident memory of the process.
 //!
 //! ```text
-//! cargo run --release -p reins-examples --example concurrency_bench [-- --sessions N] [-- --latency-ms N]
+//! cargo run --release -p reins-bench --bin concurrency_bench [-- --sessions N] [-- --latency-ms N]
 //! ```
 //!
 //! A multi-thread tokio runtime with one worker per core; the `InMemoryStore`; the

@@ -14,8 +14,8 @@ use reins::agent::Interrupter;
 use reins::prelude::*;
 use serde_json::Value;
 
-use super::render::{self, Printer, Style};
-use super::{AGENT, Setup};
+use crate::render::{self, Printer, Style};
+use crate::{AGENT, Setup};
 
 const HELP: &str = "\
 commands:

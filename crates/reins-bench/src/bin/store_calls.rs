@@ -4,7 +4,7 @@
 //! their mean time.
 //!
 //! ```text
-//! cargo run --release -p reins-examples --example store_calls [-- --conversations N] [-- --multi-thread]
+//! cargo run --release -p reins-bench --bin store_calls [-- --conversations N] [-- --multi-thread]
 //! ```
 //!
 //! Stores: SQLite at `Durability::Normal` and `Durability::Full` (files in a temporary

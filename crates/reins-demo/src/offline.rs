@@ -11,7 +11,7 @@ use reins::model::{
 };
 use serde_json::{Value, json};
 
-use super::intent::{self, Intent};
+use crate::intent::{self, Intent};
 
 /// The name the banner shows.
 pub const NAME: &str = "offline (built-in rules, no network)";

@@ -6,7 +6,7 @@
 //! many summaries were written, and the largest request in tokens.
 //!
 //! ```text
-//! cargo run --release -p reins-examples --example context_bench [-- --turns N] [-- --budget N]
+//! cargo run --release -p reins-bench --bin context_bench [-- --turns N] [-- --budget N]
 //! ```
 //!
 //! The model and the summarizer are scripted (no latency), so only reins is timed:
