@@ -156,10 +156,10 @@ impl Calls {
                     ..
                 } if !*dispatched => {
                     *dispatched = true;
-                    let mut e =
-                        Execution::new(slot.tool_use.clone(), slot.tool_use.input.clone(), false);
-                    e.routed = Some(routed.clone());
-                    e
+                    Execution {
+                        routed: Some(routed.clone()),
+                        ..Execution::again(&slot.tool_use)
+                    }
                 }
                 SlotStatus::Asking {
                     answer: Some(answer),
@@ -167,10 +167,10 @@ impl Calls {
                     ..
                 } if !*dispatched => {
                     *dispatched = true;
-                    let mut e =
-                        Execution::new(slot.tool_use.clone(), slot.tool_use.input.clone(), false);
-                    e.answer = Some(answer.clone());
-                    e
+                    Execution {
+                        answer: Some(answer.clone()),
+                        ..Execution::again(&slot.tool_use)
+                    }
                 }
                 _ => continue,
             };
@@ -213,11 +213,7 @@ impl Calls {
                 SlotStatus::Delegated {
                     routed: Some(_), ..
                 }
-                | SlotStatus::Asking { .. } => Some(Execution::new(
-                    s.tool_use.clone(),
-                    s.tool_use.input.clone(),
-                    false,
-                )),
+                | SlotStatus::Asking { .. } => Some(Execution::again(&s.tool_use)),
                 _ => None,
             })
             .collect()

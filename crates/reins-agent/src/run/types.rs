@@ -153,6 +153,12 @@ impl Execution {
         }
     }
 
+    /// The model's call dispatched again as the model made it (a sub-agent's or a
+    /// question's call, or one whose fate the ledger must tell).
+    pub fn again(tool_use: &ToolUse) -> Self {
+        Self::new(tool_use.clone(), tool_use.input.clone(), false)
+    }
+
     /// The tool use to execute: the model's call with the executed arguments.
     pub fn effective_use(&self) -> ToolUse {
         let mut u = self.tool_use.clone();
