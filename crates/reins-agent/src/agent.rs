@@ -359,7 +359,7 @@ impl AgentBuilder {
                 context: self.context,
             }),
             runtime: Arc::new(Runtime {
-                remote: RemoteInterrupts::new(store.clone(), owner.clone()),
+                remote: RemoteInterrupts::default(),
                 model,
                 toolkit: self.toolkit,
                 store,

@@ -18,13 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 /// The runs of one agent in flight, and its listener: the agent's registry of
 /// interruptible runs. Cheap to clone (one shared state).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct RemoteInterrupts(Arc<Shared>);
 
+#[derive(Default)]
 struct Shared {
-    store: Arc<dyn MemoryStore>,
-    /// The agent instance's lock owner (interrupt requests are read for it).
-    owner: String,
     active: std::sync::Mutex<HashMap<String, CancellationToken>>,
     listener: tokio::sync::Mutex<Option<Listener>>,
 }
@@ -38,16 +36,6 @@ impl Drop for Listener {
 }
 
 impl RemoteInterrupts {
-    /// The registry of an agent instance that owns its locks as `owner` in `store`.
-    pub(crate) fn new(store: Arc<dyn MemoryStore>, owner: String) -> Self {
-        Self(Arc::new(Shared {
-            store,
-            owner,
-            active: std::sync::Mutex::new(HashMap::new()),
-            listener: tokio::sync::Mutex::new(None),
-        }))
-    }
-
     /// Interrupts this agent's run of `session` in this process, if there is one.
     pub(crate) fn interrupt_local(&self, session: &str) -> bool {
         self.0
@@ -68,11 +56,14 @@ pub(crate) struct ActiveRun {
 
 impl ActiveRun {
     /// Registers the run of `session` (cancelled through `cancel`) and makes sure the
-    /// agent listens for interrupt requests. A store whose change feed cannot be
-    /// opened still runs; remote interrupts then reach this worker only through
+    /// agent listens for the interrupt requests `store` holds for `owner` (the agent
+    /// instance's lock owner). A store whose change feed cannot be opened still runs;
+    /// remote interrupts then reach this worker only through
     /// [`RemoteInterrupts::interrupt_local`] (logged).
     pub(crate) async fn register(
         remote: &RemoteInterrupts,
+        store: &Arc<dyn MemoryStore>,
+        owner: &str,
         session: &str,
         cancel: &CancellationToken,
     ) -> Self {
@@ -82,10 +73,11 @@ impl ActiveRun {
         }
         let mut listener = shared.listener.lock().await;
         if listener.as_ref().is_none_or(|l| l.0.is_finished()) {
-            match shared.store.interrupt_notices().await {
+            match store.interrupt_notices().await {
                 Ok(feed) => {
                     let weak = Arc::downgrade(shared);
-                    *listener = Some(Listener(tokio::spawn(listen(weak, feed))));
+                    let task = listen(weak, store.clone(), owner.to_owned(), feed);
+                    *listener = Some(Listener(tokio::spawn(task)));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "the store's change feed is unavailable: interrupts requested by other workers will not reach this one");
@@ -109,7 +101,12 @@ impl Drop for ActiveRun {
     }
 }
 
-async fn listen(registry: Weak<Shared>, mut feed: ChangeFeed) {
+async fn listen(
+    registry: Weak<Shared>,
+    store: Arc<dyn MemoryStore>,
+    owner: String,
+    mut feed: ChangeFeed,
+) {
     loop {
         let concerns = match feed.recv().await {
             Ok(change) => change.session,
@@ -133,7 +130,7 @@ async fn listen(registry: Weak<Shared>, mut feed: ChangeFeed) {
         if candidates.is_empty() {
             continue;
         }
-        match shared.store.interrupt_requests(&shared.owner).await {
+        match store.interrupt_requests(&owner).await {
             Ok(flagged) => {
                 for (session, token) in candidates {
                     if flagged.contains(&session) {

@@ -329,9 +329,14 @@ impl Session {
         )
         .await?;
         let cancel = CancellationToken::new();
-        let active =
-            crate::remote::ActiveRun::register(&self.agent.runtime.remote, self.id(), &cancel)
-                .await;
+        let active = crate::remote::ActiveRun::register(
+            &self.agent.runtime.remote,
+            &self.agent.runtime.store,
+            &self.agent.runtime.owner,
+            self.id(),
+            &cancel,
+        )
+        .await;
         let args = crate::drive::DriveArgs {
             agent: self.agent.clone(),
             session: self.id().to_owned(),
