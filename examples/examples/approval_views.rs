@@ -6,7 +6,7 @@
 //! A resolves it and the model asks for something new, B's old view is stale:
 //! `resume()` on B is refused with `StaleView` and runs nothing, until B reads again
 //! and so is shown what it approves. A web page that keeps the view between requests
-//! passes a `ViewToken` (`resume_at` / `resolve_at`).
+//! passes a `ViewToken` (`session.resume().at(&token)` / `.resolve(..).at(&token)`).
 //!
 //! Every decision — who made it, what arguments were shown, what ran, and the refusals
 //! — is in the session's append-only audit trail (`session.decisions()`).
@@ -71,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .session("ops/cleanup")
         .await?
         .as_actor(Actor::new("alice"));
-    on_a.call(Msg::user("delete a.log and b.log")).await?;
+    on_a.send(Msg::user("delete a.log and b.log")).await?;
 
     // B reads the store, not a cache.
     let shown = on_b.requirements().await?;
@@ -100,7 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         view.token.requirement_ids(),
         view.token
     );
-    let out = on_b.resume_at(&view.token).await?;
+    let out = on_b.resume().at(&view.token).await?;
     assert_eq!(out.status, RunStatus::Completed);
     println!("agent: {}", out.message.text());
 

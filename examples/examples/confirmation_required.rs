@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let session = agent.session("confirm-demo").await?;
 
-    let out = session.call(Msg::user("clean up and tell my boss")).await?;
+    let out = session.send(Msg::user("clean up and tell my boss")).await?;
     println!("status: {:?}", out.status);
     for r in &out.requirements {
         println!(

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use reins::agent::compression::{SUMMARY_HEADER, TiktokenCounter, TokenCounter};
+use reins::agent::compression::{ContextPolicy, SUMMARY_HEADER, TiktokenCounter, TokenCounter};
 use reins::prelude::*;
 
 const BUDGET: usize = 2_000;
@@ -89,9 +89,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     for i in 1..=40 {
         let mut run = session
-            .start(Msg::user(format!(
+            .send(Msg::user(format!(
                 "question {i}: my dashboard does not load"
             )))
+            .start()
             .await?;
         while let Some(event) = run.next_event().await {
             if let RunEvent::ContextCompressed {
@@ -149,7 +150,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     agent2
         .session("customer-42")
         .await?
-        .call(Msg::user("question 41: and now?"))
+        .send(Msg::user("question 41: and now?"))
         .await?;
     let request = model2.last_request().ok_or("no request")?;
     assert!(request.messages[1].text().starts_with(SUMMARY_HEADER));

@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use reins::hook::HookEventKind;
+use reins::hook::{Control, Hook, HookContext, HookError, HookEvent};
 use reins::prelude::*;
 use serde_json::{Value, json};
 
@@ -115,7 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = agent.session("hooks").await?;
 
     println!("call:");
-    let out = session.call(Msg::user("write hello to /etc/motd")).await?;
+    let out = session.send(Msg::user("write hello to /etc/motd")).await?;
     println!(
         "status: {:?}, requirements: {}",
         out.status,

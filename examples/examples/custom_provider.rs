@@ -18,6 +18,7 @@
 
 // Everything comes from the facade: no `async-trait` or `futures` versions to match.
 use reins::futures::stream;
+use reins::model::{ChatChunk, ChatRequest, ChatStream, FinishReason};
 use reins::prelude::*;
 
 /// Rules instead of weights.
@@ -100,12 +101,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let session = agent.session("weather").await?;
 
-    let out = session.call(Msg::user("hello there")).await?;
+    let out = session.send(Msg::user("hello there")).await?;
     println!("user: hello there\nagent: {}", out.message.text());
     assert_eq!(out.message.text(), "You said: hello there");
 
     let out = session
-        .call(Msg::user("what is the weather in Lisbon?"))
+        .send(Msg::user("what is the weather in Lisbon?"))
         .await?;
     println!(
         "user: what is the weather in Lisbon?\nagent: {}",

@@ -65,7 +65,7 @@ async fn first_half(sandbox: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let out = agent
         .session("user-7/chat-1")
         .await?
-        .call(Msg::user("delete temp.txt"))
+        .send(Msg::user("delete temp.txt"))
         .await?;
     assert_eq!(out.status, RunStatus::Paused);
     let r = &out.requirements[0];

@@ -1,6 +1,6 @@
 //! # esc_interrupt — stop a run mid-flight (the CLI's ESC key) and keep the facts
 //!
-//! `session.start(msg)` returns a `RunHandle`: read its `RunEvent`s as they happen
+//! `session.send(msg).start()` returns a `RunHandle`: read its `RunEvent`s as they happen
 //! and call `interrupt()` (or hand an `Interrupter` to the task that watches the ESC
 //! key). The run stops at its next checkpoint and the turn is sanitized:
 //!
@@ -24,7 +24,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures::StreamExt;
-use reins::model::ChatStream;
+use reins::message::{Role, ToolOutcome};
+use reins::model::{ChatRequest, ChatStream};
 use reins::prelude::*;
 use serde_json::json;
 
@@ -161,9 +162,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("== 1. ESC during a slow tool ==");
     let mut run = session
-        .start(Msg::user(
+        .send(Msg::user(
             "search, download the archive, then delete old.zip",
         ))
+        .start()
         .await?;
     while let Some(ev) = run.next_event().await {
         print_event(&ev);
@@ -193,7 +195,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("\n== 2. ESC while the answer streams ==");
-    let mut run = session.start(Msg::user("tell me a long story")).await?;
+    let mut run = session
+        .send(Msg::user("tell me a long story"))
+        .start()
+        .await?;
     let mut deltas = 0;
     while let Some(ev) = run.next_event().await {
         print_event(&ev);
@@ -220,7 +225,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(after[kept.len()].role, Role::User);
 
     println!("\n== 3. the session goes on ==");
-    let out = session.call(Msg::user("ok, the short version")).await?;
+    let out = session.send(Msg::user("ok, the short version")).await?;
     println!("agent: {}", out.message.text());
     assert_eq!(out.status, RunStatus::Completed);
     Ok(())

@@ -22,6 +22,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use reins::message::ToolResult;
 use reins::prelude::*;
 use serde_json::json;
 
@@ -80,7 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = agent.session("ops").await?;
 
     println!("== 1. ToolPolicy::external ==");
-    let out = session.call(Msg::user("how full is the disk?")).await?;
+    let out = session.send(Msg::user("how full is the disk?")).await?;
     let req = &out.requirements[0];
     println!("paused: {} -> {}", req.reason, req.tool_use.input);
     assert_eq!(req.kind, RequirementKind::External);
@@ -100,7 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("\n== 2. a tool that suspends itself ==");
-    let out = session.call(Msg::user("was invoice 1042 paid?")).await?;
+    let out = session.send(Msg::user("was invoice 1042 paid?")).await?;
     let req = out
         .requirements
         .first()
@@ -110,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(req.reason.contains("back office"));
     // The back office answers; hand the result back as a tool message.
     let answer = ToolResult::answering(&req.id).success("invoice 1042: paid on 3 March");
-    let out = session.call(Msg::tool_results([answer])).await?;
+    let out = session.send(Msg::tool_results([answer])).await?;
     println!("agent: {}", out.message.text());
     assert_eq!(out.status, RunStatus::Completed);
 

@@ -7,9 +7,9 @@
 //!
 //! 1. `session.resume()` approves the pending call (AgentScope's `agent()` with no
 //!    message): the tool runs once and the model answers.
-//! 2. `session.call(Msg::tool_results([ToolResult::cancelled(..)]))` cancels it: the
+//! 2. `session.send(Msg::tool_results([ToolResult::cancelled(..)]))` cancels it: the
 //!    tool never runs and the model is told so.
-//! 3. `session.call(Msg::user(..))` sends new intent instead: the pending call is
+//! 3. `session.send(Msg::user(..))` sends new intent instead: the pending call is
 //!    closed as `Rejected` (with the new message as the note) and the model goes on.
 //!
 //! Offline (a scripted model). Run it with:
@@ -20,6 +20,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use reins::hook::ToolConfirmationHook;
+use reins::message::ToolResult;
 use reins::prelude::*;
 use serde_json::json;
 
@@ -116,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = agent.session("hook-stop").await?;
 
     println!("== 1. stop, then resume() ==");
-    let out = session.call(Msg::user("delete temp.txt")).await?;
+    let out = session.send(Msg::user("delete temp.txt")).await?;
     show("call", &out);
     assert_eq!(out.status, RunStatus::Paused);
     assert_eq!(out.requirements[0].kind, RequirementKind::Confirmation);
@@ -129,20 +131,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(out.status, RunStatus::Completed);
 
     println!("\n== 2. stop, then cancel with a tool result ==");
-    let out = session.call(Msg::user("email bo")).await?;
+    let out = session.send(Msg::user("email bo")).await?;
     show("call", &out);
     let pending = &out.requirements[0];
     // The session fills in the tool's name from the pending call.
     let cancelled = ToolResult::answering(&pending.id).cancelled("cancelled by the user");
-    let out = session.call(Msg::tool_results([cancelled])).await?;
+    let out = session.send(Msg::tool_results([cancelled])).await?;
     show("cancel", &out);
     assert_eq!(out.status, RunStatus::Completed);
 
     println!("\n== 3. stop, then a new user message ==");
-    let out = session.call(Msg::user("delete notes.txt")).await?;
+    let out = session.send(Msg::user("delete notes.txt")).await?;
     show("call", &out);
     let out = session
-        .call(Msg::user("no, keep it and search the web for rust instead"))
+        .send(Msg::user("no, keep it and search the web for rust instead"))
         .await?;
     show("new message", &out);
     assert_eq!(out.status, RunStatus::Completed);

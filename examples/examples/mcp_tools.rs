@@ -100,7 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // get-sum runs at once; get-env pauses for a person.
     let out = session
-        .call(Msg::user("add 2 and 40, then show me the env"))
+        .send(Msg::user("add 2 and 40, then show me the env"))
         .await?;
     assert_eq!(out.status, RunStatus::Paused);
     for r in &out.requirements {
@@ -118,7 +118,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Progress notifications arrive as run events while the tool runs.
     let mut run = session
-        .start(Msg::user("now run the long operation"))
+        .send(Msg::user("now run the long operation"))
+        .start()
         .await?;
     let mut progress = 0;
     while let Some(event) = run.next_event().await {

@@ -112,7 +112,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut out = stream(
         session
-            .start(Msg::user("Please delete the file temp.txt."))
+            .send(Msg::user("Please delete the file temp.txt."))
+            .start()
             .await?,
     )
     .await?;
@@ -126,9 +127,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             decisions.push(Decision::approve(&r.id).by("quickstart"));
         }
         let next = if decisions.is_empty() {
-            session.start_resume().await? // a hook stopped the run: go on
+            session.resume().start().await? // a hook stopped the run: go on
         } else {
-            session.start_resolve(decisions).await?
+            session.resolve(decisions).start().await?
         };
         out = stream(next).await?;
     }

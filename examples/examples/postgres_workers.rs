@@ -86,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let out = front
             .session(&session_id)
             .await?
-            .call(Msg::user("pay my invoice"))
+            .send(Msg::user("pay my invoice"))
             .await?;
         assert_eq!(out.status, RunStatus::Paused);
 

@@ -81,13 +81,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The model wants the receipt first: a person must approve.
     let out = session
-        .call(Msg::user("file receipt 2024-117 as an expense"))
+        .send(Msg::user("file receipt 2024-117 as an expense"))
         .await?;
     assert_eq!(out.status, RunStatus::Paused);
     println!("paused: {}", out.requirements[0].reason);
 
     // Approve, and watch the answer stream in as it is written.
-    let mut run = session.start_resolve(vec![Decision::approve("r1")]).await?;
+    let mut run = session
+        .resolve(vec![Decision::approve("r1")])
+        .start()
+        .await?;
     let mut streamed = String::new();
     while let Some(ev) = run.next_event().await {
         if let RunEvent::OutputDelta { json } = ev {

@@ -97,7 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let session = lead.session("user-7/q3").await?;
     let out = session
-        .call(Msg::user("Get the Q3 numbers to ops."))
+        .send(Msg::user("Get the Q3 numbers to ops."))
         .await?;
     check(out.status == RunStatus::Paused, "the lead pauses")?;
     let r = &out.requirements[0];

@@ -72,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let session = agent.session("travel").await?;
 
     let out = session
-        .call(Msg::user("book me a flight to Lisbon"))
+        .send(Msg::user("book me a flight to Lisbon"))
         .await?;
     assert_eq!(out.status, RunStatus::Paused);
     let req = &out.requirements[0];

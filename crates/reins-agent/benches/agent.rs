@@ -89,7 +89,7 @@ fn fresh_id() -> String {
 /// starts a new session with no history).
 async fn one_run(agent: &Agent, text: &str) {
     let session = agent.session(&fresh_id()).await.unwrap();
-    let out = session.call(Msg::user(text)).await.unwrap();
+    let out = session.send(Msg::user(text)).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     black_box(out);
 }
@@ -98,7 +98,7 @@ async fn one_run(agent: &Agent, text: &str) {
 async fn conversation(agent: &Agent, turns: usize) {
     let session = agent.session(&fresh_id()).await.unwrap();
     for i in 0..turns {
-        let out = session.call(Msg::user(format!("turn {i}"))).await.unwrap();
+        let out = session.send(Msg::user(format!("turn {i}"))).await.unwrap();
         black_box(out);
     }
 }
@@ -195,14 +195,14 @@ fn sqlite(c: &mut Criterion) {
                         // A session grown to `start` turns, then timed for up to 10.
                         let session = agent.session(&fresh_id()).await.unwrap();
                         for _ in 0..start {
-                            session.call(Msg::user(prompt.clone())).await.unwrap();
+                            session.send(Msg::user(prompt.clone())).await.unwrap();
                         }
                         for _ in 0..10 {
                             if done == iters {
                                 break;
                             }
                             let t = Instant::now();
-                            black_box(session.call(Msg::user(prompt.clone())).await.unwrap());
+                            black_box(session.send(Msg::user(prompt.clone())).await.unwrap());
                             total += t.elapsed();
                             done += 1;
                         }
@@ -235,7 +235,7 @@ fn session_read(c: &mut Criterion) {
         let session = rt.block_on(async {
             let s = agent.session("read-bench").await.unwrap();
             for i in 0..25 {
-                s.call(Msg::user(format!("turn {i}"))).await.unwrap();
+                s.send(Msg::user(format!("turn {i}"))).await.unwrap();
             }
             s
         });
@@ -257,7 +257,7 @@ fn session_read(c: &mut Criterion) {
     let (r, w) = rt.block_on(async {
         let w = writer.session("moving").await.unwrap();
         for i in 0..25 {
-            w.call(Msg::user(format!("turn {i}"))).await.unwrap();
+            w.send(Msg::user(format!("turn {i}"))).await.unwrap();
         }
         (reader.session("moving").await.unwrap(), w)
     });
@@ -266,7 +266,7 @@ fn session_read(c: &mut Criterion) {
             rt.block_on(async {
                 let mut total = Duration::ZERO;
                 for i in 0..iters {
-                    w.call(Msg::user(format!("more {i}"))).await.unwrap();
+                    w.send(Msg::user(format!("more {i}"))).await.unwrap();
                     let t = Instant::now();
                     black_box(r.is_paused().await.unwrap());
                     total += t.elapsed();

@@ -16,7 +16,7 @@ use crate::run::RunConfig;
 use crate::runtime::Runtime;
 use crate::state::LiveSessions;
 
-/// The id of the session [`Agent::call`] uses.
+/// The id of the session [`Agent::send`] uses.
 pub const DEFAULT_SESSION: &str = "default";
 
 /// An agent: a model, tools, hooks and a store. Cheap to clone, `Send + Sync`; share
@@ -31,7 +31,7 @@ pub const DEFAULT_SESSION: &str = "default";
 ///
 /// let model = ScriptedModel::new([ScriptedResponse::text("Hello!")]);
 /// let agent = Agent::builder().name("Greeter").model(model).build()?;
-/// let out = agent.call(Msg::user("hi")).await?;
+/// let out = agent.send(Msg::user("hi")).await?;
 /// assert_eq!(out.status, RunStatus::Completed);
 /// assert_eq!(out.message.text(), "Hello!");
 /// # Ok(()) }

@@ -11,7 +11,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunOutput};
 
-/// A run in flight, from [`Session::start`](crate::Session::start).
+/// A run in flight, from `.start()` on the builder of [`Session::send`],
+/// [`Session::resume`] or [`Session::resolve`].
+///
+/// [`Session::send`]: crate::Session::send
+/// [`Session::resume`]: crate::Session::resume
+/// [`Session::resolve`]: crate::Session::resolve
 ///
 /// Read its [`events`](RunHandle::events), [`interrupt`](RunHandle::interrupt) it, and
 /// [`wait`](RunHandle::wait) for its output. Dropping the handle interrupts the run

@@ -36,7 +36,7 @@
 //! let session = agent.session("user-7/chat-1").await?;
 //!
 //! // The model wants to delete a file: the run pauses for a person.
-//! let out = session.call(Msg::user("delete temp.txt")).await?;
+//! let out = session.send(Msg::user("delete temp.txt")).await?;
 //! assert_eq!(out.status, RunStatus::Paused);
 //! assert_eq!(out.requirements[0].tool_use.name, "delete_file");
 //!
@@ -93,7 +93,7 @@ pub use output::{RunEvent, RunOutput, RunStatus};
 pub use reins_tool::Concurrency;
 pub use requirement::{Decision, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};
-pub use session::Session;
+pub use session::{ResolveBuilder, ResumeBuilder, SendBuilder, Session};
 pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
 pub use state::SessionView;
 pub use structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec};

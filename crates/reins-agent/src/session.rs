@@ -15,6 +15,10 @@ use crate::state::{SessionCore, SessionShared, SessionView, sync_with_store};
 use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
+mod verbs;
+
+pub use verbs::{ResolveBuilder, ResumeBuilder, SendBuilder};
+
 impl Agent {
     /// Opens a session: loads it from the store, or creates it.
     pub async fn session(&self, id: &str) -> Result<Session> {
@@ -58,12 +62,16 @@ impl Agent {
             .and_then(|m| m.get(id).and_then(std::sync::Weak::upgrade))
     }
 
+    /// Sends a message on the default session (`"default"`), opened when the run
+    /// starts: await the builder, or `.start()` it. See [`SendBuilder`].
+    pub fn send(&self, msg: Msg) -> SendBuilder<'_> {
+        SendBuilder::on_default(self, msg)
+    }
+
     /// Sends a message on the default session (`"default"`).
+    #[deprecated(since = "0.2.0", note = "use `agent.send(msg).await`")]
     pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.session(crate::agent::DEFAULT_SESSION)
-            .await?
-            .call(msg)
-            .await
+        self.send(msg).await
     }
 }
 
@@ -156,35 +164,29 @@ impl Session {
         self.actor.as_ref()
     }
 
-    /// Sends a message and runs until the run completes, pauses or is cancelled.
+    /// Sends a message: await the returned builder to run until the run completes,
+    /// pauses or is cancelled, or `.start()` it for a [`RunHandle`].
     ///
     /// - A user message starts a new run; if the session was paused, the pending tool
     ///   calls are closed with `Rejected` results noting the new message.
     /// - `Msg::tool_results(..)` answers pending calls with the caller's results
     ///   (cancelled ones, or externally executed ones) and goes on.
     ///
-    /// Dropping the returned future interrupts the run (the turn is sanitized and
-    /// stored, as with [`RunHandle::interrupt`]).
-    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.run_inline(RunInput::Message(msg), None, None).await
+    /// `.output::<T>()` asks for a typed answer, `.at(&token)` acts only on a view.
+    /// Dropping the awaited future interrupts the run (the turn is sanitized and
+    /// stored, as with [`RunHandle::interrupt`]). See [`SendBuilder`].
+    pub fn send(&self, msg: Msg) -> SendBuilder<'_> {
+        SendBuilder::on_session(self, msg)
     }
 
     /// Goes on after a pause: approves the pending confirmations this handle was shown
     /// (AgentScope's `call()` with no message), or continues after a hook stopped the
     /// run. Requirements that need input or an external result stay pending. When the
-    /// session waits for something other than this handle's view by now, fails with
-    /// [`AgentError::StaleView`], changes nothing and runs nothing.
-    pub async fn resume(&self) -> Result<RunOutput> {
-        let view = self.current_view();
-        self.run_inline(RunInput::Resume, Some(view), None).await
-    }
-
-    /// [`Session::resume`] on an explicit view: approves exactly what `view` showed, or
-    /// fails with [`AgentError::StaleView`]. For callers that keep the view between
-    /// requests (a web page); get the token from [`Session::view`].
-    pub async fn resume_at(&self, view: &ViewToken) -> Result<RunOutput> {
-        self.run_inline(RunInput::Resume, Some(view.clone()), None)
-            .await
+    /// session waits for something other than this handle's view (or the one named
+    /// with `.at(&token)`) by now, fails with [`AgentError::StaleView`], changes
+    /// nothing and runs nothing. Await it, or `.start()` it; see [`ResumeBuilder`].
+    pub fn resume(&self) -> ResumeBuilder<'_> {
+        ResumeBuilder::new(self)
     }
 
     /// Answers pending requirements. Decisions naming no pending requirement, of the
@@ -192,88 +194,108 @@ impl Session {
     /// run; the rest stay pending, and the model is called only when every tool use
     /// of the turn has a result. A decision names its requirement's id, which is never
     /// reused within a session, so it cannot apply to a requirement raised after the
-    /// caller looked.
-    pub async fn resolve(&self, decisions: Vec<Decision>) -> Result<RunOutput> {
-        self.run_inline(RunInput::Decisions(decisions), None, None)
-            .await
+    /// caller looked. Await it, or `.start()` it; `.at(&token)` refuses it with
+    /// [`AgentError::StaleView`] unless the session waits for exactly what that view
+    /// showed. See [`ResolveBuilder`].
+    pub fn resolve(&self, decisions: Vec<Decision>) -> ResolveBuilder<'_> {
+        ResolveBuilder::new(self, decisions)
     }
 
-    /// [`Session::resolve`], refused with [`AgentError::StaleView`] unless the session
-    /// waits for exactly what `view` showed.
+    /// Sends a message and runs until the run completes, pauses or is cancelled.
+    #[deprecated(since = "0.2.0", note = "use `session.send(msg).await`")]
+    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
+        self.send(msg).await
+    }
+
+    /// [`Session::resume`] on an explicit view.
+    #[deprecated(since = "0.2.0", note = "use `session.resume().at(&view).await`")]
+    pub async fn resume_at(&self, view: &ViewToken) -> Result<RunOutput> {
+        self.resume().at(view).await
+    }
+
+    /// [`Session::resolve`] on an explicit view.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.resolve(decisions).at(&view).await`"
+    )]
     pub async fn resolve_at(
         &self,
         view: &ViewToken,
         decisions: Vec<Decision>,
     ) -> Result<RunOutput> {
-        self.run_inline(RunInput::Decisions(decisions), Some(view.clone()), None)
-            .await
+        self.resolve(decisions).at(view).await
     }
 
-    /// Sends a message whose run must end with a structured answer of type `T` (its
-    /// JSON Schema from schemars), whatever the agent's default: read it with
-    /// `out.parsed::<T>()` once the run completed. The schema is stored with the run,
-    /// so a pause in between does not lose it — `resume`/`resolve` (here or in another
-    /// process) end with the typed answer. See `docs/structured-output.md`.
+    /// Sends a message whose run must end with a structured answer of type `T`.
+    #[deprecated(since = "0.2.0", note = "use `session.send(msg).output::<T>().await`")]
     pub async fn call_typed<T: schemars::JsonSchema>(&self, msg: Msg) -> Result<RunOutput> {
-        let mut spec = OutputSpec::of::<T>();
-        if let Some(default) = &self.agent.config.output {
-            spec = spec.mode(default.mode).max_retries(default.max_retries);
-        }
-        self.call_with_output(msg, spec).await
+        self.send(msg).output::<T>().await
     }
 
-    /// [`Session::call_typed`] with an explicit [`OutputSpec`] (a hand-written schema,
-    /// a mode, a retry bound).
+    /// Sends a message whose run must end with a structured answer matching `spec`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.send(msg).output_spec(spec).await`"
+    )]
     pub async fn call_with_output(&self, msg: Msg, spec: OutputSpec) -> Result<RunOutput> {
-        spec.check().map_err(AgentError::InvalidInput)?;
-        self.run_inline(RunInput::Message(msg), None, Some(spec))
-            .await
+        self.send(msg).output_spec(spec).await
     }
 
-    /// Starts a run and returns at once with a [`RunHandle`] to stream its events and
-    /// interrupt it.
+    /// Starts a run and returns at once with a [`RunHandle`].
+    #[deprecated(since = "0.2.0", note = "use `session.send(msg).start().await`")]
     pub async fn start(&self, msg: Msg) -> Result<RunHandle> {
-        self.start_input(RunInput::Message(msg)).await
+        self.send(msg).start().await
     }
 
     /// [`Session::resume`], as a [`RunHandle`].
+    #[deprecated(since = "0.2.0", note = "use `session.resume().start().await`")]
     pub async fn start_resume(&self) -> Result<RunHandle> {
-        let view = self.current_view();
-        self.start_with(RunInput::Resume, Some(view)).await
+        self.resume().start().await
     }
 
-    /// [`Session::resume_at`], as a [`RunHandle`].
+    /// [`Session::resume`] on an explicit view, as a [`RunHandle`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.resume().at(&view).start().await`"
+    )]
     pub async fn start_resume_at(&self, view: &ViewToken) -> Result<RunHandle> {
-        self.start_with(RunInput::Resume, Some(view.clone())).await
+        self.resume().at(view).start().await
     }
 
     /// [`Session::resolve`], as a [`RunHandle`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.resolve(decisions).start().await`"
+    )]
     pub async fn start_resolve(&self, decisions: Vec<Decision>) -> Result<RunHandle> {
-        self.start_input(RunInput::Decisions(decisions)).await
+        self.resolve(decisions).start().await
     }
 
-    /// [`Session::resolve_at`], as a [`RunHandle`].
+    /// [`Session::resolve`] on an explicit view, as a [`RunHandle`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.resolve(decisions).at(&view).start().await`"
+    )]
     pub async fn start_resolve_at(
         &self,
         view: &ViewToken,
         decisions: Vec<Decision>,
     ) -> Result<RunHandle> {
-        self.start_with(RunInput::Decisions(decisions), Some(view.clone()))
-            .await
+        self.resolve(decisions).at(view).start().await
     }
 
-    /// Starts any input. The session is claimed before this returns: a second start
-    /// while a run is in flight fails with [`AgentError::SessionBusy`].
-    /// `RunInput::Resume` acts on this handle's view, as [`Session::resume`] does.
+    /// Starts any input, as a [`RunHandle`]. `RunInput::Resume` acts on this handle's
+    /// view, as [`Session::resume`] does.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `session.send(msg)`, `.resume()` or `.resolve(decisions)`, then `.start().await`"
+    )]
     pub async fn start_input(&self, input: RunInput) -> Result<RunHandle> {
-        if matches!(input, RunInput::Resume) {
-            return self.start_resume().await;
+        match input {
+            RunInput::Message(msg) => self.send(msg).start().await,
+            RunInput::Resume => self.resume().start().await,
+            RunInput::Decisions(decisions) => self.resolve(decisions).start().await,
         }
-        self.start_with(input, None).await
-    }
-
-    async fn start_with(&self, input: RunInput, view: Option<ViewToken>) -> Result<RunHandle> {
-        self.start_full(input, view, None).await
     }
 
     async fn start_full(
@@ -420,7 +442,7 @@ impl Session {
     }
 
     /// The session as stored now — phase, pending requirements and the token to act
-    /// on exactly this view ([`Session::resume_at`], [`Session::resolve_at`]).
+    /// on exactly this view (`session.resume().at(&token)`, `.resolve(..).at(&token)`).
     pub async fn view(&self) -> Result<SessionView> {
         let mut core = self.shared.core.lock().await;
         self.refresh(&mut core).await?;

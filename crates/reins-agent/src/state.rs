@@ -28,7 +28,8 @@ pub struct SessionView {
     pub paused: bool,
     /// What it waits for (empty unless paused).
     pub requirements: Vec<Requirement>,
-    /// The token to act on exactly this view (`resume_at`, `resolve_at`).
+    /// The token to act on exactly this view: `session.resume().at(&token)`,
+    /// `session.resolve(decisions).at(&token)`.
     pub token: ViewToken,
 }
 

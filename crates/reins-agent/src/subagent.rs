@@ -96,7 +96,7 @@ impl Agent {
     ///     .store_arc(store)
     ///     .subagent(research.as_tool("research", "Looks facts up"))
     ///     .build()?;
-    /// let out = lead.call(Msg::user("When did Rust 1.0 ship?")).await?;
+    /// let out = lead.send(Msg::user("When did Rust 1.0 ship?")).await?;
     /// assert_eq!(out.status, RunStatus::Completed);
     /// // The sub-agent's conversation is a session of its own.
     /// let child = lead.subagent("research").expect("registered").session("default/call_1").await?;
@@ -282,10 +282,10 @@ async fn run_child(
         Some(ChildInput::Decisions { decisions })
             if view.paused && decisions.iter().all(|d| pending.contains(&d.id())) =>
         {
-            child.start_resolve_at(&view.token, decisions).await?
+            child.resolve(decisions).at(&view.token).start().await?
         }
         Some(ChildInput::Resume) if view.paused && pending.is_empty() => {
-            child.start_resume_at(&view.token).await?
+            child.resume().at(&view.token).start().await?
         }
         // Otherwise the answers were delivered before a crash (or never were needed):
         // go by what the child session holds.
@@ -301,7 +301,7 @@ async fn run_child(
                         ),
                     )));
                 };
-                child.start(Msg::user(task)).await?
+                child.send(Msg::user(task)).start().await?
             }
             Phase::Paused => {
                 return Ok(delegated(sub, tool_use, view.requirements));
@@ -309,7 +309,7 @@ async fn run_child(
             Phase::Reasoning | Phase::Acting | Phase::Summarizing => {
                 // Cut short by a crash: the child goes on from where it was; its ledger
                 // settles the tools that were running.
-                child.start_resume_at(&view.token).await?
+                child.resume().at(&view.token).start().await?
             }
             Phase::Idle | Phase::Finished(_) => {
                 let messages = child.messages().await?;

@@ -5,7 +5,8 @@
 //!   is refused with [`AgentError::StaleView`](crate::AgentError::StaleView) and nothing
 //!   runs. A [`Session`](crate::Session) handle keeps its own view (updated by every
 //!   read and every run it makes); callers that keep the view elsewhere (a web page
-//!   between two requests) pass the token explicitly (`resume_at`, `resolve_at`).
+//!   between two requests) pass the token explicitly: `session.resume().at(&token)`,
+//!   `session.resolve(decisions).at(&token)`.
 //! - [`Actor`]: the principal a decision is made by.
 //! - [`DecisionRecord`]: one entry of a session's append-only audit trail.
 

@@ -39,7 +39,7 @@ const FALLBACK_CHECK: Duration = Duration::from_secs(5);
 /// let session = agent.session("chat").await?;
 /// let mut watch = session.watch().await?;
 /// assert!(!watch.next().await.unwrap()?.paused); // the view now
-/// session.call(Msg::user("hello")).await?;
+/// session.send(Msg::user("hello")).await?;
 /// let later = watch.next().await.unwrap()?; // the run's commits, as the store has them
 /// assert!(later.version > 0);
 /// # Ok(()) }

@@ -1,5 +1,7 @@
 //! Agno's flow: tool policies pause with requirements; `resolve` answers them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -5,6 +5,8 @@
 //! The scenarios that touch a store run on the in-memory store, SQLite and PostgreSQL
 //! (fails under `CI=true` without a server, reported SKIPPED elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -13,6 +13,8 @@
 //!
 //! The short version runs in `cargo xtask test`; `REINS_LONG=1` does hundreds of kills.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

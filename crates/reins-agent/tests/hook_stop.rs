@@ -1,6 +1,8 @@
 //! The seed flow (AgentScope's hook-stop example): a ToolConfirmationHook stops after
 //! reasoning; then resume, cancel with tool results, or move on with a new message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

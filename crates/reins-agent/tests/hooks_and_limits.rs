@@ -1,6 +1,8 @@
 //! Hooks that stop after acting or send the agent back to reasoning, hook edits, the
 //! iteration limit, and errors from the model, a hook or the store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

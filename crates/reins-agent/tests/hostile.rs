@@ -3,6 +3,8 @@
 //! refused and leave the store unchanged; resource limits (oversized tool output,
 //! endless tool calls, a 10 MB message) end with a clear outcome.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

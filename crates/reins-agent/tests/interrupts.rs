@@ -1,6 +1,8 @@
 //! Interrupts (the CLI's ESC): every checkpoint stops the run, the turn is sanitized,
 //! and the next call works on a valid transcript.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -1,6 +1,8 @@
 //! At-most-once execution and durable pauses: the ledger, two agents on one SQLite
 //! file, a simulated crash between claim and finish, and a resume in another process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -5,6 +5,8 @@
 //! stored session stays provider-valid and the run can be resumed once the server
 //! recovers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

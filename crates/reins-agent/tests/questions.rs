@@ -3,6 +3,8 @@
 //! the call stays in flight; `resolve` answers it and the same call goes on. Where the
 //! call is not live any more (another worker, a restart), the outcome is `Unknown`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

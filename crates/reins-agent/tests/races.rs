@@ -9,6 +9,8 @@
 //! call `resume()`. The tool appends a line to a side-effect log (fsync'd); the
 //! parent counts lines. 20 rounds by default, 200 with `REINS_LONG=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -5,6 +5,8 @@
 //! over them and a tracing subscriber captures every log line (TRACE level, all
 //! targets). Then we grep all of it, and the raw database files, for the key.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -1,6 +1,8 @@
 //! Portable pauses: a paused session exported as versioned JSON, imported into another
 //! store, and resumed; unknown and newer versions are refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! release in the run's last commit (where the store supports it), and nothing else —
 //! counted on a real `InMemoryStore` behind a spy that forwards every call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! and pauses before the answer, a run resumed in another process still returning its
 //! typed answer, and the request each mode sends to each provider.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

@@ -8,6 +8,8 @@
 //! pools on one file) and PostgreSQL (two pools; fails under `CI=true` without a
 //! server, reported SKIPPED elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

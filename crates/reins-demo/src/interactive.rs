@@ -239,7 +239,7 @@ pub async fn run(setup: &Setup, resume: bool) -> ExitCode {
             chat.command(line).await;
             continue;
         }
-        match chat.session.start(Msg::user(line)).await {
+        match chat.session.send(Msg::user(line)).start().await {
             Ok(h) => chat.drive(h).await,
             Err(e) => chat.printer.line(&format!("error: {e}")),
         }
@@ -349,7 +349,7 @@ impl Chat<'_> {
             RunStatus::Paused if self.quit => {}
             RunStatus::Paused if out.requirements.is_empty() => {
                 // A hook stopped the run after its tools ran: go on.
-                match self.session.start_resume().await {
+                match self.session.resume().start().await {
                     Ok(h) => Box::pin(self.drive(h)).await,
                     Err(e) => self.printer.line(&format!("error: {e}")),
                 }
@@ -387,7 +387,7 @@ impl Chat<'_> {
                 }
             }
         }
-        match self.session.start_resolve(decisions).await {
+        match self.session.resolve(decisions).start().await {
             Ok(h) => self.drive(h).await,
             Err(e) => self.printer.line(&format!("error: {e}")),
         }

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use crossterm::style::Stylize;
 use reins::memory::current_turn_start;
+use reins::message::{Role, ToolOutcome, ToolResult};
 use reins::prelude::*;
 use serde_json::Value;
 
@@ -300,7 +301,7 @@ pub fn requirement(r: &Requirement, agent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reins::message::ContentBlock;
+    use reins::message::{ContentBlock, ToolUse};
     use serde_json::json;
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use reins::message::ContentBlock;
 use reins::prelude::*;
 use serde::Deserialize;
 

@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use reins::message::Role;
 use reins::prelude::*;
 use serde_json::Value;
 
@@ -250,7 +251,8 @@ impl Replay<'_> {
                 self.printer.line(&format!("\nyou> {text}"));
                 let h = self
                     .session
-                    .start(Msg::user(text.clone()))
+                    .send(Msg::user(text.clone()))
+                    .start()
                     .await
                     .map_err(|e| e.to_string())?;
                 self.drive(h).await
@@ -279,7 +281,8 @@ impl Replay<'_> {
                 ));
                 let h = self
                     .session
-                    .start_resolve(vec![d.by("script")])
+                    .resolve(vec![d.by("script")])
+                    .start()
                     .await
                     .map_err(|e| e.to_string())?;
                 self.drive(h).await

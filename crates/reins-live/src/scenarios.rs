@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
-use reins::message::{Msg, ToolResult, ToolSpec};
+use reins::message::{Msg, Role, ToolOutcome, ToolResult, ToolSpec};
 use reins::model::{
     Accumulated, ChatChunk, ChatModel, ChatOptions, ChatRequest, MessageAccumulator, ToolChoice,
 };
@@ -392,7 +392,7 @@ async fn paused_on_delete(
         .await
         .map_err(|e| e.to_string())?;
     let out = session
-        .call(Msg::user("Delete the file temp.txt."))
+        .send(Msg::user("Delete the file temp.txt."))
         .await
         .map_err(|e| format!("first call: {e}"))?;
     if out.status != RunStatus::Paused {
@@ -484,7 +484,8 @@ async fn interrupt(t: Target) -> Outcome {
         .await
         .map_err(|e| e.to_string())?;
     let mut run = session
-        .start(Msg::user("Count from 1 to 100, one number per line."))
+        .send(Msg::user("Count from 1 to 100, one number per line."))
+        .start()
         .await
         .map_err(|e| e.to_string())?;
     let mut deltas = 0;

@@ -4,6 +4,8 @@
 //! stops the call; server-everything's elicitation pauses the run and the answer given
 //! with `resolve` reaches the server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// These tests drive the run verbs of 0.1 through their deprecated wrappers.
+#![allow(deprecated)]
 
 mod support;
 

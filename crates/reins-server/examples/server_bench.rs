@@ -280,7 +280,7 @@ async fn direct(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
             let s = agent.session(&format!("bench/{i}")).await.unwrap();
-            let out = s.call(Msg::user("go")).await.unwrap();
+            let out = s.send(Msg::user("go")).await.unwrap();
             assert_eq!(out.status, reins_agent::RunStatus::Completed);
             t.elapsed()
         }));

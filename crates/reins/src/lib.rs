@@ -44,7 +44,7 @@
 //!     .build()?;
 //! let session = agent.session("user-7/chat-1").await?;
 //!
-//! let out = session.call(Msg::user("delete temp.txt")).await?;
+//! let out = session.send(Msg::user("delete temp.txt")).await?;
 //! assert_eq!(out.status, RunStatus::Paused);
 //! for r in &out.requirements {
 //!     println!("{} wants to run {} with {}", agent.name(), r.tool_use.name, r.tool_use.input);
@@ -54,12 +54,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Implementing a trait needs nothing but this crate: `#[async_trait]` and the
-//! stream types are in the prelude, and `futures` is re-exported.
+//! Implementing a trait needs nothing but this crate: `#[async_trait]` is in the
+//! prelude, the model protocol (requests, chunks, streams) in [`model`], and `futures`
+//! is re-exported.
 //!
 //! ```
 //! use reins::prelude::*;
 //! use reins::futures::stream;
+//! use reins::model::{ChatChunk, ChatRequest, ChatStream, FinishReason, ModelError};
 //!
 //! /// A model that always answers "hi".
 //! struct Hi;
@@ -111,37 +113,35 @@ pub use reins_model as model;
 pub use reins_openai as openai;
 pub use reins_tool as tool;
 
-/// The names most programs need, in one import: `use reins::prelude::*;`.
+/// What a first program needs, in one import: `use reins::prelude::*;`.
+///
+/// An agent and its sessions, the run's messages, outcomes and pauses, tools, the
+/// stores, the providers the enabled features bring, and `#[async_trait]` for
+/// implementing [`Tool`](prelude::Tool), [`ChatModel`](prelude::ChatModel) or
+/// [`MemoryStore`](prelude::MemoryStore). Everything else is reached by module path:
+/// views and snapshots in [`agent`], hooks in [`hook`], the model protocol (requests,
+/// chunks, streams) in [`model`], content blocks and tool results in [`message`]. See
+/// `CHANGELOG.md` for where names the prelude held in 0.1 live now.
 pub mod prelude {
     pub use async_trait::async_trait;
     pub use reins_agent::{
-        Actor, Agent, AgentError, ContextPolicy, ContextSummary, Decision, DecisionRecord,
-        OutputMode, OutputSpec, Requirement, RequirementKind, RunEvent, RunHandle, RunOutput,
-        RunStatus, Session, SessionSnapshot, SessionView, ViewToken,
+        Agent, AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle, RunOutput,
+        RunStatus, Session,
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
-    pub use reins_hook::{
-        Control, Hook, HookContext, HookError, HookEvent, HookEventKind, SummaryReason,
-        ToolConfirmationHook,
-    };
     #[cfg(feature = "mcp")]
     pub use reins_mcp::{McpServer, McpToolset};
     #[cfg(feature = "postgres")]
     pub use reins_memory::PostgresStore;
     #[cfg(feature = "sqlite")]
-    pub use reins_memory::{Durability, SqliteStore};
+    pub use reins_memory::SqliteStore;
     pub use reins_memory::{InMemoryStore, MemoryStore};
-    pub use reins_message::{
-        ContentBlock, Msg, Role, ToolAnswer, ToolOutcome, ToolResult, ToolUse,
-    };
-    pub use reins_model::{
-        ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason, ModelCapabilities, ModelError,
-        ToolChoice,
-    };
+    pub use reins_message::Msg;
+    pub use reins_model::ChatModel;
     #[cfg(feature = "testing")]
     pub use reins_model::{ScriptedModel, ScriptedResponse};
     #[cfg(feature = "openai")]
     pub use reins_openai::OpenAiChat;
-    pub use reins_tool::{Concurrency, Tool, ToolContext, ToolError, ToolPolicy, Toolkit};
+    pub use reins_tool::{Tool, ToolContext, ToolError, ToolPolicy, Toolkit};
 }

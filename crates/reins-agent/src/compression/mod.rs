@@ -43,7 +43,7 @@
 //!     .model(model)
 //!     .context(ContextPolicy::new(8_000).compress_to(4_000))
 //!     .build()?;
-//! agent.call(Msg::user("hi")).await?;
+//! agent.send(Msg::user("hi")).await?;
 //! # Ok(()) }
 //! ```
 //!

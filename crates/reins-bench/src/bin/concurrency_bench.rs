@@ -15,6 +15,7 @@ use std::error::Error;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use reins::message::{Role, ToolUse};
 use reins::prelude::*;
 use reins::tool::ExecOptions;
 use serde_json::json;
@@ -105,7 +106,7 @@ fn main() -> Res<()> {
             let agent = agent.clone();
             tasks.push(tokio::spawn(async move {
                 let session = agent.session(&format!("user-{i}")).await?;
-                let out = session.call(Msg::user("add 1 and 2")).await?;
+                let out = session.send(Msg::user("add 1 and 2")).await?;
                 Ok::<_, AgentError>(out.status)
             }));
         }

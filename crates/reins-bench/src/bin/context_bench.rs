@@ -17,7 +17,7 @@
 use std::error::Error;
 use std::time::Instant;
 
-use reins::agent::compression::{TiktokenCounter, TokenCounter};
+use reins::agent::compression::{ContextPolicy, TiktokenCounter, TokenCounter};
 use reins::prelude::*;
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -84,7 +84,7 @@ async fn run(turns: usize, policy: Option<ContextPolicy>) -> Res<Outcome> {
     for i in 0..turns {
         let msg = Msg::user(format!("turn {i}: my dashboard still does not load"));
         let t = Instant::now();
-        session.call(msg).await?;
+        session.send(msg).await?;
         turn_us.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let counter = TiktokenCounter::o200k();

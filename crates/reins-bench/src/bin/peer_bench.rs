@@ -39,6 +39,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use reins::memory::Durability;
+use reins::message::Role;
 use reins::prelude::*;
 use serde_json::json;
 
@@ -152,7 +154,7 @@ fn fresh_id() -> String {
 /// One run on a new session (the peer passes no session id: a new session each run).
 async fn one_run(agent: &Agent, text: &str) -> Res<()> {
     let session = agent.session(&fresh_id()).await?;
-    let out = session.call(Msg::user(text)).await?;
+    let out = session.send(Msg::user(text)).await?;
     if out.status != RunStatus::Completed {
         return Err(format!("run ended {:?}", out.status).into());
     }
@@ -169,7 +171,7 @@ async fn conversation<S: MemoryStore>(store: S, turns: usize) -> Res<f64> {
     let session = agent.session(&fresh_id()).await?;
     let t = Instant::now();
     for i in 0..turns {
-        black_box(session.call(Msg::user(format!("turn {i}"))).await?);
+        black_box(session.send(Msg::user(format!("turn {i}"))).await?);
     }
     Ok(us(t.elapsed()))
 }
@@ -188,7 +190,7 @@ async fn growth<S: MemoryStore>(plan: &Plan, store: S) -> Res<(f64, f64)> {
     let mut times = Vec::with_capacity(plan.growth_turns);
     for _ in 0..plan.growth_turns {
         let t = Instant::now();
-        black_box(session.call(Msg::user(prompt.clone())).await?);
+        black_box(session.send(Msg::user(prompt.clone())).await?);
         times.push(us(t.elapsed()));
     }
     Ok((

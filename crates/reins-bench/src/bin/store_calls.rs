@@ -21,6 +21,7 @@ use std::hint::black_box;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use reins::memory::Durability;
 use reins::memory::{
     ChangeFeed, Claim, Commit, DecisionEntry, LedgerEntry, PostgresOptions, Result as StoreResult,
     SessionLock, SessionState, SessionSummary, SqliteOptions,
@@ -213,7 +214,7 @@ async fn conversations<S: MemoryStore>(store: S, conversations: usize) -> Res<se
     let at = Instant::now();
     for session in &sessions {
         for i in 0..TURNS {
-            black_box(session.call(Msg::user(format!("turn {i}"))).await?);
+            black_box(session.send(Msg::user(format!("turn {i}"))).await?);
         }
     }
     let turns = (conversations * TURNS) as f64;

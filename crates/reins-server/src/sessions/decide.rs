@@ -84,9 +84,9 @@ pub(super) async fn start(
                     token.chars().take(60).collect::<String>()
                 ))
             })?;
-            session.start_resolve_at(&view, decisions).await?
+            session.resolve(decisions).at(&view).start().await?
         }
-        None => session.start_resolve(decisions).await?,
+        None => session.resolve(decisions).start().await?,
     };
     Ok(handle)
 }

@@ -74,7 +74,7 @@ pub(crate) async fn post_run(
     }
     let session = state.agent.session(&id).await?;
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
-    let handle = session.start(Msg::user(body.message)).await?;
+    let handle = session.send(Msg::user(body.message)).start().await?;
     let run = state.hub.start_run(&id, handle);
     answer(run, sub).await
 }
