@@ -1,6 +1,7 @@
-//! The runner: one drive function that performs each [`Step`] of a [`Run`] — hooks,
-//! model streaming, the ledger, tools, the store — and publishes [`RunEvent`]s. It
-//! serves both `Session::call` (awaited) and `Session::start` (a `RunHandle`).
+//! The local driver: one drive function that performs each [`Step`] of a [`Run`] —
+//! hooks, model streaming, the ledger, tools, the store — feeds each outcome back as
+//! one [`Event`], and publishes [`RunEvent`]s. It serves both an awaited verb
+//! (`session.send(msg).await`) and a started one (`.start()`, a `RunHandle`).
 
 use chrono::Utc;
 use futures::StreamExt;
@@ -50,7 +51,7 @@ pub(crate) struct DriveArgs {
     /// (`None`: the agent's default).
     pub(crate) output: Option<OutputSpec>,
     pub(crate) cancel: CancellationToken,
-    /// Where events go (`None`: nobody listens, as in `Session::call`).
+    /// Where events go (`None`: nobody listens, as in an awaited `send`).
     pub(crate) events: Option<UnboundedSender<RunEvent>>,
 }
 
