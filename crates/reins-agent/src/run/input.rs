@@ -36,17 +36,19 @@ impl Run {
         } = call;
         // What the input attempts, for the audit trail should it be refused.
         let attempted = attempts(&input, view.as_ref());
-        let refuse = |run: &Self, error: AgentError, actor: Option<&Actor>| {
-            let audit = match error {
-                AgentError::StaleView { .. } | AgentError::RequirementExpired { .. } => run
-                    .refusal_records(&attempted.0, attempted.1, &error, actor, view.as_ref(), now),
-                _ => Vec::new(),
+        let refuse =
+            |run: &Self, error: AgentError, actor: Option<&Actor>, view: Option<&ViewToken>| {
+                let audit = match error {
+                    AgentError::StaleView { .. } | AgentError::RequirementExpired { .. } => {
+                        run.refusal_records(&attempted.0, attempted.1, &error, actor, view, now)
+                    }
+                    _ => Vec::new(),
+                };
+                Refusal { error, audit }
             };
-            Refusal { error, audit }
-        };
         if let Some(v) = &view {
             if let Err(e) = self.check_view(v) {
-                return Err(refuse(self, e, actor.as_ref()));
+                return Err(refuse(self, e, actor.as_ref(), Some(v)));
             }
         }
         if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
@@ -56,8 +58,8 @@ impl Run {
             session,
             model,
             compression,
-            actor: actor.clone(),
-            view: view.clone(),
+            actor,
+            view,
             ..CallTally::default()
         };
         let begun = match input {
@@ -65,7 +67,7 @@ impl Run {
             RunInput::Resume => self.begin_resume(now),
             RunInput::Decisions(ds) => self.begin_decisions(ds, now),
         };
-        begun.map_err(|e| refuse(self, e, actor.as_ref()))
+        begun.map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))
     }
 
     fn begin_message(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {
