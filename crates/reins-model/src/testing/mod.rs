@@ -20,66 +20,78 @@
 //!   [`picture_question`]).
 //!
 //! `reins-openai` and `reins-anthropic` test themselves this way. A third provider
-//! gets the same suite by writing its fixture:
+//! gets the same suite by writing its fixture. This is the fixture of the made-up
+//! "lines" API (one JSON object per `data:` event); reins-model's own
+//! `tests/conformance.rs` compiles and runs exactly this, with the `LinesChat` model
+//! written in full on `http::HttpSettings` (feature `http`):
 //!
-//! ```no_run
+//! ```rust,ignore
 //! // tests/faults.rs of a provider crate, with
 //! // `reins-model = { features = ["testing"] }` among its dev-dependencies.
 //! use reins_model::testing::{Endpoint, ModelSetup, ProviderFixture, sse_data};
-//! # use reins_model::{ChatModel, ChatRequest, ChatStream};
-//! # struct LinesChat;
-//! # impl LinesChat {
-//! #     fn new(_: &str) -> Self { LinesChat }
-//! #     fn with_api_key(self, _: &str) -> Self { self }
-//! #     fn with_retry(self, _: reins_model::RetryPolicy) -> Self { self }
-//! #     fn with_timeout(self, _: std::time::Duration) -> Self { self }
-//! # }
-//! # #[async_trait::async_trait]
-//! # impl ChatModel for LinesChat {
-//! #     fn model_name(&self) -> &str { "lines" }
-//! #     async fn stream(&self, _: ChatRequest) -> reins_model::Result<ChatStream> { unimplemented!() }
-//! # }
+//! use serde_json::json;
 //!
-//! /// The made-up "lines" API: one JSON event per `data:` line.
+//! const KEY: &str = "sk-lines-test-secret";
+//!
+//! fn text(t: &str) -> String {
+//!     json!({ "text": t }).to_string()
+//! }
+//! fn call(id: &str, name: &str) -> String {
+//!     json!({"call": {"id": id, "name": name}}).to_string()
+//! }
+//! fn args(a: &str) -> String {
+//!     json!({ "args": a }).to_string()
+//! }
+//!
 //! struct Lines;
 //!
 //! impl ProviderFixture for Lines {
 //!     type Model = LinesChat;
-//!     const API_KEY: &'static str = "sk-test";
+//!     const API_KEY: &'static str = KEY;
 //!     fn endpoint(&self) -> Endpoint {
-//!         Endpoint::post("/generate").with_header("authorization", "Bearer sk-test")
+//!         Endpoint::post("/generate").with_header("authorization", format!("Bearer {KEY}"))
 //!     }
 //!     fn model(&self, setup: &ModelSetup) -> LinesChat {
-//!         LinesChat::new(&setup.base_url)
-//!             .with_api_key(&setup.api_key)
-//!             .with_retry(setup.retry.clone())
-//!             .with_timeout(setup.timeout)
+//!         LinesChat::from_settings(setup.http_settings("lines"), "lines-1")
 //!     }
 //!     fn error_body(&self, _status: u16, message: &str) -> String {
-//!         serde_json::json!({ "error": message }).to_string()
+//!         json!({ "error": message }).to_string()
 //!     }
-//!     fn text_answer(&self, text: &str) -> String {
+//!     fn text_answer(&self, t: &str) -> String {
 //!         sse_data(&[
-//!             serde_json::json!({ "text": text }).to_string(),
+//!             r#"{"usage":{"input":3}}"#.to_owned(),
+//!             text(t),
 //!             r#"{"finish":"stop"}"#.to_owned(),
 //!         ])
 //!     }
-//!     // ... text_begun, tool_call_begun, tool_call_answer, empty_answer,
-//!     // malformed_bodies: the rest of the wire's fixtures.
-//! #   fn text_begun(&self, text: &str) -> String { unimplemented!() }
-//! #   fn tool_call_begun(&self, id: &str, name: &str, arguments: &str) -> String { unimplemented!() }
-//! #   fn tool_call_answer(&self, id: &str, name: &str, arguments: &str) -> String { unimplemented!() }
-//! #   fn empty_answer(&self) -> String { unimplemented!() }
-//! #   fn malformed_bodies(&self) -> Vec<String> { unimplemented!() }
+//!     fn text_begun(&self, t: &str) -> String {
+//!         sse_data(&[r#"{"usage":{"input":3}}"#.to_owned(), text(t)])
+//!     }
+//!     fn tool_call_begun(&self, id: &str, name: &str, arguments: &str) -> String {
+//!         sse_data(&[call(id, name), args(arguments)])
+//!     }
+//!     fn tool_call_answer(&self, id: &str, name: &str, arguments: &str) -> String {
+//!         sse_data(&[
+//!             call(id, name),
+//!             args(arguments),
+//!             r#"{"finish":"tool_use"}"#.to_owned(),
+//!         ])
+//!     }
+//!     fn empty_answer(&self) -> String {
+//!         sse_data(&[r#"{"finish":"stop"}"#])
+//!     }
+//!     fn malformed_bodies(&self) -> Vec<String> {
+//!         vec![
+//!             sse_data(&["{not json"]),
+//!             sse_data(&["[1,2,3]"]),
+//!             sse_data(&[text("ok"), "\u{0}garbage".to_owned()]),
+//!         ]
+//!     }
 //! }
 //!
 //! // One `#[test]` per case of `reins_model::testing::conformance`.
 //! reins_model::provider_conformance_tests!(Lines);
-//! # fn main() {}
 //! ```
-//!
-//! reins-model's own `tests/conformance.rs` runs the suite against such a provider,
-//! written in full on `http::HttpSettings` (feature `http`).
 
 mod checks;
 pub mod conformance;
