@@ -368,6 +368,7 @@ impl AgentBuilder {
                 sessions: Mutex::new(LiveSessions::default()),
                 subagents: self.subagents,
                 live_calls: LiveCalls::default(),
+                compression: std::sync::OnceLock::new(),
             }),
         })
     }

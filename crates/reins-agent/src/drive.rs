@@ -160,9 +160,18 @@ impl Driver {
         call.view = view;
         call.output = output.or_else(|| cfg.output.clone());
         call.model = rt.model.capabilities();
-        call.compression = cfg.context.as_ref().map(|policy| {
+        call.compression = self.compression();
+        call
+    }
+
+    /// The agent's context budget, when it keeps one: its policy, the counter for its
+    /// model and what a request carries besides the transcript. All of that is fixed
+    /// when the agent is built, so it is counted once, on the first call that needs it.
+    fn compression(&self) -> Option<Arc<Compression>> {
+        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
+        let policy = cfg.context.as_ref()?;
+        let budget = rt.compression.get_or_init(|| {
             let counter = policy.counter_for(rt.model.model_name());
-            // What a request carries besides the transcript.
             let skeleton = |summary: bool| {
                 let mut msgs = Vec::new();
                 if let Some(p) = &cfg.system_prompt {
@@ -177,14 +186,14 @@ impl Driver {
                 }
                 request
             };
-            Compression {
+            Arc::new(Compression {
                 overhead: policy.overhead(&*counter, &skeleton(false)),
                 summary_overhead: policy.overhead(&*counter, &skeleton(true)),
                 policy: policy.clone(),
                 counter,
-            }
+            })
         });
-        call
+        Some(Arc::clone(budget))
     }
 
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {

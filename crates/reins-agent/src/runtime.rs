@@ -2,7 +2,7 @@
 //! instance's lock-owner id, and its registries (each defined by the module it
 //! belongs to). An [`Agent`](crate::Agent) is its configuration plus an `Arc` of this.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use reins_hook::Hooks;
 use reins_memory::MemoryStore;
@@ -12,6 +12,7 @@ use reins_tool::Toolkit;
 use crate::delegate::SubAgents;
 use crate::live::LiveCalls;
 use crate::remote::RemoteInterrupts;
+use crate::run::Compression;
 use crate::state::LiveSessions;
 
 /// What runs an agent.
@@ -34,4 +35,7 @@ pub(crate) struct Runtime {
     pub(crate) subagents: SubAgents,
     /// Calls in flight that asked a question and wait for the answer.
     pub(crate) live_calls: LiveCalls,
+    /// The context budget as a run needs it, counted on the first call that needs it
+    /// (see `drive`).
+    pub(crate) compression: OnceLock<Arc<Compression>>,
 }

@@ -23,13 +23,12 @@ impl Driver {
         core: &mut SessionCore,
         step: Compress,
     ) -> Result<Option<RunStatus>> {
-        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
-        let Some(policy) = &cfg.context else {
+        let Some(budget) = self.compression() else {
             return Err(AgentError::Internal(
                 "the run asked for a summary but the agent has no context policy".to_owned(),
             ));
         };
-        let counter = policy.counter_for(rt.model.model_name());
+        let (policy, counter) = (&budget.policy, &*budget.counter);
         let Compress {
             iteration,
             earlier,
@@ -44,9 +43,12 @@ impl Driver {
         let covered = messages.len();
 
         // One summarizer call per chunk it can read at once, each folding in the last.
-        let model = policy.summarizer.as_ref().unwrap_or(&rt.model);
+        let model = policy
+            .summarizer
+            .as_ref()
+            .unwrap_or(&self.agent.runtime.model);
         let mut text = earlier.as_ref().map(|e| e.text.clone());
-        for chunk in compression::chunks(messages, &*counter, policy.chunk_tokens(&*counter)) {
+        for chunk in compression::chunks(messages, counter, policy.chunk_tokens(counter)) {
             let request = compression::summary_request(policy, text.as_deref(), &chunk);
             let mut ev = HookEvent::PreSummary {
                 request,

@@ -87,8 +87,8 @@ pub struct Call {
     pub output: Option<OutputSpec>,
     /// What the model can do (how a structured answer is asked for).
     pub model: ModelCapabilities,
-    /// The context budget, when the agent keeps one.
-    pub compression: Option<Compression>,
+    /// The context budget, when the agent keeps one (shared by the agent's calls).
+    pub compression: Option<Arc<Compression>>,
     /// When.
     pub now: DateTime<Utc>,
 }

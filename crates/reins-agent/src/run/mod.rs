@@ -148,7 +148,7 @@ struct CallTally {
     /// What the call's model can do.
     model: reins_model::ModelCapabilities,
     /// The agent's context budget for this call.
-    compression: Option<Compression>,
+    compression: Option<std::sync::Arc<Compression>>,
     /// A [`Step::Compress`] was handed out for the coming request: the request's
     /// tokens before it.
     compress_asked: Option<usize>,
