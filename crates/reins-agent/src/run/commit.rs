@@ -20,13 +20,13 @@ impl Run {
     }
 
     /// Whether anything must be written.
-    pub(crate) fn has_changes(&self) -> bool {
+    fn has_changes(&self) -> bool {
         self.has_changes_besides_state() || self.state != self.committed
     }
 
     /// Whether anything but the run state must be written: messages, requirements,
     /// decisions. (A step that only moves the run state can wait for the next commit.)
-    pub(crate) fn has_changes_besides_state(&self) -> bool {
+    fn has_changes_besides_state(&self) -> bool {
         self.transcript.has_unsaved()
             || self.req_ops.clear
             || !self.req_ops.add.is_empty()

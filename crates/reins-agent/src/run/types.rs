@@ -221,19 +221,6 @@ pub enum Step {
     Finish(RunStatus),
 }
 
-impl Step {
-    /// A short name for logs and traces.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Step::Compress(_) => "compress",
-            Step::Reason(_) => "reason",
-            Step::Execute(_) => "execute",
-            Step::Pause(_) => "pause",
-            Step::Finish(_) => "finish",
-        }
-    }
-}
-
 /// A model call: the transcript part of the request and how to ask for the answer.
 /// The driver adds the agent's system prompt, tools (none for a summary), options and
 /// hooks.
