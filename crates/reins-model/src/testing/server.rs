@@ -1,5 +1,11 @@
 //! [`TestServer`]: a real HTTP/1.1 server on 127.0.0.1 that records what it
 //! receives and answers with scripted [`Reply`]s, faults included.
+//!
+//! Written here on tokio's sockets rather than on a mock-server crate (wiremock) or
+//! hyper: the faults a provider must survive — a connection reset mid-body, a stream
+//! that goes silent, a body cut off — need control of the raw connection, which mock
+//! servers do not give; and the `testing` feature, which crates also turn on for
+//! `ScriptedModel`, then adds only tokio's `net` and `io-util`, not an HTTP stack.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
