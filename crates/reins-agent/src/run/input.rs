@@ -35,12 +35,20 @@ impl Run {
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
-        let attempted = attempts(&input, view.as_ref());
+        let (attempted, via) = attempts(&input);
+        let resuming = matches!(input, RunInput::Resume);
         let refuse =
             |run: &Self, error: AgentError, actor: Option<&Actor>, view: Option<&ViewToken>| {
                 let audit = match error {
                     AgentError::StaleView { .. } | AgentError::RequirementExpired { .. } => {
-                        run.refusal_records(&attempted.0, attempted.1, &error, actor, view, now)
+                        let resumed;
+                        let attempted = if resuming {
+                            resumed = resume_attempts(view);
+                            &resumed
+                        } else {
+                            &attempted
+                        };
+                        run.refusal_records(attempted, via, &error, actor, view, now)
                     }
                     _ => Vec::new(),
                 };
@@ -534,8 +542,9 @@ impl Run {
 /// without the parent's hop, joined with `/` (the child's own id when the child raised
 /// it itself).
 /// What an input attempts, for the audit trail of a refusal: one entry per decision
-/// (requirement id, decision label, by), and the verb it came through.
-fn attempts(input: &RunInput, view: Option<&ViewToken>) -> (Vec<Attempt>, &'static str) {
+/// (requirement id, decision label, by), and the verb it came through. A `resume()`'s
+/// entries come from its view ([`resume_attempts`]).
+fn attempts(input: &RunInput) -> (Vec<Attempt>, &'static str) {
     match input {
         RunInput::Decisions(ds) => (
             ds.iter()
@@ -555,17 +564,21 @@ fn attempts(input: &RunInput, view: Option<&ViewToken>) -> (Vec<Attempt>, &'stat
                 .collect(),
             "tool_results",
         ),
-        RunInput::Resume => (
-            view.map(|v| {
-                v.requirement_ids()
-                    .iter()
-                    .map(|id| (id.clone(), "approve".to_owned(), None))
-                    .collect()
-            })
-            .unwrap_or_default(),
-            "resume",
-        ),
+        // What a bare `resume()` approves is read from its view, when it is refused.
+        RunInput::Resume => (Vec::new(), "resume"),
     }
+}
+
+/// What a refused `resume()` attempted: an approval of each requirement its view
+/// showed.
+fn resume_attempts(view: Option<&ViewToken>) -> Vec<Attempt> {
+    view.map(|v| {
+        v.requirement_ids()
+            .iter()
+            .map(|id| (id.clone(), "approve".to_owned(), None))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 pub(crate) fn child_id(path: &[String], id: &str) -> String {
