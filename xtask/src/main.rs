@@ -97,8 +97,15 @@ fn in_ci() -> bool {
 fn test(extra: &[String]) -> Result<(), String> {
     let pg = postgres::Cluster::start_if_available(in_ci())?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--all-features"])
-        .args(extra);
+    cmd.args(["test", "--all-features"]);
+    // `-p <crate>` narrows the run to that crate; without it, the whole workspace.
+    if !extra
+        .iter()
+        .any(|a| a == "-p" || a.starts_with("--package") || a.starts_with("-p"))
+    {
+        cmd.arg("--workspace");
+    }
+    cmd.args(extra);
     if let Some(pg) = &pg {
         cmd.env("REINS_TEST_POSTGRES_URL", pg.url());
     }

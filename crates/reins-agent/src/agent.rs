@@ -95,6 +95,29 @@ impl Agent {
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
         &self.runtime.store
     }
+
+    /// The same agent (configuration, model, tools, hooks) on another store, with
+    /// its own sessions and lock-owner id: what a [`replay`](crate::replay) of a
+    /// production session runs on, so that its scratch session never touches the
+    /// production store. Sub-agents keep the store they were built with.
+    pub fn with_store(&self, store: Arc<dyn MemoryStore>) -> Agent {
+        let rt = &self.runtime;
+        Agent {
+            config: self.config.clone(),
+            runtime: Arc::new(Runtime {
+                remote: RemoteInterrupts::default(),
+                model: rt.model.clone(),
+                toolkit: rt.toolkit.clone(),
+                store,
+                hooks: rt.hooks.clone(),
+                owner: reins_message::new_id(),
+                sessions: Mutex::new(LiveSessions::default()),
+                subagents: rt.subagents.clone(),
+                live_calls: LiveCalls::default(),
+                compression: std::sync::OnceLock::new(),
+            }),
+        }
+    }
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].

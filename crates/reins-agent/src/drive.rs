@@ -280,6 +280,20 @@ impl Driver {
                         break status;
                     }
                 }
+                Step::Replayed(results) => {
+                    // Served from a fork's record: the results are in the transcript;
+                    // nothing runs. They are stored, then announced.
+                    self.commit_if_recorded(core).await?;
+                    for result in results {
+                        if self.wants(HookEventKind::ToolReplayed) {
+                            let mut ev = HookEvent::ToolReplayed {
+                                result: result.clone(),
+                            };
+                            self.hooks(&mut ev, core.run.state().iteration()).await?;
+                        }
+                        self.emit(RunEvent::ToolReplayed { result });
+                    }
+                }
                 Step::Pause(reqs) => {
                     self.commit_releasing(core).await?;
                     self.emit(RunEvent::Paused { requirements: reqs });

@@ -15,6 +15,12 @@ pub enum AgentError {
         /// The session id.
         session: String,
     },
+    /// A fork (or an import) names a session id that is already taken.
+    #[error("session `{session}` already exists: choose another id for the fork")]
+    SessionExists {
+        /// The session id.
+        session: String,
+    },
     /// `resume()` or `resolve()` on a session that is not paused.
     #[error("session `{session}` has nothing to resume: it is not paused")]
     NothingToResume {

@@ -61,6 +61,7 @@ pub mod compression;
 mod delegate;
 mod drive;
 mod error;
+mod fork;
 mod handle;
 mod live;
 mod lock;
@@ -88,6 +89,10 @@ pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use error::{AgentError, Result};
+pub use fork::{
+    Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
+    replay, replay_streaming, turns,
+};
 pub use handle::{Interrupter, RunEvents, RunHandle};
 pub use output::{RunEvent, RunOutput, RunStatus};
 pub use reins_tool::Concurrency;

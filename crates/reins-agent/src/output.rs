@@ -136,6 +136,13 @@ pub enum RunEvent {
         /// The partial output's text.
         text: String,
     },
+    /// A call of a fork was served from the record of the session it was forked
+    /// from: it did not run again (see [`Session::fork`](crate::Session::fork)).
+    ToolReplayed {
+        /// The result, addressed to this session's tool use; its metadata names the
+        /// source's call (`replayed_from`) and session (`replayed_session`).
+        result: ToolResult,
+    },
     /// A tool call has its result.
     ToolExecutionFinished {
         /// The result.
@@ -202,6 +209,7 @@ impl RunEvent {
             Self::ToolExecutionStarted { .. } => "tool_execution_started",
             Self::ToolExecutionChunk { .. } => "tool_execution_chunk",
             Self::ToolExecutionFinished { .. } => "tool_execution_finished",
+            Self::ToolReplayed { .. } => "tool_replayed",
             Self::Repaired { .. } => "repaired",
             Self::ContextCompressed { .. } => "context_compressed",
             Self::ContextOverBudget { .. } => "context_over_budget",
@@ -225,6 +233,7 @@ impl RunEvent {
     /// - [`ToolExecutionFinished`](Self::ToolExecutionFinished): the call's result is in
     ///   the store's tool ledger (the transcript gets it when the batch commits, before
     ///   the next `ReasoningStarted`);
+    /// - [`ToolReplayed`](Self::ToolReplayed): the served result is in the transcript;
     /// - [`Paused`](Self::Paused), [`Completed`](Self::Completed),
     ///   [`Cancelled`](Self::Cancelled) and [`Failed`](Self::Failed): the run is over
     ///   and what it committed is all there is.
@@ -242,6 +251,7 @@ impl RunEvent {
             | Self::ReasoningStarted { .. }
             | Self::ToolExecutionStarted { .. }
             | Self::ToolExecutionFinished { .. }
+            | Self::ToolReplayed { .. }
             | Self::Paused { .. }
             | Self::Completed { .. }
             | Self::Cancelled

@@ -224,6 +224,11 @@ impl Sim {
                         "compression asked without a context budget",
                     ));
                 }
+                Step::Replayed(_) => {
+                    return Err(TestCaseError::fail(
+                        "a call was served from a record, but the session is no fork",
+                    ));
+                }
                 Step::Reason(step) => {
                     let summary = step.summary;
                     check_valid(&step.messages).map_err(TestCaseError::fail)?;

@@ -180,6 +180,17 @@ impl Hook for TracingHook {
                 let span = self.close(&SpanKey::Acting(session, tool_use.id.clone()));
                 tracing::debug!(parent: &span, outcome = result.outcome.label(), "tool call finished");
             }
+            HookEvent::ToolReplayed { result } => {
+                let parent = self.current(&SpanKey::Call(session));
+                tracing::debug!(parent: &parent, tool = %result.name, tool_use_id = %result.id, "tool call served from the fork's record");
+            }
+            HookEvent::Forked {
+                source,
+                at,
+                recorded_calls,
+            } => {
+                tracing::info!(session_id = %session, %source, at, recorded_calls, "session forked");
+            }
             HookEvent::Error { message } => {
                 let parent = self.current(&SpanKey::Call(session.clone()));
                 tracing::warn!(parent: &parent, error = %message, "run failed");

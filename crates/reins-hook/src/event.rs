@@ -76,6 +76,23 @@ pub enum HookEvent {
         /// Why it was asked for.
         reason: SummaryReason,
     },
+    /// A fork's call was served from the record of the session it was forked from
+    /// instead of running again (read-only).
+    ToolReplayed {
+        /// The result, addressed to the fork's tool use; its metadata names the
+        /// source's call (`replayed_from`) and session (`replayed_session`).
+        result: ToolResult,
+    },
+    /// A session was forked from another one (read-only; the context's session is
+    /// the new fork).
+    Forked {
+        /// The session it was forked from.
+        source: String,
+        /// How many of the source's messages it kept.
+        at: usize,
+        /// How many of the source's finished calls it may serve from the record.
+        recorded_calls: usize,
+    },
     /// The run failed.
     Error {
         /// What went wrong.
@@ -97,6 +114,8 @@ impl HookEvent {
             Self::PostActing { .. } => HookEventKind::PostActing,
             Self::PreSummary { .. } => HookEventKind::PreSummary,
             Self::PostSummary { .. } => HookEventKind::PostSummary,
+            Self::ToolReplayed { .. } => HookEventKind::ToolReplayed,
+            Self::Forked { .. } => HookEventKind::Forked,
             Self::Error { .. } => HookEventKind::Error,
         }
     }
@@ -139,13 +158,18 @@ pub enum HookEventKind {
     PreSummary,
     /// [`HookEvent::PostSummary`].
     PostSummary,
+    /// [`HookEvent::ToolReplayed`].
+    ToolReplayed,
+    /// [`HookEvent::Forked`].
+    Forked,
     /// [`HookEvent::Error`].
     Error,
 }
 
 impl HookEventKind {
     /// Every kind, in the order they occur in a run.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 13] = [
+        Self::Forked,
         Self::PreCall,
         Self::PreReasoning,
         Self::ReasoningChunk,
@@ -155,13 +179,21 @@ impl HookEventKind {
         Self::PostActing,
         Self::PreSummary,
         Self::PostSummary,
+        Self::ToolReplayed,
         Self::PostCall,
         Self::Error,
     ];
 
     /// Whether hooks may only look: changes to these events are discarded.
     pub fn is_read_only(self) -> bool {
-        matches!(self, Self::ReasoningChunk | Self::ActingChunk | Self::Error)
+        matches!(
+            self,
+            Self::ReasoningChunk
+                | Self::ActingChunk
+                | Self::ToolReplayed
+                | Self::Forked
+                | Self::Error
+        )
     }
 
     /// Whether this is a streamed chunk (frequent; skip it when nobody listens).
@@ -182,6 +214,8 @@ impl HookEventKind {
             Self::PostActing => "post_acting",
             Self::PreSummary => "pre_summary",
             Self::PostSummary => "post_summary",
+            Self::ToolReplayed => "tool_replayed",
+            Self::Forked => "forked",
             Self::Error => "error",
         }
     }

@@ -69,6 +69,7 @@ mod audit;
 mod commit;
 mod event;
 mod input;
+mod replay;
 mod request;
 mod types;
 
@@ -79,6 +80,7 @@ pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to the run with [`Event::Reasoned`].
 pub use reins_tool::GateDecision;
+pub use replay::{NOT_IN_RECORD, Record, RecordedCall};
 pub use types::{
     AfterReasoning, ChildInput, Compress, Compressed, ContextCheck, ExecOutcome, Execution, Phase,
     Reason, RunConfig, RunInput, RunState, Step,
@@ -167,6 +169,8 @@ struct CallTally {
     output_failure: Option<(String, Vec<String>, u32)>,
     /// The model's last answer had no text and no tool call.
     empty_answer: bool,
+    /// Calls served from the fork's record and not yet announced ([`Step::Replayed`]).
+    replayed: Vec<ToolResult>,
 }
 
 impl Run {
@@ -277,6 +281,9 @@ impl Run {
                 }
                 Phase::Summarizing => return self.reason_step(true),
                 Phase::Acting => {
+                    if !self.call.replayed.is_empty() {
+                        return Step::Replayed(std::mem::take(&mut self.call.replayed));
+                    }
                     let batch = self.state.slots.dispatch();
                     if !batch.is_empty() {
                         return Step::Execute(batch);
@@ -402,10 +409,19 @@ impl Run {
             .and_then(|s| i64::try_from(s).ok())
             .map(|s| now + chrono::Duration::seconds(s));
         let mut gates = gates.into_iter();
+        let mut served = self.serve_from_record(&uses, after.stop, now).into_iter();
         self.state.slots = uses
             .into_iter()
             .map(|u| {
                 let gate = gates.next().unwrap_or(GateDecision::Run);
+                if let Some(result) = served.next().flatten() {
+                    return ToolSlot {
+                        tool_use: u,
+                        status: SlotStatus::Done {
+                            outcome: result.outcome,
+                        },
+                    };
+                }
                 let waiting = |kind: RequirementKind, reason: String| SlotStatus::Waiting {
                     requirement: Requirement {
                         id: u.id.clone(),
@@ -586,6 +602,68 @@ impl Run {
         }
         self.finish(RunStatus::Cancelled);
         true
+    }
+
+    /// Serves the calls of a fork's model message that its record holds (each result
+    /// goes into the transcript now, with an audit entry, and is announced by the next
+    /// [`Step::Replayed`]); in a replay, a call that is not in the record gets
+    /// [`NOT_IN_RECORD`] instead of running. One entry per call, `None` for calls that
+    /// go through their policy as usual. Nothing is served when a hook stopped the run.
+    fn serve_from_record(
+        &mut self,
+        uses: &[ToolUse],
+        stopped: bool,
+        now: DateTime<Utc>,
+    ) -> Vec<Option<ToolResult>> {
+        let Some(record) = self.state.replay.as_mut().filter(|_| !stopped) else {
+            return Vec::new();
+        };
+        let mut served = Vec::with_capacity(uses.len());
+        let mut results = Vec::new();
+        for u in uses {
+            let fingerprint = reins_memory::fingerprint(&u.input);
+            let result = record.serve(&u.id, &u.name, &fingerprint).or_else(|| {
+                record
+                    .strict
+                    .then(|| ToolResult::cancelled(&u.id, &u.name, NOT_IN_RECORD))
+            });
+            if let Some(r) = &result {
+                let replayed = r.metadata.contains_key("replayed_from");
+                self.req_ops.log.push(DecisionRecord {
+                    seq: 0,
+                    at: now,
+                    requirement_id: u.id.clone(),
+                    tool_name: u.name.clone(),
+                    kind: "record".to_owned(),
+                    decision: if replayed {
+                        "replayed"
+                    } else {
+                        "not_in_record"
+                    }
+                    .to_owned(),
+                    via: if record.strict { "replay" } else { "fork" }.to_owned(),
+                    verdict: crate::view::Verdict::Applied,
+                    actor: None,
+                    shown_input: u.input.clone(),
+                    executed_input: None,
+                    note: Some(match r.metadata.get("replayed_from") {
+                        Some(from) => format!(
+                            "served from the record of session `{}` (call {from}); not run again",
+                            record.source
+                        ),
+                        None => NOT_IN_RECORD.to_owned(),
+                    }),
+                    view: None,
+                });
+                results.push(r.clone());
+            }
+            served.push(result);
+        }
+        if !results.is_empty() {
+            self.call.replayed.extend(results.iter().cloned());
+            self.push(Msg::tool_results(results));
+        }
+        served
     }
 
     fn finish(&mut self, status: RunStatus) {

@@ -215,6 +215,11 @@ pub enum Step {
     /// Execute these tool calls (concurrently where allowed), then feed
     /// [`Event::Acted`](super::Event::Acted).
     Execute(Vec<Execution>),
+    /// These calls were served from a fork's record (see [`super::Record`]): their
+    /// results are in the transcript already and nothing runs. Announce them
+    /// (`ToolReplayed`), then ask [`Run::next`](super::Run::next) again; no event is fed
+    /// back.
+    Replayed(Vec<reins_message::ToolResult>),
     /// Stop and wait for these requirements (none: `resume()` goes on).
     Pause(Vec<Requirement>),
     /// The run ended.
@@ -327,6 +332,9 @@ pub struct RunState {
     /// so a run resumed elsewhere still returns it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) output: Option<OutputState>,
+    /// A fork's record of its source's finished calls (see [`super::Record`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) replay: Option<super::Record>,
 }
 
 /// A run's structured-output progress.
@@ -343,6 +351,11 @@ pub(crate) struct OutputState {
 }
 
 impl RunState {
+    /// The record a fork serves tool calls from, when the session is a fork.
+    pub fn record(&self) -> Option<&super::Record> {
+        self.replay.as_ref()
+    }
+
     /// Where the run is.
     pub fn phase(&self) -> Phase {
         self.phase
@@ -380,6 +393,7 @@ impl Default for RunState {
             stop_after_acting: false,
             stored_requirements: Vec::new(),
             output: None,
+            replay: None,
         }
     }
 }
