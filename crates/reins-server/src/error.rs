@@ -55,6 +55,9 @@ pub enum ServerError {
         /// The requirements pending now, as JSON.
         pending: serde_json::Value,
     },
+    /// The resource to create already exists (409): e.g. a fork's new session id.
+    #[error("{0}")]
+    Exists(String),
     /// The body is too large (413).
     #[error("request body too large (the limit is {0} bytes)")]
     TooLarge(usize),
@@ -115,7 +118,9 @@ impl ServerError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::UnknownSession(_) | Self::UnknownRequirement(_) => StatusCode::NOT_FOUND,
-            Self::Busy(_) | Self::NotPaused(_) | Self::StaleView { .. } => StatusCode::CONFLICT,
+            Self::Busy(_) | Self::NotPaused(_) | Self::StaleView { .. } | Self::Exists(_) => {
+                StatusCode::CONFLICT
+            }
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -136,6 +141,7 @@ impl ServerError {
             Self::Busy(_) => "busy",
             Self::NotPaused(_) => "not_paused",
             Self::StaleView { .. } => "stale_view",
+            Self::Exists(_) => "session_exists",
             Self::TooLarge(_) => "payload_too_large",
             Self::Timeout(_) => "timeout",
             Self::Invalid { code, .. } => code,
@@ -184,6 +190,7 @@ impl From<AgentError> for ServerError {
                 Self::BadRequest(message)
             }
             AgentError::SessionBusy { .. } | AgentError::ToolInFlight { .. } => Self::Busy(message),
+            AgentError::SessionExists { .. } => Self::Exists(message),
             AgentError::NothingToResume { .. } => Self::NotPaused(format!(
                 "{message} (someone may already have decided: reload the session)"
             )),

@@ -217,3 +217,5 @@ pub struct Me {
     /// The session prefix it owns as a `user`.
     pub session_prefix: String,
 }
+
+pub use crate::sessions::fork::{ForkAnswer, ForkRequest, TurnsList};

@@ -4,6 +4,7 @@
 //! output, or with its own SSE stream when `?stream=true`.
 
 mod decide;
+pub(crate) mod fork;
 mod stream;
 
 use std::sync::Arc;
@@ -40,6 +41,9 @@ pub(crate) fn router() -> Router<AppState> {
         )
         .route("/v1/sessions/{id}/interrupt", post(post_interrupt))
         .route("/v1/sessions/{id}/events", get(get_events))
+        .route("/v1/sessions/{id}/fork", post(fork::post_fork))
+        .route("/v1/sessions/{id}/turns", get(fork::get_turns))
+        .route("/v1/sessions/{id}/replay", post(fork::post_replay))
 }
 
 /// Starts a run on a session (created if new).

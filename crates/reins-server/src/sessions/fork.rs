@@ -1,0 +1,219 @@
+//! Forks and replays of a session: `POST /v1/sessions/{id}/fork` makes a new session
+//! from this one's history up to a turn (calls the original already made are served
+//! from its ledger, not run again), `GET /v1/sessions/{id}/turns` lists the turns a
+//! fork can start before, and `POST /v1/sessions/{id}/replay` re-drives the session
+//! with this server's agent on a scratch in-memory store, streaming where it diverged.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use reins_agent::{ForkPoint, ReplayTurn};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use utoipa::ToSchema;
+
+use crate::auth::AccessRole;
+use crate::error::{ErrorBody, Result, ServerError};
+use crate::extract::{ApiJson, Caller, SessionId};
+use crate::sse;
+use crate::state::AppState;
+
+/// `POST /v1/sessions/{id}/fork`: where to fork and into which id. Give exactly one
+/// of `before_turn` and `messages`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The new session's id (a user must own it too).
+    pub new_session_id: String,
+    /// Fork just before the user message of this turn (0-based; see `/turns`).
+    #[serde(default)]
+    pub before_turn: Option<usize>,
+    /// Fork after this many messages (every tool use among them must have its result).
+    #[serde(default)]
+    pub messages: Option<usize>,
+    /// Run every call again instead of serving the original's recorded results (each
+    /// asks for approval where its tool's policy says so).
+    #[serde(default)]
+    pub rerun_side_effects: bool,
+}
+
+/// The answer to a fork: the new session and where it came from.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ForkAnswer {
+    /// The new session's id.
+    pub session_id: String,
+    /// The session it was forked from.
+    pub source: String,
+    /// How many of the source's messages it kept.
+    pub at: usize,
+    /// How many of the source's finished calls it may serve from the record.
+    pub recorded_calls: usize,
+}
+
+/// `GET /v1/sessions/{id}/turns`: the session's turns and, for a fork, its origin.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TurnsList {
+    /// The session id.
+    pub session_id: String,
+    /// Its turns, oldest first (reins-agent's `Turn` JSON).
+    #[schema(value_type = Vec<Object>)]
+    pub turns: Vec<Value>,
+    /// Where it was forked from (reins-agent's `ForkOrigin` JSON), when it is a fork.
+    #[schema(value_type = Option<Object>)]
+    pub forked_from: Option<Value>,
+}
+
+/// Makes a fork of the session.
+#[utoipa::path(
+    post, path = "/v1/sessions/{id}/fork", tag = "sessions",
+    params(("id" = String, Path, description = "The session to fork")),
+    request_body = ForkRequest,
+    responses(
+        (status = 201, description = "The fork", body = ForkAnswer),
+        (status = 400, description = "Bad body", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "Not the caller's session (either of them)", body = ErrorBody),
+        (status = 404, description = "Unknown session", body = ErrorBody),
+        (status = 409, description = "The new session id is taken (`session_exists`)", body = ErrorBody),
+        (status = 422, description = "No such turn, or the cut leaves a tool use without its result (`invalid_input`)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_fork(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    ApiJson(body): ApiJson<ForkRequest>,
+) -> Result<Response> {
+    who.require_owner(&id)?;
+    who.require_owner(&body.new_session_id)?;
+    let at = match (body.before_turn, body.messages) {
+        (Some(t), None) => ForkPoint::BeforeTurn(t),
+        (None, Some(n)) => ForkPoint::Messages(n),
+        _ => {
+            return Err(ServerError::BadBody(
+                "give exactly one of `before_turn` and `messages`".to_owned(),
+            ));
+        }
+    };
+    // 404 for an unknown source (opening it would create it).
+    state.agent.store().load_session(&id).await?;
+    let source = state.agent.session(&id).await?;
+    let mut fork = source.fork(at, body.new_session_id.clone());
+    if body.rerun_side_effects {
+        fork = fork.rerun_side_effects();
+    }
+    let fork = fork.await?;
+    let origin = fork
+        .forked_from()
+        .await?
+        .ok_or_else(|| ServerError::Internal("the fork lost its origin".to_owned()))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ForkAnswer {
+            session_id: body.new_session_id,
+            source: origin.source,
+            at: origin.at,
+            recorded_calls: origin.recorded_calls,
+        }),
+    )
+        .into_response())
+}
+
+/// Lists the session's turns (where a fork can start).
+#[utoipa::path(
+    get, path = "/v1/sessions/{id}/turns", tag = "sessions",
+    params(("id" = String, Path, description = "The session id")),
+    responses(
+        (status = 200, description = "The turns", body = TurnsList),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_turns(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Json<TurnsList>> {
+    who.require_read(&id)?;
+    let stored = state.agent.store().load_session(&id).await?;
+    let session = state.agent.session(&id).await?;
+    let forked_from = session
+        .forked_from()
+        .await?
+        .and_then(|o| serde_json::to_value(o).ok());
+    Ok(Json(TurnsList {
+        session_id: id,
+        turns: reins_agent::turns(&stored.messages)
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect(),
+        forked_from,
+    }))
+}
+
+/// Replays the session with this server's agent and streams where it diverged.
+#[utoipa::path(
+    post, path = "/v1/sessions/{id}/replay", tag = "sessions",
+    params(("id" = String, Path, description = "The recorded session")),
+    responses(
+        (status = 200, description = "An SSE stream: a `turn` event (reins-agent's `ReplayTurn` JSON: served calls, calls not run, answers, divergences) per replayed turn, then `report` (the `ReplayReport`) or `error`. Tool calls are served from the recording; none runs. The replay runs on a scratch in-memory store", content_type = "text/event-stream", body = String),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "Not the caller's session", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_replay(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+) -> Result<Response> {
+    if !(who.owns(&id) || who.has(AccessRole::Admin)) {
+        return Err(ServerError::Forbidden(format!(
+            "`{}` may not replay session `{id}`",
+            who.name
+        )));
+    }
+    state.agent.store().load_session(&id).await?;
+    let recorded = state.agent.session(&id).await?;
+    let candidate = state
+        .agent
+        .with_store(std::sync::Arc::new(reins_memory::InMemoryStore::new()));
+    let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<ReplayTurn>();
+    let (tx, rx) = mpsc::channel(sse::CLIENT_BUFFER);
+    tokio::spawn(async move {
+        let replay = reins_agent::replay_streaming(&recorded, &candidate, Some(turn_tx));
+        tokio::pin!(replay);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(turn) = turn_rx.recv() => {
+                    if tx.send(json_event("turn", &turn)).await.is_err() {
+                        return; // the client left: stop replaying
+                    }
+                }
+                result = &mut replay => break result,
+            }
+        };
+        while let Ok(turn) = turn_rx.try_recv() {
+            let _ = tx.send(json_event("turn", &turn)).await;
+        }
+        let last = match result {
+            Ok(report) => json_event("report", &report),
+            Err(e) => json_event("error", &ServerError::from(e).body()),
+        };
+        let _ = tx.send(last).await;
+    });
+    Ok(sse::respond(rx, state.limits.keep_alive))
+}
+
+fn json_event(name: &str, data: &impl Serialize) -> Event {
+    Event::default()
+        .event(name)
+        .data(serde_json::to_string(data).unwrap_or_else(|_| "null".to_owned()))
+}
