@@ -404,3 +404,94 @@ async fn the_inbox_in_a_real_browser() {
 
     c.close().await.unwrap();
 }
+
+/// The session view's timeline: a "Fork here" before each turn makes a fork and opens
+/// it; asking the same thing there serves the recorded result (marked "replayed"),
+/// and nothing runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_from_the_timeline_in_a_real_browser() {
+    let (Some(chromium), Some(chromedriver)) = (
+        find(&["chromium", "chromium-browser", "google-chrome"]),
+        find(&["chromedriver"]),
+    ) else {
+        let msg =
+            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        if in_ci() {
+            panic!("{msg}; CI requires them");
+        }
+        eprintln!("\n!!! SKIPPED fork_from_the_timeline_in_a_real_browser: {msg}\n");
+        return;
+    };
+    let shots = Shots::new();
+    let s = start().await;
+    let r = pause(&s, "alice/trip", "mail bob@example.com").await;
+    let (st, _) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Ftrip/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (st, _) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Ftrip/runs",
+            json!({"message": "thanks"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(s.ran(), ["mail:bob@example.com"]);
+
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/?session=alice%2Ftrip#token={ALICE}", s.base))
+        .await
+        .unwrap();
+    wait_text(&c, "#transcript", |t| t.contains("echo: thanks")).await;
+    let bars = c.find_all(Locator::Css("#transcript .turn")).await.unwrap();
+    assert_eq!(bars.len(), 2, "one fork point per turn");
+    shots.take(&c, "timeline.png").await;
+
+    // Fork before the first turn: the fork opens, and says where it came from.
+    c.find(Locator::Css(
+        "#transcript .turn[data-turn=\"0\"] .fork-here",
+    ))
+    .await
+    .unwrap()
+    .click()
+    .await
+    .unwrap();
+    let id = wait_text(&c, "#sv-id", |t| t.starts_with("alice/trip-fork1-")).await;
+    wait_text(&c, "#sv-origin", |t| t.contains("Forked from alice/trip")).await;
+    wait_text(&c, "#sv-msg", |t| t.contains("1 call(s)")).await;
+
+    // Ask the same thing in the fork: served from the record, not sent again.
+    c.find(Locator::Css("#say"))
+        .await
+        .unwrap()
+        .send_keys("mail bob@example.com")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#send"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#transcript", |t| t.contains("replayed")).await;
+    wait_text(&c, "#sv-origin", |t| {
+        t.contains("1 of 1 recorded call(s) replayed")
+    })
+    .await;
+    assert_eq!(s.ran(), ["mail:bob@example.com"], "nothing ran twice");
+    let (_, fork) = s.get(ALICE, &format!("/v1/sessions/{}", enc(&id))).await;
+    assert_eq!(fork["status"], "idle", "{fork}");
+    shots.take(&c, "fork.png").await;
+    let err: serde_json::Value = c
+        .execute("return window.__err || null", vec![])
+        .await
+        .unwrap();
+    assert_eq!(err, serde_json::Value::Null, "no script errors");
+    c.close().await.unwrap();
+}
