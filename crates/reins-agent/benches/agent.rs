@@ -11,6 +11,11 @@
 //! stored version first — on an in-memory store and on a SQLite file, for a session
 //! of 50 messages that nobody else changed (the version read only) and, for SQLite,
 //! one that another worker changed before each read (version read + reload).
+//!
+//! `fork`: what `Session::fork` costs against the source's length (10, 100 and 400
+//! tool-call turns, 4 messages and one ledger entry each), on memory and SQLite: a
+//! fork before the first turn (copies nothing, records every call: one ledger read
+//! each) and a fork at the end (copies every message, records nothing).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -278,5 +283,51 @@ fn session_read(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_memory, sqlite, session_read);
+fn fork(c: &mut Criterion) {
+    use reins_agent::ForkPoint;
+    let rt = rt();
+    let mut g = c.benchmark_group("fork");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(rt.block_on(sqlite_store(dir.path(), Durability::Normal)));
+    let memory: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(InMemoryStore::new());
+    for (name, store) in [("memory", memory), ("sqlite", sqlite)] {
+        let agent = Agent::builder()
+            .model(tool_model())
+            .toolkit(add_toolkit())
+            .store_arc(store)
+            .build()
+            .unwrap();
+        for turns in [10usize, 100, 400] {
+            let source = rt.block_on(async {
+                let s = agent.session(&format!("src-{turns}")).await.unwrap();
+                for i in 0..turns {
+                    s.send(Msg::user(format!("add {i}"))).await.unwrap();
+                }
+                s
+            });
+            let len = rt.block_on(source.messages()).unwrap().len();
+            for (point, at) in [
+                ("start", ForkPoint::BeforeTurn(0)),
+                ("end", ForkPoint::Messages(len)),
+            ] {
+                g.bench_function(BenchmarkId::new(format!("{name}/{point}"), turns), |b| {
+                    b.iter(|| {
+                        rt.block_on(async {
+                            let f = source.fork(at, fresh_id()).await.unwrap();
+                            black_box(f.id().len())
+                        })
+                    });
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, in_memory, sqlite, session_read, fork);
 criterion_main!(benches);
