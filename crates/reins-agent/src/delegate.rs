@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{AgentError, Result};
 use crate::run::{ChildInput, ExecOutcome};
+use crate::view::Actor;
 
 /// A tool whose calls run in a child session.
 #[async_trait]
@@ -47,6 +48,18 @@ pub(crate) trait Delegate: Send + Sync {
         routed: Option<ChildInput>,
         cancel: CancellationToken,
     ) -> Result<ExecOutcome>;
+
+    /// Closes the child session of the call `tool_use` made in the parent's `session`,
+    /// because the parent closed the call (a new message): whatever the child waits
+    /// for is rejected with `note`, recorded in its transcript and audit trail (by
+    /// `actor`), and its run ends without asking its model again.
+    async fn close(
+        &self,
+        session: &str,
+        tool_use: &ToolUse,
+        note: &str,
+        actor: Option<Actor>,
+    ) -> Result<()>;
 }
 
 /// The sub-agents registered on an agent, by tool name.

@@ -208,6 +208,15 @@ impl Driver {
             seen,
         )
         .await?;
+        // A paused sub-agent call is decided against what its child session waits for
+        // in the store (someone may have answered the child directly).
+        crate::follow::follow_children(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            &mut core.run,
+        )
+        .await?;
         let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &call.input {
@@ -217,10 +226,17 @@ impl Driver {
 
         // Begin: validate and apply the input; store it. A stale cache (another process
         // wrote since we loaded) shows as a conflict: reload once and try again.
+        // Paused sub-agent calls a new user message closes: their child sessions are
+        // closed once the message is stored.
+        let waiting_children = match &call.input {
+            RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
+            _ => Vec::new(),
+        };
         let mut attempt = 0;
         loop {
             self.settle_from_ledger(core, &call.input).await?;
             if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
+                let refusal = self.late(refusal, &call).await;
                 self.record_refusal(refusal.audit).await;
                 return Err(refusal.error);
             }
@@ -243,6 +259,7 @@ impl Driver {
             }
         }
 
+        self.close_children(&waiting_children, &call).await;
         self.emit(RunEvent::RunStarted {
             session_id: self.session.clone(),
         });
@@ -330,6 +347,100 @@ impl Driver {
         Ok(out)
     }
 
+    /// A decision refused because what it names is no longer pending (or the view it
+    /// was made on changed) is, when that requirement was decided by someone else, a
+    /// late decision: refused as [`AgentError::AlreadyDecided`] naming the decision that
+    /// took effect, and recorded as refused for that reason. The same answer whatever
+    /// the timing (see docs/human-in-the-loop.md, "A late second approver").
+    async fn late(&self, refusal: crate::run::Refusal, call: &Call) -> crate::run::Refusal {
+        if !matches!(
+            refusal.error,
+            AgentError::UnknownRequirement { .. }
+                | AgentError::StaleView { .. }
+                | AgentError::NothingToResume { .. }
+        ) {
+            return refusal;
+        }
+        // `resume()` names no requirement: it approves what its view showed, and a
+        // stale view stays `StaleView`.
+        let named: Vec<(String, String, Option<String>)> = match &call.input {
+            RunInput::Decisions(ds) => ds
+                .iter()
+                .map(|d| {
+                    (
+                        d.id().to_owned(),
+                        d.label().to_owned(),
+                        d.decided_by().map(str::to_owned),
+                    )
+                })
+                .collect(),
+            RunInput::Resume => return refusal,
+            RunInput::Message(m) => m
+                .tool_results_iter()
+                .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
+                .collect(),
+        };
+        let pending: Vec<String> = match &refusal.error {
+            AgentError::UnknownRequirement { pending, .. } => pending.clone(),
+            AgentError::StaleView { pending, .. } => pending.iter().map(|r| r.id.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let gone: Vec<String> = named
+            .iter()
+            .map(|(id, _, _)| id.clone())
+            .filter(|id| !pending.contains(id))
+            .collect();
+        let found = match crate::follow::already_decided(
+            &self.agent.runtime.store,
+            &self.session,
+            &gone,
+        )
+        .await
+        {
+            Ok(Some(found)) => found,
+            Ok(None) => return refusal,
+            Err(e) => {
+                tracing::warn!(session = %self.session, error = %e, "could not read the audit trail of a refused decision");
+                return refusal;
+            }
+        };
+        let (error, applied) = found;
+        let via = match &call.input {
+            RunInput::Message(_) => "tool_results",
+            _ => "resolve",
+        };
+        let audit = named
+            .into_iter()
+            .filter(|(id, _, _)| gone.contains(id))
+            .map(|(id, decision, by)| {
+                let actor = match (by, &call.actor) {
+                    (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
+                    (Some(p), _) => Some(Actor::new(p)),
+                    (None, a) => a.clone(),
+                };
+                crate::view::DecisionRecord {
+                    seq: 0,
+                    at: call.now,
+                    requirement_id: id,
+                    tool_name: applied.tool_name.clone(),
+                    kind: applied.kind.clone(),
+                    decision,
+                    via: via.to_owned(),
+                    verdict: crate::view::Verdict::Refused {
+                        reason: "already_decided".to_owned(),
+                        detail: error.to_string(),
+                    },
+                    actor,
+                    shown_input: applied.shown_input.clone(),
+                    executed_input: None,
+                    note: None,
+                    view: call.view.clone(),
+                }
+            })
+            .collect();
+        crate::run::Refusal { error, audit }
+    }
+
     /// Records a refused input in the audit trail (without touching the session's
     /// version: other callers' views stay valid). A failure to record is logged; the
     /// caller gets the refusal either way.
@@ -349,6 +460,34 @@ impl Driver {
             .await
         {
             tracing::warn!(session = %self.session, error = %e, "could not record a refused decision");
+        }
+    }
+
+    /// A new message closed paused sub-agent calls: their child sessions are closed
+    /// too, so nothing stays approvable there (in the child's transcript and audit
+    /// trail as rejections noting the parent moved on). A failure is logged: the
+    /// parent's own turn is already stored, and the child shows as closed once retried.
+    async fn close_children(&self, children: &[reins_message::ToolUse], call: &Call) {
+        if children.is_empty() {
+            return;
+        }
+        let note = match &call.input {
+            RunInput::Message(m) => format!(
+                "a new message was sent instead: {}",
+                crate::error::clip(&m.text(), 200)
+            ),
+            _ => "the call was closed".to_owned(),
+        };
+        for child in children {
+            let Some(sub) = self.agent.runtime.subagents.get(&child.name) else {
+                continue;
+            };
+            if let Err(e) = sub
+                .close(&self.session, child, &note, call.actor.clone())
+                .await
+            {
+                tracing::warn!(session = %self.session, call = %child.id, error = %e, "could not close a sub-agent's child session");
+            }
         }
     }
 

@@ -2,6 +2,22 @@
 
 use chrono::{DateTime, Utc};
 
+/// The decision that took effect on a requirement, as the audit trail records it
+/// (see [`AgentError::AlreadyDecided`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Decided {
+    /// `approve`, `reject`, `input`, `external_result` or `tool_result`.
+    pub decision: String,
+    /// Who made it, when recorded.
+    pub by: Option<String>,
+    /// When it was made.
+    pub at: DateTime<Utc>,
+    /// How it was given (`resolve`, `resume`, `message`, `parent`, ...; "on child
+    /// session `..`" when it was made there).
+    pub via: String,
+}
+
 /// Why a call on an [`Agent`](crate::Agent) or [`Session`](crate::Session) failed.
 ///
 /// Errors about decisions and inputs are raised before anything is written: the stored
@@ -52,6 +68,23 @@ pub enum AgentError {
         id: String,
         /// When it expired.
         expired_at: DateTime<Utc>,
+    },
+    /// The requirement was already decided — by another approver, through the child
+    /// session of a sub-agent, or closed by a new message — before this decision
+    /// arrived (a late second approver). Nothing changed and nothing ran; `decided` is
+    /// the audit record of the decision that took effect (who, what, when, how).
+    #[error(
+        "requirement `{id}` was already decided: `{}` by {} at {} (via {}); nothing changed",
+        .decided.decision,
+        .decided.by.as_deref().map_or_else(|| "an unnamed caller".to_owned(), |b| format!("`{b}`")),
+        .decided.at,
+        .decided.via
+    )]
+    AlreadyDecided {
+        /// The requirement id given.
+        id: String,
+        /// The decision that took effect, as the audit trail records it.
+        decided: Box<Decided>,
     },
     /// The same requirement was answered twice in one call.
     #[error("requirement `{id}` was answered more than once in the same call")]

@@ -61,6 +61,7 @@ pub mod compression;
 mod delegate;
 mod drive;
 mod error;
+mod follow;
 mod fork;
 mod handle;
 mod live;
@@ -88,7 +89,7 @@ pub mod context {
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
-pub use error::{AgentError, Result};
+pub use error::{AgentError, Decided, Result};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,
@@ -102,6 +103,6 @@ pub use session::{ResolveBuilder, ResumeBuilder, SendBuilder, Session};
 pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
 pub use state::SessionView;
 pub use structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec};
-pub use subagent::{SubAgentTool, child_session_id};
+pub use subagent::{SubAgentTool, child_session_id, pending_requirements};
 pub use view::{Actor, DecisionRecord, Verdict, ViewToken};
 pub use watch::SessionWatch;

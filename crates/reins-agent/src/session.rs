@@ -17,6 +17,10 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 
 mod verbs;
 
+/// How long a decision made while its session is busy waits to learn whether the run
+/// in flight applies another decision on the same requirement.
+const BUSY_DECISION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub use verbs::{ResolveBuilder, ResumeBuilder, SendBuilder};
 
 impl Agent {
@@ -305,7 +309,7 @@ impl Session {
         output: Option<OutputSpec>,
     ) -> Result<RunHandle> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (args, active) = self.prepare(input, view, output, Some(tx)).await?;
+        let (args, active) = self.prepare_deciding(input, view, output, Some(tx)).await?;
         let cancel = args.cancel.clone();
         let task = tokio::spawn(drive_future(args, active));
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
@@ -321,12 +325,55 @@ impl Session {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
     ) -> Result<RunOutput> {
-        let (args, active) = self.prepare(input, view, output, None).await?;
+        let (args, active) = self.prepare_deciding(input, view, output, None).await?;
         InlineRun {
             cancel: args.cancel.clone(),
             run: Some(drive_future(args, active)),
         }
         .await
+    }
+
+    /// [`Session::prepare`], for decisions made while the session is busy: a run in
+    /// flight may be the one that applies another approver's decision on the same
+    /// requirement. Rather than "busy" or "unknown" depending on timing, a late
+    /// decision gets [`AgentError::AlreadyDecided`] once the other decision is stored
+    /// (it is stored right after that run claims the session); a session busy with
+    /// anything else is still refused with [`AgentError::SessionBusy`] after a short
+    /// bounded wait.
+    async fn prepare_deciding(
+        &self,
+        input: RunInput,
+        view: Option<ViewToken>,
+        output: Option<OutputSpec>,
+        events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+    ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
+        let ids: Vec<String> = match &input {
+            RunInput::Decisions(ds) => ds.iter().map(|d| d.id().to_owned()).collect(),
+            RunInput::Resume | RunInput::Message(_) => Vec::new(),
+        };
+        let mut waited = std::time::Duration::ZERO;
+        let step = std::time::Duration::from_millis(20);
+        loop {
+            match self
+                .prepare(input.clone(), view.clone(), output.clone(), events.clone())
+                .await
+            {
+                Err(AgentError::SessionBusy { session }) if !ids.is_empty() => {
+                    if let Some((e, _)) =
+                        crate::follow::already_decided(&self.agent.runtime.store, self.id(), &ids)
+                            .await?
+                    {
+                        return Err(e);
+                    }
+                    if waited >= BUSY_DECISION_WAIT {
+                        return Err(AgentError::SessionBusy { session });
+                    }
+                    tokio::time::sleep(step).await;
+                    waited += step;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Claims the session (in this process, then in the store) and assembles a run.
@@ -504,15 +551,81 @@ impl Session {
         Ok(f(&core.run))
     }
 
-    /// Reloads from the store when the store's version moved (one cheap read).
-    pub(crate) async fn refresh(&self, core: &mut SessionCore) -> Result<()> {
-        sync_with_store(
-            &self.agent.runtime.store,
-            self.agent.config.run,
+    /// Closes this (child) session because its parent session `parent` closed the
+    /// sub-agent call it serves: every pending call is rejected with a note saying so,
+    /// recorded in the transcript and the audit trail (by `actor`), the run ends
+    /// `Cancelled` without a model call, and its own paused sub-agents are closed in
+    /// turn. Nothing happens when the session is not paused.
+    pub(crate) async fn close_for_parent(
+        &self,
+        parent: &str,
+        note: &str,
+        actor: Option<Actor>,
+    ) -> Result<()> {
+        let Ok(mut core) = self.shared.core.clone().try_lock_owned() else {
+            return Err(AgentError::SessionBusy {
+                session: self.id().to_owned(),
+            });
+        };
+        let rt = &self.agent.runtime;
+        let config = self.agent.config.run;
+        let lock = crate::lock::StoreLock::acquire(
+            &rt.store,
+            &rt.owner,
+            self.agent.config.session_lease,
             self.id(),
-            core,
         )
-        .await
+        .await?;
+        let note = format!("closed: the parent session `{parent}` moved on ({note})");
+        let closed = async {
+            crate::state::sync_to_version(
+                &rt.store,
+                config,
+                self.id(),
+                &mut core,
+                lock.seen_version(),
+            )
+            .await?;
+            crate::follow::follow_children(&rt.store, config, self.id(), &mut core.run).await?;
+            let by = actor.as_ref().map(|a| a.principal.clone());
+            let Some(children) =
+                core.run
+                    .close_for_parent(&note, by.as_deref(), chrono::Utc::now())
+            else {
+                return Ok(Vec::new());
+            };
+            if let Some(mut commit) = core.run.take_commit(crate::run::Flush::All) {
+                commit.expected_version = core.version;
+                match rt.store.commit(self.id(), commit).await {
+                    Ok(v) => core.version = v,
+                    Err(e) => {
+                        core.stale = true;
+                        return Err(AgentError::from(e));
+                    }
+                }
+            }
+            self.set_view(core.run.view());
+            Ok(children)
+        }
+        .await;
+        drop(core);
+        lock.release().await;
+        for call in closed? {
+            if let Some(sub) = rt.subagents.get(&call.name) {
+                sub.close(self.id(), &call, &note, actor.clone()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reloads from the store when the store's version moved (one cheap read).
+    /// A paused sub-agent call shows what its child session waits for in the store.
+    pub(crate) async fn refresh(&self, core: &mut SessionCore) -> Result<()> {
+        let store = &self.agent.runtime.store;
+        sync_with_store(store, self.agent.config.run, self.id(), core).await?;
+        crate::follow::follow_children(store, self.agent.config.run, self.id(), &mut core.run)
+            .await?;
+        Ok(())
     }
 }
 

@@ -39,11 +39,7 @@ use crate::output::{RunOutput, RunStatus};
 use crate::requirement::Requirement;
 use crate::run::{ChildInput, ExecOutcome, Phase};
 
-/// The id of the child session a sub-agent call runs in: the parent session's id and
-/// the tool use id, joined with `/`.
-pub fn child_session_id(parent_session: &str, tool_use_id: &str) -> String {
-    format!("{parent_session}/{tool_use_id}")
-}
+pub use crate::follow::{child_session_id, pending_requirements};
 
 /// An [`Agent`] packaged as a tool of another agent; see [`Agent::as_tool`] and the
 /// [module docs](self).
@@ -225,6 +221,20 @@ impl Delegate for SubAgentTool {
     ) -> Result<ExecOutcome> {
         execute(store, lease, session, self, tool_use, routed, cancel).await
     }
+
+    async fn close(
+        &self,
+        session: &str,
+        tool_use: &ToolUse,
+        note: &str,
+        actor: Option<crate::view::Actor>,
+    ) -> Result<()> {
+        let child = self
+            .agent
+            .session(&child_session_id(session, &tool_use.id))
+            .await?;
+        child.close_for_parent(session, note, actor).await
+    }
 }
 
 impl AgentBuilder {
@@ -387,31 +397,14 @@ fn delegated(
     tool_use: &ToolUse,
     requirements: Vec<Requirement>,
 ) -> ExecOutcome {
-    let requirements = requirements
-        .into_iter()
-        .map(|r| {
-            let mut path = Vec::with_capacity(r.path.len().max(1) + 1);
-            path.push(tool_use.id.clone());
-            if r.path.is_empty() {
-                path.push(r.id.clone());
-            } else {
-                path.extend(r.path.iter().cloned());
-            }
-            Requirement {
-                id: path.join("/"),
-                reason: format!("sub-agent `{}`: {}", sub.name, r.reason),
-                agent: r
-                    .agent
-                    .clone()
-                    .or_else(|| Some(sub.agent.name().to_owned())),
-                path,
-                ..r
-            }
-        })
-        .collect();
     ExecOutcome::Delegated {
         id: tool_use.id.clone(),
-        requirements,
+        requirements: crate::run::qualify(
+            &tool_use.id,
+            &sub.name,
+            Some(sub.agent.name()),
+            requirements,
+        ),
     }
 }
 

@@ -63,7 +63,11 @@ async fn approve_runs_the_tool_once() {
         .resolve(vec![Decision::approve("c1")])
         .await
         .unwrap_err();
-    assert!(matches!(err, AgentError::NothingToResume { .. }), "{err}");
+    // A replayed decision is refused, naming the one that took effect.
+    assert!(
+        matches!(&err, AgentError::AlreadyDecided { id, decided } if id == "c1" && decided.by.as_deref() == Some("ana")),
+        "{err}"
+    );
     assert_eq!(counter.count("delete_file"), 1);
 }
 

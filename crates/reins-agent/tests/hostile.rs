@@ -156,10 +156,11 @@ async fn a_call_reusing_an_approved_id_needs_its_own_approval() {
     let fresh = out.requirements[0].id.clone();
     assert_ne!(fresh, "c1", "the reused id was renamed");
     assert_eq!(runs.ids(), ["c1"], "nothing ran without approval");
-    // The earlier approval and ledger record do not answer it.
+    // The earlier approval and ledger record do not answer it: a decision naming
+    // `c1` is refused as one already decided.
     let err = s.resolve(vec![Decision::approve("c1")]).await.unwrap_err();
     assert!(
-        matches!(err, AgentError::UnknownRequirement { .. }),
+        matches!(err, AgentError::AlreadyDecided { ref id, .. } if id == "c1"),
         "{err}"
     );
     s.resolve(vec![Decision::approve(fresh.clone())])

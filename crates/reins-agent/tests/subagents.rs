@@ -495,18 +495,22 @@ async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
                 .iter()
                 .filter(|r| matches!(r, Ok(o) if o.status == RunStatus::Completed))
                 .count();
-            assert!(completed >= 1, "{label} round {round}: {ra:?} {rb:?}");
+            // Exactly one wins; the other always hears that it came too late.
+            assert_eq!(completed, 1, "{label} round {round}: {ra:?} {rb:?}");
             assert_eq!(counter.count("send_email"), 1, "{label} round {round}");
-            for r in [&ra, &rb] {
+            // A decision that lost names the one that won; a `resume()` that lost
+            // (it names no requirement) is busy or stale.
+            for (r, resumed) in [(&ra, false), (&rb, round % 2 == 1)] {
                 if let Err(e) = r {
                     assert!(
-                        matches!(
-                            e,
-                            AgentError::SessionBusy { .. }
-                                | AgentError::StaleView { .. }
-                                | AgentError::NothingToResume { .. }
-                                | AgentError::UnknownRequirement { .. }
-                        ),
+                        matches!(e, AgentError::AlreadyDecided { .. })
+                            || (resumed
+                                && matches!(
+                                    e,
+                                    AgentError::SessionBusy { .. }
+                                        | AgentError::StaleView { .. }
+                                        | AgentError::NothingToResume { .. }
+                                )),
                         "{label} round {round}: {e}"
                     );
                 }
@@ -548,17 +552,233 @@ async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
         let out = child.resolve(vec![Decision::approve("c1")]).await.unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
         assert_eq!(counter.count("send_email"), 1, "{label}");
-        // The parent still shows the child's requirement; approving it finds the child
-        // done and takes its answer.
-        let out = session
+        // The parent follows the child: the requirement is gone, a decision for it is
+        // refused, and `resume()` takes the child's answer without asking again.
+        assert!(session.requirements().await.unwrap().is_empty(), "{label}");
+        let refused = session
             .resolve(vec![Decision::approve("p1/c1")])
             .await
-            .unwrap();
+            .unwrap_err();
+        assert!(
+            matches!(refused, AgentError::AlreadyDecided { .. }),
+            "{label}: {refused}"
+        );
+        let out = session.resume().await.unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
         assert_eq!(counter.count("send_email"), 1, "{label}");
         assert_eq!(
             result_text(&session.messages().await.unwrap(), "p1"),
             "the report went out",
+            "{label}"
+        );
+    }
+}
+
+/// Defect 1 of issue #24: a nested call answered directly on the child session is no
+/// longer decidable at the parent. The parent's view follows the child's store state
+/// (the requirement is gone), a rejection of it is refused, and the parent's audit
+/// trail records nothing as applied — through a handle opened before the child was
+/// answered and through a fresh one, on a second worker too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_call_answered_on_the_child_is_no_longer_decidable_at_the_parent() {
+    for (label, store, other, _keep) in store_pairs("sfollow").await {
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        let out = session
+            .send(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        assert_eq!(out.requirements[0].id, "p1/c1", "{label}");
+        let seen = session.current_view();
+
+        // Someone approves `c1` on the child session: the email is sent.
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_session_id(&id, "p1"))
+            .await
+            .unwrap();
+        child.requirements().await.unwrap();
+        let out = child
+            .resolve(vec![Decision::approve("c1").by("carol")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("send_email"), 1, "{label}");
+
+        // A second worker's parent agent (same agents, the store's other handle).
+        let counter2 = Counter::default();
+        let lead2 = team(
+            &other,
+            lead_script(),
+            research_script(),
+            &counter2,
+            ToolPolicy::confirm(),
+        );
+        let fresh = lead2.session(&id).await.unwrap();
+        for (who, handle) in [("old handle", &session), ("other worker", &fresh)] {
+            let refused = handle
+                .resolve(vec![Decision::reject("p1/c1", "do NOT send").by("dave")])
+                .await
+                .unwrap_err();
+            // Refused, naming the decision that took effect (on the child).
+            assert!(
+                matches!(
+                    &refused,
+                    AgentError::AlreadyDecided { id, decided }
+                        if id == "p1/c1"
+                            && decided.decision == "approve"
+                            && decided.by.as_deref() == Some("carol")
+                ),
+                "{label} {who}: {refused}"
+            );
+            let at_view = handle
+                .resolve(vec![Decision::reject("p1/c1", "do NOT send").by("dave")])
+                .at(&seen)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(at_view, AgentError::AlreadyDecided { .. }),
+                "{label} {who}: {at_view}"
+            );
+            assert!(
+                handle.requirements().await.unwrap().is_empty(),
+                "{label} {who}"
+            );
+        }
+        let trail = session.decisions().await.unwrap();
+        assert!(
+            !trail
+                .iter()
+                .any(|d| d.verdict == reins_agent::Verdict::Applied),
+            "{label}: the parent's trail claims a decision took effect: {trail:?}"
+        );
+        // The child's trail holds the one decision that did.
+        let child_trail = child.decisions().await.unwrap();
+        assert_eq!(
+            child_trail
+                .iter()
+                .filter(|d| d.verdict == reins_agent::Verdict::Applied)
+                .map(|d| (d.requirement_id.as_str(), d.decision.as_str()))
+                .collect::<Vec<_>>(),
+            [("c1", "approve")],
+            "{label}"
+        );
+        // Going on takes the child's answer; nothing runs twice.
+        let out = session.resume().await.unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(
+            counter.count("send_email") + counter2.count("send_email"),
+            1,
+            "{label}"
+        );
+        assert_valid(&session.messages().await.unwrap());
+    }
+}
+
+/// Defect 2 of issue #24: a new user message at the parent closes the paused
+/// sub-agent call, and with it the child's pending call: rejected with a note in the
+/// child's transcript and audit trail, no longer approvable there, and gone from what
+/// an inbox lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_message_at_the_parent_closes_the_childs_pending_call() {
+    for (label, store, _, _keep) in store_pairs("sclose").await {
+        let counter = Counter::default();
+        let lead = team(
+            &store,
+            lead_script(),
+            research_script(),
+            &counter,
+            ToolPolicy::confirm(),
+        );
+        let id = sid();
+        let session = lead
+            .session(&id)
+            .await
+            .unwrap()
+            .as_actor(reins_agent::Actor::new("erin"));
+        let out = session
+            .send(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        assert_eq!(out.requirements[0].id, "p1/c1", "{label}");
+        let child_id = child_session_id(&id, "p1");
+
+        let out = session.send(Msg::user("never mind, don't")).await.unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert!(
+            matches!(
+                outcomes(&session.messages().await.unwrap()).get("p1"),
+                Some(ToolOutcome::Rejected { .. })
+            ),
+            "{label}"
+        );
+
+        // The child: not paused, its call rejected with a note saying why.
+        let child = lead
+            .subagent("research")
+            .unwrap()
+            .session(&child_id)
+            .await
+            .unwrap();
+        assert!(!child.is_paused().await.unwrap(), "{label}");
+        assert!(child.requirements().await.unwrap().is_empty(), "{label}");
+        let child_msgs = child.messages().await.unwrap();
+        assert_valid(&child_msgs);
+        match outcomes(&child_msgs).get("c1") {
+            Some(ToolOutcome::Rejected { note: Some(note) }) => {
+                assert!(
+                    note.contains(&id) && note.contains("never mind"),
+                    "{label}: {note}"
+                );
+            }
+            other => panic!("{label}: c1 should be rejected with a note, got {other:?}"),
+        }
+        let trail = child.decisions().await.unwrap();
+        assert!(
+            trail.iter().any(|d| d.requirement_id == "c1"
+                && d.decision == "reject"
+                && d.via == "parent"
+                && d.verdict == reins_agent::Verdict::Applied
+                && d.actor.as_ref().is_some_and(|a| a.principal == "erin")),
+            "{label}: {trail:?}"
+        );
+
+        // No longer approvable on the child; the answer says what happened.
+        let late = child
+            .resolve(vec![Decision::approve("c1").by("frank")])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&late, AgentError::AlreadyDecided { decided, .. } if decided.decision == "reject" && decided.via == "parent"),
+            "{label}: {late}"
+        );
+        assert_eq!(counter.count("send_email"), 0, "{label}");
+
+        // Gone from the inbox: no open requirement records, nothing pending.
+        for sess in [&id, &child_id] {
+            let stored = store.load_session(sess).await.unwrap();
+            assert_eq!(stored.open_requirements().count(), 0, "{label} {sess}");
+            let pending = reins_agent::pending_requirements(&store, stored)
+                .await
+                .unwrap();
+            assert!(pending.is_empty(), "{label} {sess}");
+        }
+        assert!(
+            !store
+                .list_sessions()
+                .await
+                .unwrap()
+                .iter()
+                .any(|s| s.has_open_requirements && (s.id == id || s.id == child_id)),
             "{label}"
         );
     }

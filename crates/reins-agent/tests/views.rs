@@ -112,8 +112,9 @@ async fn a_handle_held_open_sees_the_other_workers_pauses_and_never_widens_conse
         );
         // A decision naming c1 cannot land on c2.
         let err = hb.resolve(vec![Decision::approve("c1")]).await.unwrap_err();
+        // (It names the decision that took effect on c1: alice's approval.)
         assert!(
-            matches!(err, AgentError::UnknownRequirement { ref id, .. } if id == "c1"),
+            matches!(err, AgentError::AlreadyDecided { ref id, ref decided } if id == "c1" && decided.by.as_deref() == Some("alice")),
             "{label}: {err}"
         );
         // A pinned view from before c2 existed cannot approve c2.
@@ -168,13 +169,14 @@ async fn a_handle_held_open_sees_the_other_workers_pauses_and_never_widens_conse
             [
                 ("c1", "stale_view"),
                 ("c1", "stale_view"),
+                ("c1", "already_decided"),
                 ("c2", "stale_view")
             ],
             "{label}: {trail:#?}"
         );
         assert_eq!(
             trail.iter().map(|r| r.seq).collect::<Vec<_>>(),
-            (1..=5).collect::<Vec<_>>()
+            (1..=6).collect::<Vec<_>>()
         );
         assert_eq!(trail[1].shown_input, json!({"path": "a.txt"}));
     }
@@ -669,6 +671,7 @@ mod interleavings {
                 AgentError::StaleView { .. }
                 | AgentError::NothingToResume { .. }
                 | AgentError::UnknownRequirement { .. }
+                | AgentError::AlreadyDecided { .. }
                 | AgentError::SessionBusy { .. }
                 | AgentError::InvalidInput(_),
             ) => {}

@@ -102,27 +102,50 @@ impl Run {
             "the user sent a new message instead: {}",
             clip(&msg.text(), 200)
         );
+        // The driver closes the child sessions of paused sub-agent calls.
+        let _children = self.close_turn(&note, "message", None, now);
+        self.push(msg);
+        self.state.phase = Phase::Reasoning;
+        self.state.iteration = 0;
+        self.state.stop_after_acting = false;
+        self.state.output = self.next_output.take().map(|spec| super::OutputState {
+            spec,
+            attempts: 0,
+            asked: None,
+        });
+        Ok(())
+    }
+
+    /// Closes every call of the turn that has no result: waiting ones (and paused
+    /// sub-agent calls) as `Rejected` with `note`, calls in flight on a question as
+    /// `Interrupted`, cleared ones not yet run as `Cancelled`; each pending requirement
+    /// gets a `reject` record (via `via`, by `by`) in the audit trail. Ends the turn's
+    /// calls. Returns the sub-agent calls whose child sessions still wait (to be closed
+    /// in turn by the driver).
+    fn close_turn(
+        &mut self,
+        note: &str,
+        via: &str,
+        by: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Vec<reins_message::ToolUse> {
         let mut results = Vec::new();
+        let mut children = Vec::new();
         let waiting = self.requirements();
         for req in &waiting {
-            self.log_decision(
-                req,
-                "reject",
-                "message",
-                None,
-                None,
-                Some(note.clone()),
-                now,
-            );
+            self.log_decision(req, "reject", via, by, None, Some(note.to_owned()), now);
         }
         for slot in &mut self.state.slots {
             match &slot.status {
                 SlotStatus::Done { .. } => {}
                 SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. } => {
+                    if matches!(slot.status, SlotStatus::Delegated { .. }) {
+                        children.push(slot.tool_use.clone());
+                    }
                     let r = ToolResult::rejected(
                         &slot.tool_use.id,
                         &slot.tool_use.name,
-                        Some(note.clone()),
+                        Some(note.to_owned()),
                     );
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
@@ -158,16 +181,27 @@ impl Run {
             self.push(Msg::tool_results(results));
         }
         self.end_turn_slots();
-        self.push(msg);
-        self.state.phase = Phase::Reasoning;
-        self.state.iteration = 0;
+        children
+    }
+
+    /// Closes a paused run whose parent moved on (a sub-agent's child session whose
+    /// call the parent closed): every pending call is rejected with `note`, recorded
+    /// in the audit trail via `parent` by `by`, and the run ends `Cancelled` without
+    /// asking the model anything. Returns the sub-agent calls whose own child sessions
+    /// must be closed in turn; `None` when the run was not paused (nothing to close).
+    pub(crate) fn close_for_parent(
+        &mut self,
+        note: &str,
+        by: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Option<Vec<reins_message::ToolUse>> {
+        if !self.is_paused() {
+            return None;
+        }
+        let children = self.close_turn(note, "parent", by, now);
+        self.state.phase = Phase::Finished(crate::output::RunStatus::Cancelled);
         self.state.stop_after_acting = false;
-        self.state.output = self.next_output.take().map(|spec| super::OutputState {
-            spec,
-            attempts: 0,
-            asked: None,
-        });
-        Ok(())
+        Some(children)
     }
 
     fn begin_tool_results(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {

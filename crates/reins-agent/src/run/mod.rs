@@ -68,11 +68,13 @@ use answer::Answer;
 mod audit;
 mod commit;
 mod event;
+mod follow;
 mod input;
 mod replay;
 mod request;
 mod types;
 
+pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
 

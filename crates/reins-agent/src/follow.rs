@@ -1,0 +1,170 @@
+//! Following child sessions: a paused sub-agent call shows what its child session
+//! waits for *in the store*, not a copy taken when the child paused. The child is an
+//! ordinary session that anyone allowed may answer directly; the parent's view (and
+//! every decision validated against it) follows.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use reins_memory::{MemoryStore, SessionState};
+
+use crate::error::{AgentError, Decided, Result};
+use crate::requirement::Requirement;
+use crate::run::{Run, RunConfig};
+use crate::state::SessionCore;
+use crate::view::{DecisionRecord, Verdict};
+
+/// How deep sub-agents may nest before following stops (a guard against a store that
+/// holds a cycle of session ids; real nesting is a few levels).
+const MAX_DEPTH: usize = 32;
+
+/// The id of the child session a sub-agent call runs in: the parent session's id and
+/// the tool use id, joined with `/`.
+pub fn child_session_id(parent_session: &str, tool_use_id: &str) -> String {
+    format!("{parent_session}/{tool_use_id}")
+}
+
+/// Brings `run`'s copies of its sub-agents' requirements up to date with their child
+/// sessions in `store` (recursively). Returns whether anything changed.
+pub(crate) async fn follow_children(
+    store: &Arc<dyn MemoryStore>,
+    config: RunConfig,
+    session: &str,
+    run: &mut Run,
+) -> Result<bool> {
+    follow_at(store, config, session, run, 0).await
+}
+
+fn follow_at<'a>(
+    store: &'a Arc<dyn MemoryStore>,
+    config: RunConfig,
+    session: &'a str,
+    run: &'a mut Run,
+    depth: usize,
+) -> BoxFuture<'a, Result<bool>> {
+    Box::pin(async move {
+        if depth >= MAX_DEPTH || !run.is_paused() {
+            return Ok(false);
+        }
+        let mut changed = false;
+        for call in run.state().delegated_calls() {
+            let child = child_session_id(session, &call.id);
+            let Some(waiting) = child_waits_for(store, config, &child, depth).await? else {
+                continue;
+            };
+            changed |= run.follow_child(&call.id, waiting);
+        }
+        Ok(changed)
+    })
+}
+
+/// What child session `id` waits for now, with its own children followed; `None` when
+/// the store holds no such session (the copy is kept).
+async fn child_waits_for(
+    store: &Arc<dyn MemoryStore>,
+    config: RunConfig,
+    id: &str,
+    depth: usize,
+) -> Result<Option<Vec<Requirement>>> {
+    let state = match store.load_session(id).await {
+        Ok(s) => s,
+        Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut core = SessionCore::from_state(state, config)?;
+    follow_at(store, config, id, &mut core.run, depth + 1).await?;
+    Ok(Some(if core.run.is_paused() {
+        core.run.requirements()
+    } else {
+        Vec::new()
+    }))
+}
+
+/// What a stored session waits for, following its sub-agents' child sessions: empty
+/// unless it is paused. For readers of the store that are not a [`Session`]
+/// (an inbox listing many sessions).
+///
+/// [`Session`]: crate::Session
+pub async fn pending_requirements(
+    store: &Arc<dyn MemoryStore>,
+    state: SessionState,
+) -> Result<Vec<Requirement>> {
+    let id = state.id.clone();
+    let mut core = SessionCore::from_state(state, RunConfig::default())?;
+    follow_children(store, RunConfig::default(), &id, &mut core.run).await?;
+    Ok(if core.run.is_paused() {
+        core.run.requirements()
+    } else {
+        Vec::new()
+    })
+}
+
+/// Whether one of the requirements `ids` of `session` was already decided: the
+/// decision that took effect on the first such id, as [`AgentError::AlreadyDecided`].
+/// A nested id (`call/child-id`) is looked up in the child session's trail, where a
+/// direct answer on the child is recorded. Ids that were never decided give `None`.
+pub(crate) async fn already_decided(
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    ids: &[String],
+) -> Result<Option<(AgentError, DecisionRecord)>> {
+    for id in ids {
+        if let Some(found) = decided_at(store, session, id, 0).await? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+fn decided_at<'a>(
+    store: &'a Arc<dyn MemoryStore>,
+    session: &'a str,
+    id: &'a str,
+    depth: usize,
+) -> BoxFuture<'a, Result<Option<(AgentError, DecisionRecord)>>> {
+    Box::pin(async move {
+        let trail = match store.decisions(session).await {
+            Ok(t) => t,
+            Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let applied = trail
+            .into_iter()
+            .filter(|e| e.requirement_id == id)
+            .filter_map(|e| DecisionRecord::from_entry(session, e).ok())
+            .rfind(|r| r.verdict == Verdict::Applied);
+        if let Some(r) = applied {
+            let e = AgentError::AlreadyDecided {
+                id: id.to_owned(),
+                decided: Box::new(decided(&r)),
+            };
+            return Ok(Some((e, r)));
+        }
+        match id.split_once('/') {
+            Some((call, rest)) if depth < MAX_DEPTH => {
+                let child = child_session_id(session, call);
+                Ok(decided_at(store, &child, rest, depth + 1)
+                    .await?
+                    .map(|(_, mut r)| {
+                        r.via = format!("{} on child session `{child}`", r.via);
+                        let e = AgentError::AlreadyDecided {
+                            id: id.to_owned(),
+                            decided: Box::new(decided(&r)),
+                        };
+                        r.requirement_id = id.to_owned();
+                        (e, r)
+                    }))
+            }
+            _ => Ok(None),
+        }
+    })
+}
+
+fn decided(r: &DecisionRecord) -> Decided {
+    Decided {
+        decision: r.decision.clone(),
+        by: r.actor.as_ref().map(|a| a.principal.clone()),
+        at: r.at,
+        via: r.via.clone(),
+    }
+}
