@@ -527,6 +527,20 @@ impl Session {
             .collect()
     }
 
+    /// The decision that took effect on requirement `id`, if one did (from the audit
+    /// trail; a nested id is looked up in the child session where it may have been
+    /// answered directly). What a late decision on `id` is refused with, as
+    /// [`AgentError::AlreadyDecided`].
+    pub async fn decided(&self, id: &str) -> Result<Option<crate::error::Decided>> {
+        let found =
+            crate::follow::already_decided(&self.agent.runtime.store, self.id(), &[id.to_owned()])
+                .await?;
+        Ok(found.and_then(|(e, _)| match e {
+            AgentError::AlreadyDecided { decided, .. } => Some(*decided),
+            _ => None,
+        }))
+    }
+
     /// Asks the run in flight on this session to stop, wherever it executes: in this
     /// process it is interrupted at once; in another worker sharing the store, that
     /// worker notices at its next checkpoint (through the store's change feed). The

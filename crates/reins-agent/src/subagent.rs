@@ -119,6 +119,46 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// The agent whose session `session_id` is: this agent, or — for the child session
+    /// of a sub-agent call (`parent/tool_use_id`, see [`child_session_id`]) — the
+    /// sub-agent that runs it, found through the parent's stored call (at any depth).
+    /// A service that serves one agent opens child sessions with it, so a decision
+    /// made directly on a child session runs with the child's tools and model.
+    pub async fn owner_of(&self, session_id: &str) -> Result<Agent> {
+        Box::pin(self.owner_at(session_id, 0)).await
+    }
+
+    async fn owner_at(&self, session_id: &str, depth: usize) -> Result<Agent> {
+        if self.runtime.subagents.is_empty() || depth > 32 {
+            return Ok(self.clone());
+        }
+        // The parent is a prefix of the id ending before a `/`; the call id follows.
+        for (i, _) in session_id.rmatch_indices('/') {
+            let (parent, call) = (&session_id[..i], &session_id[i + 1..]);
+            if parent.is_empty() || call.is_empty() {
+                continue;
+            }
+            let owner = Box::pin(self.owner_at(parent, depth + 1)).await?;
+            let state = match owner.store().load_session(parent).await {
+                Ok(s) => s,
+                Err(reins_memory::Error::SessionNotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let name = state
+                .messages
+                .iter()
+                .flat_map(Msg::tool_uses)
+                .find(|u| u.id == call)
+                .map(|u| u.name.clone());
+            if let Some(sub) = name.as_deref().and_then(|n| owner.subagent(n)) {
+                return Ok(sub.clone());
+            }
+        }
+        Ok(self.clone())
+    }
+}
+
 impl SubAgentTool {
     /// The tool's name.
     pub fn name(&self) -> &str {

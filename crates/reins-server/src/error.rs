@@ -58,6 +58,16 @@ pub enum ServerError {
     /// The resource to create already exists (409): e.g. a fork's new session id.
     #[error("{0}")]
     Exists(String),
+    /// The decision names a requirement someone else already decided (409): a late
+    /// second approver, whatever the timing. Nothing changed; `decided` says what took
+    /// effect, by whom and when.
+    #[error("{message}")]
+    AlreadyDecided {
+        /// What happened.
+        message: String,
+        /// The decision that took effect: `{decision, by, at, via}`.
+        decided: serde_json::Value,
+    },
     /// The body is too large (413).
     #[error("request body too large (the limit is {0} bytes)")]
     TooLarge(usize),
@@ -98,7 +108,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable machine-readable code (`bad_body`, `unauthorized`, `forbidden`,
-    /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`,
+    /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`, `already_decided`,
     /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
     /// `model`, `internal`).
     pub code: String,
@@ -108,6 +118,10 @@ pub struct ErrorDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub pending: Option<serde_json::Value>,
+    /// For `already_decided`: the decision that took effect, `{decision, by, at, via}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub decided: Option<serde_json::Value>,
 }
 
 impl ServerError {
@@ -118,9 +132,11 @@ impl ServerError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::UnknownSession(_) | Self::UnknownRequirement(_) => StatusCode::NOT_FOUND,
-            Self::Busy(_) | Self::NotPaused(_) | Self::StaleView { .. } | Self::Exists(_) => {
-                StatusCode::CONFLICT
-            }
+            Self::Busy(_)
+            | Self::NotPaused(_)
+            | Self::StaleView { .. }
+            | Self::Exists(_)
+            | Self::AlreadyDecided { .. } => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -142,6 +158,7 @@ impl ServerError {
             Self::NotPaused(_) => "not_paused",
             Self::StaleView { .. } => "stale_view",
             Self::Exists(_) => "session_exists",
+            Self::AlreadyDecided { .. } => "already_decided",
             Self::TooLarge(_) => "payload_too_large",
             Self::Timeout(_) => "timeout",
             Self::Invalid { code, .. } => code,
@@ -161,7 +178,31 @@ impl ServerError {
                     Self::StaleView { pending, .. } => Some(pending.clone()),
                     _ => None,
                 },
+                decided: match self {
+                    Self::AlreadyDecided { decided, .. } => Some(decided.clone()),
+                    _ => None,
+                },
             },
+        }
+    }
+
+    /// A late decision on requirement `id`: `decided` took effect first.
+    pub(crate) fn already_decided(id: &str, decided: &reins_agent::Decided) -> Self {
+        let by = decided
+            .by
+            .as_deref()
+            .map_or_else(|| "an unnamed caller".to_owned(), |b| format!("`{b}`"));
+        Self::AlreadyDecided {
+            message: format!(
+                "requirement `{id}` was already decided: `{}` by {by} (via {}; when: see `decided.at`); nothing changed",
+                decided.decision, decided.via
+            ),
+            decided: serde_json::json!({
+                "decision": decided.decision,
+                "by": decided.by,
+                "at": decided.at,
+                "via": decided.via,
+            }),
         }
     }
 
@@ -213,6 +254,7 @@ impl From<AgentError> for ServerError {
             }
             AgentError::Store(_) => Self::Store(message),
             AgentError::Model(_) => Self::Model(message),
+            AgentError::AlreadyDecided { id, decided } => Self::already_decided(&id, &decided),
             AgentError::StaleView { pending, .. } => Self::StaleView {
                 message: format!(
                     "{message}; what the session waits for changed since your view: reload and decide again"

@@ -9,12 +9,22 @@ use reins_memory::SessionState;
 use crate::error::Result;
 use crate::types::{SessionDetail, SessionStatus};
 
-/// The pending requirements of a stored session.
-fn pending(state: &SessionState) -> Vec<Requirement> {
-    state
+/// The pending requirements of a stored session. A paused sub-agent call shows what its
+/// child session waits for in the store (someone may have answered the child
+/// directly), never the copy the parent took when the child paused.
+async fn pending(agent: &Agent, state: &SessionState) -> Result<Vec<Requirement>> {
+    let delegates = state
+        .run_state
+        .clone()
+        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
+        .is_some_and(|rs| !rs.delegated_calls().is_empty());
+    if delegates {
+        return Ok(reins_agent::pending_requirements(agent.store(), state.clone()).await?);
+    }
+    Ok(state
         .open_requirements()
         .filter_map(|r| serde_json::from_value::<Requirement>(r.payload.clone()).ok())
-        .collect()
+        .collect())
 }
 
 /// Reads the session as stored. `running_here`: a run of it is in flight on this
@@ -26,16 +36,18 @@ pub(crate) async fn load(
     with_messages: bool,
 ) -> Result<(SessionDetail, Vec<Requirement>)> {
     let state = agent.store().load_session(id).await?;
-    Ok(of(state, running_here, with_messages))
+    of(agent, state, running_here, with_messages).await
 }
 
 /// The view of a stored session, and the requirements it shows (those pending, when
 /// the session is paused and no run of it executes here).
-pub(crate) fn of(
+pub(crate) async fn of(
+    agent: &Agent,
     state: SessionState,
     running_here: bool,
     with_messages: bool,
-) -> (SessionDetail, Vec<Requirement>) {
+) -> Result<(SessionDetail, Vec<Requirement>)> {
+    let pending = pending(agent, &state).await?;
     let phase_paused;
     let phase_active;
     match state
@@ -56,7 +68,6 @@ pub(crate) fn of(
             phase_active = false;
         }
     }
-    let pending = pending(&state);
     let paused = phase_paused && !running_here;
     let status = if running_here || phase_active {
         SessionStatus::Running
@@ -87,5 +98,5 @@ pub(crate) fn of(
         },
         updated_at: state.updated_at,
     };
-    (detail, shown)
+    Ok((detail, shown))
 }

@@ -72,7 +72,10 @@ async fn a_run_pauses_shows_in_the_inbox_and_an_edited_approval_runs_once() {
     let (st, err) = s
         .post(ANA, "/v1/sessions/alice%2Fchat-1/decisions", body)
         .await;
-    assert!(st == 404 || st == 409, "{st} {err}");
+    // A late decision: 409 already_decided, naming the one that took effect.
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "already_decided", "{err}");
+    assert_eq!(err["error"]["decided"]["by"], "ana", "{err}");
     assert_eq!(s.ran(), ["delete:b.txt"]);
 
     // The inbox is empty again.
@@ -243,10 +246,8 @@ async fn concurrent_decisions_on_one_requirement_exactly_one_wins() {
         codes.push(t.await.unwrap());
     }
     assert_eq!(codes.iter().filter(|c| **c == 200).count(), 1, "{codes:?}");
-    assert!(
-        codes.iter().all(|c| [200, 404, 409].contains(c)),
-        "{codes:?}"
-    );
+    // The others were late: always 409 (already_decided), whatever the timing.
+    assert!(codes.iter().all(|c| [200, 409].contains(c)), "{codes:?}");
     assert_eq!(s.ran(), ["delete:race.txt"]);
 }
 

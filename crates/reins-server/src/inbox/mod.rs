@@ -97,7 +97,7 @@ pub(crate) async fn get_requirements(
             Err(e) => return Err(e.into()),
         };
         let running = state.hub.local_run(&s.id).is_some();
-        let (detail, pending) = view::of(stored, running, false);
+        let (detail, pending) = view::of(&state.agent, stored, running, false).await?;
         for r in pending {
             let may = who.may_decide(&r.tool_use.name) || who.owns(&s.id);
             if !may {

@@ -76,7 +76,13 @@ pub(crate) async fn post_run(
             message: "the message is empty".to_owned(),
         });
     }
-    let session = state.agent.session(&id).await?;
+    let session = state
+        .agent
+        .owner_of(&id)
+        .await?
+        .session(&id)
+        .await?
+        .as_actor(reins_agent::Actor::new(who.name.clone()));
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
     let handle = session.send(Msg::user(body.message)).start().await?;
     let run = state.hub.start_run(&id, handle);
@@ -138,8 +144,8 @@ pub(crate) async fn get_decisions(
         (status = 200, description = "The run's output (RunOutput JSON) or an SSE stream", body = serde_json::Value),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "Not an approver (for this tool)", body = ErrorBody),
-        (status = 404, description = "Unknown session or requirement (maybe already decided)", body = ErrorBody),
-        (status = 409, description = "Busy, not paused, or a stale view", body = ErrorBody),
+        (status = 404, description = "Unknown session, or a requirement that was never pending", body = ErrorBody),
+        (status = 409, description = "`already_decided` (someone decided it first: by whom, when), busy, not paused, or a stale view", body = ErrorBody),
         (status = 413, body = ErrorBody),
         (status = 422, description = "A decision that does not fit (wrong kind, expired, invalid values)", body = ErrorBody),
     ),
@@ -163,9 +169,15 @@ pub(crate) async fn post_decisions(
         return Err(ServerError::invalid("no decisions given"));
     }
     let (_, pending) = view::load(&state.agent, &id, false, false).await?;
+    // A sub-agent's child session runs with the sub-agent's tools and model.
+    let session = state.agent.owner_of(&id).await?.session(&id).await?;
     let mut decisions = Vec::with_capacity(body.decisions.len());
     for item in &body.decisions {
         let Some(req) = pending.iter().find(|r| r.id == item.requirement_id) else {
+            // Decided by someone else: the same answer whatever the timing.
+            if let Some(decided) = session.decided(&item.requirement_id).await? {
+                return Err(ServerError::already_decided(&item.requirement_id, &decided));
+            }
             return Err(ServerError::UnknownRequirement(format!(
                 "`{}` is not pending on session `{id}` (it may already have been decided: reload); pending: {}",
                 item.requirement_id,
@@ -188,7 +200,6 @@ pub(crate) async fn post_decisions(
         }
         decisions.push(decide::to_decision(item, req)?);
     }
-    let session = state.agent.session(&id).await?;
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
     let handle = decide::start(&session, body.view_token.as_deref(), decisions, &who.name).await?;
     let run = state.hub.start_run(&id, handle);

@@ -177,7 +177,9 @@ async fn sync(
             }
         }
     }
-    let (detail, _) = view::of(stored, running, false);
+    let Ok((detail, _)) = view::of(&state.agent, stored, running, false).await else {
+        return true;
+    };
     let key = (detail.version, running);
     if !force && cur.last_state == Some(key) {
         return true;
