@@ -61,6 +61,8 @@ pub(crate) struct AgentConfig {
     pub(crate) output: Option<crate::structured::OutputSpec>,
     /// Keeps requests within a token budget by summarizing older turns.
     pub(crate) context: Option<crate::compression::ContextPolicy>,
+    /// Per-tool requirement lifetimes in seconds ([`AgentBuilder::approval_ttl`]).
+    pub(crate) approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -139,6 +141,7 @@ pub struct AgentBuilder {
     pub(crate) subagents: SubAgents,
     output: Option<crate::structured::OutputSpec>,
     context: Option<crate::compression::ContextPolicy>,
+    approval_ttls: std::collections::BTreeMap<String, u64>,
 }
 
 impl Default for AgentBuilder {
@@ -163,6 +166,7 @@ impl Default for AgentBuilder {
             output: None,
             context: None,
             subagents: SubAgents::default(),
+            approval_ttls: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -222,9 +226,20 @@ impl AgentBuilder {
         self
     }
 
-    /// How long a requirement can be answered (default: no expiry).
+    /// How long a requirement can be answered (default: no expiry). A decision made
+    /// after that is refused ([`AgentError::RequirementExpired`](crate::AgentError::RequirementExpired));
+    /// a new message still closes the call.
     pub fn requirement_ttl(mut self, ttl: Duration) -> Self {
         self.config.requirement_ttl_secs = Some(ttl.as_secs().max(1));
+        self
+    }
+
+    /// How long a requirement of tool `tool` can be answered, overriding
+    /// [`requirement_ttl`](Self::requirement_ttl) for that tool (an approval for
+    /// `send_email` may be good for ten minutes while one for `search_web` is good
+    /// for a day). Whole seconds, at least one.
+    pub fn approval_ttl(mut self, tool: impl Into<String>, ttl: Duration) -> Self {
+        self.approval_ttls.insert(tool.into(), ttl.as_secs().max(1));
         self
     }
 
@@ -380,6 +395,7 @@ impl AgentBuilder {
                 summary_prompt: self.summary_prompt,
                 output: self.output,
                 context: self.context,
+                approval_ttls: Arc::new(self.approval_ttls),
             }),
             runtime: Arc::new(Runtime {
                 remote: RemoteInterrupts::default(),

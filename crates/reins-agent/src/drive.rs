@@ -161,6 +161,7 @@ impl Driver {
         call.output = output.or_else(|| cfg.output.clone());
         call.model = rt.model.capabilities();
         call.compression = self.compression();
+        call.approval_ttls = Arc::clone(&cfg.approval_ttls);
         call
     }
 
@@ -435,6 +436,8 @@ impl Driver {
                     executed_input: None,
                     note: None,
                     view: call.view.clone(),
+                    shown_fingerprint: applied.shown_fingerprint.clone(),
+                    executed_fingerprint: None,
                 }
             })
             .collect();

@@ -86,6 +86,21 @@ pub enum AgentError {
         /// The decision that took effect, as the audit trail records it.
         decided: Box<Decided>,
     },
+    /// An approval (or input) bound to the arguments its author was shown
+    /// ([`Decision::shown`](crate::Decision::shown)) names a requirement that shows
+    /// other arguments: it was not made on what would run. Nothing changed; read the
+    /// requirement again and decide on what it shows.
+    #[error(
+        "the arguments of `{id}` are not the ones the decision was made on (shown {shown}, now {current}); read it again and decide on what it shows"
+    )]
+    ShownArgumentsChanged {
+        /// The requirement id.
+        id: String,
+        /// The fingerprint the decision carried.
+        shown: String,
+        /// The fingerprint of the arguments the requirement shows.
+        current: String,
+    },
     /// The same requirement was answered twice in one call.
     #[error("requirement `{id}` was answered more than once in the same call")]
     DuplicateDecision {

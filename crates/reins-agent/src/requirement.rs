@@ -74,6 +74,14 @@ impl Requirement {
     pub fn is_nested(&self) -> bool {
         !self.path.is_empty()
     }
+
+    /// The fingerprint of the arguments this requirement shows (the model's
+    /// `ToolUse` input; the same digest the tool-call ledger keeps). A person's
+    /// approval carries the fingerprint of what they were shown
+    /// ([`Decision::shown`]); a decision whose fingerprint does not match is refused.
+    pub fn fingerprint(&self) -> String {
+        reins_memory::fingerprint(&self.tool_use.input)
+    }
 }
 
 /// A person's (or the caller's) answer to one [`Requirement`].
@@ -91,6 +99,11 @@ pub enum Decision {
         /// Who decided.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        /// The fingerprint of the arguments the person was shown
+        /// ([`Requirement::fingerprint`]); when set, the decision is refused unless
+        /// it matches what the requirement shows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shown: Option<String>,
     },
     /// Do not run the tool; the model is told, with the note.
     Reject {
@@ -113,6 +126,10 @@ pub enum Decision {
         /// Who supplied them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        /// The fingerprint of the arguments the person was shown (see
+        /// [`Decision::Approve`]'s `shown`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shown: Option<String>,
     },
     /// The result of a tool the caller executed itself (`External`).
     ExternalResult {
@@ -136,6 +153,7 @@ impl Decision {
             id: id.into(),
             edited_input: None,
             by: None,
+            shown: None,
         }
     }
 
@@ -145,6 +163,7 @@ impl Decision {
             id: id.into(),
             edited_input: Some(edited_input),
             by: None,
+            shown: None,
         }
     }
 
@@ -164,6 +183,7 @@ impl Decision {
             id: id.into(),
             values,
             by: None,
+            shown: None,
         }
     }
 
@@ -192,6 +212,29 @@ impl Decision {
             | Self::ExternalResult { by, .. } => *by = who,
         }
         self
+    }
+
+    /// Binds an approval (or input) to the arguments the person was shown: the
+    /// fingerprint from [`Requirement::fingerprint`] of the requirement they saw. The
+    /// decision is then refused ([`AgentError::ShownArgumentsChanged`]) unless the
+    /// requirement still shows exactly those arguments. No effect on a rejection or an
+    /// external result (they run nothing).
+    ///
+    /// [`AgentError::ShownArgumentsChanged`]: crate::AgentError::ShownArgumentsChanged
+    #[must_use]
+    pub fn shown(mut self, fingerprint: impl Into<String>) -> Self {
+        if let Self::Approve { shown, .. } | Self::Input { shown, .. } = &mut self {
+            *shown = Some(fingerprint.into());
+        }
+        self
+    }
+
+    /// The fingerprint of the arguments the decision was made on, when it carries one.
+    pub fn shown_fingerprint(&self) -> Option<&str> {
+        match self {
+            Self::Approve { shown, .. } | Self::Input { shown, .. } => shown.as_deref(),
+            Self::Reject { .. } | Self::ExternalResult { .. } => None,
+        }
     }
 
     /// The requirement id this answers.

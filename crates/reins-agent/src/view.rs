@@ -210,6 +210,15 @@ pub struct DecisionRecord {
     /// The view the decision was made on, when the caller named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<ViewToken>,
+    /// The fingerprint of `shown_input` (what the person was shown; an approval bound
+    /// to it with [`Decision::shown`](crate::Decision::shown) must match it). Absent
+    /// in records written before fingerprints were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown_fingerprint: Option<String>,
+    /// The fingerprint of `executed_input`, when the arguments that ran differ from
+    /// those shown (an edit makes a new fingerprint, recorded as such).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executed_fingerprint: Option<String>,
 }
 
 impl DecisionRecord {

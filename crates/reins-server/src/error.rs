@@ -68,6 +68,10 @@ pub enum ServerError {
         /// The decision that took effect: `{decision, by, at, via}`.
         decided: serde_json::Value,
     },
+    /// An approval bound to the arguments its author was shown (`shown_fingerprint`)
+    /// names a requirement that shows other arguments (409). Nothing changed.
+    #[error("{0}")]
+    FingerprintMismatch(String),
     /// The body is too large (413).
     #[error("request body too large (the limit is {0} bytes)")]
     TooLarge(usize),
@@ -109,6 +113,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable machine-readable code (`bad_body`, `unauthorized`, `forbidden`,
     /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`, `already_decided`,
+    /// `fingerprint_mismatch`,
     /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
     /// `model`, `internal`).
     pub code: String,
@@ -136,7 +141,8 @@ impl ServerError {
             | Self::NotPaused(_)
             | Self::StaleView { .. }
             | Self::Exists(_)
-            | Self::AlreadyDecided { .. } => StatusCode::CONFLICT,
+            | Self::AlreadyDecided { .. }
+            | Self::FingerprintMismatch(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -159,6 +165,7 @@ impl ServerError {
             Self::StaleView { .. } => "stale_view",
             Self::Exists(_) => "session_exists",
             Self::AlreadyDecided { .. } => "already_decided",
+            Self::FingerprintMismatch(_) => "fingerprint_mismatch",
             Self::TooLarge(_) => "payload_too_large",
             Self::Timeout(_) => "timeout",
             Self::Invalid { code, .. } => code,
@@ -255,6 +262,7 @@ impl From<AgentError> for ServerError {
             AgentError::Store(_) => Self::Store(message),
             AgentError::Model(_) => Self::Model(message),
             AgentError::AlreadyDecided { id, decided } => Self::already_decided(&id, &decided),
+            AgentError::ShownArgumentsChanged { .. } => Self::FingerprintMismatch(message),
             AgentError::StaleView { pending, .. } => Self::StaleView {
                 message: format!(
                     "{message}; what the session waits for changed since your view: reload and decide again"

@@ -108,6 +108,12 @@ pub struct DecisionItem {
     /// `external_result` only: whether the execution failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// `approve` and `input`: the `fingerprint` of the arguments the approver was shown
+    /// (from the inbox item or the session's requirement). When given, the decision is
+    /// refused (409 `fingerprint_mismatch`) unless the requirement still shows exactly
+    /// those arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown_fingerprint: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/decisions`.
@@ -177,6 +183,9 @@ pub struct InboxItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub tool_schema: Option<Value>,
+    /// The fingerprint of `arguments`: send it back as the decision's
+    /// `shown_fingerprint` to bind an approval to what was shown.
+    pub fingerprint: String,
     /// The session's view token (pass it back with the decision).
     pub view_token: String,
 }

@@ -350,3 +350,144 @@ async fn a_new_message_at_the_parent_closes_the_childs_pending_call() {
     assert_eq!(err["error"]["decided"]["via"], "parent", "{err}");
     assert!(s.ran().is_empty());
 }
+
+// ----- approvals bound to what was shown ------------------------------------------
+
+#[tokio::test]
+async fn an_approval_is_bound_to_the_arguments_shown_single_use_and_needs_a_caller() {
+    let s = start().await;
+    let id = "alice/bound-1";
+    let (st, out) = s
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(id)),
+            json!({"message": "delete a.txt"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    // The session view and the inbox show the arguments' fingerprint.
+    let (_, view) = s.get(ANA, &format!("/v1/sessions/{}", enc(id))).await;
+    let fp = view["requirements"][0]["fingerprint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(fp, reins_memory::fingerprint(&json!({"path": "a.txt"})));
+    let (_, inbox) = s.get(ANA, "/v1/requirements").await;
+    assert_eq!(inbox["items"][0]["fingerprint"], fp.as_str(), "{inbox}");
+    let path = format!("/v1/sessions/{}/decisions", enc(id));
+    let version = view["version"].clone();
+
+    // No caller: 401, nothing changes.
+    let res = s
+        .client
+        .post(s.url(&path))
+        .json(&json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 401);
+
+    // Shown other arguments: 409 fingerprint_mismatch, nothing changes.
+    let other = reins_memory::fingerprint(&json!({"path": "important.txt"}));
+    let (st, err) = s
+        .post(ANA, &path, json!({"decisions": [{"requirement_id": rid, "action": "approve", "shown_fingerprint": other}]}))
+        .await;
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "fingerprint_mismatch", "{err}");
+    // A fingerprint on a rejection does not apply.
+    let (st, err) = s
+        .post(ANA, &path, json!({"decisions": [{"requirement_id": rid, "action": "reject", "shown_fingerprint": fp}]}))
+        .await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (422, Some("invalid_decision")),
+        "{err}"
+    );
+    let (_, view) = s.get(ANA, &format!("/v1/sessions/{}", enc(id))).await;
+    assert_eq!(view["version"], version, "{view}");
+    assert_eq!(view["status"], "paused");
+    assert!(s.ran().is_empty());
+
+    // Bound to what was shown, with an edit: runs once; the trail records who, and
+    // both fingerprints.
+    let body = json!({"decisions": [{"requirement_id": rid, "action": "approve",
+        "edited_args": {"path": "b.txt"}, "shown_fingerprint": fp}]});
+    let (st, out) = s.post(ANA, &path, body.clone()).await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(s.ran(), ["delete:b.txt"]);
+    let (_, trail) = s
+        .get(ANA, &format!("/v1/sessions/{}/decisions", enc(id)))
+        .await;
+    let applied: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["verdict"] == "applied")
+        .collect();
+    assert_eq!(applied.len(), 1, "{trail}");
+    assert_eq!(applied[0]["actor"]["principal"], "ana");
+    assert_eq!(applied[0]["shown_fingerprint"], fp.as_str());
+    assert_eq!(
+        applied[0]["executed_fingerprint"],
+        reins_memory::fingerprint(&json!({"path": "b.txt"})).as_str()
+    );
+    assert!(
+        trail["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["reason"] == "fingerprint_mismatch"),
+        "{trail}"
+    );
+
+    // Single use: replayed, 409 already_decided; nothing runs again.
+    let (st, err) = s.post(ANA, &path, body).await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (409, Some("already_decided")),
+        "{err}"
+    );
+    assert_eq!(s.ran(), ["delete:b.txt"]);
+}
+
+#[tokio::test]
+async fn an_expired_requirement_is_refused_with_nothing_changed() {
+    let (dir, store) = sqlite_store().await;
+    let ran: Ran = Arc::default();
+    let agent = Agent::builder()
+        .name("TestAgent")
+        .model(ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(&ran))
+        .store_arc(store)
+        .approval_ttl("delete_file", Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let s = serve(agent, ran, Some(dir), |s| s).await;
+    let id = "alice/ttl-1";
+    let (_, out) = s
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(id)),
+            json!({"message": "delete a.txt"}),
+        )
+        .await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    assert!(out["requirements"][0]["expires_at"].is_string(), "{out}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (st, err) = s
+        .post(
+            ANA,
+            &format!("/v1/sessions/{}/decisions", enc(id)),
+            json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (422, Some("expired")),
+        "{err}"
+    );
+    assert!(s.ran().is_empty());
+    let (_, view) = s.get(ANA, &format!("/v1/sessions/{}", enc(id))).await;
+    assert_eq!(view["status"], "paused", "{view}");
+}

@@ -53,6 +53,7 @@ impl Run {
         let reason = match error {
             AgentError::StaleView { .. } => "stale_view",
             AgentError::RequirementExpired { .. } => "expired",
+            AgentError::ShownArgumentsChanged { .. } => "fingerprint_mismatch",
             _ => "refused",
         };
         let pending = self.requirements();
@@ -106,6 +107,8 @@ impl Run {
                     executed_input: None,
                     note: None,
                     view: view.cloned(),
+                    shown_fingerprint: req.map(Requirement::fingerprint),
+                    executed_fingerprint: None,
                 }
             })
             .collect()
@@ -139,9 +142,11 @@ impl Run {
             verdict: Verdict::Applied,
             actor,
             shown_input: req.tool_use.input.clone(),
+            executed_fingerprint: executed_input.as_ref().map(reins_memory::fingerprint),
             executed_input,
             note,
             view: self.call.view.clone(),
+            shown_fingerprint: Some(req.fingerprint()),
         });
     }
 }

@@ -89,6 +89,10 @@ pub struct Call {
     pub model: ModelCapabilities,
     /// The context budget, when the agent keeps one (shared by the agent's calls).
     pub compression: Option<Arc<Compression>>,
+    /// How long requirements of these tools stay answerable, in seconds (overrides
+    /// [`RunConfig::requirement_ttl_secs`](super::RunConfig::requirement_ttl_secs) for
+    /// them; empty: the default for every tool).
+    pub approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
     /// When.
     pub now: DateTime<Utc>,
 }
@@ -105,6 +109,7 @@ impl Call {
             output: None,
             model: ModelCapabilities::default(),
             compression: None,
+            approval_ttls: Arc::default(),
             now,
         }
     }

@@ -32,6 +32,7 @@ impl Run {
             output,
             model,
             compression,
+            approval_ttls,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -40,7 +41,9 @@ impl Run {
         let refuse =
             |run: &Self, error: AgentError, actor: Option<&Actor>, view: Option<&ViewToken>| {
                 let audit = match error {
-                    AgentError::StaleView { .. } | AgentError::RequirementExpired { .. } => {
+                    AgentError::StaleView { .. }
+                    | AgentError::RequirementExpired { .. }
+                    | AgentError::ShownArgumentsChanged { .. } => {
                         let resumed;
                         let attempted = if resuming {
                             resumed = resume_attempts(view);
@@ -66,6 +69,7 @@ impl Run {
             session,
             model,
             compression,
+            approval_ttls,
             actor,
             view,
             ..CallTally::default()
@@ -395,6 +399,16 @@ impl Run {
                     expired_at: at,
                 });
             }
+            if let Some(shown) = d.shown_fingerprint() {
+                let current = req.fingerprint();
+                if shown != current {
+                    return Err(AgentError::ShownArgumentsChanged {
+                        id: req.id.clone(),
+                        shown: shown.to_owned(),
+                        current,
+                    });
+                }
+            }
             if let Decision::Input { values, .. } = d {
                 if !values.is_object() {
                     return Err(AgentError::InvalidInput(format!(
@@ -639,21 +653,28 @@ fn route(slot: &mut ToolSlot, decision: Decision) {
     let child = child_id(&req.path, &req.id);
     let decision = match decision {
         Decision::Approve {
-            edited_input, by, ..
+            edited_input,
+            by,
+            shown,
+            ..
         } => Decision::Approve {
             id: child,
             edited_input,
             by,
+            shown,
         },
         Decision::Reject { note, by, .. } => Decision::Reject {
             id: child,
             note,
             by,
         },
-        Decision::Input { values, by, .. } => Decision::Input {
+        Decision::Input {
+            values, by, shown, ..
+        } => Decision::Input {
             id: child,
             values,
             by,
+            shown,
         },
         Decision::ExternalResult {
             output,

@@ -173,6 +173,8 @@ struct CallTally {
     empty_answer: bool,
     /// Calls served from the fork's record and not yet announced ([`Step::Replayed`]).
     replayed: Vec<ToolResult>,
+    /// Per-tool requirement lifetimes (seconds), overriding the run's default.
+    approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Run {
@@ -405,11 +407,15 @@ impl Run {
             self.state.phase = Phase::Reasoning;
             return;
         }
-        let expires_at = self
-            .config
-            .requirement_ttl_secs
-            .and_then(|s| i64::try_from(s).ok())
-            .map(|s| now + chrono::Duration::seconds(s));
+        let ttls = std::sync::Arc::clone(&self.call.approval_ttls);
+        let default_ttl = self.config.requirement_ttl_secs;
+        let expires_for = |tool: &str| {
+            ttls.get(tool)
+                .copied()
+                .or(default_ttl)
+                .and_then(|s| i64::try_from(s).ok())
+                .map(|s| now + chrono::Duration::seconds(s))
+        };
         let mut gates = gates.into_iter();
         let mut served = self.serve_from_record(&uses, after.stop, now).into_iter();
         self.state.slots = uses
@@ -431,7 +437,7 @@ impl Run {
                         kind,
                         reason,
                         created_at: now,
-                        expires_at,
+                        expires_at: expires_for(&u.name),
                         path: Vec::new(),
                         agent: None,
                     },
@@ -521,10 +527,15 @@ impl Run {
                     };
                 }
                 ExecOutcome::Suspended { id, reason } => {
-                    let ttl = self.config.requirement_ttl_secs;
                     let Some(slot) = self.state.slots.get_mut(&id) else {
                         continue;
                     };
+                    let ttl = self
+                        .call
+                        .approval_ttls
+                        .get(&slot.tool_use.name)
+                        .copied()
+                        .or(self.config.requirement_ttl_secs);
                     let expires_at = ttl
                         .and_then(|s| i64::try_from(s).ok())
                         .map(|s| now + chrono::Duration::seconds(s));

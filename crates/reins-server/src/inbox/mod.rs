@@ -118,6 +118,7 @@ pub(crate) async fn get_requirements(
                     .spec(&r.tool_use.name)
                     .map(|spec| spec.parameters.clone()),
                 arguments: r.tool_use.input.clone(),
+                fingerprint: r.fingerprint(),
                 kind: kind.to_owned(),
                 fields,
                 reason: r.reason.clone(),

@@ -34,6 +34,17 @@ pub(super) fn to_decision(item: &DecisionItem, req: &Requirement) -> Result<Deci
     if item.action != Action::ExternalResult && (item.output.is_some() || item.is_error.is_some()) {
         return Err(stray("output/is_error", what));
     }
+    if !matches!(item.action, Action::Approve | Action::Input) && item.shown_fingerprint.is_some() {
+        return Err(stray("shown_fingerprint", what));
+    }
+    let decision = to_reins(item, req, id)?;
+    Ok(match &item.shown_fingerprint {
+        Some(fp) => decision.shown(fp.clone()),
+        None => decision,
+    })
+}
+
+fn to_reins(item: &DecisionItem, req: &Requirement, id: String) -> Result<Decision> {
     Ok(match item.action {
         Action::Approve => match &item.edited_args {
             None => Decision::approve(id),
