@@ -89,7 +89,11 @@ async fn an_approval_bound_to_other_arguments_is_refused_and_changes_nothing() {
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
-        assert_eq!(counter.args("delete_file"), std::slice::from_ref(&edited), "{label}");
+        assert_eq!(
+            counter.args("delete_file"),
+            std::slice::from_ref(&edited),
+            "{label}"
+        );
         let trail = session.decisions().await.unwrap();
         let applied = trail
             .iter()

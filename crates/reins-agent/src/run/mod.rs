@@ -667,6 +667,8 @@ impl Run {
                         None => NOT_IN_RECORD.to_owned(),
                     }),
                     view: None,
+                    shown_fingerprint: Some(fingerprint.clone()),
+                    executed_fingerprint: None,
                 });
                 results.push(r.clone());
             }
