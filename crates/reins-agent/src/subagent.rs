@@ -38,6 +38,7 @@ use crate::error::Result;
 use crate::output::{RunOutput, RunStatus};
 use crate::requirement::Requirement;
 use crate::run::{ChildInput, ExecOutcome, Phase};
+use crate::view::{Actor, DecisionRecord, Verdict};
 
 pub use crate::follow::{child_session_id, pending_requirements};
 
@@ -327,12 +328,65 @@ async fn run_child(
     let child = sub.agent.session(&child_id).await?;
     let view = child.view().await?;
     let pending: Vec<&str> = view.requirements.iter().map(|r| r.id.as_str()).collect();
+    let store = sub.agent.store();
     let handle = match routed {
-        // Answers routed from the parent, still fitting what the child waits for.
+        // Answers routed from the parent, still fitting what the child waits for. The
+        // parent's audit trail records them once the child took them (or refused).
         Some(ChildInput::Decisions { decisions })
             if view.paused && decisions.iter().all(|d| pending.contains(&d.id())) =>
         {
-            child.resolve(decisions).at(&view.token).start().await?
+            match child
+                .resolve(decisions.clone())
+                .at(&view.token)
+                .start()
+                .await
+            {
+                Ok(handle) => {
+                    let applied = routed_records(tool_use, &decisions, &view.requirements, None);
+                    record(store, parent_session, applied).await;
+                    handle
+                }
+                Err(e) if refused_by_child(&e) => {
+                    let refused =
+                        routed_records(tool_use, &decisions, &view.requirements, Some(&e));
+                    record(store, parent_session, refused).await;
+                    return Box::pin(run_child(sub, parent_session, tool_use, None, cancel)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Answers routed from the parent that the child no longer waits for (someone
+        // answered it directly meanwhile): recorded as refused, never as applied.
+        Some(ChildInput::Decisions { decisions }) => {
+            let why = crate::error::AgentError::UnknownRequirement {
+                id: decisions
+                    .iter()
+                    .map(|d| d.id().to_owned())
+                    .find(|id| !pending.contains(&id.as_str()))
+                    .unwrap_or_default(),
+                pending: pending.iter().map(|p| (*p).to_owned()).collect(),
+            };
+            let child_trail = child.decisions().await.unwrap_or_default();
+            let shown: Vec<Requirement> = child_trail
+                .iter()
+                .map(|r| Requirement {
+                    id: r.requirement_id.clone(),
+                    tool_use: ToolUse::new(
+                        r.requirement_id.clone(),
+                        r.tool_name.clone(),
+                        r.shown_input.clone(),
+                    ),
+                    kind: crate::requirement::RequirementKind::Confirmation,
+                    reason: String::new(),
+                    created_at: r.at,
+                    expires_at: None,
+                    path: Vec::new(),
+                    agent: None,
+                })
+                .collect();
+            let refused = routed_records(tool_use, &decisions, &shown, Some(&why));
+            record(store, parent_session, refused).await;
+            return Box::pin(run_child(sub, parent_session, tool_use, None, cancel)).await;
         }
         Some(ChildInput::Resume) if view.paused && pending.is_empty() => {
             child.resume().at(&view.token).start().await?
@@ -381,6 +435,103 @@ async fn run_child(
         }
     };
     Ok(outcome(sub, tool_use, &child_id, out))
+}
+
+/// Whether the child refused routed answers because its state moved on (rather than
+/// failing): they are then recorded as refused at the parent.
+fn refused_by_child(e: &crate::error::AgentError) -> bool {
+    use crate::error::AgentError as E;
+    matches!(
+        e,
+        E::StaleView { .. }
+            | E::AlreadyDecided { .. }
+            | E::UnknownRequirement { .. }
+            | E::NothingToResume { .. }
+            | E::RequirementExpired { .. }
+            | E::ShownArgumentsChanged { .. }
+            | E::WrongDecision { .. }
+    )
+}
+
+/// The parent's audit records of answers routed to the child of call `tool_use`:
+/// applied (`refused: None`) or refused with that error. `shown`: the child's
+/// requirements, for what each was about.
+fn routed_records(
+    tool_use: &ToolUse,
+    decisions: &[crate::requirement::Decision],
+    shown: &[Requirement],
+    refused: Option<&crate::error::AgentError>,
+) -> Vec<DecisionRecord> {
+    use crate::requirement::Decision;
+    let now = chrono::Utc::now();
+    decisions
+        .iter()
+        .map(|d| {
+            let req = shown.iter().find(|r| r.id == d.id());
+            let shown_input = req.map_or(Value::Null, |r| r.tool_use.input.clone());
+            let (executed, note) = match d {
+                Decision::Approve { edited_input, .. } => {
+                    (edited_input.clone().filter(|e| *e != shown_input), None)
+                }
+                Decision::Input { values, .. } => {
+                    let mut merged = shown_input.as_object().cloned().unwrap_or_default();
+                    if let Value::Object(v) = values {
+                        merged.extend(v.clone());
+                    }
+                    (Some(Value::Object(merged)), None)
+                }
+                Decision::Reject { note, .. } => (None, note.clone()),
+                Decision::ExternalResult { is_error, .. } => (
+                    None,
+                    Some(if *is_error { "failed" } else { "succeeded" }.to_owned()),
+                ),
+            };
+            let verdict = match refused {
+                None => Verdict::Applied,
+                Some(e) => Verdict::Refused {
+                    reason: match e {
+                        crate::error::AgentError::StaleView { .. } => "stale_view",
+                        crate::error::AgentError::RequirementExpired { .. } => "expired",
+                        crate::error::AgentError::ShownArgumentsChanged { .. } => {
+                            "fingerprint_mismatch"
+                        }
+                        _ => "already_decided",
+                    }
+                    .to_owned(),
+                    detail: format!("the sub-agent's child session did not take it: {e}"),
+                },
+            };
+            DecisionRecord {
+                seq: 0,
+                at: now,
+                requirement_id: format!("{}/{}", tool_use.id, d.id()),
+                tool_name: req.map(|r| r.tool_use.name.clone()).unwrap_or_default(),
+                kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
+                decision: d.label().to_owned(),
+                via: "routed".to_owned(),
+                verdict,
+                actor: d.decided_by().map(Actor::new),
+                shown_fingerprint: req.map(Requirement::fingerprint),
+                executed_fingerprint: executed.as_ref().map(reins_memory::fingerprint),
+                shown_input,
+                executed_input: executed,
+                note,
+                view: None,
+            }
+        })
+        .collect()
+}
+
+/// Appends `records` to session `session`'s audit trail; a failure is logged (the
+/// child's own trail holds what happened either way).
+async fn record(store: &Arc<dyn MemoryStore>, session: &str, records: Vec<DecisionRecord>) {
+    if records.is_empty() {
+        return;
+    }
+    let entries = records.iter().map(DecisionRecord::to_entry).collect();
+    if let Err(e) = store.append_decisions(session, entries).await {
+        tracing::warn!(session, error = %e, "could not record routed decisions in the parent's audit trail");
+    }
 }
 
 /// The parent's view of a child run's output.

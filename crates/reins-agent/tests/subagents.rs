@@ -784,6 +784,101 @@ async fn a_new_message_at_the_parent_closes_the_childs_pending_call() {
     }
 }
 
+/// Answers the child session directly at the last moment: after the parent took a
+/// decision for it, before the parent hands that decision to the child.
+struct AnswerChildFirst {
+    research: Agent,
+    armed: std::sync::Mutex<Option<String>>,
+}
+
+#[async_trait::async_trait]
+impl reins_hook::Hook for AnswerChildFirst {
+    async fn on_event(
+        &self,
+        ev: &mut reins_hook::HookEvent,
+        _: &reins_hook::HookContext,
+        _: &mut reins_hook::Control,
+    ) -> Result<(), reins_hook::HookError> {
+        if let reins_hook::HookEvent::PreActing { tool_use } = ev {
+            let child = self.armed.lock().unwrap().take();
+            if let (Some(child), "research") = (child, tool_use.name.as_str()) {
+                let s = self.research.session(&child).await.unwrap();
+                s.requirements().await.unwrap();
+                s.resolve(vec![Decision::approve("c1").by("carol")])
+                    .await
+                    .unwrap();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The window between a parent's decision and its delivery to the child: when the
+/// child was answered directly in between, the parent's audit trail records the
+/// parent's decision as refused (`already_decided`), never as applied, and the tool
+/// runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_decision_the_child_no_longer_waits_for_is_recorded_as_refused() {
+    for (label, store, _, _keep) in store_pairs("swindow").await {
+        let counter = Counter::default();
+        let research = Agent::builder()
+            .name("research")
+            .model(research_script())
+            .toolkit(toolkit(&counter, ToolPolicy::confirm()))
+            .store_arc(store.clone())
+            .build()
+            .unwrap();
+        let hook = Arc::new(AnswerChildFirst {
+            research: research.clone(),
+            armed: std::sync::Mutex::new(None),
+        });
+        let lead = Agent::builder()
+            .name("lead")
+            .model(lead_script())
+            .store_arc(store.clone())
+            .subagent(research.as_tool("research", "Researches and reports by email"))
+            .hook(hook.clone())
+            .build()
+            .unwrap();
+        let id = sid();
+        let session = lead.session(&id).await.unwrap();
+        session
+            .send(Msg::user("send ops the report"))
+            .await
+            .unwrap();
+        *hook.armed.lock().unwrap() = Some(child_session_id(&id, "p1"));
+        let out = session
+            .resolve(vec![Decision::reject("p1/c1", "do NOT send").by("dave")])
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(
+            counter.count("send_email"),
+            1,
+            "{label}: carol's approval ran it"
+        );
+        let trail = session.decisions().await.unwrap();
+        assert!(
+            !trail
+                .iter()
+                .any(|d| d.verdict == reins_agent::Verdict::Applied),
+            "{label}: the parent's trail claims a decision took effect: {trail:?}"
+        );
+        assert!(
+            trail.iter().any(|d| d.requirement_id == "p1/c1"
+                && d.decision == "reject"
+                && d.actor.as_ref().is_some_and(|a| a.principal == "dave")
+                && matches!(&d.verdict, reins_agent::Verdict::Refused { reason, .. } if reason == "already_decided")),
+            "{label}: {trail:?}"
+        );
+        assert_eq!(
+            result_text(&session.messages().await.unwrap(), "p1"),
+            "the report went out",
+            "{label}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_subagent_on_another_store_is_refused_at_build() {
     let research = Agent::builder()

@@ -307,7 +307,9 @@ impl Run {
             .filter(|r| r.kind == RequirementKind::Confirmation)
             .collect();
         let by = self.call.actor.as_ref().map(|a| a.principal.clone());
-        for req in &approved {
+        // A sub-agent's requirement is recorded when its child session takes the
+        // approval (the child may have moved on meanwhile): see the `subagent` module.
+        for req in approved.iter().filter(|r| !r.is_nested()) {
             self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
         }
         for req in approved.iter().filter(|r| r.is_nested()) {
@@ -436,7 +438,15 @@ impl Run {
             let record = serde_json::to_value(&d).unwrap_or(Value::Null);
             let id = d.id().to_owned();
             self.req_ops.decide.push((id.clone(), record));
-            if let Some(req) = self.state.slots.requirement(&id).cloned() {
+            // A sub-agent's requirement is recorded when its child session takes the
+            // decision (the child may have moved on meanwhile): see the `subagent` module.
+            if let Some(req) = self
+                .state
+                .slots
+                .requirement(&id)
+                .filter(|r| !r.is_nested())
+                .cloned()
+            {
                 let (executed, note) = match &d {
                     Decision::Approve { edited_input, .. } => (
                         edited_input.clone().filter(|e| *e != req.tool_use.input),
