@@ -22,10 +22,12 @@ impl McpAgentServer {
     #[cfg(feature = "stdio")]
     pub async fn serve_stdio(self) -> Result<()> {
         use rmcp::ServiceExt;
-        let running = self
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| Error::Transport(e.to_string()))?;
+        let running = match self.serve(rmcp::transport::stdio()).await {
+            Ok(r) => r,
+            // A client that only probed (`server/discover`) and left: a clean end.
+            Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            Err(e) => return Err(Error::Transport(e.to_string())),
+        };
         running
             .waiting()
             .await

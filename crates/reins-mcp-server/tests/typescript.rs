@@ -26,8 +26,9 @@ fn stdio_child() {
     });
 }
 
-/// The command that starts [`stdio_child`]: libtest prints its own lines on stdout,
-/// so a line filter keeps only the JSON-RPC messages (which all start with `{`).
+/// The command that starts [`stdio_child`]: libtest writes its own text on stdout
+/// (`test stdio_child ... ` even precedes the first message on its line), so a filter
+/// passes on only what starts at a `{`: the JSON-RPC messages.
 fn stdio_command(db: &std::path::Path) -> Vec<String> {
     let exe = std::env::current_exe().unwrap();
     vec![
@@ -35,7 +36,7 @@ fn stdio_command(db: &std::path::Path) -> Vec<String> {
         "/bin/sh".into(),
         "-c".into(),
         format!(
-            "{CHILD_ENV}='{}' '{}' stdio_child --exact --nocapture --test-threads=1 | grep --line-buffered '^{{'",
+            "{CHILD_ENV}='{}' '{}' stdio_child --exact --nocapture --test-threads=1 | grep --line-buffered -o '{{.*'",
             db.display(),
             exe.display()
         ),
