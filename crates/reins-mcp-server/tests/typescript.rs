@@ -118,3 +118,56 @@ async fn modern_sdk_over_stdio() {
         .collect();
     check_modern(&out, &ran);
 }
+
+fn check_legacy(out: &Value, ran: &[String]) {
+    assert_eq!(out["tools"][0]["name"], "files", "{out}");
+    assert_eq!(out["plain"]["text"], "echo: hello there", "{out}");
+    assert!(out["approve"]["text"].as_str().unwrap().contains("deleted a.txt"), "{out}");
+    let reject = out["reject"]["text"].as_str().unwrap();
+    assert!(reject.contains("Rejected") && reject.contains("declined"), "{reject}");
+    assert!(out["input"]["text"].as_str().unwrap().contains("tagged c.txt blue"), "{out}");
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 3, "{out}");
+    assert!(asked[0]["message"].as_str().unwrap().contains("a.txt"));
+    assert_eq!(asked[0]["schema"]["required"][0], "decision");
+    assert_eq!(out["cancel"]["ok"], false, "{out}");
+    let deletes: Vec<&String> = ran.iter().filter(|r| r.starts_with("delete:")).collect();
+    assert_eq!(deletes, ["delete:a.txt"], "{ran:?}");
+    assert!(ran.contains(&"slow-stopped:g.txt".to_owned()), "{ran:?}");
+    assert!(!ran.contains(&"slow-done:g.txt".to_owned()), "{ran:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sdk_over_http() {
+    if !have_node("legacy_sdk_over_http") {
+        return;
+    }
+    let (_dir, store) = sqlite_store().await;
+    let ran = Ran::default();
+    let http = serve_http(server(agent(store, &ran))).await;
+    let out = run_client("legacy.mjs", &["http", &http.url], &[]).await;
+    check_legacy(&out, &ran.all());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sdk_over_stdio() {
+    if !have_node("legacy_sdk_over_stdio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ran_file = dir.path().join("ran.txt");
+    let cmd = stdio_command(&dir.path().join("s.db"));
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let out = run_client(
+        "legacy.mjs",
+        &args,
+        &[("REINS_MCP_RAN_FILE", ran_file.to_str().unwrap())],
+    )
+    .await;
+    let ran: Vec<String> = std::fs::read_to_string(&ran_file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    check_legacy(&out, &ran);
+}
