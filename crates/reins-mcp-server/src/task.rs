@@ -110,7 +110,16 @@ pub(crate) async fn get(
             ("the agent answered".to_owned(), TaskPayload::Completed { result })
         }
         ref p if is_working(p) => ("the agent is working".to_owned(), TaskPayload::Working),
-        _ => ("the run has not started yet".to_owned(), TaskPayload::Working),
+        _ => {
+            // Idle: a session with no transcript was never a task.
+            if session.messages().await.map_err(agent_error)?.is_empty() {
+                return Err(McpError::invalid_params(
+                    format!("unknown task `{}`", crate::handler::clip(id)),
+                    None,
+                ));
+            }
+            ("the agent is working".to_owned(), TaskPayload::Working)
+        }
     };
     let status = payload.status();
     Ok(GetTaskResult::new(DetailedTask::new(
