@@ -14,9 +14,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    ElicitRequestParams, GetTaskParams, GetTaskResult, InputRequest, InputRequiredResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
+    ElicitRequestParams, GetTaskParams, GetTaskResult, Implementation, InputRequest,
+    InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
@@ -193,7 +193,9 @@ impl McpAgentServer {
             .sealer
             .open(state, &caller.principal, &self.inner.tool_name, args)
             .map_err(|why| McpError::invalid_params(why.to_string(), None))?;
-        let session = self.owned_session(&paused.session, caller, "session").await?;
+        let session = self
+            .owned_session(&paused.session, caller, "session")
+            .await?;
         let view = session.view().await.map_err(agent_error)?;
         if view.token != paused.view {
             return Err(McpError::invalid_params(
@@ -266,7 +268,9 @@ impl McpAgentServer {
             for r in &out.requirements {
                 let request = question::input_request(self.inner.agent.name(), r);
                 let params: ElicitRequestParams = serde_json::from_value(request["params"].clone())
-                    .map_err(|e| McpError::internal_error(format!("could not build the question: {e}"), None))?;
+                    .map_err(|e| {
+                        McpError::internal_error(format!("could not build the question: {e}"), None)
+                    })?;
                 let asked = tokio::select! {
                     a = ctx.peer.create_elicitation(params) => a,
                     () = ctx.ct.cancelled() => return Ok(CallToolResponse::Complete(result_of(&out))),
@@ -314,7 +318,9 @@ impl McpAgentServer {
             .inner
             .sealer
             .seal(&paused, &caller.principal, &self.inner.tool_name, args)
-            .map_err(|e| McpError::internal_error(format!("could not seal requestState: {e}"), None))?;
+            .map_err(|e| {
+                McpError::internal_error(format!("could not seal requestState: {e}"), None)
+            })?;
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some(input_requests(self.inner.agent.name(), requirements)?),
             Some(state),
@@ -324,7 +330,9 @@ impl McpAgentServer {
     /// Keeps a run's interrupter while it runs in this process.
     pub(crate) fn track(&self, handle: RunHandle) {
         let id = handle.session_id().to_owned();
-        self.inner.running().insert(id.clone(), handle.interrupter());
+        self.inner
+            .running()
+            .insert(id.clone(), handle.interrupter());
         let me = self.clone();
         tokio::spawn(async move {
             if let Err(e) = handle.wait().await {
@@ -397,7 +405,10 @@ pub(crate) fn result_of(out: &RunOutput) -> CallToolResult {
                 .collect();
             (
                 if waits.is_empty() {
-                    format!("the run paused; resume session `{}` in reins", out.session_id)
+                    format!(
+                        "the run paused; resume session `{}` in reins",
+                        out.session_id
+                    )
                 } else {
                     format!(
                         "the run waits for a decision on {}; decide in the reins inbox (session `{}`)",
@@ -428,18 +439,13 @@ pub(crate) fn agent_error(e: AgentError) -> McpError {
             format!("{e}; wait for the run in flight (or cancel its task) and try again"),
             None,
         ),
-        AgentError::StaleView { .. } => McpError::invalid_params(
-            format!("{e}; nothing ran"),
-            None,
-        ),
+        AgentError::StaleView { .. } => McpError::invalid_params(format!("{e}; nothing ran"), None),
         AgentError::InvalidInput(_)
         | AgentError::UnknownRequirement { .. }
         | AgentError::WrongDecision { .. }
         | AgentError::RequirementExpired { .. }
         | AgentError::DuplicateDecision { .. }
-        | AgentError::NothingToResume { .. } => {
-            McpError::invalid_params(e.to_string(), None)
-        }
+        | AgentError::NothingToResume { .. } => McpError::invalid_params(e.to_string(), None),
         _ => McpError::internal_error(e.to_string(), None),
     }
 }
@@ -460,7 +466,10 @@ impl ServerHandler for McpAgentServer {
         }
         let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
         ServerConfig::new(caps)
-            .with_server_info(Implementation::new("reins-mcp-server", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "reins-mcp-server",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(self.inner.description.clone())
     }
 

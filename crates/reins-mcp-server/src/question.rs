@@ -174,19 +174,43 @@ mod tests {
         let v = input_request("ops", &req(RequirementKind::Confirmation));
         assert_eq!(v["method"], "elicitation/create");
         let msg = v["params"]["message"].as_str().unwrap();
-        assert!(msg.contains("delete_file") && msg.contains("temp.txt") && msg.contains("needs confirmation"), "{msg}");
-        assert_eq!(v["params"]["requestedSchema"]["required"], json!(["decision"]));
-        assert_eq!(v["params"]["_meta"][REQUIREMENT_META]["tool"], "delete_file");
-        assert_eq!(v["params"]["_meta"][REQUIREMENT_META]["arguments"]["path"], "temp.txt");
+        assert!(
+            msg.contains("delete_file")
+                && msg.contains("temp.txt")
+                && msg.contains("needs confirmation"),
+            "{msg}"
+        );
+        assert_eq!(
+            v["params"]["requestedSchema"]["required"],
+            json!(["decision"])
+        );
+        assert_eq!(
+            v["params"]["_meta"][REQUIREMENT_META]["tool"],
+            "delete_file"
+        );
+        assert_eq!(
+            v["params"]["_meta"][REQUIREMENT_META]["arguments"]["path"],
+            "temp.txt"
+        );
     }
 
     #[test]
     fn answers_become_decisions_with_an_actor() {
         let r = req(RequirementKind::Confirmation);
-        let d = decision(&r, &json!({ "action": "accept", "content": { "decision": "approve" } }), "alice").unwrap();
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "decision": "approve" } }),
+            "alice",
+        )
+        .unwrap();
         assert_eq!(d.label(), "approve");
         assert_eq!(d.decided_by(), Some("alice"));
-        let d = decision(&r, &json!({ "action": "accept", "content": { "decision": "reject", "note": "no" } }), "alice").unwrap();
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "decision": "reject", "note": "no" } }),
+            "alice",
+        )
+        .unwrap();
         assert_eq!(d.label(), "reject");
         let d = decision(&r, &json!({ "action": "decline" }), "alice").unwrap();
         assert_eq!(d.label(), "reject");
@@ -195,8 +219,20 @@ mod tests {
 
         let fields = json!({ "type": "object", "properties": { "reason": { "type": "string" } }, "required": ["reason"] });
         let r = req(RequirementKind::UserInput { fields });
-        let d = decision(&r, &json!({ "action": "accept", "content": { "reason": "cleanup" } }), "bob").unwrap();
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "reason": "cleanup" } }),
+            "bob",
+        )
+        .unwrap();
         assert_eq!(d.label(), "input");
-        assert!(decision(&r, &json!({ "action": "accept", "content": { "reason": 3 } }), "bob").is_err());
+        assert!(
+            decision(
+                &r,
+                &json!({ "action": "accept", "content": { "reason": 3 } }),
+                "bob"
+            )
+            .is_err()
+        );
     }
 }

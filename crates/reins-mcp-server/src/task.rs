@@ -72,7 +72,11 @@ pub(crate) async fn get(
     let agent = server.inner.agent.name();
     let (message, payload) = match view.phase {
         Phase::Paused if !view.requirements.is_empty() => {
-            let reasons: Vec<&str> = view.requirements.iter().map(|r| r.reason.as_str()).collect();
+            let reasons: Vec<&str> = view
+                .requirements
+                .iter()
+                .map(|r| r.reason.as_str())
+                .collect();
             (
                 format!("waiting for a decision: {}", reasons.join("; ")),
                 TaskPayload::InputRequired {
@@ -107,7 +111,10 @@ pub(crate) async fn get(
                 "isError": false,
             });
             let result: Map<String, Value> = result.as_object().cloned().unwrap_or_default();
-            ("the agent answered".to_owned(), TaskPayload::Completed { result })
+            (
+                "the agent answered".to_owned(),
+                TaskPayload::Completed { result },
+            )
         }
         ref p if is_working(p) => ("the agent is working".to_owned(), TaskPayload::Working),
         _ => {

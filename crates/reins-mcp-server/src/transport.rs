@@ -67,10 +67,9 @@ impl McpAgentServer {
         hosts: impl IntoIterator<Item = impl Into<String>>,
     ) -> HttpService {
         let me = self.clone();
-        let config =
-            rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
-                .with_allowed_hosts(hosts)
-                .with_legacy_session_mode(true);
+        let config = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+            .with_allowed_hosts(hosts)
+            .with_legacy_session_mode(true);
         rmcp::transport::streamable_http_server::StreamableHttpService::new(
             move || Ok(me.clone()),
             Arc::default(),

@@ -29,12 +29,25 @@ async fn flow(a: Arc<dyn MemoryStore>, b: Arc<dyn MemoryStore>, label: &str) {
     assert_eq!(out["created"]["pollIntervalMs"], 100);
     let id = out["created"]["taskId"].as_str().unwrap();
     assert!(id.starts_with("mcp/alice/"), "{id}");
-    assert_eq!(out["waitingOnB"]["status"], "input_required", "{label}: {out}");
-    assert!(out["waitingOnB"]["message"].as_str().unwrap().contains("t.txt"));
+    assert_eq!(
+        out["waitingOnB"]["status"], "input_required",
+        "{label}: {out}"
+    );
+    assert!(
+        out["waitingOnB"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("t.txt")
+    );
     assert_eq!(out["foreign"]["code"], -32602, "{label}: {out}");
     assert!(out["update"]["result"].is_object(), "{label}: {out}");
     assert_eq!(out["doneOnA"]["status"], "completed", "{label}: {out}");
-    assert!(out["doneOnA"]["text"].as_str().unwrap().contains("deleted t.txt"));
+    assert!(
+        out["doneOnA"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted t.txt")
+    );
     assert_eq!(out["doneOnB"]["status"], "completed");
     assert_eq!(out["workingBeforeCancel"], "working", "{label}: {out}");
     assert!(out["cancel"]["result"].is_object(), "{label}: {out}");
@@ -48,10 +61,19 @@ async fn flow(a: Arc<dyn MemoryStore>, b: Arc<dyn MemoryStore>, label: &str) {
         .filter(|r| r.starts_with("delete:"))
         .collect();
     assert_eq!(deletes, ["delete:t.txt"], "{label}");
-    assert!(ran_a.all().contains(&"slow-stopped:s.txt".to_owned()), "{label}: {:?}", ran_a.all());
+    assert!(
+        ran_a.all().contains(&"slow-stopped:s.txt".to_owned()),
+        "{label}: {:?}",
+        ran_a.all()
+    );
 
     // A task decided in the inbox (another worker, a person's decision) completes.
-    let out = run_client("tasks.mjs", &["start", &http_a.url, "delete inbox.txt"], &[]).await;
+    let out = run_client(
+        "tasks.mjs",
+        &["start", &http_a.url, "delete inbox.txt"],
+        &[],
+    )
+    .await;
     assert_eq!(out["status"], "input_required", "{label}: {out}");
     let id = out["taskId"].as_str().unwrap();
     let session = agent_b
@@ -69,7 +91,10 @@ async fn flow(a: Arc<dyn MemoryStore>, b: Arc<dyn MemoryStore>, label: &str) {
     assert_eq!(out["status"], "completed", "{label}: {out}");
     assert!(out["text"].as_str().unwrap().contains("deleted inbox.txt"));
     let audit = session.decisions().await.unwrap();
-    assert_eq!(audit.last().unwrap().actor.as_ref().unwrap().principal, "carol@inbox");
+    assert_eq!(
+        audit.last().unwrap().actor.as_ref().unwrap().principal,
+        "carol@inbox"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,12 +111,17 @@ async fn a_task_seen_from_two_instances_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_seen_from_two_instances_on_postgres() {
-    let Some(url) = std::env::var("REINS_TEST_POSTGRES_URL").ok().filter(|u| !u.is_empty()) else {
+    let Some(url) = std::env::var("REINS_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
         assert!(
             std::env::var("CI").is_err(),
             "REINS_TEST_POSTGRES_URL is not set under CI: run through `cargo xtask test`"
         );
-        eprintln!("SKIPPED a_task_seen_from_two_instances_on_postgres: REINS_TEST_POSTGRES_URL is not set (use `cargo xtask test -p reins-mcp-server`)");
+        eprintln!(
+            "SKIPPED a_task_seen_from_two_instances_on_postgres: REINS_TEST_POSTGRES_URL is not set (use `cargo xtask test -p reins-mcp-server`)"
+        );
         return;
     };
     if !have_node("a_task_seen_from_two_instances_on_postgres") {

@@ -50,19 +50,48 @@ fn check_modern(out: &Value, ran: &[String]) {
     assert_eq!(tool["annotations"]["destructiveHint"], true);
     assert_eq!(tool["annotations"]["idempotentHint"], false);
     assert_eq!(out["plain"]["text"], "echo: hello there", "{out}");
-    assert!(out["plain"]["session"].as_str().unwrap().starts_with("mcp/"));
-    assert!(out["approve"]["text"].as_str().unwrap().contains("deleted a.txt"), "{out}");
+    assert!(
+        out["plain"]["session"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp/")
+    );
+    assert!(
+        out["approve"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted a.txt"),
+        "{out}"
+    );
     let reject = out["reject"]["text"].as_str().unwrap();
-    assert!(reject.contains("Rejected") && reject.contains("keep it"), "{reject}");
-    assert!(out["input"]["text"].as_str().unwrap().contains("tagged c.txt blue"), "{out}");
+    assert!(
+        reject.contains("Rejected") && reject.contains("keep it"),
+        "{reject}"
+    );
+    assert!(
+        out["input"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("tagged c.txt blue"),
+        "{out}"
+    );
     // The questions carried tool, arguments, reason and the answer's schema.
     let asked = out["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 3, "{out}");
     let first = &asked[0];
     assert!(first["message"].as_str().unwrap().contains("delete_file"));
-    assert_eq!(first["meta"]["dev.reins/requirement"]["arguments"]["path"], "a.txt");
-    assert_eq!(first["meta"]["dev.reins/requirement"]["reason"], "deleting needs a person's yes");
-    assert_eq!(first["schema"]["properties"]["decision"]["enum"][0], "approve");
+    assert_eq!(
+        first["meta"]["dev.reins/requirement"]["arguments"]["path"],
+        "a.txt"
+    );
+    assert_eq!(
+        first["meta"]["dev.reins/requirement"]["reason"],
+        "deleting needs a person's yes"
+    );
+    assert_eq!(
+        first["schema"]["properties"]["decision"]["enum"][0],
+        "approve"
+    );
     assert_eq!(asked[2]["schema"]["required"][0], "tag");
     // Manual MRTR.
     assert_eq!(out["manual"]["resultType"], "input_required", "{out}");
@@ -71,8 +100,19 @@ fn check_modern(out: &Value, ran: &[String]) {
         assert_eq!(out[refused]["ok"], false, "{refused}: {out}");
         assert_eq!(out[refused]["code"], -32602, "{refused}: {out}");
     }
-    assert!(out["expired"]["message"].as_str().unwrap().contains("expired"), "{out}");
-    assert!(out["retried"]["text"].as_str().unwrap().contains("deleted d.txt"));
+    assert!(
+        out["expired"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{out}"
+    );
+    assert!(
+        out["retried"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted d.txt")
+    );
     // Cancel mid-run.
     assert_eq!(out["cancel"]["ok"], false, "{out}");
     // What ran: each approved delete once; nothing for b, e, f; the slow tool stopped.
@@ -122,10 +162,25 @@ async fn modern_sdk_over_stdio() {
 fn check_legacy(out: &Value, ran: &[String]) {
     assert_eq!(out["tools"][0]["name"], "files", "{out}");
     assert_eq!(out["plain"]["text"], "echo: hello there", "{out}");
-    assert!(out["approve"]["text"].as_str().unwrap().contains("deleted a.txt"), "{out}");
+    assert!(
+        out["approve"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted a.txt"),
+        "{out}"
+    );
     let reject = out["reject"]["text"].as_str().unwrap();
-    assert!(reject.contains("Rejected") && reject.contains("declined"), "{reject}");
-    assert!(out["input"]["text"].as_str().unwrap().contains("tagged c.txt blue"), "{out}");
+    assert!(
+        reject.contains("Rejected") && reject.contains("declined"),
+        "{reject}"
+    );
+    assert!(
+        out["input"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("tagged c.txt blue"),
+        "{out}"
+    );
     let asked = out["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 3, "{out}");
     assert!(asked[0]["message"].as_str().unwrap().contains("a.txt"));

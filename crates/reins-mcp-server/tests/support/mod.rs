@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reins_agent::Agent;
+use reins_mcp_server::McpAgentServer;
 use reins_memory::MemoryStore;
 use reins_message::Role;
-use reins_mcp_server::McpAgentServer;
 use reins_model::{ChatRequest, ScriptedModel, ScriptedResponse};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 use serde_json::{Value, json};
@@ -27,7 +27,11 @@ impl Ran {
     pub fn push(&self, what: String) {
         if let Ok(path) = std::env::var("REINS_MCP_RAN_FILE") {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
             writeln!(f, "{what}").unwrap();
         }
         self.0.lock().unwrap().push(what);
@@ -48,7 +52,11 @@ struct PathArgs {
 
 fn call_id() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("call_{}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "call_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// `delete X` (confirm), `tag X` (user input), `slow X` (runs ~20 s unless
@@ -69,9 +77,13 @@ pub fn respond(req: &ChatRequest) -> ScriptedResponse {
     let verb = words.next().unwrap_or("");
     let arg = words.collect::<Vec<_>>().join(" ");
     match verb {
-        "delete" => ScriptedResponse::tool_call_with_id(call_id(), "delete_file", json!({ "path": arg })),
+        "delete" => {
+            ScriptedResponse::tool_call_with_id(call_id(), "delete_file", json!({ "path": arg }))
+        }
         "tag" => ScriptedResponse::tool_call_with_id(call_id(), "tag_file", json!({ "path": arg })),
-        "slow" => ScriptedResponse::tool_call_with_id(call_id(), "slow_scan", json!({ "path": arg })),
+        "slow" => {
+            ScriptedResponse::tool_call_with_id(call_id(), "slow_scan", json!({ "path": arg }))
+        }
         _ => ScriptedResponse::text(format!("echo: {text}")),
     }
 }
@@ -177,7 +189,10 @@ impl Drop for Http {
 
 pub async fn serve_http(server: McpAgentServer) -> Http {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://127.0.0.1:{}/mcp", listener.local_addr().unwrap().port());
+    let url = format!(
+        "http://127.0.0.1:{}/mcp",
+        listener.local_addr().unwrap().port()
+    );
     let task = tokio::spawn(async move {
         let _ = server.serve_http(listener).await;
     });
@@ -194,7 +209,10 @@ pub fn client_dir() -> PathBuf {
 /// test; elsewhere it is reported as skipped.
 pub fn have_node(test: &str) -> bool {
     let sdk = client_dir().join("node_modules/@modelcontextprotocol");
-    let node = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if node && sdk.join("sdk").is_dir() && sdk.join("client").is_dir() {
         return true;
     }
@@ -226,15 +244,22 @@ pub async fn run_client(script: &str, args: &[&str], env: &[(&str, &str)]) -> Va
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{script} {args:?} failed:\n{stdout}\n{stderr}");
-    let last = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
-        panic!("{script} printed no JSON:\n{stdout}\n{stderr}")
-    });
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{stdout}\n{stderr}"
+    );
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{script} printed no JSON:\n{stdout}\n{stderr}"));
     serde_json::from_str(last).unwrap()
 }
 
 pub async fn sqlite_store() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
     let dir = tempfile::tempdir().unwrap();
-    let store = reins_memory::SqliteStore::open(dir.path().join("s.db")).await.unwrap();
+    let store = reins_memory::SqliteStore::open(dir.path().join("s.db"))
+        .await
+        .unwrap();
     (dir, Arc::new(store))
 }
