@@ -139,7 +139,16 @@ pub(crate) async fn call_tool(
             .live()
             .await
             .map_err(|e| ToolError::failed(e.to_string()))?;
-        match attempt(&conn, &live, &mcp_name, arguments.clone(), mrtr.clone(), &ctx).await {
+        match attempt(
+            &conn,
+            &live,
+            &mcp_name,
+            arguments.clone(),
+            mrtr.clone(),
+            &ctx,
+        )
+        .await
+        {
             Attempt::Done(r) => return r,
             Attempt::Retry { responses, state } => {
                 rounds += 1;

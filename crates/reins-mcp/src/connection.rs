@@ -375,10 +375,13 @@ impl Connection {
                 if let Some(stderr) = stderr {
                     self.drain_stderr(stderr);
                 }
-                let service = handler.serve_with_lifecycle(child, lifecycle()).await.map_err(|e| Error::Handshake {
-                    server: self.name().to_owned(),
-                    message: format!("{e}{}", self.stderr_tail()),
-                })?;
+                let service = handler
+                    .serve_with_lifecycle(child, lifecycle())
+                    .await
+                    .map_err(|e| Error::Handshake {
+                        server: self.name().to_owned(),
+                        message: format!("{e}{}", self.stderr_tail()),
+                    })?;
                 (service, pid)
             }
             #[cfg(not(feature = "stdio"))]

@@ -122,9 +122,9 @@ mod call;
 mod config;
 mod connection;
 mod error;
-mod modern;
 #[cfg(feature = "http")]
 mod http;
+mod modern;
 mod policy;
 mod toolset;
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use reins_tool::{ToolContext, ToolError, ToolOutput};
 use rmcp::model::{
-    CallToolResult, CancelTaskParams, GetTaskParams, InputRequest, InputRequests,
-    InputResponses, Task, TaskPayload, UpdateTaskParams,
+    CallToolResult, CancelTaskParams, GetTaskParams, InputRequest, InputRequests, InputResponses,
+    Task, TaskPayload, UpdateTaskParams,
 };
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};

@@ -29,16 +29,23 @@ fn results(messages: &[Msg]) -> Vec<reins_message::ToolResult> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_server_is_spoken_to_without_initialize() {
     let seen = Arc::new(Seen::default());
-    let set = McpToolset::connect(modern_server::server(&seen)).await.unwrap();
+    let set = McpToolset::connect(modern_server::server(&seen))
+        .await
+        .unwrap();
     assert_eq!(set.tools().len(), 3);
     let requests = seen.requests();
-    assert!(requests.iter().all(|r| r.ends_with("2026-07-28")), "{requests:?}");
+    assert!(
+        requests.iter().all(|r| r.ends_with("2026-07-28")),
+        "{requests:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_required_question_pauses_the_run_and_the_answer_retries_the_call() {
     let seen = Arc::new(Seen::default());
-    let set = McpToolset::connect(modern_server::server(&seen)).await.unwrap();
+    let set = McpToolset::connect(modern_server::server(&seen))
+        .await
+        .unwrap();
     let model = ScriptedModel::new([
         ScriptedResponse::tool_call_with_id("c1", "modern__confirm", json!({ "what": "deploy" })),
         ScriptedResponse::text("done"),
@@ -60,7 +67,9 @@ async fn an_input_required_question_pauses_the_run_and_the_answer_retries_the_ca
     assert_eq!(fields["required"], json!(["sure"]));
     assert!(req.reason.contains("Really deploy?"), "{}", req.reason);
     let out = session
-        .resolve(vec![Decision::input(&req.id, json!({ "sure": true })).by("ana")])
+        .resolve(vec![
+            Decision::input(&req.id, json!({ "sure": true })).by("ana"),
+        ])
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
@@ -91,7 +100,9 @@ async fn an_input_required_question_pauses_the_run_and_the_answer_retries_the_ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_is_followed_and_its_question_pauses_the_run() {
     let seen = Arc::new(Seen::default());
-    let set = McpToolset::connect(modern_server::server(&seen)).await.unwrap();
+    let set = McpToolset::connect(modern_server::server(&seen))
+        .await
+        .unwrap();
     let model = ScriptedModel::new([
         ScriptedResponse::tool_call_with_id("p1", "modern__paint", json!({ "what": "wall" })),
         ScriptedResponse::text("painted"),
@@ -115,7 +126,10 @@ async fn a_task_is_followed_and_its_question_pauses_the_run() {
     assert_eq!(r[0].outcome, ToolOutcome::Success, "{}", r[0].text());
     assert_eq!(r[0].text(), "painted teal");
     let tasks = seen.tasks();
-    assert!(tasks.iter().any(|t| t.starts_with("get paint-wall")), "{tasks:?}");
+    assert!(
+        tasks.iter().any(|t| t.starts_with("get paint-wall")),
+        "{tasks:?}"
+    );
     let updates: Vec<&String> = tasks.iter().filter(|t| t.starts_with("update")).collect();
     assert_eq!(updates.len(), 1, "{tasks:?}");
     assert!(updates[0].contains("teal"), "{tasks:?}");
@@ -124,7 +138,9 @@ async fn a_task_is_followed_and_its_question_pauses_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_cancels_the_task() {
     let seen = Arc::new(Seen::default());
-    let set = McpToolset::connect(modern_server::server(&seen)).await.unwrap();
+    let set = McpToolset::connect(modern_server::server(&seen))
+        .await
+        .unwrap();
     let tk = set.toolkit().unwrap();
     let call = ToolUse::new("e1", "modern__endless", json!({ "what": "loop" }));
     let token = tokio_util::sync::CancellationToken::new();
@@ -141,6 +157,12 @@ async fn an_interrupt_cancels_the_task() {
     stopper.await.unwrap();
     assert_eq!(r.outcome, ToolOutcome::Interrupted, "{}", r.text());
     let tasks = seen.tasks();
-    assert!(tasks.contains(&"cancel endless-loop".to_owned()), "{tasks:?}");
-    assert!(tasks.iter().filter(|t| t.starts_with("get")).count() >= 2, "{tasks:?}");
+    assert!(
+        tasks.contains(&"cancel endless-loop".to_owned()),
+        "{tasks:?}"
+    );
+    assert!(
+        tasks.iter().filter(|t| t.starts_with("get")).count() >= 2,
+        "{tasks:?}"
+    );
 }

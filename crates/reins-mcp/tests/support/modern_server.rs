@@ -26,8 +26,8 @@ pub struct Seen {
     pub states: Mutex<Vec<String>>,
     /// Task polls, updates and cancels (`get task-1`, `update task-1 {..}`, ...).
     pub tasks: Mutex<Vec<String>>,
-    /// task id -> (polls, answer given, cancelled)
-    state: Mutex<std::collections::HashMap<String, (u32, Option<Value>, bool)>>,
+    /// The tasks, by id.
+    state: Mutex<std::collections::HashMap<String, TaskState>>,
 }
 
 impl Seen {
@@ -41,6 +41,9 @@ impl Seen {
         self.tasks.lock().unwrap().clone()
     }
 }
+
+/// One task: polls so far, the answer given, whether it was cancelled.
+type TaskState = (u32, Option<Value>, bool);
 
 #[derive(Clone)]
 struct Modern {
@@ -67,7 +70,11 @@ impl Modern {
         let v = ctx
             .protocol_version()
             .map_or_else(|| "none".to_owned(), |v| v.as_str().to_owned());
-        self.seen.requests.lock().unwrap().push(format!("{method} {v}"));
+        self.seen
+            .requests
+            .lock()
+            .unwrap()
+            .push(format!("{method} {v}"));
     }
 }
 
@@ -141,17 +148,26 @@ impl ServerHandler for Modern {
                     .input_responses
                     .and_then(|r| r.get("q").cloned())
                     .unwrap_or(Value::Null);
-                Ok(if answer["action"] == "accept" && answer["content"]["sure"] == true {
-                    text(format!("confirmed {what}"))
-                } else {
-                    text(format!("not confirmed ({})", answer["action"]))
-                }
-                .into())
+                Ok(
+                    if answer["action"] == "accept" && answer["content"]["sure"] == true {
+                        text(format!("confirmed {what}"))
+                    } else {
+                        text(format!("not confirmed ({})", answer["action"]))
+                    }
+                    .into(),
+                )
             }
             "paint" | "endless" => {
                 let id = format!("{}-{what}", request.name);
-                self.seen.state.lock().unwrap().insert(id.clone(), (0, None, false));
-                Ok(CallToolResponse::Task(CreateTaskResult::new(task(&id, TaskStatus::Working))))
+                self.seen
+                    .state
+                    .lock()
+                    .unwrap()
+                    .insert(id.clone(), (0, None, false));
+                Ok(CallToolResponse::Task(CreateTaskResult::new(task(
+                    &id,
+                    TaskStatus::Working,
+                ))))
             }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
@@ -167,7 +183,10 @@ impl ServerHandler for Modern {
         self.seen.tasks.lock().unwrap().push(format!("get {id}"));
         let mut states = self.seen.state.lock().unwrap();
         let Some(entry) = states.get_mut(&id) else {
-            return Err(ErrorData::invalid_params(format!("unknown task {id}"), None));
+            return Err(ErrorData::invalid_params(
+                format!("unknown task {id}"),
+                None,
+            ));
         };
         entry.0 += 1;
         let payload = if entry.2 {
@@ -175,9 +194,14 @@ impl ServerHandler for Modern {
         } else if id.starts_with("endless") || entry.0 < 2 {
             TaskPayload::Working
         } else if let Some(answer) = &entry.1 {
-            let color = answer["content"]["color"].as_str().unwrap_or("?").to_owned();
+            let color = answer["content"]["color"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned();
             let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": format!("painted {color}") }] });
-            TaskPayload::Completed { result: result.as_object().unwrap().clone() }
+            TaskPayload::Completed {
+                result: result.as_object().unwrap().clone(),
+            }
         } else {
             TaskPayload::InputRequired {
                 input_requests: form(
@@ -206,11 +230,10 @@ impl ServerHandler for Modern {
         self.note("tasks/update", &ctx);
         let id = request.task_id;
         let answer = request.input_responses.get("q").cloned();
-        self.seen
-            .tasks
-            .lock()
-            .unwrap()
-            .push(format!("update {id} {}", answer.clone().unwrap_or(Value::Null)));
+        self.seen.tasks.lock().unwrap().push(format!(
+            "update {id} {}",
+            answer.clone().unwrap_or(Value::Null)
+        ));
         if let Some(e) = self.seen.state.lock().unwrap().get_mut(&id) {
             e.1 = answer;
         }
