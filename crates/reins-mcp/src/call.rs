@@ -8,7 +8,7 @@ use reins_message::{ContentBlock, MediaSource};
 use reins_tool::{ToolContext, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, RequestId, ServerResult,
+    ClientRequest, InputResponses, RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value};
@@ -23,6 +23,12 @@ enum Attempt {
     NotSent(String),
     /// The connection was lost while the server had the request: it may have acted.
     Lost(String),
+    /// The server needs input first (MRTR): the answers, and the state to echo, for
+    /// the retry (a new request).
+    Retry {
+        responses: InputResponses,
+        state: Option<String>,
+    },
 }
 
 /// Sends `notifications/cancelled` for a request still in flight when dropped (the
@@ -122,6 +128,8 @@ pub(crate) async fn call_tool(
     };
 
     let mut retried = false;
+    let mut rounds = 0usize;
+    let mut mrtr: Option<(InputResponses, Option<String>)> = None;
     loop {
         if ctx.is_cancelled() {
             return Err(ToolError::Cancelled);
@@ -131,8 +139,26 @@ pub(crate) async fn call_tool(
             .live()
             .await
             .map_err(|e| ToolError::failed(e.to_string()))?;
-        match attempt(&conn, &live, &mcp_name, arguments.clone(), &ctx).await {
+        match attempt(
+            &conn,
+            &live,
+            &mcp_name,
+            arguments.clone(),
+            mrtr.clone(),
+            &ctx,
+        )
+        .await
+        {
             Attempt::Done(r) => return r,
+            Attempt::Retry { responses, state } => {
+                rounds += 1;
+                if rounds > crate::modern::MAX_ROUNDS {
+                    return Err(ToolError::failed(format!(
+                        "MCP server `{server}` kept asking for input on `{mcp_name}` ({rounds} rounds); gave up"
+                    )));
+                }
+                mrtr = Some((responses, state));
+            }
             Attempt::NotSent(why) => {
                 conn.forget(live.generation).await;
                 if retried {
@@ -165,10 +191,17 @@ async fn attempt(
     live: &Live,
     mcp_name: &str,
     arguments: Map<String, Value>,
+    mrtr: Option<(InputResponses, Option<String>)>,
     ctx: &ToolContext,
 ) -> Attempt {
     let server = conn.name();
-    let params = CallToolRequestParams::new(mcp_name.to_owned()).with_arguments(arguments);
+    let mut params = CallToolRequestParams::new(mcp_name.to_owned()).with_arguments(arguments);
+    if let Some((responses, state)) = mrtr {
+        params = params.with_input_responses(responses);
+        if let Some(state) = state {
+            params = params.with_request_state(state);
+        }
+    }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let peer = live.service.peer();
     let handle = match peer
@@ -196,6 +229,26 @@ async fn attempt(
     match response {
         Ok(ServerResult::CallToolResult(result)) => {
             Attempt::Done(to_output(server, mcp_name, result))
+        }
+        Ok(ServerResult::InputRequiredResult(asked)) => {
+            match crate::modern::answer(
+                conn,
+                mcp_name,
+                asked.input_requests.unwrap_or_default(),
+                ctx,
+            )
+            .await
+            {
+                Ok(responses) if !ctx.is_cancelled() => Attempt::Retry {
+                    responses,
+                    state: asked.request_state,
+                },
+                Ok(_) => Attempt::Done(Err(ToolError::Cancelled)),
+                Err(e) => Attempt::Done(Err(e)),
+            }
+        }
+        Ok(ServerResult::CreateTaskResult(created)) => {
+            Attempt::Done(crate::modern::follow(conn, mcp_name, created.task, ctx).await)
         }
         Ok(other) => Attempt::Done(Err(ToolError::failed(format!(
             "MCP server `{server}` answered the call to `{mcp_name}` with something that is not a tool result ({}); \

@@ -9,9 +9,13 @@ use reins_tool::ToolContext;
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ErrorData, Implementation, ProgressNotificationParam, ProgressToken,
+    ErrorData, Implementation, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    TASKS_EXTENSION_ID,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService, ServiceExt};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RoleClient,
+    RunningService,
+};
 use serde_json::Value;
 
 use crate::config::{Elicitation, ElicitationAnswer, ElicitationHandler, Endpoint, McpServer};
@@ -25,6 +29,17 @@ const STDERR_TAIL: usize = 8;
 /// critical section here leaves the data consistent).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How a connection opens: probe with `server/discover` for revision 2026-07-28 and
+/// fall back to `initialize` (the newest legacy revision both sides know) when the
+/// server is older, as the spec's backward-compatibility rules describe (rmcp's
+/// `Auto` lifecycle).
+pub(crate) fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    }
 }
 
 /// State the client handler shares with calls in flight.
@@ -92,26 +107,78 @@ pub(crate) fn progress_text(p: &ProgressNotificationParam) -> String {
 }
 
 impl Handler {
-    /// A question for the run of the call that asked: MCP does not say which request
-    /// an elicitation belongs to, so it goes to the latest call in flight on this
-    /// server that can ask (the only one, unless several calls run at once).
-    async fn ask_in_run(&self, message: String, schema: Value) -> ElicitationAnswer {
-        let ctx = lock(&self.routes.progress)
+    /// The call an `elicitation/create` belongs to: MCP does not say which request it
+    /// is about, so it goes to the latest call in flight on this server that can ask
+    /// (the only one, unless several calls run at once).
+    fn latest_asker(&self) -> Option<ToolContext> {
+        lock(&self.routes.progress)
             .values()
             .filter(|(_, ctx)| ctx.can_ask())
             .max_by_key(|(n, _)| *n)
-            .map(|(_, ctx)| ctx.clone());
-        let Some(ctx) = ctx else {
-            tracing::debug!(server = %self.server, "an elicitation with no call that can ask: declined");
-            return ElicitationAnswer::Decline;
-        };
-        let question = reins_tool::ToolQuestion { message, schema };
-        match ctx.ask(question).await {
-            reins_tool::QuestionAnswer::Accept(values) => ElicitationAnswer::Accept(values),
-            reins_tool::QuestionAnswer::Decline => ElicitationAnswer::Decline,
-            reins_tool::QuestionAnswer::Cancel => ElicitationAnswer::Cancel,
-        }
+            .map(|(_, ctx)| ctx.clone())
     }
+}
+
+/// Answers one form elicitation: through the callback when one is set, else as a
+/// question of the run of `ctx` (when given), else declined. An accepted answer that
+/// does not match the requested schema is refused back to the server.
+pub(crate) async fn elicit(
+    server: &str,
+    callback: Option<&ElicitationHandler>,
+    ctx: Option<ToolContext>,
+    request: ElicitRequestParams,
+) -> std::result::Result<ElicitResult, ErrorData> {
+    let ElicitRequestParams::FormElicitationParams {
+        message,
+        requested_schema,
+        ..
+    } = request
+    else {
+        // URL mode is not declared.
+        return Ok(ElicitResult::new(ElicitationAction::Decline));
+    };
+    let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+    let answer = match (callback, ctx) {
+        (Some(answer), _) => {
+            answer(Elicitation {
+                server: server.to_owned(),
+                message,
+                requested_schema: schema.clone(),
+            })
+            .await
+        }
+        (None, Some(ctx)) => {
+            let question = reins_tool::ToolQuestion {
+                message,
+                schema: schema.clone(),
+            };
+            match ctx.ask(question).await {
+                reins_tool::QuestionAnswer::Accept(values) => ElicitationAnswer::Accept(values),
+                reins_tool::QuestionAnswer::Decline => ElicitationAnswer::Decline,
+                reins_tool::QuestionAnswer::Cancel => ElicitationAnswer::Cancel,
+            }
+        }
+        (None, None) => {
+            tracing::debug!(server = %server, "an elicitation with no call that can ask: declined");
+            ElicitationAnswer::Decline
+        }
+    };
+    Ok(match answer {
+        ElicitationAnswer::Accept(values) => {
+            if let Err(problems) = reins_tool::validate(&schema, &values) {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "the answer does not match the requested schema: {}",
+                        problems.join("; ")
+                    ),
+                    None,
+                ));
+            }
+            ElicitResult::new(ElicitationAction::Accept).with_content(values)
+        }
+        ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+        ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    })
 }
 
 impl ClientHandler for Handler {
@@ -139,54 +206,22 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        else {
-            // URL mode is not declared.
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        let ctx = if self.elicit_in_runs {
+            self.latest_asker()
+        } else {
+            None
         };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let answer = match &self.elicitation {
-            Some(answer) => {
-                answer(Elicitation {
-                    server: self.server.clone(),
-                    message,
-                    requested_schema: schema.clone(),
-                })
-                .await
-            }
-            None if self.elicit_in_runs => self.ask_in_run(message, schema.clone()).await,
-            None => ElicitationAnswer::Decline,
-        };
-        Ok(match answer {
-            ElicitationAnswer::Accept(values) => {
-                if let Err(problems) = reins_tool::validate(&schema, &values) {
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "the answer does not match the requested schema: {}",
-                            problems.join("; ")
-                        ),
-                        None,
-                    ));
-                }
-                ElicitResult::new(ElicitationAction::Accept).with_content(values)
-            }
-            ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
-            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
-        })
+        elicit(&self.server, self.elicitation.as_ref(), ctx, request).await
     }
 
     fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities = if self.elicitation.is_some() || self.elicit_in_runs
-        {
-            serde_json::from_value(serde_json::json!({ "elicitation": { "form": {} } }))
-                .unwrap_or_default()
-        } else {
-            ClientCapabilities::default()
-        };
+        // The Tasks extension is always declared: a server may then answer a long call
+        // with a task, which the call follows (`tasks/get`, `tasks/update`, `tasks/cancel`).
+        let mut caps = serde_json::json!({ "extensions": { TASKS_EXTENSION_ID: {} } });
+        if self.elicitation.is_some() || self.elicit_in_runs {
+            caps["elicitation"] = serde_json::json!({ "form": {} });
+        }
+        let capabilities: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
         ClientConfig::new(
             capabilities,
             Implementation::new("reins-mcp", env!("CARGO_PKG_VERSION")),
@@ -340,10 +375,13 @@ impl Connection {
                 if let Some(stderr) = stderr {
                     self.drain_stderr(stderr);
                 }
-                let service = handler.serve(child).await.map_err(|e| Error::Handshake {
-                    server: self.name().to_owned(),
-                    message: format!("{e}{}", self.stderr_tail()),
-                })?;
+                let service = handler
+                    .serve_with_lifecycle(child, lifecycle())
+                    .await
+                    .map_err(|e| Error::Handshake {
+                        server: self.name().to_owned(),
+                        message: format!("{e}{}", self.stderr_tail()),
+                    })?;
                 (service, pid)
             }
             #[cfg(not(feature = "stdio"))]
@@ -374,7 +412,10 @@ impl Connection {
             Endpoint::Stream(open) => {
                 let stream = open().await.map_err(|e| handshake(&e))?;
                 (
-                    handler.serve(stream).await.map_err(|e| handshake(&e))?,
+                    handler
+                        .serve_with_lifecycle(stream, lifecycle())
+                        .await
+                        .map_err(|e| handshake(&e))?,
                     None,
                 )
             }

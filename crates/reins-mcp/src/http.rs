@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use http::{HeaderName, HeaderValue};
-use rmcp::service::{RoleClient, RunningService, ServiceExt};
+use rmcp::service::{ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
@@ -42,7 +42,10 @@ pub(crate) async fn serve(
         config = config.auth_header(token.to_owned());
     }
     handler
-        .serve(StreamableHttpClientTransport::from_config(config))
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(config),
+            crate::connection::lifecycle(),
+        )
         .await
         .map_err(|e| Error::Handshake {
             server: server.to_owned(),

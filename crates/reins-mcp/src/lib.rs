@@ -78,6 +78,26 @@
 //! is `Unknown`. A callback given to [`McpServer::on_elicitation`] answers instead,
 //! without pausing; [`McpServer::no_elicitation`] does not declare the capability.
 //!
+//! ## Revisions: 2026-07-28 first, older servers too
+//!
+//! A connection opens with `server/discover` for revision 2026-07-28 and falls back to
+//! `initialize` when the server is older (rmcp's `Auto` lifecycle, as the spec's
+//! backward-compatibility rules say). On 2026-07-28:
+//!
+//! - a `tools/call` answered `input_required` (multi round-trip requests): each
+//!   `elicitation/create` in `inputRequests` becomes a question of the call's own run,
+//!   as above, and the call is retried as a new request with the answers and the
+//!   echoed `requestState` (at most 8 rounds); `roots/list` is answered with no roots;
+//!   sampling is not offered (the call fails, naming it);
+//! - a `tools/call` answered with a task (the Tasks extension, always declared): the
+//!   call follows it with `tasks/get` at the server's poll interval; `input_required`
+//!   asks its questions (each key once) and sends the answers with `tasks/update`; the
+//!   task's result is the call's; an interrupt sends `tasks/cancel`; status messages
+//!   become partial output;
+//! - nothing relies on stream resumption: a lost `tools/call` follows the fault rules
+//!   below, while a lost `tasks/get` is asked again on a new connection (it changes
+//!   nothing), up to 3 times in a row.
+//!
 //! ## Faults
 //!
 //! | What happened | Outcome |
@@ -104,6 +124,7 @@ mod connection;
 mod error;
 #[cfg(feature = "http")]
 mod http;
+mod modern;
 mod policy;
 mod toolset;
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fault_server;
+pub mod modern_server;
 
 use std::path::PathBuf;
 

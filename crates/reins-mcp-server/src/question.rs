@@ -1,0 +1,238 @@
+//! A paused run's requirements as MCP elicitations, and the client's answers as reins
+//! decisions. The same form serves both revisions: an `elicitation/create` request
+//! the server sends (before 2026-07-28) and an entry of `inputRequests` (MRTR, and
+//! the Tasks extension's `input_required`).
+
+use reins_agent::{Decision, Requirement, RequirementKind};
+use serde_json::{Value, json};
+
+/// The metadata key that carries the requirement as reins sees it.
+pub const REQUIREMENT_META: &str = "dev.reins/requirement";
+
+/// The form for one requirement: `(message, requestedSchema, _meta)`.
+pub(crate) fn form(agent: &str, r: &Requirement) -> (String, Value, Value) {
+    let args = serde_json::to_string(&r.tool_use.input).unwrap_or_default();
+    let who = r.agent.as_deref().unwrap_or(agent);
+    let (message, schema) = match &r.kind {
+        RequirementKind::Confirmation => (
+            format!(
+                "`{who}` wants to run `{}` with {args}: {}. Approve or reject.",
+                r.tool_use.name, r.reason
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "decision": {
+                        "type": "string",
+                        "title": "Decision",
+                        "description": "approve runs the call; reject tells the agent no",
+                        "enum": ["approve", "reject"]
+                    },
+                    "note": {
+                        "type": "string",
+                        "title": "Note",
+                        "description": "Why (the agent sees it when you reject)"
+                    }
+                },
+                "required": ["decision"]
+            }),
+        ),
+        RequirementKind::UserInput { fields } => (
+            format!(
+                "`{who}` needs input to run `{}` with {args}: {}",
+                r.tool_use.name, r.reason
+            ),
+            fields.clone(),
+        ),
+        RequirementKind::External => (
+            format!(
+                "`{who}` asks you to run `{}` with {args} and report the result: {}",
+                r.tool_use.name, r.reason
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "output": { "type": "string", "title": "Result", "description": "What the call returned" },
+                    "is_error": { "type": "boolean", "title": "Failed", "description": "Whether the call failed", "default": false }
+                },
+                "required": ["output"]
+            }),
+        ),
+    };
+    let meta = json!({
+        REQUIREMENT_META: {
+            "id": r.id,
+            "kind": r.kind.label(),
+            "tool": r.tool_use.name,
+            "arguments": r.tool_use.input,
+            "reason": r.reason,
+            "expires_at": r.expires_at,
+        }
+    });
+    (message, schema, meta)
+}
+
+/// The form as an `elicitation/create` request object (an `inputRequests` entry).
+pub(crate) fn input_request(agent: &str, r: &Requirement) -> Value {
+    let (message, schema, meta) = form(agent, r);
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": schema,
+            "_meta": meta,
+        }
+    })
+}
+
+/// What one `ElicitResult` means for its requirement: a decision, or nothing (the
+/// client dismissed it or sent something unreadable; the requirement stays pending).
+pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Decision, String> {
+    let action = answer.get("action").and_then(Value::as_str).unwrap_or("");
+    let content = answer.get("content").cloned().unwrap_or(Value::Null);
+    let d = match action {
+        "accept" => match &r.kind {
+            RequirementKind::Confirmation => {
+                match content.get("decision").and_then(Value::as_str) {
+                    Some("approve") => Decision::approve(&r.id),
+                    Some("reject") => Decision::reject(
+                        &r.id,
+                        content
+                            .get("note")
+                            .and_then(Value::as_str)
+                            .filter(|n| !n.is_empty())
+                            .unwrap_or("rejected by the MCP client's user"),
+                    ),
+                    other => {
+                        return Err(format!(
+                            "the answer to `{}` must have decision \"approve\" or \"reject\", got {}",
+                            r.id,
+                            other.map_or_else(|| "nothing".to_owned(), |o| format!("{o:?}"))
+                        ));
+                    }
+                }
+            }
+            RequirementKind::UserInput { fields } => {
+                if let Err(problems) = reins_tool::validate(fields, &content) {
+                    return Err(format!(
+                        "the answer to `{}` does not match its schema: {}",
+                        r.id,
+                        problems.join("; ")
+                    ));
+                }
+                Decision::input(&r.id, content)
+            }
+            RequirementKind::External => {
+                let Some(output) = content.get("output").and_then(Value::as_str) else {
+                    return Err(format!(
+                        "the answer to `{}` must carry the call's `output`",
+                        r.id
+                    ));
+                };
+                let is_error = content
+                    .get("is_error")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                Decision::external_result(&r.id, output, is_error)
+            }
+        },
+        "decline" => Decision::reject(&r.id, "declined by the MCP client's user"),
+        "cancel" => return Err(format!("the question about `{}` was dismissed", r.id)),
+        other => {
+            return Err(format!(
+                "the answer to `{}` has action {other:?}; expected accept, decline or cancel",
+                r.id
+            ));
+        }
+    };
+    Ok(d.by(by))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use chrono::Utc;
+    use reins_message::ToolUse;
+
+    fn req(kind: RequirementKind) -> Requirement {
+        Requirement {
+            id: "call_1".into(),
+            tool_use: ToolUse::new("call_1", "delete_file", json!({ "path": "temp.txt" })),
+            kind,
+            reason: "`delete_file` needs confirmation".into(),
+            created_at: Utc::now(),
+            expires_at: None,
+            path: vec![],
+            agent: None,
+        }
+    }
+
+    #[test]
+    fn a_confirmation_is_a_form_with_the_tool_arguments_and_reason() {
+        let v = input_request("ops", &req(RequirementKind::Confirmation));
+        assert_eq!(v["method"], "elicitation/create");
+        let msg = v["params"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("delete_file")
+                && msg.contains("temp.txt")
+                && msg.contains("needs confirmation"),
+            "{msg}"
+        );
+        assert_eq!(
+            v["params"]["requestedSchema"]["required"],
+            json!(["decision"])
+        );
+        assert_eq!(
+            v["params"]["_meta"][REQUIREMENT_META]["tool"],
+            "delete_file"
+        );
+        assert_eq!(
+            v["params"]["_meta"][REQUIREMENT_META]["arguments"]["path"],
+            "temp.txt"
+        );
+    }
+
+    #[test]
+    fn answers_become_decisions_with_an_actor() {
+        let r = req(RequirementKind::Confirmation);
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "decision": "approve" } }),
+            "alice",
+        )
+        .unwrap();
+        assert_eq!(d.label(), "approve");
+        assert_eq!(d.decided_by(), Some("alice"));
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "decision": "reject", "note": "no" } }),
+            "alice",
+        )
+        .unwrap();
+        assert_eq!(d.label(), "reject");
+        let d = decision(&r, &json!({ "action": "decline" }), "alice").unwrap();
+        assert_eq!(d.label(), "reject");
+        assert!(decision(&r, &json!({ "action": "cancel" }), "alice").is_err());
+        assert!(decision(&r, &json!({ "action": "accept", "content": {} }), "alice").is_err());
+
+        let fields = json!({ "type": "object", "properties": { "reason": { "type": "string" } }, "required": ["reason"] });
+        let r = req(RequirementKind::UserInput { fields });
+        let d = decision(
+            &r,
+            &json!({ "action": "accept", "content": { "reason": "cleanup" } }),
+            "bob",
+        )
+        .unwrap();
+        assert_eq!(d.label(), "input");
+        assert!(
+            decision(
+                &r,
+                &json!({ "action": "accept", "content": { "reason": 3 } }),
+                "bob"
+            )
+            .is_err()
+        );
+    }
+}
