@@ -303,9 +303,12 @@ impl Session {
         input: RunInput,
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunHandle> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (args, active) = self.prepare(input, view, output, Some(tx)).await?;
+        let (args, active) = self
+            .prepare(input, view, output, Some(tx), client_tools)
+            .await?;
         let cancel = args.cancel.clone();
         let task = tokio::spawn(drive_future(args, active));
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
@@ -320,8 +323,11 @@ impl Session {
         input: RunInput,
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunOutput> {
-        let (args, active) = self.prepare(input, view, output, None).await?;
+        let (args, active) = self
+            .prepare(input, view, output, None, client_tools)
+            .await?;
         InlineRun {
             cancel: args.cancel.clone(),
             run: Some(drive_future(args, active)),
@@ -336,6 +342,7 @@ impl Session {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
@@ -371,6 +378,7 @@ impl Session {
             output,
             cancel,
             events,
+            client_tools,
         };
         Ok((args, active))
     }

@@ -69,6 +69,8 @@
 
 // The resources, each with its routes: runs, reads, decisions, interrupts and live
 // events of one session; the approval inbox across sessions; liveness and readiness.
+// Beside them, the ecosystem's protocols: AG-UI for people's screens.
+mod agui;
 mod health;
 mod inbox;
 mod sessions;
@@ -246,6 +248,7 @@ impl Server {
             .merge(inbox::router())
             .merge(health::router())
             .merge(openapi::router())
+            .merge(agui::router())
             .fallback(error::not_found)
             .with_state(state)
             .layer(axum::Extension(BodyLimit(
