@@ -171,3 +171,72 @@ async fn the_real_agui_client_pauses_resumes_and_validates_every_event() {
     let scenarios = normalise(&report["scenarios"], &mut names);
     insta::assert_json_snapshot!("agui_event_streams", scenarios);
 }
+
+/// A cancel request (the native interrupt) ends an AG-UI run with `outcome:
+/// cancelled`; a request without a token never starts one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_ends_the_agui_run_as_cancelled() {
+    let server = start().await;
+    let body = json!({
+        "threadId": "carol/cancel",
+        "runId": "run-1",
+        "messages": [{"id": "m1", "role": "user", "content": "slow weather"}],
+        "tools": [],
+        "context": [],
+    });
+    let res = server
+        .client
+        .post(server.url("/agui"))
+        .bearer_auth(CAROL)
+        .header("accept", "text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let mut sse = SseReader::new(res);
+    let first = sse.next().await.unwrap();
+    assert_eq!(first.data["type"], "RUN_STARTED");
+    assert_eq!(first.data["runId"], "run-1");
+    // Wait for the tool to run, then ask for the interrupt.
+    for _ in 0..200 {
+        if server.ran().iter().any(|r| r.starts_with("search-start")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let (status, _) = server
+        .post(
+            CAROL,
+            &format!("/v1/sessions/{}/interrupt", enc("carol/cancel")),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let mut types = Vec::new();
+    let mut last = Value::Null;
+    while let Some(ev) = sse.next().await {
+        types.push(ev.data["type"].as_str().unwrap_or("").to_owned());
+        last = ev.data;
+    }
+    assert_eq!(last["type"], "RUN_FINISHED", "{types:?}");
+    assert_eq!(last["outcome"], json!({"type": "cancelled"}));
+    assert!(types.contains(&"MESSAGES_SNAPSHOT".to_owned()), "{types:?}");
+    assert!(!server.ran().iter().any(|r| r.starts_with("search-done")));
+
+    let res = server
+        .client
+        .post(server.url("/agui"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let (status, err) = server
+        .post(CAROL, "/agui", json!({"threadId": "carol/x"}))
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (400, Some("bad_body"))
+    );
+}
