@@ -20,6 +20,7 @@
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
+//! | `POST /agui` | AG-UI: a `RunAgentInput` in, the run as AG-UI events (SSE) out; see `docs/protocols.md` |
 //!
 //! Errors are JSON, `{"error": {"code", "message"}}`, with the matching status (400,
 //! 401, 403, 404, 409, 413, 422); a refused request changes nothing. See
