@@ -76,7 +76,10 @@ impl RpcError {
         Self::new(-32602, message)
     }
     fn not_found(id: &str) -> Self {
-        Self::new(-32001, format!("task `{id}` does not exist or is not yours"))
+        Self::new(
+            -32001,
+            format!("task `{id}` does not exist or is not yours"),
+        )
     }
     fn unsupported(message: impl Into<String>) -> Self {
         Self::new(-32004, message)
@@ -128,7 +131,10 @@ async fn post_rpc(
         }
     };
     let id = req.get("id").cloned().unwrap_or(Value::Null);
-    let method = match (req.get("jsonrpc").and_then(Value::as_str), req.get("method")) {
+    let method = match (
+        req.get("jsonrpc").and_then(Value::as_str),
+        req.get("method"),
+    ) {
         (Some("2.0"), Some(Value::String(m))) => m.clone(),
         _ => {
             return json_response(rpc_error(
@@ -154,14 +160,19 @@ async fn post_rpc(
     }
     let params = req.get("params").cloned().unwrap_or_else(|| json!({}));
     if !params.is_object() {
-        return json_response(rpc_error(&id, &RpcError::params("`params` must be an object")));
+        return json_response(rpc_error(
+            &id,
+            &RpcError::params("`params` must be an object"),
+        ));
     }
     let answer = match method.as_str() {
         "SendMessage" => send_message(&state, &who, &params, &id, false).await,
         "SendStreamingMessage" => send_message(&state, &who, &params, &id, true).await,
         "GetTask" => get_task(&state, &who, &params).await.map(|t| rpc(&id, t)),
         "ListTasks" => list_tasks(&state, &who, &params).await.map(|t| rpc(&id, t)),
-        "CancelTask" => cancel_task(&state, &who, &params).await.map(|t| rpc(&id, t)),
+        "CancelTask" => cancel_task(&state, &who, &params)
+            .await
+            .map(|t| rpc(&id, t)),
         "SubscribeToTask" => subscribe(&state, &who, &params, &id).await,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
@@ -234,7 +245,9 @@ async fn list_tasks(state: &AppState, who: &Principal, params: &Value) -> Result
     let status = match params.get("status").and_then(Value::as_str) {
         None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
         Some(s) => Some(TaskState::from_wire(s).ok_or_else(|| {
-            RpcError::params(format!("`status` `{s}` is not a task state this agent uses"))
+            RpcError::params(format!(
+                "`status` `{s}` is not a task state this agent uses"
+            ))
         })?),
     };
     let page_size = match params.get("pageSize") {
@@ -246,9 +259,9 @@ async fn list_tasks(state: &AppState, who: &Principal, params: &Value) -> Result
     };
     let offset = match params.get("pageToken").and_then(Value::as_str) {
         None | Some("") => 0,
-        Some(t) => t
-            .parse::<usize>()
-            .map_err(|_| RpcError::params(format!("`pageToken` `{t}` is not one this agent gave")))?,
+        Some(t) => t.parse::<usize>().map_err(|_| {
+            RpcError::params(format!("`pageToken` `{t}` is not one this agent gave"))
+        })?,
     };
     let history = history_length(params)?;
     let artifacts = params
@@ -324,7 +337,10 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
         TaskState::Completed | TaskState::Canceled => {
             return Err(RpcError::new(
                 -32002,
-                format!("task `{id}` has ended ({}); it cannot be canceled", task.state.wire()),
+                format!(
+                    "task `{id}` has ended ({}); it cannot be canceled",
+                    task.state.wire()
+                ),
             ));
         }
         TaskState::Working => {
@@ -429,7 +445,10 @@ fn incoming(params: &Value) -> Result<(Incoming, bool), RpcError> {
             };
             let items: Vec<DecisionItem> = serde_json::from_value(list.clone())
                 .map_err(|e| RpcError::params(format!("`decisions`: {e}")))?;
-            let token = d.get("view_token").and_then(Value::as_str).map(str::to_owned);
+            let token = d
+                .get("view_token")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             decisions = Some((items, token));
         } else {
             return Err(RpcError::new(
@@ -446,7 +465,10 @@ fn incoming(params: &Value) -> Result<(Incoming, bool), RpcError> {
     Ok((
         Incoming {
             message_id,
-            context_id: m.get("contextId").and_then(Value::as_str).map(str::to_owned),
+            context_id: m
+                .get("contextId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             task_id: m.get("taskId").and_then(Value::as_str).map(str::to_owned),
             text: texts.join("\n"),
             decisions,
@@ -498,10 +520,14 @@ async fn send_message(
     streaming: bool,
 ) -> Result<Response, RpcError> {
     let (msg, return_immediately) = incoming(params)?;
-    let (session, handle, task_id) = match &msg.task_id {
+    let (session, handle, task_id, initial) = match &msg.task_id {
         Some(task_id) => {
             let task = load_task(state, who, task_id).await?;
-            if msg.context_id.as_ref().is_some_and(|c| *c != task.context_id) {
+            if msg
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != task.context_id)
+            {
                 return Err(RpcError::params(
                     "`contextId` differs from the task's context",
                 ));
@@ -525,7 +551,10 @@ async fn send_message(
             if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
                 return Err(RpcError::new(
                     -32001,
-                    format!("`{}` may not decide: that needs the approver or admin role", who.name),
+                    format!(
+                        "`{}` may not decide: that needs the approver or admin role",
+                        who.name
+                    ),
                 ));
             }
             let mut decisions = Vec::with_capacity(items.len());
@@ -544,7 +573,10 @@ async fn send_message(
                 if !who.may_decide(&req.tool_use.name) {
                     return Err(RpcError::new(
                         -32001,
-                        format!("`{}` may not decide on `{}` calls", who.name, req.tool_use.name),
+                        format!(
+                            "`{}` may not decide on `{}` calls",
+                            who.name, req.tool_use.name
+                        ),
                     ));
                 }
                 decisions.push(to_decision(item, &req.kind)?);
@@ -564,7 +596,9 @@ async fn send_message(
                 None => builder.start().await,
             };
             let handle = started.map_err(|e| RpcError::from(ServerError::from(e)))?;
-            (task.context_id.clone(), handle, task_id.clone())
+            let mut initial = task_json(&task, None, false);
+            initial["status"] = json!({"state": TaskState::Working.wire()});
+            (task.context_id.clone(), handle, task_id.clone(), initial)
         }
         None => {
             if msg.decisions.is_some() {
@@ -590,45 +624,74 @@ async fn send_message(
             }
             let user = Msg::user(msg.text.clone()).with_metadata(TASK_MARK, json!(msg.message_id));
             let task_id = task::task_id(&session, &user.id);
+            // The run stores the message when it begins: the first answer is built here.
+            let initial = json!({
+                "id": task_id,
+                "contextId": session,
+                "status": {"state": TaskState::Working.wire()},
+                "history": [{
+                    "messageId": user.id, "contextId": session, "taskId": task_id,
+                    "role": "ROLE_USER", "parts": [{"text": msg.text}],
+                }],
+            });
             let s = actor_session(state, who, &session).await?;
             let handle = s
                 .send(user)
                 .start()
                 .await
                 .map_err(|e| RpcError::from(ServerError::from(e)))?;
-            (session, handle, task_id)
+            (session, handle, task_id, initial)
         }
     };
-    run_answer(state, who, session, handle, task_id, rpc_id, streaming, return_immediately).await
+    let answer = Answer {
+        task_id,
+        initial,
+        rpc_id: rpc_id.clone(),
+        streaming,
+        return_immediately,
+    };
+    run_answer(state, who, session, handle, answer).await
+}
+
+/// How to answer a message that started (or continued) a run.
+struct Answer {
+    task_id: String,
+    /// The task as it starts (`TASK_STATE_WORKING`).
+    initial: Value,
+    rpc_id: Value,
+    streaming: bool,
+    return_immediately: bool,
 }
 
 /// Answers a message that started (or continued) a run: the task when the run ends
 /// (or at once), or an SSE stream of it.
-#[allow(clippy::too_many_arguments)]
 async fn run_answer(
     state: &AppState,
     who: &Principal,
     session: String,
     handle: RunHandle,
-    task_id: String,
-    rpc_id: &Value,
-    streaming: bool,
-    return_immediately: bool,
+    answer: Answer,
 ) -> Result<Response, RpcError> {
+    let Answer {
+        task_id,
+        initial,
+        rpc_id,
+        streaming,
+        return_immediately,
+    } = answer;
     let sub = state.hub.channel(&session).subscribe(None);
     let run = state.hub.start_run(&session, handle);
     if !streaming {
-        if !return_immediately {
-            let _ = run.wait().await;
+        if return_immediately {
+            return Ok(rpc(&rpc_id, json!({"task": initial})));
         }
+        let _ = run.wait().await;
         let task = load_task(state, who, &task_id).await?;
-        return Ok(rpc(rpc_id, json!({"task": task_json(&task, None, true)})));
+        return Ok(rpc(&rpc_id, json!({"task": task_json(&task, None, true)})));
     }
     let (tx, rx) = mpsc::channel(crate::sse::CLIENT_BUFFER);
-    let first = load_task(state, who, &task_id).await?;
     let state = state.clone();
     let who = who.clone();
-    let rpc_id = rpc_id.clone();
     tokio::spawn(async move {
         let crate::hub::Subscription {
             mut rx, _channel, ..
@@ -642,9 +705,7 @@ async fn run_answer(
                     .is_ok()
             }
         };
-        let mut t = task_json(&first, None, false);
-        t["status"] = json!({"state": TaskState::Working.wire()});
-        if !send(json!({"task": t})).await {
+        if !send(json!({"task": initial})).await {
             return;
         }
         // The run's end (its events go to the native streams; A2A gets the outcome).
@@ -660,7 +721,7 @@ async fn run_answer(
                 }
             }
         }
-        let Ok(task) = load_task(&state, &who, &first.id).await else {
+        let Ok(task) = load_task(&state, &who, &task_id).await else {
             return;
         };
         if let Some(a) = task::answer_of(&task) {
@@ -702,7 +763,11 @@ async fn subscribe(
     }
     let (tx, rx) = mpsc::channel(4);
     let _ = tx
-        .send(Event::default().data(rpc_result(rpc_id, json!({"task": task_json(&task, None, true)})).to_string()))
+        .send(
+            Event::default().data(
+                rpc_result(rpc_id, json!({"task": task_json(&task, None, true)})).to_string(),
+            ),
+        )
         .await;
     if task.state == TaskState::Working {
         if let Some(run) = state.hub.local_run(&task.context_id) {
