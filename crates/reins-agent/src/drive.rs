@@ -53,6 +53,9 @@ pub(crate) struct DriveArgs {
     pub(crate) cancel: CancellationToken,
     /// Where events go (`None`: nobody listens, as in an awaited `send`).
     pub(crate) events: Option<UnboundedSender<RunEvent>>,
+    /// Tools the caller declared for this call and executes itself (see
+    /// [`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
+    pub(crate) client_tools: Vec<reins_message::ToolSpec>,
 }
 
 /// Drives one call to its end.
@@ -69,6 +72,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         output,
         cancel,
         events,
+        client_tools,
     } = args;
     let mut d = Driver {
         agent,
@@ -76,6 +80,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         cancel,
         events,
         lock,
+        client_tools,
     };
     let call = d.call(input, actor, view, output);
     let result = d.run(&mut core, call).await;
@@ -115,9 +120,26 @@ struct Driver {
     cancel: CancellationToken,
     events: Option<UnboundedSender<RunEvent>>,
     lock: StoreLock,
+    /// The caller's own tools for this call: offered to the model beside the toolkit's
+    /// (a toolkit tool of the same name wins), and always external (the run pauses
+    /// with an `External` requirement for each call; the caller answers with its
+    /// result).
+    client_tools: Vec<reins_message::ToolSpec>,
 }
 
 impl Driver {
+    /// What the policy says about a call: the toolkit's, or external for a client tool
+    /// the toolkit does not have.
+    fn gate(&self, tool_use: &reins_message::ToolUse) -> crate::run::GateDecision {
+        let toolkit = &self.agent.runtime.toolkit;
+        if !toolkit.contains(&tool_use.name)
+            && self.client_tools.iter().any(|t| t.name == tool_use.name)
+        {
+            return crate::run::GateDecision::External;
+        }
+        toolkit.gate(tool_use)
+    }
+
     fn emit(&self, ev: RunEvent) {
         if let Some(tx) = &self.events {
             let _ = tx.send(ev);
@@ -589,6 +611,12 @@ impl Driver {
             }
         } else {
             request.tools = rt.toolkit.specs();
+            request.tools.extend(
+                self.client_tools
+                    .iter()
+                    .filter(|t| !rt.toolkit.contains(&t.name))
+                    .cloned(),
+            );
             if let Some((mode, spec)) = output {
                 crate::structured::ask_for_output(&mut request, mode, &spec);
                 output_mode = Some(mode);
@@ -701,10 +729,7 @@ impl Driver {
                 tool_use: u.clone(),
             });
         }
-        let gates = message
-            .tool_uses()
-            .map(|u| self.agent.runtime.toolkit.gate(u))
-            .collect();
+        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
         let after = AfterReasoning {
             stop: control.is_stopped(),
             goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),

@@ -307,9 +307,12 @@ impl Session {
         input: RunInput,
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunHandle> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (args, active) = self.prepare_deciding(input, view, output, Some(tx)).await?;
+        let (args, active) = self
+            .prepare_deciding(input, view, output, Some(tx), client_tools)
+            .await?;
         let cancel = args.cancel.clone();
         let task = tokio::spawn(drive_future(args, active));
         Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
@@ -324,8 +327,11 @@ impl Session {
         input: RunInput,
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunOutput> {
-        let (args, active) = self.prepare_deciding(input, view, output, None).await?;
+        let (args, active) = self
+            .prepare_deciding(input, view, output, None, client_tools)
+            .await?;
         InlineRun {
             cancel: args.cancel.clone(),
             run: Some(drive_future(args, active)),
@@ -346,6 +352,7 @@ impl Session {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let ids: Vec<String> = match &input {
             RunInput::Decisions(ds) => ds.iter().map(|d| d.id().to_owned()).collect(),
@@ -355,7 +362,13 @@ impl Session {
         let step = std::time::Duration::from_millis(20);
         loop {
             match self
-                .prepare(input.clone(), view.clone(), output.clone(), events.clone())
+                .prepare(
+                    input.clone(),
+                    view.clone(),
+                    output.clone(),
+                    events.clone(),
+                    client_tools.clone(),
+                )
                 .await
             {
                 Err(AgentError::SessionBusy { session }) if !ids.is_empty() => {
@@ -383,6 +396,7 @@ impl Session {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
@@ -418,6 +432,7 @@ impl Session {
             output,
             cancel,
             events,
+            client_tools,
         };
         Ok((args, active))
     }

@@ -20,6 +20,8 @@
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
+//! | `POST /agui` | AG-UI: a `RunAgentInput` in, the run as AG-UI events (SSE) out; see `docs/protocols.md` |
+//! | `GET /.well-known/agent-card.json`, `POST /a2a` | A2A: the agent card, and JSON-RPC (tasks, SSE streaming); see `docs/protocols.md` |
 //!
 //! Errors are JSON, `{"error": {"code", "message"}}`, with the matching status (400,
 //! 401, 403, 404, 409, 413, 422); a refused request changes nothing. See
@@ -69,6 +71,10 @@
 
 // The resources, each with its routes: runs, reads, decisions, interrupts and live
 // events of one session; the approval inbox across sessions; liveness and readiness.
+// Beside them, the ecosystem's protocols: AG-UI for people's screens, A2A for other
+// agents.
+mod a2a;
+mod agui;
 mod health;
 mod inbox;
 mod sessions;
@@ -246,6 +252,8 @@ impl Server {
             .merge(inbox::router())
             .merge(health::router())
             .merge(openapi::router())
+            .merge(agui::router())
+            .merge(a2a::router())
             .fallback(error::not_found)
             .with_state(state)
             .layer(axum::Extension(BodyLimit(

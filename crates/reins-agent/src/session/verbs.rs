@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use std::future::IntoFuture;
 
 use futures::future::BoxFuture;
-use reins_message::Msg;
+use reins_message::{Msg, ToolSpec};
 
 use crate::agent::{Agent, DEFAULT_SESSION};
 use crate::error::{AgentError, Result};
@@ -79,6 +79,7 @@ pub struct SendBuilder<'s> {
     msg: Msg,
     view: Option<ViewToken>,
     output: Option<OutputSpec>,
+    client_tools: Vec<ToolSpec>,
 }
 
 impl<'s> SendBuilder<'s> {
@@ -96,6 +97,7 @@ impl<'s> SendBuilder<'s> {
             msg,
             view: None,
             output: None,
+            client_tools: Vec::new(),
         }
     }
 
@@ -131,6 +133,17 @@ impl<'s> SendBuilder<'s> {
         self
     }
 
+    /// Tools the caller declares for this run and executes itself (an AG-UI page's
+    /// frontend tools, say): the model is offered them beside the toolkit's (a toolkit
+    /// tool of the same name wins), and each call of one pauses the run with an
+    /// `External` requirement; answer it with `Decision::external_result` (or tool
+    /// results). Not stored: declare them again on the call that goes on after the
+    /// pause if the model should still see them.
+    pub fn client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
     /// Starts the run and returns at once with a [`RunHandle`] to stream its events and
     /// interrupt it. The session is claimed before this returns: a second run while
     /// this one is in flight fails with [`AgentError::SessionBusy`].
@@ -140,11 +153,12 @@ impl<'s> SendBuilder<'s> {
             msg,
             view,
             output,
+            client_tools,
         } = self;
         let output = checked(output)?;
         let session = target.open().await?;
         session
-            .start_full(RunInput::Message(msg), view, output)
+            .start_full(RunInput::Message(msg), view, output, client_tools)
             .await
     }
 }
@@ -159,12 +173,13 @@ impl<'s> IntoFuture for SendBuilder<'s> {
             msg,
             view,
             output,
+            client_tools,
         } = self;
         Box::pin(async move {
             let output = checked(output)?;
             let session = target.open().await?;
             session
-                .run_inline(RunInput::Message(msg), view, output)
+                .run_inline(RunInput::Message(msg), view, output, client_tools)
                 .await
         })
     }
@@ -184,6 +199,7 @@ impl<'s> IntoFuture for SendBuilder<'s> {
 pub struct ResumeBuilder<'s> {
     session: &'s Session,
     view: Option<ViewToken>,
+    client_tools: Vec<ToolSpec>,
 }
 
 impl<'s> ResumeBuilder<'s> {
@@ -191,6 +207,7 @@ impl<'s> ResumeBuilder<'s> {
         Self {
             session,
             view: None,
+            client_tools: Vec::new(),
         }
     }
 
@@ -202,12 +219,23 @@ impl<'s> ResumeBuilder<'s> {
         self
     }
 
+    /// Tools the caller declares for this run and executes itself (an AG-UI page's
+    /// frontend tools, say): the model is offered them beside the toolkit's (a toolkit
+    /// tool of the same name wins), and each call of one pauses the run with an
+    /// `External` requirement; answer it with `Decision::external_result` (or tool
+    /// results). Not stored: declare them again on the call that goes on after the
+    /// pause if the model should still see them.
+    pub fn client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
     /// Starts the run and returns at once with a [`RunHandle`] to stream its events and
     /// interrupt it.
     pub async fn start(self) -> Result<RunHandle> {
         let view = self.view.unwrap_or_else(|| self.session.current_view());
         self.session
-            .start_full(RunInput::Resume, Some(view), None)
+            .start_full(RunInput::Resume, Some(view), None, self.client_tools)
             .await
     }
 }
@@ -220,7 +248,7 @@ impl<'s> IntoFuture for ResumeBuilder<'s> {
         Box::pin(async move {
             let view = self.view.unwrap_or_else(|| self.session.current_view());
             self.session
-                .run_inline(RunInput::Resume, Some(view), None)
+                .run_inline(RunInput::Resume, Some(view), None, self.client_tools)
                 .await
         })
     }
@@ -241,6 +269,7 @@ pub struct ResolveBuilder<'s> {
     session: &'s Session,
     decisions: Vec<Decision>,
     view: Option<ViewToken>,
+    client_tools: Vec<ToolSpec>,
 }
 
 impl<'s> ResolveBuilder<'s> {
@@ -249,6 +278,7 @@ impl<'s> ResolveBuilder<'s> {
             session,
             decisions,
             view: None,
+            client_tools: Vec::new(),
         }
     }
 
@@ -259,11 +289,27 @@ impl<'s> ResolveBuilder<'s> {
         self
     }
 
+    /// Tools the caller declares for this run and executes itself (an AG-UI page's
+    /// frontend tools, say): the model is offered them beside the toolkit's (a toolkit
+    /// tool of the same name wins), and each call of one pauses the run with an
+    /// `External` requirement; answer it with `Decision::external_result` (or tool
+    /// results). Not stored: declare them again on the call that goes on after the
+    /// pause if the model should still see them.
+    pub fn client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
     /// Starts the run and returns at once with a [`RunHandle`] to stream its events and
     /// interrupt it.
     pub async fn start(self) -> Result<RunHandle> {
         self.session
-            .start_full(RunInput::Decisions(self.decisions), self.view, None)
+            .start_full(
+                RunInput::Decisions(self.decisions),
+                self.view,
+                None,
+                self.client_tools,
+            )
             .await
     }
 }
@@ -275,7 +321,12 @@ impl<'s> IntoFuture for ResolveBuilder<'s> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             self.session
-                .run_inline(RunInput::Decisions(self.decisions), self.view, None)
+                .run_inline(
+                    RunInput::Decisions(self.decisions),
+                    self.view,
+                    None,
+                    self.client_tools,
+                )
                 .await
         })
     }

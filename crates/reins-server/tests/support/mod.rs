@@ -21,6 +21,8 @@ pub const BOB: &str = "bob-token";
 pub const ANA: &str = "ana-token";
 /// An approver for `send_email` only.
 pub const RITA: &str = "rita-token";
+/// A user who also approves (the person at an AG-UI page deciding on their own runs).
+pub const CAROL: &str = "carol-token";
 
 pub fn auth() -> Auth {
     Auth::new()
@@ -31,6 +33,10 @@ pub fn auth() -> Auth {
         .token(
             RITA,
             Principal::new("rita", [AccessRole::Approver]).tools(["send_email"]),
+        )
+        .token(
+            CAROL,
+            Principal::new("carol", [AccessRole::User, AccessRole::Approver]),
         )
 }
 
@@ -145,7 +151,8 @@ fn uuid_like() -> String {
     format!("{:x}{:x}{n}", t, std::process::id())
 }
 
-/// The model's rules: `delete X`, `mail X`, `book X`, `slow X` call tools; tool
+/// The model's rules: `delete X`, `mail X`, `book X`, `slow X` (and `ui X`, the client's
+/// own `pick_color`) call tools; tool
 /// results get a one-line summary; anything else is echoed.
 pub fn respond(req: &ChatRequest) -> ScriptedResponse {
     let Some(last) = req.messages.iter().rev().find(|m| m.role != Role::System) else {
@@ -169,6 +176,8 @@ pub fn respond(req: &ChatRequest) -> ScriptedResponse {
         "mail" => call("send_email", json!({"to": arg})),
         "book" => call("book", json!({"what": arg})),
         "slow" => call("slow_search", json!({"query": arg})),
+        // A tool the client declares and runs itself (not in the toolkit).
+        "ui" => call("pick_color", json!({"hint": arg})),
         _ => ScriptedResponse::text(format!("echo: {text}")),
     }
 }
