@@ -1,0 +1,263 @@
+//! The SafeAgent demo as a Restate service: a reins session object on an HTTP/2
+//! endpoint, with a rule-following offline model (no API key) and tools whose every
+//! effect is one line in an outbox file. reins-restate's tests start it as a real child
+//! process (and kill -9 it); `cargo xtask serve --restate` starts it beside a local
+//! restate-server.
+//!
+//! ```text
+//! reins-restate-demo --listen 127.0.0.1:9080 --db /tmp/reins.sqlite --outbox /tmp/outbox.txt
+//! ```
+//!
+//! Flags: `--listen ADDR` (default 127.0.0.1:9080), `--db PATH` (SQLite store; default
+//! `reins-restate-demo.sqlite`), `--outbox PATH` (default `outbox.txt`),
+//! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
+//! model's delay before it answers, default 0).
+//!
+//! What the model does with the last message of a request:
+//!
+//! | user text | the model calls |
+//! |---|---|
+//! | `delete PATH` | `delete_file {path}`: needs a person's confirmation |
+//! | `work MS` | `work {ms}`: runs at once, takes MS ms, not idempotent |
+//! | `sync MS` | `sync {ms}`: runs at once, takes MS ms, idempotent |
+//! | `stream N` | nothing: answers in N text chunks, 100 ms apart |
+//! | anything else | nothing: answers `ok` |
+//!
+//! After tool results it answers `done: ` and the results. Every model call writes
+//! `model` to the outbox; every tool writes `<tool> start <id>` when it starts and
+//! `<tool> end <id>` when it ends.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reins_agent::Agent;
+use reins_memory::SqliteStore;
+use reins_message::Role;
+use reins_model::{ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason};
+use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
+
+/// Appends one line per effect.
+#[derive(Clone)]
+struct Outbox(Arc<PathBuf>);
+
+impl Outbox {
+    fn line(&self, text: &str) {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&*self.0);
+        match f {
+            Ok(mut f) => {
+                if let Err(e) = writeln!(f, "{text}").and_then(|()| f.sync_data()) {
+                    eprintln!("outbox: {e}");
+                }
+            }
+            Err(e) => eprintln!("outbox: {e}"),
+        }
+    }
+}
+
+struct RuleModel {
+    outbox: Outbox,
+    latency: Duration,
+}
+
+#[async_trait]
+impl ChatModel for RuleModel {
+    fn model_name(&self) -> &str {
+        "rules"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> reins_model::Result<ChatStream> {
+        self.outbox.line("model");
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let n = request.messages.len();
+        let last = request.messages.last();
+        let call = |name: &str, args: serde_json::Value| {
+            vec![
+                ChatChunk::ToolCallStart {
+                    index: 0,
+                    id: format!("call_{n}"),
+                    name: name.to_owned(),
+                },
+                ChatChunk::ToolArgsDelta {
+                    index: 0,
+                    fragment: args.to_string(),
+                },
+                ChatChunk::Finish {
+                    reason: FinishReason::ToolUse,
+                },
+            ]
+        };
+        let text = |t: String| {
+            vec![
+                ChatChunk::TextDelta { text: t },
+                ChatChunk::Finish {
+                    reason: FinishReason::Stop,
+                },
+            ]
+        };
+        let mut gap = Duration::ZERO;
+        let chunks = match last {
+            Some(m) if m.role == Role::Tool => {
+                let results: Vec<String> = m.tool_results_iter().map(|r| r.text()).collect();
+                text(format!("done: {}", results.join("; ")))
+            }
+            Some(m) if m.role == Role::User => {
+                let t = m.text();
+                let mut words = t.split_whitespace();
+                let (cmd, arg) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let ms: u64 = arg.parse().unwrap_or(0);
+                match cmd {
+                    "delete" => call("delete_file", serde_json::json!({"path": arg})),
+                    "work" => call("work", serde_json::json!({"ms": ms})),
+                    "sync" => call("sync", serde_json::json!({"ms": ms})),
+                    "stream" => {
+                        gap = Duration::from_millis(100);
+                        let mut c: Vec<ChatChunk> = (0..ms)
+                            .map(|i| ChatChunk::TextDelta {
+                                text: format!("part {i}. "),
+                            })
+                            .collect();
+                        c.push(ChatChunk::Finish {
+                            reason: FinishReason::Stop,
+                        });
+                        c
+                    }
+                    _ => text("ok".to_owned()),
+                }
+            }
+            _ => text("ok".to_owned()),
+        };
+        let stream = futures::stream::iter(chunks).then(move |c| async move {
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            Ok(c)
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+use futures::StreamExt;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    /// The file to delete.
+    path: String,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct WorkArgs {
+    /// How long the work takes, in milliseconds.
+    ms: u64,
+}
+
+/// A tool body that takes `ms` and logs its start and end.
+async fn timed(outbox: &Outbox, tool: &str, ms: u64, ctx: &ToolContext) -> Result<String, ToolError> {
+    let id = ctx.tool_use_id.clone();
+    outbox.line(&format!("{tool} start {id}"));
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    outbox.line(&format!("{tool} end {id}"));
+    Ok(format!("{tool} finished after {ms} ms"))
+}
+
+fn toolkit(outbox: &Outbox) -> Result<Toolkit, Box<dyn std::error::Error>> {
+    let mut tools = Toolkit::new();
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function("delete_file", "Delete a file", move |a: DeleteArgs, ctx| {
+            let o = o.clone();
+            async move {
+                let id = ctx.tool_use_id.clone();
+                o.line(&format!("delete_file start {id}"));
+                o.line(&format!("delete_file end {id} {}", a.path));
+                Ok::<_, ToolError>(format!("deleted {}", a.path))
+            }
+        })
+        .policy(ToolPolicy::confirm().reason("deletes a file")),
+    )?;
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function("work", "Work for a while (not idempotent)", move |a: WorkArgs, ctx| {
+            let o = o.clone();
+            async move { timed(&o, "work", a.ms, &ctx).await }
+        })
+        .policy(ToolPolicy::auto()),
+    )?;
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function("sync", "Sync for a while (idempotent)", move |a: WorkArgs, ctx| {
+            let o = o.clone();
+            async move { timed(&o, "sync", a.ms, &ctx).await }
+        })
+        .policy(ToolPolicy::auto().idempotent(true)),
+    )?;
+    Ok(tools)
+}
+
+struct Args {
+    listen: String,
+    db: PathBuf,
+    outbox: PathBuf,
+    tool_lease: Duration,
+    latency: Duration,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args {
+        listen: "127.0.0.1:9080".to_owned(),
+        db: PathBuf::from("reins-restate-demo.sqlite"),
+        outbox: PathBuf::from("outbox.txt"),
+        tool_lease: Duration::from_secs(600),
+        latency: Duration::ZERO,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let ms = || {
+            value
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|e| format!("{flag}: {e}"))
+        };
+        match flag.as_str() {
+            "--listen" => a.listen.clone_from(&value),
+            "--db" => a.db = PathBuf::from(&value),
+            "--outbox" => a.outbox = PathBuf::from(&value),
+            "--tool-lease-ms" => a.tool_lease = ms()?,
+            "--latency-ms" => a.latency = ms()?,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = args()?;
+    let outbox = Outbox(Arc::new(args.outbox.clone()));
+    let store = SqliteStore::open(&args.db).await?;
+    let agent = Agent::builder()
+        .name("SafeAgent")
+        .system_prompt("You are a careful assistant.")
+        .model(RuleModel {
+            outbox: outbox.clone(),
+            latency: args.latency,
+        })
+        .toolkit(toolkit(&outbox)?)
+        .store(store)
+        .tool_lease(args.tool_lease)
+        .build()?;
+    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    println!("reins-restate-demo: serving ReinsSession on http://{}", listener.local_addr()?);
+    reins_restate::serve(reins_restate::SessionObject::new(agent)?, listener).await;
+    Ok(())
+}
