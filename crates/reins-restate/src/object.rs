@@ -298,7 +298,8 @@ impl SessionObject {
         ctx: SharedObjectContext<'_>,
         req: Json<TurnRequest>,
     ) -> HandlerResult<Json<Submitted>> {
-        let req = req.into_inner();
+        let mut req = req.into_inner();
+        req.input = req.input.normalized();
         let session = ctx.key().to_owned();
         let turn: Option<String> = ctx.get(TURN).await?;
         let waiting: Option<Json<Waiting>> = ctx.get(WAITING).await?;
@@ -312,7 +313,7 @@ impl SessionObject {
             )
             .into());
         }
-        let create = matches!(req.input, TurnInput::Message { .. });
+        let create = matches!(req.input, TurnInput::Message { .. } | TurnInput::Text { .. });
         let (agent, key) = (self.inner.agent.clone(), session.clone());
         let Json(loaded) = ctx
             .run(move || load(agent, key, create))

@@ -22,13 +22,31 @@ pub enum TurnInput {
         /// The answers.
         decisions: Vec<Decision>,
     },
+    /// A user message given as its text only (handy from `curl`); the session object
+    /// turns it into a [`TurnInput::Message`] when it takes it.
+    Text {
+        /// The text.
+        text: String,
+    },
 }
 
 impl TurnInput {
+    /// The input with a [`TurnInput::Text`] made a user message (a fresh id and time).
+    #[must_use]
+    pub fn normalized(self) -> Self {
+        match self {
+            Self::Text { text } => Self::Message {
+                message: Msg::user(text),
+            },
+            other => other,
+        }
+    }
+
     /// The run's input.
     pub fn into_run_input(self) -> RunInput {
         match self {
             Self::Message { message } => RunInput::Message(message),
+            Self::Text { text } => RunInput::Message(Msg::user(text)),
             Self::Resume => RunInput::Resume,
             Self::Decisions { decisions } => RunInput::Decisions(decisions),
         }

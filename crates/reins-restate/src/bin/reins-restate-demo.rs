@@ -11,7 +11,9 @@
 //! Flags: `--listen ADDR` (default 127.0.0.1:9080), `--db PATH` (SQLite store; default
 //! `reins-restate-demo.sqlite`), `--outbox PATH` (default `outbox.txt`),
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
-//! model's delay before it answers, default 0).
+//! model's delay before it answers, default 0), `--start-restate DIR` (also start a
+//! restate-server from the npm package with its data in DIR, register this service
+//! with it and print how to talk to it: what `cargo xtask serve --restate` does).
 //!
 //! What the model does with the last message of a request:
 //!
@@ -207,6 +209,7 @@ struct Args {
     outbox: PathBuf,
     tool_lease: Duration,
     latency: Duration,
+    start_restate: Option<PathBuf>,
 }
 
 fn args() -> Result<Args, String> {
@@ -216,6 +219,7 @@ fn args() -> Result<Args, String> {
         outbox: PathBuf::from("outbox.txt"),
         tool_lease: Duration::from_secs(600),
         latency: Duration::ZERO,
+        start_restate: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -234,6 +238,7 @@ fn args() -> Result<Args, String> {
             "--outbox" => a.outbox = PathBuf::from(&value),
             "--tool-lease-ms" => a.tool_lease = ms()?,
             "--latency-ms" => a.latency = ms()?,
+            "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -257,7 +262,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool_lease(args.tool_lease)
         .build()?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
-    println!("reins-restate-demo: serving ReinsSession on http://{}", listener.local_addr()?);
-    reins_restate::serve(reins_restate::SessionObject::new(agent)?, listener).await;
+    let url = format!("http://{}", listener.local_addr()?);
+    println!("reins-restate-demo: serving ReinsSession on {url}");
+    let object = reins_restate::SessionObject::new(agent)?;
+    let Some(dir) = args.start_restate else {
+        reins_restate::serve(object, listener).await;
+        return Ok(());
+    };
+    let binary = reins_restate::LocalRestate::find_binary().ok_or(
+        "restate-server is not installed: run `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate` \
+         (or set REINS_RESTATE_SERVER to its path)",
+    )?;
+    let restate = reins_restate::LocalRestate::start(binary, &dir).await?;
+    let serving = tokio::spawn(reins_restate::serve(object, listener));
+    restate.register(&url).await?;
+    let ingress = restate.ingress_url();
+    println!(
+        "restate-server: ingress {ingress}, admin {} (data and log in {})
+
+Talk to session `chat-1` through the ingress:
+
+  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
+       -d '{{\"input\": {{\"type\": \"text\", \"text\": \"delete notes.txt\"}}}}'
+  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # paused: the requirement and its view token
+  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
+       -H 'idempotency-key: approve-1' \\
+       -d '{{\"input\": {{\"type\": \"resume\"}}, \"actor\": {{\"principal\": \"me\"}}}}'
+  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # finished; the tool ran once
+  curl -s -X POST {ingress}/ReinsSession/chat-1/interrupt     # stops a turn in progress
+
+Tool effects go to {outbox}; the sessions live in {db}. Ctrl-C stops both processes.",
+        restate.admin_url(),
+        dir.display(),
+        outbox = args.outbox.display(),
+        db = args.db.display(),
+    );
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = serving => {}
+    }
+    drop(restate);
     Ok(())
 }
