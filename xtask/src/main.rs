@@ -165,7 +165,15 @@ fn serve(args: &[String]) -> Result<(), String> {
         // npm package (crates/reins-restate; see docs/restate.md).
         let rest: Vec<&String> = args.iter().filter(|a| *a != "--restate").collect();
         return run(cargo()
-            .args(["run", "--quiet", "-p", "reins-restate", "--bin", "reins-restate-demo", "--"])
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "reins-restate",
+                "--bin",
+                "reins-restate-demo",
+                "--",
+            ])
             .args([
                 "--start-restate",
                 ".reins-demo/restate",

@@ -33,7 +33,11 @@ impl RestateClient {
     }
 
     fn url(&self, session: &str, handler: &str) -> String {
-        format!("{}/{SERVICE_NAME}/{}/{handler}", self.ingress, encode(session))
+        format!(
+            "{}/{SERVICE_NAME}/{}/{handler}",
+            self.ingress,
+            encode(session)
+        )
     }
 
     async fn post<T: DeserializeOwned>(
@@ -136,12 +140,14 @@ impl RestateClient {
                 Err(Error::Refused(r)) if r.code == "not_found" => None,
                 Err(e) => return Err(e),
             };
-            if let Some(v) = &view {
-                if v.version > after
-                    && !matches!(v.phase, Phase::Reasoning | Phase::Acting | Phase::Summarizing)
-                {
-                    return Ok(v.clone());
-                }
+            if let Some(v) = &view
+                && v.version > after
+                && !matches!(
+                    v.phase,
+                    Phase::Reasoning | Phase::Acting | Phase::Summarizing
+                )
+            {
+                return Ok(v.clone());
             }
             if start.elapsed() > timeout {
                 return Err(Error::Timeout {
@@ -161,10 +167,10 @@ fn refusal_of(status: StatusCode, text: &str) -> Error {
     let message = serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned));
-    if let Some(m) = message {
-        if let Ok(r) = serde_json::from_str::<Refused>(&m) {
-            return Error::Refused(r);
-        }
+    if let Some(m) = message
+        && let Ok(r) = serde_json::from_str::<Refused>(&m)
+    {
+        return Error::Refused(Box::new(r));
     }
     Error::Status {
         status: status.as_u16(),

@@ -9,7 +9,7 @@ pub enum Error {
     /// The session refused the request: the local driver's error (see
     /// [`Refused::to_agent_error`]); nothing changed.
     #[error("refused ({}): {}", .0.code, .0.message)]
-    Refused(Refused),
+    Refused(Box<Refused>),
     /// Restate answered with an error that is not a refusal.
     #[error("restate answered {status}: {body}")]
     Status {
@@ -49,7 +49,7 @@ impl Error {
     /// The refusal, when the session refused the request.
     pub fn refused(&self) -> Option<&Refused> {
         match self {
-            Self::Refused(r) => Some(r),
+            Self::Refused(r) => Some(&**r),
             _ => None,
         }
     }

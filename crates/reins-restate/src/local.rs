@@ -128,9 +128,7 @@ bind-address = "127.0.0.1:{ingress}"
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                Error::Server(format!("cannot start {}: {e}", self.binary.display()))
-            })?;
+            .map_err(|e| Error::Server(format!("cannot start {}: {e}", self.binary.display())))?;
         self.child = Some(child);
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -140,18 +138,18 @@ bind-address = "127.0.0.1:{ingress}"
         ];
         for url in &health {
             loop {
-                if let Some(child) = self.child.as_mut() {
-                    if let Ok(Some(status)) = child.try_wait() {
-                        return Err(Error::Server(format!(
-                            "restate-server exited with {status}; see {}",
-                            self.log_path().display()
-                        )));
-                    }
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    return Err(Error::Server(format!(
+                        "restate-server exited with {status}; see {}",
+                        self.log_path().display()
+                    )));
                 }
-                if let Ok(r) = http.get(url).send().await {
-                    if r.status().is_success() {
-                        break;
-                    }
+                if let Ok(r) = http.get(url).send().await
+                    && r.status().is_success()
+                {
+                    break;
                 }
                 if Instant::now() > deadline {
                     return Err(Error::Server(format!(

@@ -313,7 +313,10 @@ impl SessionObject {
             )
             .into());
         }
-        let create = matches!(req.input, TurnInput::Message { .. } | TurnInput::Text { .. });
+        let create = matches!(
+            req.input,
+            TurnInput::Message { .. } | TurnInput::Text { .. }
+        );
         let (agent, key) = (self.inner.agent.clone(), session.clone());
         let Json(loaded) = ctx
             .run(move || load(agent, key, create))

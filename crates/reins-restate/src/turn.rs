@@ -25,7 +25,9 @@ use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::object::{Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry};
+use crate::object::{
+    Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry,
+};
 use crate::wire::{Refused, TurnRequest};
 
 /// What the model step journals.
@@ -66,6 +68,14 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// Restate cancelled the invocation (an interrupt).
     cancelled: bool,
     version: u64,
+}
+
+/// How [`TurnDriver::steps`] ended.
+enum Ended {
+    /// The run paused on these requirements (not committed yet).
+    Paused(Vec<reins_agent::Requirement>),
+    /// The run ended (committed).
+    Status(RunStatus),
 }
 
 /// One awakeable the paused turn waits on.
@@ -152,14 +162,16 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         let mut futures = DurableFuturesUnordered::new();
         let mut input = req;
         let mut woken = false;
+        // What the run waits for (from its last `Step::Pause`).
+        let mut requirements: Vec<reins_agent::Requirement> = Vec::new();
         loop {
             match self.begin(&mut run, input, now).await? {
-                Ok(()) => {
-                    let status = self.steps(&mut run).await?;
-                    if status != RunStatus::Paused {
+                Ok(()) => match self.steps(&mut run).await? {
+                    Ended::Paused(reqs) => requirements = reqs,
+                    Ended::Status(status) => {
                         return run.output(status).map_err(|e| refused(&self.session, &e));
                     }
-                }
+                },
                 Err(r) if woken => {
                     // An input that raced another one: recorded, and the turn waits on.
                     tracing::info!(session = %self.session, refused = %r.message, "an input was refused after it woke the turn");
@@ -170,8 +182,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 }
             }
             // Paused: wait for an input on the awakeables.
-            for req in run.requirements() {
-                if !wakes.iter().any(|w| w.requirement.as_deref() == Some(&req.id)) {
+            for req in &requirements {
+                if !wakes
+                    .iter()
+                    .any(|w| w.requirement.as_deref() == Some(&req.id))
+                {
                     let (id, fut) = self.ctx.awakeable::<Json<TurnRequest>>();
                     let index = futures.push(fut);
                     wakes.push(Wake {
@@ -190,7 +205,6 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     index,
                 });
             }
-            let pending: Vec<String> = run.requirements().into_iter().map(|r| r.id).collect();
             let waiting = Waiting {
                 general: wakes
                     .iter()
@@ -201,8 +215,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     .iter()
                     .filter_map(|w| {
                         let r = w.requirement.as_ref()?;
-                        pending
-                            .contains(r)
+                        requirements
+                            .iter()
+                            .any(|q| &q.id == r)
                             .then(|| (r.clone(), w.awakeable.clone()))
                     })
                     .collect(),
@@ -287,10 +302,10 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     }
 
     /// Performs the run's steps until it pauses or ends.
-    async fn steps(&mut self, run: &mut Run) -> Result<RunStatus, TerminalError> {
+    async fn steps(&mut self, run: &mut Run) -> Result<Ended, TerminalError> {
         loop {
             if self.interrupted() {
-                return self.interrupt(run).await;
+                return self.interrupt(run).await.map(Ended::Status);
             }
             match run.next() {
                 Step::Compress(_) => {
@@ -302,17 +317,18 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 Step::Reason(step) => {
                     self.commit(run, Flush::Recorded).await?;
                     if let Some(status) = self.reason(run, step).await? {
-                        return Ok(status);
+                        return Ok(Ended::Status(status));
                     }
                 }
                 Step::Execute(batch) => {
                     self.commit(run, Flush::Recorded).await?;
                     self.act(run, batch).await?;
                 }
-                Step::Pause(_) => return Ok(RunStatus::Paused),
+                // Committed once the awakeables are in the object's state.
+                Step::Pause(requirements) => return Ok(Ended::Paused(requirements)),
                 Step::Finish(status) => {
                     self.commit(run, Flush::All).await?;
-                    return Ok(status);
+                    return Ok(Ended::Status(status));
                 }
             }
         }
@@ -425,8 +441,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 }
             })
             .await?;
-            let (agent, session, token) =
-                (self.agent().clone(), self.session.clone(), self.token.clone());
+            let (agent, session, token) = (
+                self.agent().clone(),
+                self.session.clone(),
+                self.token.clone(),
+            );
             let step: ToolStep = self
                 .journal(&format!("tool {id}"), OnCancel::Retry, move || {
                     tool_step(
@@ -560,7 +579,8 @@ async fn tool_step(
             return Ok(Json(ToolStep::Done(r)));
         }
     }
-    let ctx = ToolContext::new(session.clone(), original.id.clone()).with_cancel(token.child_token());
+    let ctx =
+        ToolContext::new(session.clone(), original.id.clone()).with_cancel(token.child_token());
     let opts = reins_tool::ExecOptions::default();
     let outcome = agent.toolkit().execute(&to_run, ctx, &opts).await;
     let mut result = match outcome {

@@ -161,7 +161,12 @@ struct WorkArgs {
 }
 
 /// A tool body that takes `ms` and logs its start and end.
-async fn timed(outbox: &Outbox, tool: &str, ms: u64, ctx: &ToolContext) -> Result<String, ToolError> {
+async fn timed(
+    outbox: &Outbox,
+    tool: &str,
+    ms: u64,
+    ctx: &ToolContext,
+) -> Result<String, ToolError> {
     let id = ctx.tool_use_id.clone();
     outbox.line(&format!("{tool} start {id}"));
     tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -186,18 +191,26 @@ fn toolkit(outbox: &Outbox) -> Result<Toolkit, Box<dyn std::error::Error>> {
     )?;
     let o = outbox.clone();
     tools.add(
-        Toolkit::function("work", "Work for a while (not idempotent)", move |a: WorkArgs, ctx| {
-            let o = o.clone();
-            async move { timed(&o, "work", a.ms, &ctx).await }
-        })
+        Toolkit::function(
+            "work",
+            "Work for a while (not idempotent)",
+            move |a: WorkArgs, ctx| {
+                let o = o.clone();
+                async move { timed(&o, "work", a.ms, &ctx).await }
+            },
+        )
         .policy(ToolPolicy::auto()),
     )?;
     let o = outbox.clone();
     tools.add(
-        Toolkit::function("sync", "Sync for a while (idempotent)", move |a: WorkArgs, ctx| {
-            let o = o.clone();
-            async move { timed(&o, "sync", a.ms, &ctx).await }
-        })
+        Toolkit::function(
+            "sync",
+            "Sync for a while (idempotent)",
+            move |a: WorkArgs, ctx| {
+                let o = o.clone();
+                async move { timed(&o, "sync", a.ms, &ctx).await }
+            },
+        )
         .policy(ToolPolicy::auto().idempotent(true)),
     )?;
     Ok(tools)
@@ -223,9 +236,7 @@ fn args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let value = it
-            .next()
-            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || {
             value
                 .parse::<u64>()

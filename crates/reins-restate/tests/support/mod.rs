@@ -1,11 +1,10 @@
 //! A real restate-server and the reins demo service as a real child process, each on
 //! free loopback ports, with their data in a temporary directory; both killed on drop.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use reins_memory::{MemoryStore, SessionState, SqliteStore};
@@ -13,7 +12,7 @@ use reins_restate::{LocalRestate, RestateClient};
 use tokio::process::{Child, Command};
 
 /// One restate-server at a time: the machine running the tests may be small.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The restate-server binary, or `None` (and a loud line) when it is not installed and
 /// CI is not set. Under CI a missing binary fails the test.
@@ -93,7 +92,7 @@ impl Service {
 }
 
 pub struct Harness {
-    _serial: std::sync::MutexGuard<'static, ()>,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
     pub restate: LocalRestate,
     pub service: Service,
     pub client: RestateClient,
@@ -105,7 +104,7 @@ impl Harness {
     /// not installed (outside CI).
     pub async fn start(extra: &[&str]) -> Option<Self> {
         let binary = restate_binary()?;
-        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let serial = SERIAL.lock().await;
         let dir = tempfile::tempdir().unwrap();
         let restate = LocalRestate::start(binary, dir.path().join("restate"))
             .await
@@ -141,7 +140,10 @@ impl Harness {
 
     /// How many outbox lines start with `prefix`.
     pub fn count(&self, prefix: &str) -> usize {
-        self.outbox().iter().filter(|l| l.starts_with(prefix)).count()
+        self.outbox()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
     }
 
     /// Waits until an outbox line starts with `prefix`.
