@@ -31,6 +31,7 @@ pub struct LocalRestate {
     ingress: u16,
     admin: u16,
     node: u16,
+    extra: String,
 }
 
 impl LocalRestate {
@@ -55,6 +56,20 @@ impl LocalRestate {
     /// # Errors
     /// [`Error::Server`] when it does not start or answer within 30 s.
     pub async fn start(binary: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Result<Self> {
+        Self::start_with(binary, dir, "").await
+    }
+
+    /// [`LocalRestate::start`] with more configuration: `extra` is TOML appended to
+    /// the configuration file (whole sections, e.g.
+    /// `"[worker.invoker]\nhttp2-streams-per-connection-limit = 4\n"`).
+    ///
+    /// # Errors
+    /// As [`LocalRestate::start`].
+    pub async fn start_with(
+        binary: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        extra: &str,
+    ) -> Result<Self> {
         let mut me = Self {
             child: None,
             binary: binary.into(),
@@ -62,6 +77,7 @@ impl LocalRestate {
             ingress: free_port()?,
             admin: free_port()?,
             node: free_port()?,
+            extra: extra.to_owned(),
         };
         me.spawn().await?;
         Ok(me)
@@ -103,11 +119,13 @@ disable-web-ui = true
 
 [ingress]
 bind-address = "127.0.0.1:{ingress}"
-"#,
+
+{extra}"#,
             data = data.display(),
             node = self.node,
             admin = self.admin,
             ingress = self.ingress,
+            extra = self.extra,
         )
     }
 

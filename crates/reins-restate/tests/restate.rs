@@ -382,3 +382,66 @@ async fn bad_input_gets_the_local_drivers_typed_errors_and_changes_nothing() {
     assert_eq!(h.client.pending("s9").await.unwrap(), view.requirements);
     assert_eq!(h.count("delete_file start"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_service_processes_and_100_sessions_run_every_tool_once() {
+    // Few HTTP/2 streams per connection: Restate opens more connections, and the
+    // round-robin proxy spreads them over the three processes.
+    let config = "[worker.invoker]\nhttp2-streams-per-connection-limit = 2\n";
+    let Some(mut h) = Harness::start_cluster(3, &[], config).await else {
+        return;
+    };
+    let sessions: Vec<String> = (0..100).map(|i| format!("c{i}")).collect();
+    let started = futures::future::join_all(sessions.iter().map(|s| {
+        let key = format!("{s}-start");
+        let req = user(&format!("delete {s}.txt"));
+        let client = h.client.clone();
+        async move { client.submit(s, &req, Some(&key)).await.unwrap() }
+    }))
+    .await;
+    let views = futures::future::join_all(sessions.iter().zip(&started).map(|(s, sub)| {
+        let client = h.client.clone();
+        async move { client.wait_settled(s, sub.version, SETTLE).await.unwrap() }
+    }))
+    .await;
+    assert!(views.iter().all(|v| v.paused && v.requirements.len() == 1));
+
+    // One process dies while everything is paused; the other two finish the work.
+    h.others[0].kill9().await;
+    let decided = futures::future::join_all(sessions.iter().zip(views).map(|(s, v)| {
+        let client = h.client.clone();
+        let key = format!("{s}-approve");
+        async move {
+            let d = vec![Decision::approve(&v.requirements[0].id)];
+            client
+                .decide(s, d, Some(v.token), Some(&key))
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    let ends = futures::future::join_all(sessions.iter().zip(&decided).map(|(s, d)| {
+        let client = h.client.clone();
+        async move { client.wait_settled(s, d.version, SETTLE).await.unwrap() }
+    }))
+    .await;
+    assert!(
+        ends.iter()
+            .all(|v| v.phase == Phase::Finished(RunStatus::Completed))
+    );
+    let lines = h.outbox();
+    for s in &sessions {
+        let starts = lines
+            .iter()
+            .filter(|l| l.starts_with(&format!("delete_file start {s}/")))
+            .count();
+        assert_eq!(starts, 1, "session {s}: {starts} runs");
+    }
+    let workers: std::collections::BTreeSet<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("delete_file start"))
+        .filter_map(|l| l.rsplit(' ').next())
+        .collect();
+    assert!(workers.len() >= 2, "the tool calls ran on {workers:?}");
+    assert!(!workers.contains("p1"), "p1 was killed before any tool ran");
+}

@@ -26,8 +26,9 @@
 //! | anything else | nothing: answers `ok` |
 //!
 //! After tool results it answers `done: ` and the results. Every model call writes
-//! `model` to the outbox; every tool writes `<tool> start <id>` when it starts and
-//! `<tool> end <id>` when it ends.
+//! `model` to the outbox; every tool writes `<tool> start <session>/<call id> by
+//! <name>` when it starts and `<tool> end ...` when it ends (`--name NAME`, default
+//! `demo`, tells service processes apart).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -43,9 +44,17 @@ use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 
 /// Appends one line per effect.
 #[derive(Clone)]
-struct Outbox(Arc<PathBuf>);
+struct Outbox(Arc<PathBuf>, Arc<str>);
 
 impl Outbox {
+    /// `<tool> <what> <session>/<call id> by <process name>`.
+    fn tool(&self, tool: &str, what: &str, ctx: &ToolContext) {
+        self.line(&format!(
+            "{tool} {what} {}/{} by {}",
+            ctx.session_id, ctx.tool_use_id, self.1
+        ));
+    }
+
     fn line(&self, text: &str) {
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -167,10 +176,9 @@ async fn timed(
     ms: u64,
     ctx: &ToolContext,
 ) -> Result<String, ToolError> {
-    let id = ctx.tool_use_id.clone();
-    outbox.line(&format!("{tool} start {id}"));
+    outbox.tool(tool, "start", ctx);
     tokio::time::sleep(Duration::from_millis(ms)).await;
-    outbox.line(&format!("{tool} end {id}"));
+    outbox.tool(tool, "end", ctx);
     Ok(format!("{tool} finished after {ms} ms"))
 }
 
@@ -181,9 +189,8 @@ fn toolkit(outbox: &Outbox) -> Result<Toolkit, Box<dyn std::error::Error>> {
         Toolkit::function("delete_file", "Delete a file", move |a: DeleteArgs, ctx| {
             let o = o.clone();
             async move {
-                let id = ctx.tool_use_id.clone();
-                o.line(&format!("delete_file start {id}"));
-                o.line(&format!("delete_file end {id} {}", a.path));
+                o.tool("delete_file", "start", &ctx);
+                o.tool("delete_file", &format!("end ({})", a.path), &ctx);
                 Ok::<_, ToolError>(format!("deleted {}", a.path))
             }
         })
@@ -223,6 +230,7 @@ struct Args {
     tool_lease: Duration,
     latency: Duration,
     start_restate: Option<PathBuf>,
+    name: String,
 }
 
 fn args() -> Result<Args, String> {
@@ -233,6 +241,7 @@ fn args() -> Result<Args, String> {
         tool_lease: Duration::from_secs(600),
         latency: Duration::ZERO,
         start_restate: None,
+        name: "demo".to_owned(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -250,6 +259,7 @@ fn args() -> Result<Args, String> {
             "--tool-lease-ms" => a.tool_lease = ms()?,
             "--latency-ms" => a.latency = ms()?,
             "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
+            "--name" => a.name.clone_from(&value),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -259,7 +269,7 @@ fn args() -> Result<Args, String> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = args()?;
-    let outbox = Outbox(Arc::new(args.outbox.clone()));
+    let outbox = Outbox(Arc::new(args.outbox.clone()), Arc::from(args.name.as_str()));
     let store = SqliteStore::open(&args.db).await?;
     let agent = Agent::builder()
         .name("SafeAgent")

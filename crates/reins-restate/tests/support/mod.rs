@@ -95,37 +95,99 @@ pub struct Harness {
     _serial: tokio::sync::MutexGuard<'static, ()>,
     pub restate: LocalRestate,
     pub service: Service,
+    /// More service processes on the same store, behind one address with the first
+    /// ([`Harness::start_cluster`]).
+    pub others: Vec<Service>,
     pub client: RestateClient,
     pub dir: tempfile::TempDir,
+    proxy: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(p) = self.proxy.take() {
+            p.abort();
+        }
+    }
+}
+
+/// A TCP proxy on a free loopback port that hands each new connection to the next
+/// backend that accepts it (round robin): several service processes behind one
+/// deployment address, as a load balancer puts them.
+async fn round_robin(backends: Vec<u16>) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut next = 0usize;
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let start = next;
+            next += 1;
+            let backends = backends.clone();
+            tokio::spawn(async move {
+                for k in 0..backends.len() {
+                    let port = backends[(start + k) % backends.len()];
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, task)
 }
 
 impl Harness {
     /// Starts both processes and registers the service; `None` when restate-server is
     /// not installed (outside CI).
     pub async fn start(extra: &[&str]) -> Option<Self> {
+        Self::start_cluster(1, extra, "").await
+    }
+
+    /// `n` service processes (named p0, p1, ...) on one store behind one address, and a
+    /// restate-server with `restate_config` appended to its configuration.
+    pub async fn start_cluster(n: usize, extra: &[&str], restate_config: &str) -> Option<Self> {
         let binary = restate_binary()?;
         let serial = SERIAL.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let restate = LocalRestate::start(binary, dir.path().join("restate"))
+        let restate = LocalRestate::start_with(binary, dir.path().join("restate"), restate_config)
             .await
             .unwrap();
-        let mut service = Service {
-            child: None,
-            port: reins_restate::local::free_port().unwrap(),
-            db: dir.path().join("reins.sqlite"),
-            outbox: dir.path().join("outbox.txt"),
-            log: dir.path().join("service.log"),
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        let mut services = Vec::new();
+        for i in 0..n {
+            let mut extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            extra.extend(["--name".to_owned(), format!("p{i}")]);
+            let mut service = Service {
+                child: None,
+                port: reins_restate::local::free_port().unwrap(),
+                db: dir.path().join("reins.sqlite"),
+                outbox: dir.path().join("outbox.txt"),
+                log: dir.path().join(format!("service-p{i}.log")),
+                extra,
+            };
+            service.spawn().await;
+            services.push(service);
+        }
+        let (url, proxy) = if n == 1 {
+            (services[0].url(), None)
+        } else {
+            let (port, task) = round_robin(services.iter().map(|s| s.port).collect()).await;
+            (format!("http://127.0.0.1:{port}"), Some(task))
         };
-        service.spawn().await;
-        restate.register(&service.url()).await.unwrap();
+        restate.register(&url).await.unwrap();
         let client = RestateClient::new(restate.ingress_url());
+        let service = services.remove(0);
         Some(Self {
             _serial: serial,
             restate,
             service,
+            others: services,
             client,
             dir,
+            proxy,
         })
     }
 
