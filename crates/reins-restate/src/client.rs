@@ -3,13 +3,13 @@
 use std::time::{Duration, Instant};
 
 use reins_agent::run::Phase;
-use reins_agent::{Decision, Requirement, SessionView};
+use reins_agent::{AgentError, Decision, Requirement, SessionBackend, SessionView, Submission};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 use crate::object::SERVICE_NAME;
-use crate::wire::{Interrupted, Refused, Submitted, TurnRequest};
+use crate::wire::{Interrupted, Refused, Submitted, TurnInput, TurnRequest};
 
 /// Talks to the session objects of a Restate deployment through its ingress.
 ///
@@ -159,6 +159,56 @@ impl RestateClient {
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_millis(200));
         }
+    }
+}
+
+/// A Restate deployment as a [`SessionBackend`]: what a front end (reins-server, a
+/// protocol adapter) written against the trait uses to front sessions that run on
+/// Restate. Refusals come back as the local driver's errors
+/// ([`Refused::to_agent_error`]); a wrong or expired decision as
+/// [`AgentError::InvalidInput`]; anything else (Restate unreachable, an unexpected
+/// answer) as [`AgentError::Backend`].
+#[async_trait::async_trait]
+impl SessionBackend for RestateClient {
+    async fn view(&self, session: &str) -> reins_agent::Result<SessionView> {
+        RestateClient::view(self, session)
+            .await
+            .map_err(to_agent_error)
+    }
+
+    async fn submit(&self, session: &str, s: Submission) -> reins_agent::Result<()> {
+        let input = match s.input {
+            reins_agent::RunInput::Message(message) => TurnInput::Message { message },
+            reins_agent::RunInput::Resume => TurnInput::Resume,
+            reins_agent::RunInput::Decisions(decisions) => TurnInput::Decisions { decisions },
+        };
+        let req = TurnRequest {
+            input,
+            actor: s.actor,
+            view: s.view,
+        };
+        RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
+            .await
+            .map(|_| ())
+            .map_err(to_agent_error)
+    }
+
+    async fn interrupt(&self, session: &str) -> reins_agent::Result<bool> {
+        RestateClient::interrupt(self, session)
+            .await
+            .map(|i| i.requested)
+            .map_err(to_agent_error)
+    }
+}
+
+/// The local driver's error for a client error.
+fn to_agent_error(e: Error) -> AgentError {
+    match e {
+        Error::Refused(r) => r.to_agent_error().unwrap_or_else(|| match r.code.as_str() {
+            "invalid_decision" | "expired" => AgentError::InvalidInput(r.message),
+            _ => AgentError::Backend(format!("{}: {}", r.code, r.message)),
+        }),
+        other => AgentError::Backend(other.to_string()),
     }
 }
 
