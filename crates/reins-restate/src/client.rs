@@ -3,7 +3,9 @@
 use std::time::{Duration, Instant};
 
 use reins_agent::run::Phase;
-use reins_agent::{AgentError, Decision, Requirement, SessionBackend, SessionView, Submission};
+use reins_agent::{
+    AgentError, Decision, Requirement, RunOutput, SessionBackend, SessionView, Submission,
+};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 
@@ -77,6 +79,25 @@ impl RestateClient {
         idempotency_key: Option<&str>,
     ) -> Result<Submitted> {
         self.post(session, "submit", Some(request), idempotency_key)
+            .await
+    }
+
+    /// Runs a turn and waits for its end, through any pause (the `turn` handler called
+    /// through the ingress; it answers when the run completes, is cancelled or stops
+    /// at the iteration limit). Inputs are not validated first: a refused one fails
+    /// the turn with its refusal. For interactive use prefer [`RestateClient::submit`],
+    /// which answers at once; this suits runs that do not pause (and benchmarks).
+    ///
+    /// # Errors
+    /// [`Error::Refused`] for a refused input; [`Error::Http`] when the answer does not
+    /// arrive.
+    pub async fn run(
+        &self,
+        session: &str,
+        request: &TurnRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<RunOutput> {
+        self.post(session, "turn", Some(request), idempotency_key)
             .await
     }
 

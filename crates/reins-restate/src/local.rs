@@ -93,6 +93,11 @@ impl LocalRestate {
         format!("http://127.0.0.1:{}", self.admin)
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
     /// The server's log file.
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("restate-server.log")

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::object::{
     Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry,
 };
-use crate::wire::{Refused, TurnRequest};
+use crate::wire::{Refused, TurnInput, TurnRequest};
 
 /// What the model step journals.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -161,6 +161,16 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         let mut wakes: Vec<Wake> = Vec::new();
         let mut futures = DurableFuturesUnordered::new();
         let mut input = req;
+        if let TurnInput::Text { text } = &input.input {
+            // A fresh message id and time, the same on every replay.
+            let text = text.clone();
+            input.input = self
+                .journal("input", OnCancel::Retry, move || {
+                    let input = TurnInput::Text { text: text.clone() }.normalized();
+                    async move { Ok(Json(input)) }
+                })
+                .await?;
+        }
         let mut woken = false;
         // What the run waits for (from its last `Step::Pause`).
         let mut requirements: Vec<reins_agent::Requirement> = Vec::new();

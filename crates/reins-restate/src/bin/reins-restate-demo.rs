@@ -10,6 +10,7 @@
 //!
 //! Flags: `--listen ADDR` (default 127.0.0.1:9080), `--db PATH` (SQLite store; default
 //! `reins-restate-demo.sqlite`), `--outbox PATH` (default `outbox.txt`),
+//! `--database-url postgres://..` (a PostgreSQL store instead; feature `postgres`),
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
 //! model's delay before it answers, default 0), `--start-restate DIR` (also start a
 //! restate-server from the npm package with its data in DIR, register this service
@@ -37,7 +38,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reins_agent::Agent;
-use reins_memory::SqliteStore;
+use reins_memory::{MemoryStore, SqliteStore};
 use reins_message::Role;
 use reins_model::{ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
@@ -62,7 +63,7 @@ impl Outbox {
             .open(&*self.0);
         match f {
             Ok(mut f) => {
-                if let Err(e) = writeln!(f, "{text}").and_then(|()| f.sync_data()) {
+                if let Err(e) = writeln!(f, "{text}") {
                     eprintln!("outbox: {e}");
                 }
             }
@@ -231,6 +232,7 @@ struct Args {
     latency: Duration,
     start_restate: Option<PathBuf>,
     name: String,
+    database_url: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -242,6 +244,7 @@ fn args() -> Result<Args, String> {
         latency: Duration::ZERO,
         start_restate: None,
         name: "demo".to_owned(),
+        database_url: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -260,6 +263,7 @@ fn args() -> Result<Args, String> {
             "--latency-ms" => a.latency = ms()?,
             "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
             "--name" => a.name.clone_from(&value),
+            "--database-url" => a.database_url = Some(value.clone()),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -270,7 +274,13 @@ fn args() -> Result<Args, String> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = args()?;
     let outbox = Outbox(Arc::new(args.outbox.clone()), Arc::from(args.name.as_str()));
-    let store = SqliteStore::open(&args.db).await?;
+    let store: Arc<dyn MemoryStore> = match &args.database_url {
+        None => Arc::new(SqliteStore::open(&args.db).await?),
+        #[cfg(feature = "postgres")]
+        Some(url) => Arc::new(reins_memory::PostgresStore::connect(url).await?),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => return Err("--database-url needs the `postgres` feature".into()),
+    };
     let agent = Agent::builder()
         .name("SafeAgent")
         .system_prompt("You are a careful assistant.")
@@ -279,7 +289,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             latency: args.latency,
         })
         .toolkit(toolkit(&outbox)?)
-        .store(store)
+        .store_arc(store)
         .tool_lease(args.tool_lease)
         .build()?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
