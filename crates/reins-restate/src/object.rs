@@ -377,11 +377,9 @@ impl SessionObject {
     #[handler]
     async fn view(&self, ctx: SharedObjectContext<'_>) -> HandlerResult<Json<SessionView>> {
         let session = ctx.key().to_owned();
-        let (agent, key) = (self.inner.agent.clone(), session.clone());
-        let Json(loaded) = ctx
-            .run(move || load(agent, key, false))
-            .name("load")
-            .await?;
+        // Read directly, not journaled: nothing follows the read in this handler, so a
+        // replay may read again (and the journal does not carry the transcript).
+        let Json(loaded) = load(self.inner.agent.clone(), session.clone(), false).await?;
         let Some(loaded) = loaded else {
             return Err(refused(
                 &session,
