@@ -334,6 +334,8 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     self.commit(run, Flush::Recorded).await?;
                     self.act(run, batch).await?;
                 }
+                // A fork's calls served from its record: nothing runs.
+                Step::Replayed(_) => self.commit(run, Flush::Recorded).await?,
                 // Committed once the awakeables are in the object's state.
                 Step::Pause(requirements) => return Ok(Ended::Paused(requirements)),
                 Step::Finish(status) => {
