@@ -87,10 +87,17 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
     assert_eq!(runs(), 1);
 
-    assert!(matches!(
-        b.submit(session, decide(&id, None)).await,
-        Err(AgentError::NothingToResume { .. })
-    ));
+    // Refused either way, nothing runs. The local driver now says which decision
+    // already answered it (`AlreadyDecided`, from its audit trail); the Restate driver
+    // does not read the trail yet and says `NothingToResume` (docs/restate.md).
+    let again = b.submit(session, decide(&id, None)).await;
+    assert!(
+        matches!(
+            again,
+            Err(AgentError::NothingToResume { .. } | AgentError::AlreadyDecided { .. })
+        ),
+        "{again:?}"
+    );
     assert!(!b.interrupt(session).await.unwrap());
     assert_eq!(runs(), 1);
 }
