@@ -19,6 +19,10 @@
 //!   throughput, p50/p99 latency and overhead, the server's peak RSS and CPU time; the
 //!   same workload on Agno's AgentOS side by side (`crates/reins-server/bench/
 //!   agentos_server.py`, set up from PyPI in `target/agentos-venv` when missing).
+//! - `cargo xtask bench --restate [--sessions N]` — the same workload through Restate
+//!   (reins-restate's `restate_bench`: a local restate-server and the demo service, in
+//!   processes of their own) and through reins-server, both on one throwaway
+//!   PostgreSQL.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +35,7 @@ use crate::json::{Obj, Value, json_number_in, json_string, parse_object};
 const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
        cargo xtask bench --peer [--quick] [--rounds N]
        cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]
+       cargo xtask bench --restate [--sessions N]
 
   (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
                 then one table of medians; FILTER keeps benchmarks whose id contains it
@@ -42,6 +47,9 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
                 `shared/` is REINS_SHARED_DIR or ../shared. Raw JSON: target/peer-bench/
   --server      reins-server's `server_bench`: N concurrent sessions (default 1,000) over
                 HTTP and directly, with Agno's AgentOS beside it unless --no-agentos
+  --restate     reins-restate's `restate_bench` (local restate-server from npm, the demo
+                service) and reins-server's `server_bench`, both on one throwaway
+                PostgreSQL: N concurrent sessions (default 1,000) × one tool-call run
 
 See docs/performance.md.";
 
@@ -54,6 +62,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
     if args.iter().any(|a| a == "--server") {
         return server(args);
+    }
+    if args.iter().any(|a| a == "--restate") {
+        return restate(args);
     }
     if args.iter().any(|a| a == "--peer") {
         let rounds = match args.iter().position(|a| a == "--rounds") {
@@ -68,6 +79,71 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     criterion_suites(quick, &filter)
+}
+
+// ----- --restate: reins on Restate vs reins-server + PostgreSQL -----------------------
+
+/// `--restate [--sessions N]`: reins-restate's `restate_bench` (a local restate-server
+/// from the npm package and the demo service, PostgreSQL store) and reins-server's
+/// `server_bench` on the same PostgreSQL (a throwaway cluster on loopback), the same
+/// workload, one after the other.
+fn restate(args: &[String]) -> Result<(), String> {
+    let sessions = match args.iter().position(|a| a == "--sessions") {
+        Some(i) => args
+            .get(i + 1)
+            .cloned()
+            .ok_or("--sessions needs a number")?,
+        None => "1000".to_owned(),
+    };
+    let (url, _pg) = match std::env::var("REINS_TEST_POSTGRES_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let pg = crate::postgres::Cluster::start_if_available(true)?
+                .ok_or("PostgreSQL is not installed (initdb not found)")?;
+            (pg.url(), Some(pg))
+        }
+    };
+    crate::run(crate::cargo().current_dir(repo_root()).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "reins-restate",
+        "--all-features",
+        "--bins",
+        "--examples",
+    ]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    crate::run(
+        Command::new(
+            target
+                .join("release")
+                .join("examples")
+                .join("restate_bench"),
+        )
+        .args(["--sessions", &sessions, "--database-url", &url]),
+    )?;
+    crate::run(
+        crate::cargo()
+            .current_dir(repo_root())
+            .env("REINS_BENCH_POSTGRES_URL", &url)
+            .args([
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "reins-server",
+                "--example",
+                "server_bench",
+                "--",
+                "--sessions",
+                &sessions,
+                "--store",
+                "postgres",
+            ]),
+    )
 }
 
 // ----- --server: reins-server vs Agno's AgentOS ---------------------------------------

@@ -6,7 +6,9 @@
 //!   the demo's scripted (non-interactive) run.
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (`crates/reins-demo`).
 //! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
-//!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`).
+//!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`);
+//!   `--restate`: as a Restate service beside a local restate-server
+//!   (`crates/reins-restate`).
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
 //! - `cargo xtask live`  — the live conformance scenarios (`crates/reins-live`)
@@ -54,7 +56,8 @@ commands:
   demo [ARGS]   the SafeAgent terminal chat (offline model unless an API key is set);
                 `--script FILE` replays a scripted session, `--resume` continues a pause
   serve [ARGS]  the demo agent as an HTTP service + approval inbox on 127.0.0.1:8080;
-                `--port N`, `--database-url postgres://..`, `--help`
+                `--port N`, `--database-url postgres://..`, `--help`;
+                `--restate`: as a Restate service beside a local restate-server
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
   bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
@@ -157,6 +160,30 @@ fn demo(args: &[String]) -> Result<(), String> {
 
 /// The demo agent as a service (`crates/reins-demo`, binary `serve`).
 fn serve(args: &[String]) -> Result<(), String> {
+    if args.iter().any(|a| a == "--restate") {
+        // The demo agent as a Restate service, beside a local restate-server from the
+        // npm package (crates/reins-restate; see docs/restate.md).
+        let rest: Vec<&String> = args.iter().filter(|a| *a != "--restate").collect();
+        return run(cargo()
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "reins-restate",
+                "--bin",
+                "reins-restate-demo",
+                "--",
+            ])
+            .args([
+                "--start-restate",
+                ".reins-demo/restate",
+                "--db",
+                ".reins-demo/restate-sessions.sqlite",
+                "--outbox",
+                ".reins-demo/restate-outbox.txt",
+            ])
+            .args(rest));
+    }
     run(cargo()
         .args(["run", "--quiet", "-p", "reins-demo", "--bin", "serve", "--"])
         .args(args))

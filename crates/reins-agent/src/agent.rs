@@ -120,6 +120,46 @@ impl Agent {
             }),
         }
     }
+
+    // What a driver other than the local one (reins-restate's) needs to perform a
+    // `Run`'s steps as the local driver does: the model and what every request
+    // carries, the run's limits and the tool-call ledger's lease.
+
+    /// The model.
+    pub fn model(&self) -> &Arc<dyn ChatModel> {
+        &self.runtime.model
+    }
+
+    /// The system prompt every request starts with, if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.config.system_prompt.as_deref()
+    }
+
+    /// The prompt the last request of a run that reached `max_iters` ends with.
+    pub fn summary_prompt(&self) -> &str {
+        &self.config.summary_prompt
+    }
+
+    /// The options every request carries.
+    pub fn chat_options(&self) -> &ChatOptions {
+        &self.config.options
+    }
+
+    /// The run's limits (what [`Run::restore`](crate::Run::restore) is given).
+    pub fn run_config(&self) -> RunConfig {
+        self.config.run
+    }
+
+    /// How long a tool call's ledger claim lasts (see [`AgentBuilder::tool_lease`]).
+    pub fn tool_lease(&self) -> Duration {
+        self.config.tool_lease
+    }
+
+    /// How many hooks the agent has (a driver that runs no hooks refuses an agent
+    /// that has some).
+    pub fn hook_count(&self) -> usize {
+        self.runtime.hooks.len()
+    }
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`].

@@ -176,6 +176,10 @@ pub enum AgentError {
         /// What was wrong.
         detail: String,
     },
+    /// The backend that runs the session (e.g. a Restate deployment behind a
+    /// [`SessionBackend`](crate::SessionBackend)) failed or could not be reached.
+    #[error("session backend error: {0}")]
+    Backend(String),
     /// The run's task ended abnormally (a bug: please report it).
     #[error("internal error: {0}")]
     Internal(String),

@@ -57,6 +57,7 @@
 //! | `tiktoken` | yes     | exact token counts for OpenAI models in [`ContextPolicy`] (`tiktoken-rs`) |
 
 mod agent;
+mod backend;
 pub mod compression;
 mod delegate;
 mod drive;
@@ -87,6 +88,7 @@ pub mod context {
 }
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
+pub use backend::{SessionBackend, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use error::{AgentError, Decided, Result};

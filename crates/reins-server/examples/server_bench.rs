@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! cargo xtask bench --server        # 1,000 sessions; in-memory and SQLite stores; AgentOS too
+//! cargo xtask bench --restate       # PostgreSQL store, beside reins-restate's restate_bench
 //! cargo run --release -p reins-server --example server_bench -- --sessions 1000 --store sqlite \
 //!     [--agentos PYTHON --agentos-script crates/reins-server/bench/agentos_server.py]
 //! ```
@@ -125,7 +126,14 @@ async fn store_of(kind: &str, dir: &Path, tag: &str) -> Arc<dyn MemoryStore> {
                 .await
                 .unwrap(),
         ),
-        other => panic!("unknown store `{other}` (memory or sqlite)"),
+        // Each program's sessions get their own prefix; the URL comes from the
+        // environment so that the server child inherits it.
+        "postgres" => {
+            let url = std::env::var("REINS_BENCH_POSTGRES_URL")
+                .expect("--store postgres needs REINS_BENCH_POSTGRES_URL");
+            Arc::new(reins_memory::PostgresStore::connect(&url).await.unwrap())
+        }
+        other => panic!("unknown store `{other}` (memory, sqlite or postgres)"),
     }
 }
 
@@ -279,7 +287,7 @@ async fn direct(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
         let agent = agent.clone();
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let s = agent.session(&format!("bench/{i}")).await.unwrap();
+            let s = agent.session(&format!("direct/{i}")).await.unwrap();
             let out = s.send(Msg::user("go")).await.unwrap();
             assert_eq!(out.status, reins_agent::RunStatus::Completed);
             t.elapsed()
@@ -324,7 +332,7 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .expect("--sessions N")
             }
-            "--store" => stores = vec![args.next().expect("--store memory|sqlite")],
+            "--store" => stores = vec![args.next().expect("--store memory|sqlite|postgres")],
             "--agentos" => python = Some(args.next().expect("--agentos PYTHON").into()),
             "--agentos-script" => script = Some(args.next().expect("--agentos-script PATH").into()),
             "--bench" => {}

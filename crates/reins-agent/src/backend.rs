@@ -1,0 +1,136 @@
+//! [`SessionBackend`]: what a front end (an HTTP server, a protocol adapter) needs of
+//! whatever runs sessions — read one, hand it an input, interrupt it — so that it can
+//! front the local driver (an [`Agent`]) or another driver (reins-restate's
+//! `RestateClient`, a Restate deployment) without depending on it.
+
+use async_trait::async_trait;
+
+use crate::agent::Agent;
+use crate::error::{AgentError, Result};
+use crate::output::RunEvent;
+use crate::run::RunInput;
+use crate::state::SessionView;
+use crate::view::{Actor, ViewToken};
+
+/// One input for a session, with who gives it and the view it was decided on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    /// The input.
+    pub input: RunInput,
+    /// Who acts (recorded with every decision).
+    pub actor: Option<Actor>,
+    /// The view the input was decided on: a different one is refused
+    /// ([`AgentError::StaleView`]).
+    pub view: Option<ViewToken>,
+    /// Makes a retried submission harmless where the backend keeps keys (Restate
+    /// answers a repeated key with the first answer). The local driver keeps none: a
+    /// repeated decision is refused there by the consent rules (stale view, nothing
+    /// pending) and changes nothing either way.
+    pub idempotency_key: Option<String>,
+}
+
+impl Submission {
+    /// An input with no actor, no view and no key.
+    pub fn new(input: RunInput) -> Self {
+        Self {
+            input,
+            actor: None,
+            view: None,
+            idempotency_key: None,
+        }
+    }
+}
+
+/// Where a front end reads sessions and sends their inputs. Refusals are the local
+/// driver's errors, whatever the backend: an unknown session is
+/// `AgentError::Store(SessionNotFound)` (except for a message, which creates it), a
+/// stale view [`AgentError::StaleView`], a decision for nothing pending
+/// [`AgentError::NothingToResume`], one for an unknown requirement
+/// [`AgentError::UnknownRequirement`], an input while a run is in flight
+/// [`AgentError::SessionBusy`]. A refused input changes nothing.
+#[async_trait]
+pub trait SessionBackend: Send + Sync {
+    /// The session as stored: phase, pending requirements, the view token.
+    async fn view(&self, session: &str) -> Result<SessionView>;
+
+    /// Hands the session an input. Returns once the input is accepted; the run goes on
+    /// in the backend (read [`SessionBackend::view`] to follow it).
+    async fn submit(&self, session: &str, submission: Submission) -> Result<()>;
+
+    /// Interrupts the run in progress on the session; `false` when none was.
+    async fn interrupt(&self, session: &str) -> Result<bool>;
+}
+
+impl Agent {
+    /// The session, refused with `SessionNotFound` when the store has none.
+    async fn existing_session(&self, id: &str) -> Result<crate::Session> {
+        if self.store().session_version(id).await?.is_none() {
+            return Err(AgentError::Store(reins_memory::Error::SessionNotFound {
+                id: id.to_owned(),
+            }));
+        }
+        self.session(id).await
+    }
+}
+
+/// The local driver as a backend: inputs start runs in this process (detached: the
+/// run goes on after `submit` returns).
+#[async_trait]
+impl SessionBackend for Agent {
+    async fn view(&self, session: &str) -> Result<SessionView> {
+        self.existing_session(session).await?.view().await
+    }
+
+    async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
+        let Submission {
+            input, actor, view, ..
+        } = submission;
+        let s = match &input {
+            RunInput::Message(_) => self.session(session).await?,
+            _ => self.existing_session(session).await?,
+        };
+        let s = match actor {
+            Some(a) => s.as_actor(a),
+            None => s,
+        };
+        let mut handle = match (input, view) {
+            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).start().await?,
+            (RunInput::Message(m), None) => s.send(m).start().await?,
+            (RunInput::Resume, Some(v)) => s.resume().at(&v).start().await?,
+            (RunInput::Resume, None) => s.resume().start().await?,
+            (RunInput::Decisions(d), Some(v)) => s.resolve(d).at(&v).start().await?,
+            (RunInput::Decisions(d), None) => s.resolve(d).start().await?,
+        };
+        // The input is validated and stored before the run announces its start; a
+        // refused one ends the run before that, with the error `wait` returns.
+        match handle.next_event().await {
+            Some(RunEvent::RunStarted { .. }) => {
+                handle.detach();
+                Ok(())
+            }
+            _ => handle.wait().await.map(|_| ()),
+        }
+    }
+
+    async fn interrupt(&self, session: &str) -> Result<bool> {
+        self.existing_session(session)
+            .await?
+            .request_interrupt()
+            .await
+    }
+}
+
+#[async_trait]
+impl<T: SessionBackend + ?Sized> SessionBackend for std::sync::Arc<T> {
+    async fn view(&self, session: &str) -> Result<SessionView> {
+        (**self).view(session).await
+    }
+
+    async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
+        (**self).submit(session, submission).await
+    }
+
+    async fn interrupt(&self, session: &str) -> Result<bool> {
+        (**self).interrupt(session).await
+    }
+}

@@ -1,0 +1,337 @@
+//! The SafeAgent demo as a Restate service: a reins session object on an HTTP/2
+//! endpoint, with a rule-following offline model (no API key) and tools whose every
+//! effect is one line in an outbox file. reins-restate's tests start it as a real child
+//! process (and kill -9 it); `cargo xtask serve --restate` starts it beside a local
+//! restate-server.
+//!
+//! ```text
+//! reins-restate-demo --listen 127.0.0.1:9080 --db /tmp/reins.sqlite --outbox /tmp/outbox.txt
+//! ```
+//!
+//! Flags: `--listen ADDR` (default 127.0.0.1:9080), `--db PATH` (SQLite store; default
+//! `reins-restate-demo.sqlite`), `--outbox PATH` (default `outbox.txt`),
+//! `--database-url postgres://..` (a PostgreSQL store instead; feature `postgres`),
+//! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
+//! model's delay before it answers, default 0), `--start-restate DIR` (also start a
+//! restate-server from the npm package with its data in DIR, register this service
+//! with it and print how to talk to it: what `cargo xtask serve --restate` does).
+//!
+//! What the model does with the last message of a request:
+//!
+//! | user text | the model calls |
+//! |---|---|
+//! | `delete PATH` | `delete_file {path}`: needs a person's confirmation |
+//! | `work MS` | `work {ms}`: runs at once, takes MS ms, not idempotent |
+//! | `sync MS` | `sync {ms}`: runs at once, takes MS ms, idempotent |
+//! | `stream N` | nothing: answers in N text chunks, 100 ms apart |
+//! | anything else | nothing: answers `ok` |
+//!
+//! After tool results it answers `done: ` and the results. Every model call writes
+//! `model` to the outbox; every tool writes `<tool> start <session>/<call id> by
+//! <name>` when it starts and `<tool> end ...` when it ends (`--name NAME`, default
+//! `demo`, tells service processes apart).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reins_agent::Agent;
+use reins_memory::{MemoryStore, SqliteStore};
+use reins_message::Role;
+use reins_model::{ChatChunk, ChatModel, ChatRequest, ChatStream, FinishReason};
+use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
+
+/// Appends one line per effect.
+#[derive(Clone)]
+struct Outbox(Arc<PathBuf>, Arc<str>);
+
+impl Outbox {
+    /// `<tool> <what> <session>/<call id> by <process name>`.
+    fn tool(&self, tool: &str, what: &str, ctx: &ToolContext) {
+        self.line(&format!(
+            "{tool} {what} {}/{} by {}",
+            ctx.session_id, ctx.tool_use_id, self.1
+        ));
+    }
+
+    fn line(&self, text: &str) {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&*self.0);
+        match f {
+            Ok(mut f) => {
+                if let Err(e) = writeln!(f, "{text}") {
+                    eprintln!("outbox: {e}");
+                }
+            }
+            Err(e) => eprintln!("outbox: {e}"),
+        }
+    }
+}
+
+struct RuleModel {
+    outbox: Outbox,
+    latency: Duration,
+}
+
+#[async_trait]
+impl ChatModel for RuleModel {
+    fn model_name(&self) -> &str {
+        "rules"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> reins_model::Result<ChatStream> {
+        self.outbox.line("model");
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let n = request.messages.len();
+        let last = request.messages.last();
+        let call = |name: &str, args: serde_json::Value| {
+            vec![
+                ChatChunk::ToolCallStart {
+                    index: 0,
+                    id: format!("call_{n}"),
+                    name: name.to_owned(),
+                },
+                ChatChunk::ToolArgsDelta {
+                    index: 0,
+                    fragment: args.to_string(),
+                },
+                ChatChunk::Finish {
+                    reason: FinishReason::ToolUse,
+                },
+            ]
+        };
+        let text = |t: String| {
+            vec![
+                ChatChunk::TextDelta { text: t },
+                ChatChunk::Finish {
+                    reason: FinishReason::Stop,
+                },
+            ]
+        };
+        let mut gap = Duration::ZERO;
+        let chunks = match last {
+            Some(m) if m.role == Role::Tool => {
+                let results: Vec<String> = m.tool_results_iter().map(|r| r.text()).collect();
+                text(format!("done: {}", results.join("; ")))
+            }
+            Some(m) if m.role == Role::User => {
+                let t = m.text();
+                let mut words = t.split_whitespace();
+                let (cmd, arg) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                let ms: u64 = arg.parse().unwrap_or(0);
+                match cmd {
+                    "delete" => call("delete_file", serde_json::json!({"path": arg})),
+                    "work" => call("work", serde_json::json!({"ms": ms})),
+                    "sync" => call("sync", serde_json::json!({"ms": ms})),
+                    "stream" => {
+                        gap = Duration::from_millis(100);
+                        let mut c: Vec<ChatChunk> = (0..ms)
+                            .map(|i| ChatChunk::TextDelta {
+                                text: format!("part {i}. "),
+                            })
+                            .collect();
+                        c.push(ChatChunk::Finish {
+                            reason: FinishReason::Stop,
+                        });
+                        c
+                    }
+                    _ => text("ok".to_owned()),
+                }
+            }
+            _ => text("ok".to_owned()),
+        };
+        let stream = futures::stream::iter(chunks).then(move |c| async move {
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            Ok(c)
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+use futures::StreamExt;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    /// The file to delete.
+    path: String,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct WorkArgs {
+    /// How long the work takes, in milliseconds.
+    ms: u64,
+}
+
+/// A tool body that takes `ms` and logs its start and end.
+async fn timed(
+    outbox: &Outbox,
+    tool: &str,
+    ms: u64,
+    ctx: &ToolContext,
+) -> Result<String, ToolError> {
+    outbox.tool(tool, "start", ctx);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    outbox.tool(tool, "end", ctx);
+    Ok(format!("{tool} finished after {ms} ms"))
+}
+
+fn toolkit(outbox: &Outbox) -> Result<Toolkit, Box<dyn std::error::Error>> {
+    let mut tools = Toolkit::new();
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function("delete_file", "Delete a file", move |a: DeleteArgs, ctx| {
+            let o = o.clone();
+            async move {
+                o.tool("delete_file", "start", &ctx);
+                o.tool("delete_file", &format!("end ({})", a.path), &ctx);
+                Ok::<_, ToolError>(format!("deleted {}", a.path))
+            }
+        })
+        .policy(ToolPolicy::confirm().reason("deletes a file")),
+    )?;
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function(
+            "work",
+            "Work for a while (not idempotent)",
+            move |a: WorkArgs, ctx| {
+                let o = o.clone();
+                async move { timed(&o, "work", a.ms, &ctx).await }
+            },
+        )
+        .policy(ToolPolicy::auto()),
+    )?;
+    let o = outbox.clone();
+    tools.add(
+        Toolkit::function(
+            "sync",
+            "Sync for a while (idempotent)",
+            move |a: WorkArgs, ctx| {
+                let o = o.clone();
+                async move { timed(&o, "sync", a.ms, &ctx).await }
+            },
+        )
+        .policy(ToolPolicy::auto().idempotent(true)),
+    )?;
+    Ok(tools)
+}
+
+struct Args {
+    listen: String,
+    db: PathBuf,
+    outbox: PathBuf,
+    tool_lease: Duration,
+    latency: Duration,
+    start_restate: Option<PathBuf>,
+    name: String,
+    database_url: Option<String>,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args {
+        listen: "127.0.0.1:9080".to_owned(),
+        db: PathBuf::from("reins-restate-demo.sqlite"),
+        outbox: PathBuf::from("outbox.txt"),
+        tool_lease: Duration::from_secs(600),
+        latency: Duration::ZERO,
+        start_restate: None,
+        name: "demo".to_owned(),
+        database_url: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let ms = || {
+            value
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|e| format!("{flag}: {e}"))
+        };
+        match flag.as_str() {
+            "--listen" => a.listen.clone_from(&value),
+            "--db" => a.db = PathBuf::from(&value),
+            "--outbox" => a.outbox = PathBuf::from(&value),
+            "--tool-lease-ms" => a.tool_lease = ms()?,
+            "--latency-ms" => a.latency = ms()?,
+            "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
+            "--name" => a.name.clone_from(&value),
+            "--database-url" => a.database_url = Some(value.clone()),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = args()?;
+    let outbox = Outbox(Arc::new(args.outbox.clone()), Arc::from(args.name.as_str()));
+    let store: Arc<dyn MemoryStore> = match &args.database_url {
+        None => Arc::new(SqliteStore::open(&args.db).await?),
+        #[cfg(feature = "postgres")]
+        Some(url) => Arc::new(reins_memory::PostgresStore::connect(url).await?),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => return Err("--database-url needs the `postgres` feature".into()),
+    };
+    let agent = Agent::builder()
+        .name("SafeAgent")
+        .system_prompt("You are a careful assistant.")
+        .model(RuleModel {
+            outbox: outbox.clone(),
+            latency: args.latency,
+        })
+        .toolkit(toolkit(&outbox)?)
+        .store_arc(store)
+        .tool_lease(args.tool_lease)
+        .build()?;
+    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    println!("reins-restate-demo: serving ReinsSession on {url}");
+    let object = reins_restate::SessionObject::new(agent)?;
+    let Some(dir) = args.start_restate else {
+        reins_restate::serve(object, listener).await;
+        return Ok(());
+    };
+    let binary = reins_restate::LocalRestate::find_binary().ok_or(
+        "restate-server is not installed: run `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate` \
+         (or set REINS_RESTATE_SERVER to its path)",
+    )?;
+    let restate = reins_restate::LocalRestate::start(binary, &dir).await?;
+    let serving = tokio::spawn(reins_restate::serve(object, listener));
+    restate.register(&url).await?;
+    let ingress = restate.ingress_url();
+    println!(
+        "restate-server: ingress {ingress}, admin {} (data and log in {})
+
+Talk to session `chat-1` through the ingress:
+
+  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
+       -d '{{\"input\": {{\"type\": \"text\", \"text\": \"delete notes.txt\"}}}}'
+  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # paused: the requirement and its view token
+  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
+       -H 'idempotency-key: approve-1' \\
+       -d '{{\"input\": {{\"type\": \"resume\"}}, \"actor\": {{\"principal\": \"me\"}}}}'
+  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # finished; the tool ran once
+  curl -s -X POST {ingress}/ReinsSession/chat-1/interrupt     # stops a turn in progress
+
+Tool effects go to {outbox}; the sessions live in {db}. Ctrl-C stops both processes.",
+        restate.admin_url(),
+        dir.display(),
+        outbox = args.outbox.display(),
+        db = args.db.display(),
+    );
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = serving => {}
+    }
+    drop(restate);
+    Ok(())
+}

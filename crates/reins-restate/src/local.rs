@@ -1,0 +1,236 @@
+//! [`LocalRestate`]: a restate-server process on loopback, for tests, demos and
+//! `cargo xtask serve --restate`. Production deployments run restate-server their own
+//! way; nothing else in this crate needs this module.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::error::{Error, Result};
+
+/// The npm package (per platform) that carries the restate-server binary.
+fn platform_package() -> Option<&'static str> {
+    match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => Some("restate-server-linux-x64"),
+        ("linux", "aarch64") => Some("restate-server-linux-arm64"),
+        ("macos", "x86_64") => Some("restate-server-darwin-x64"),
+        ("macos", "aarch64") => Some("restate-server-darwin-arm64"),
+        _ => None,
+    }
+}
+
+/// A restate-server process with its admin, ingress and node ports on 127.0.0.1,
+/// telemetry off, its data in a directory of the caller's. Killed when dropped.
+#[derive(Debug)]
+pub struct LocalRestate {
+    child: Option<Child>,
+    binary: PathBuf,
+    dir: PathBuf,
+    ingress: u16,
+    admin: u16,
+    node: u16,
+    extra: String,
+}
+
+impl LocalRestate {
+    /// Where the restate-server binary is: `$REINS_RESTATE_SERVER`, else the npm
+    /// package installed under this crate's `tests/restate` (`npm ci --prefix
+    /// crates/reins-restate/tests/restate`). `None` when neither exists.
+    pub fn find_binary() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os("REINS_RESTATE_SERVER") {
+            let p = PathBuf::from(p);
+            return p.is_file().then_some(p);
+        }
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/restate/node_modules/@restatedev")
+            .join(platform_package()?)
+            .join("bin/restate-server");
+        p.is_file().then_some(p)
+    }
+
+    /// Starts restate-server with its data under `dir` on free loopback ports, and
+    /// waits until its admin API and ingress answer.
+    ///
+    /// # Errors
+    /// [`Error::Server`] when it does not start or answer within 30 s.
+    pub async fn start(binary: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Result<Self> {
+        Self::start_with(binary, dir, "").await
+    }
+
+    /// [`LocalRestate::start`] with more configuration: `extra` is TOML appended to
+    /// the configuration file (whole sections, e.g.
+    /// `"[worker.invoker]\nhttp2-streams-per-connection-limit = 4\n"`).
+    ///
+    /// # Errors
+    /// As [`LocalRestate::start`].
+    pub async fn start_with(
+        binary: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        extra: &str,
+    ) -> Result<Self> {
+        let mut me = Self {
+            child: None,
+            binary: binary.into(),
+            dir: dir.into(),
+            ingress: free_port()?,
+            admin: free_port()?,
+            node: free_port()?,
+            extra: extra.to_owned(),
+        };
+        me.spawn().await?;
+        Ok(me)
+    }
+
+    /// The ingress (where sessions are called), e.g. `http://127.0.0.1:8080`.
+    pub fn ingress_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ingress)
+    }
+
+    /// The admin API (deployments, invocations), e.g. `http://127.0.0.1:9070`.
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin)
+    }
+
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    /// The server's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("restate-server.log")
+    }
+
+    fn config(&self) -> String {
+        let data = self.dir.join("data");
+        format!(
+            r#"# Written by reins-restate's LocalRestate.
+node-name = "reins-local"
+base-dir = "{data}"
+listen-mode = "tcp"
+disable-telemetry = true
+default-num-partitions = 4
+rocksdb-total-memory-size = "256 MiB"
+log-filter = "warn,restate=warn"
+log-disable-ansi-codes = true
+bind-address = "127.0.0.1:{node}"
+advertised-address = "http://127.0.0.1:{node}/"
+
+[admin]
+bind-address = "127.0.0.1:{admin}"
+disable-web-ui = true
+
+[ingress]
+bind-address = "127.0.0.1:{ingress}"
+
+{extra}"#,
+            data = data.display(),
+            node = self.node,
+            admin = self.admin,
+            ingress = self.ingress,
+            extra = self.extra,
+        )
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let config = self.dir.join("restate.toml");
+        std::fs::write(&config, self.config())?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())?;
+        let child = Command::new(&self.binary)
+            .arg("--no-logo")
+            .arg("--config-file")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Server(format!("cannot start {}: {e}", self.binary.display())))?;
+        self.child = Some(child);
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let health = [
+            format!("{}/health", self.admin_url()),
+            format!("{}/restate/health", self.ingress_url()),
+        ];
+        for url in &health {
+            loop {
+                if let Some(child) = self.child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    return Err(Error::Server(format!(
+                        "restate-server exited with {status}; see {}",
+                        self.log_path().display()
+                    )));
+                }
+                if let Ok(r) = http.get(url).send().await
+                    && r.status().is_success()
+                {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(Error::Server(format!(
+                        "{url} did not answer within 30 s; see {}",
+                        self.log_path().display()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    ///
+    /// # Errors
+    /// When the process cannot be signalled.
+    pub async fn kill(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the server again on the same ports and data (after [`LocalRestate::kill`]).
+    ///
+    /// # Errors
+    /// As [`LocalRestate::start`].
+    pub async fn restart(&mut self) -> Result<()> {
+        self.kill().await?;
+        self.spawn().await
+    }
+
+    /// Registers (or re-registers) the deployment at `uri` (a reins session service's
+    /// endpoint, e.g. `http://127.0.0.1:9080`) with the admin API.
+    ///
+    /// # Errors
+    /// [`Error::Status`] when the admin API refuses it (unreachable endpoint, an
+    /// incompatible change without `force`).
+    pub async fn register(&self, uri: &str) -> Result<()> {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/deployments", self.admin_url()))
+            .json(&serde_json::json!({"uri": uri, "force": true}))
+            .send()
+            .await?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(Error::Status {
+                status: status.as_u16(),
+                body: resp.text().await.unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A port free on 127.0.0.1 right now.
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}

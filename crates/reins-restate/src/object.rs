@@ -1,0 +1,428 @@
+//! The session object: a Restate virtual object keyed by the session id. Its exclusive
+//! `turn` handler drives a [`Run`] (see [`crate::turn`]); its shared handlers take
+//! inputs (`submit`), show the session (`view`) and interrupt it (`interrupt`) while a
+//! turn holds the object.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use reins_agent::run::{Call, Event, Run, RunState};
+use reins_agent::{Agent, AgentError, RunOutput, SessionView};
+use reins_memory::DecisionEntry;
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::turn::TurnDriver;
+use crate::wire::{Delivery, Interrupted, Refused, Submitted, TurnInput, TurnRequest};
+
+/// The Restate service name of the session object.
+pub const SERVICE_NAME: &str = "ReinsSession";
+
+/// Restate state: the invocation id of the turn in progress (set when it starts,
+/// cleared when it ends).
+pub(crate) const TURN: &str = "turn";
+/// Restate state: the awakeables a paused turn waits on ([`Waiting`]), set before the
+/// pause is written to the store and cleared when the turn wakes.
+pub(crate) const WAITING: &str = "waiting";
+
+/// What a paused turn waits on: one awakeable per requirement, and one for inputs that
+/// name no requirement (resume, a new message).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Waiting {
+    /// Resolved by `resume` and by a new message.
+    pub(crate) general: String,
+    /// Requirement id → the awakeable its decisions resolve.
+    pub(crate) by_requirement: BTreeMap<String, String>,
+}
+
+/// How long Restate lets a turn go without progress before it asks it to suspend, and
+/// then before it aborts it. A tool call is one journaled step: a step that outlives
+/// both is aborted and its attempt retried, which reins answers with `Unknown` for a
+/// tool that is not idempotent. Set them above the longest tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Restate's `inactivity_timeout` for the turn handler.
+    pub inactivity: Duration,
+    /// Restate's `abort_timeout` for the turn handler.
+    pub abort: Duration,
+}
+
+impl Default for Timeouts {
+    /// 10 minutes of inactivity, then 10 more before an abort: tool calls up to 20
+    /// minutes run once.
+    fn default() -> Self {
+        Self {
+            inactivity: Duration::from_secs(600),
+            abort: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The reins session as a Restate virtual object (service name [`SERVICE_NAME`]).
+///
+/// Bind it to a Restate endpoint with [`SessionObject::service`]; see the crate docs.
+#[derive(Clone)]
+pub struct SessionObject {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) agent: Agent,
+    /// Turns running in this process, by session: the token stops their model stream
+    /// or tool call at once when an interrupt reaches this process.
+    running: Mutex<HashMap<String, CancellationToken>>,
+    pub(crate) timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for SessionObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionObject")
+            .field("agent", &self.inner.agent)
+            .field("timeouts", &self.inner.timeouts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionObject {
+    /// The object for this agent, with the default [`Timeouts`].
+    ///
+    /// # Errors
+    /// [`crate::Error::Unsupported`] when the agent has hooks: this driver does not run
+    /// them yet (see docs/restate.md).
+    pub fn new(agent: Agent) -> crate::Result<Self> {
+        Self::with_timeouts(agent, Timeouts::default())
+    }
+
+    /// The object for this agent, with these timeouts for the turn handler.
+    ///
+    /// # Errors
+    /// As [`SessionObject::new`].
+    pub fn with_timeouts(agent: Agent, timeouts: Timeouts) -> crate::Result<Self> {
+        if agent.hook_count() > 0 {
+            return Err(crate::Error::Unsupported(format!(
+                "agent `{}` has {} hook(s); the Restate driver does not run hooks yet",
+                agent.name(),
+                agent.hook_count()
+            )));
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                agent,
+                running: Mutex::new(HashMap::new()),
+                timeouts,
+            }),
+        })
+    }
+
+    /// The service definition to bind to a Restate endpoint, with the turn handler's
+    /// timeouts set.
+    pub fn service(self) -> restate_sdk::service::ServiceDefinition {
+        let t = self.inner.timeouts;
+        self.into_service_definition().options(
+            ServiceOptions::new().handler(
+                "turn",
+                HandlerOptions::new()
+                    .inactivity_timeout(t.inactivity)
+                    .abort_timeout(t.abort),
+            ),
+        )
+    }
+}
+
+impl Inner {
+    pub(crate) fn register(&self, session: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        let mut map = match self.running.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        map.insert(session.to_owned(), token.clone());
+        token
+    }
+
+    pub(crate) fn unregister(&self, session: &str) {
+        let mut map = match self.running.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        map.remove(session);
+    }
+
+    /// Stops the session's turn if it runs in this process.
+    fn cancel_local(&self, session: &str) -> bool {
+        let map = match self.running.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        match map.get(session) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A session as the store holds it, journaled once per turn.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Loaded {
+    pub(crate) version: u64,
+    pub(crate) messages: Vec<reins_message::Msg>,
+    pub(crate) run_state: Option<serde_json::Value>,
+    pub(crate) now: chrono::DateTime<Utc>,
+}
+
+impl Loaded {
+    pub(crate) fn from_state(s: reins_memory::SessionState) -> Self {
+        Self {
+            version: s.version,
+            messages: s.messages,
+            run_state: s.run_state,
+            now: Utc::now(),
+        }
+    }
+
+    /// The run over this state.
+    pub(crate) fn into_run(self, agent: &Agent, session: &str) -> Result<Run, TerminalError> {
+        let state = match self.run_state {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(serde_json::from_value::<RunState>(v).map_err(|e| {
+                refused(
+                    session,
+                    &AgentError::CorruptRunState {
+                        session: session.to_owned(),
+                        detail: e.to_string(),
+                    },
+                )
+            })?),
+        };
+        Ok(Run::restore(agent.run_config(), self.messages, state))
+    }
+}
+
+/// The terminal error that carries a refusal to the caller.
+pub(crate) fn refused(session: &str, error: &AgentError) -> TerminalError {
+    let r = Refused::of(session, error);
+    let body = serde_json::to_string(&r).unwrap_or_else(|_| r.message.clone());
+    TerminalError::new_with_code(r.status(), body)
+}
+
+/// Whether a Restate error is the invocation's cancellation.
+pub(crate) fn is_cancel(e: &TerminalError) -> bool {
+    e.code() == 409 && e.message() == "cancelled"
+}
+
+/// A retryable step error from anything displayable.
+pub(crate) fn retry(e: impl std::fmt::Display) -> HandlerError {
+    HandlerError::from(std::io::Error::other(e.to_string()))
+}
+
+/// Loads a session from the store: `create` opens (creating) it; otherwise a missing
+/// session is `None`.
+pub(crate) async fn load(
+    agent: Agent,
+    session: String,
+    create: bool,
+) -> HandlerResult<Json<Option<Loaded>>> {
+    let store = agent.store();
+    let state = if create {
+        store.open_session(&session).await
+    } else {
+        store.load_session(&session).await
+    };
+    match state {
+        Ok(s) => Ok(Json(Some(Loaded::from_state(s)))),
+        Err(reins_memory::Error::SessionNotFound { .. }) => Ok(Json(None)),
+        Err(e) => Err(retry(e)),
+    }
+}
+
+/// Appends refused decisions to the session's audit trail (without a version bump).
+pub(crate) async fn record_audit(
+    agent: Agent,
+    session: String,
+    records: Vec<reins_agent::DecisionRecord>,
+) -> HandlerResult<Json<()>> {
+    if records.is_empty() {
+        return Ok(Json(()));
+    }
+    let entries = records
+        .iter()
+        .map(|r| DecisionEntry {
+            seq: 0,
+            requirement_id: r.requirement_id.clone(),
+            at: r.at,
+            record: serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+        })
+        .collect();
+    agent
+        .store()
+        .append_decisions(&session, entries)
+        .await
+        .map_err(retry)?;
+    Ok(Json(()))
+}
+
+#[restate_sdk::object(name = "ReinsSession")]
+impl SessionObject {
+    /// Drives one turn of the session's run: from the input to the end of the run,
+    /// through every pause (the invocation waits on awakeables while paused).
+    #[handler]
+    async fn turn(
+        &self,
+        ctx: ObjectContext<'_>,
+        req: Json<TurnRequest>,
+    ) -> HandlerResult<Json<RunOutput>> {
+        let session = ctx.key().to_owned();
+        ctx.set(TURN, ctx.invocation_id().to_owned());
+        let token = self.inner.register(&session);
+        let result = TurnDriver::new(&self.inner, &ctx, session.clone(), token)
+            .drive(req.into_inner())
+            .await;
+        self.inner.unregister(&session);
+        ctx.clear(TURN);
+        ctx.clear(WAITING);
+        Ok(Json(result?))
+    }
+
+    /// Takes an input for the session: validated against the stored session (a refused
+    /// input changes nothing and comes back as the local driver's error), then handed
+    /// to the paused turn through its awakeable, or to a new turn.
+    #[handler]
+    async fn submit(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        req: Json<TurnRequest>,
+    ) -> HandlerResult<Json<Submitted>> {
+        let mut req = req.into_inner();
+        req.input = req.input.normalized();
+        let session = ctx.key().to_owned();
+        let turn: Option<String> = ctx.get(TURN).await?;
+        let waiting: Option<Json<Waiting>> = ctx.get(WAITING).await?;
+        if turn.is_some() && waiting.is_none() {
+            // A turn is running (or consuming another input): the local driver's answer.
+            return Err(refused(
+                &session,
+                &AgentError::SessionBusy {
+                    session: session.clone(),
+                },
+            )
+            .into());
+        }
+        let create = matches!(
+            req.input,
+            TurnInput::Message { .. } | TurnInput::Text { .. }
+        );
+        let (agent, key) = (self.inner.agent.clone(), session.clone());
+        let Json(loaded) = ctx
+            .run(move || load(agent, key, create))
+            .name("load")
+            .await?;
+        let Some(loaded) = loaded else {
+            return Err(refused(
+                &session,
+                &AgentError::Store(reins_memory::Error::SessionNotFound {
+                    id: session.clone(),
+                }),
+            )
+            .into());
+        };
+        // Validate on the stored run (nothing is stored here).
+        let (now, version) = (loaded.now, loaded.version);
+        let mut run = loaded.into_run(&self.inner.agent, &session)?;
+        let mut call = Call::new(session.clone(), req.input.clone().into_run_input(), now);
+        call.actor.clone_from(&req.actor);
+        call.view.clone_from(&req.view);
+        call.model = self.inner.agent.model().capabilities();
+        if let Err(refusal) = run.apply(Event::Begin(call)) {
+            let (agent, key) = (self.inner.agent.clone(), session.clone());
+            let audit = refusal.audit;
+            ctx.run(move || record_audit(agent, key, audit))
+                .name("audit")
+                .await?;
+            return Err(refused(&session, &refusal.error).into());
+        }
+        match waiting {
+            Some(Json(w)) => {
+                let target = req
+                    .input
+                    .first_decided()
+                    .and_then(|id| w.by_requirement.get(id))
+                    .unwrap_or(&w.general)
+                    .clone();
+                ctx.resolve_awakeable(&target, Json(req));
+                Ok(Json(Submitted {
+                    delivery: Delivery::Resumed,
+                    version,
+                }))
+            }
+            None => {
+                ctx.object_client::<SessionObjectClient>(session)
+                    .turn(Json(req))
+                    .send();
+                Ok(Json(Submitted {
+                    delivery: Delivery::Started,
+                    version,
+                }))
+            }
+        }
+    }
+
+    /// The session as the store holds it: phase, pending requirements and the view
+    /// token to decide on.
+    #[handler]
+    async fn view(&self, ctx: SharedObjectContext<'_>) -> HandlerResult<Json<SessionView>> {
+        let session = ctx.key().to_owned();
+        // Read directly, not journaled: nothing follows the read in this handler, so a
+        // replay may read again (and the journal does not carry the transcript).
+        let Json(loaded) = load(self.inner.agent.clone(), session.clone(), false).await?;
+        let Some(loaded) = loaded else {
+            return Err(refused(
+                &session,
+                &AgentError::Store(reins_memory::Error::SessionNotFound {
+                    id: session.clone(),
+                }),
+            )
+            .into());
+        };
+        let version = loaded.version;
+        let run = loaded.into_run(&self.inner.agent, &session)?;
+        let paused = run.is_paused();
+        Ok(Json(SessionView {
+            session_id: session,
+            version,
+            phase: run.phase(),
+            paused,
+            requirements: if paused {
+                run.requirements()
+            } else {
+                Vec::new()
+            },
+            token: run.view(),
+        }))
+    }
+
+    /// Interrupts the turn in progress: cancels its invocation (Restate stops it
+    /// between steps) and, when it runs in this process, stops its model stream or
+    /// tool call at once. A paused session stays paused.
+    #[handler]
+    async fn interrupt(&self, ctx: SharedObjectContext<'_>) -> HandlerResult<Json<Interrupted>> {
+        let session = ctx.key().to_owned();
+        let turn: Option<String> = ctx.get(TURN).await?;
+        let waiting: Option<Json<Waiting>> = ctx.get(WAITING).await?;
+        let Some(turn) = turn else {
+            return Ok(Json(Interrupted { requested: false }));
+        };
+        if waiting.is_some() {
+            // Paused: nothing runs, nothing to stop (the local driver's answer too).
+            return Ok(Json(Interrupted { requested: false }));
+        }
+        self.inner.cancel_local(&session);
+        ctx.invocation_handle(turn).cancel();
+        Ok(Json(Interrupted { requested: true }))
+    }
+}

@@ -1,0 +1,678 @@
+//! The Restate driver of a [`Run`]: the same steps as the local driver, each one a
+//! journaled step, so that a turn that Restate retries or resumes elsewhere replays
+//! what happened instead of doing it again.
+//!
+//! | step | journal entries |
+//! |---|---|
+//! | start | `load` (the stored session, once per turn), `clock` before each input |
+//! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
+//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); then `clock`, `commit` |
+//! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
+//! | `Finish` | `commit` |
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use reins_agent::run::{Call, Event, ExecOutcome, Execution, Flush, Reason, Run, Step};
+use reins_agent::{Agent, AgentError, RunOutput, RunStatus, UNKNOWN_OUTCOME};
+use reins_memory::{Claim, Commit, LedgerState};
+use reins_message::{Msg, ToolResult, Usage};
+use reins_model::{ChatRequest, MessageAccumulator, ToolChoice};
+use reins_tool::{ToolCallOutcome, ToolContext};
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::object::{
+    Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry,
+};
+use crate::wire::{Refused, TurnInput, TurnRequest};
+
+/// What the model step journals.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum ModelStep {
+    /// The model's final message.
+    Reasoned {
+        message: Msg,
+        usage: Usage,
+        now: DateTime<Utc>,
+    },
+    /// An interrupt reached the stream: the partial message is dropped.
+    Interrupted,
+}
+
+/// What a tool step journals.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum ToolStep {
+    Done(ToolResult),
+    Suspended { reason: String },
+}
+
+/// What a journaled step does when the invocation is cancelled while it waits for it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnCancel {
+    /// Run it again (a store write, a read, a tool call through the ledger, which
+    /// returns the result it recorded).
+    Retry,
+    /// Give up (the model call: the interrupt drops its message).
+    Fail,
+}
+
+pub(crate) struct TurnDriver<'a, 'ctx> {
+    inner: &'a Arc<Inner>,
+    ctx: &'a ObjectContext<'ctx>,
+    session: String,
+    token: CancellationToken,
+    /// Restate cancelled the invocation (an interrupt).
+    cancelled: bool,
+    version: u64,
+}
+
+/// How [`TurnDriver::steps`] ended.
+enum Ended {
+    /// The run paused on these requirements (not committed yet).
+    Paused(Vec<reins_agent::Requirement>),
+    /// The run ended (committed).
+    Status(RunStatus),
+}
+
+/// One awakeable the paused turn waits on.
+struct Wake {
+    /// The requirement it answers (`None`: resume / a new message).
+    requirement: Option<String>,
+    awakeable: String,
+    index: usize,
+}
+
+impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
+    pub(crate) fn new(
+        inner: &'a Arc<Inner>,
+        ctx: &'a ObjectContext<'ctx>,
+        session: String,
+        token: CancellationToken,
+    ) -> Self {
+        Self {
+            inner,
+            ctx,
+            session,
+            token,
+            cancelled: false,
+            version: 0,
+        }
+    }
+
+    fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    fn interrupted(&self) -> bool {
+        self.cancelled || self.token.is_cancelled()
+    }
+
+    /// A journaled step: `make` builds the step's future (again, when a cancellation
+    /// interrupted the wait for it and `on_cancel` says retry).
+    async fn journal<T, F, Fut>(
+        &mut self,
+        name: &str,
+        on_cancel: OnCancel,
+        make: F,
+    ) -> Result<T, TerminalError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = HandlerResult<Json<T>>> + Send + 'ctx,
+        T: Serialize + for<'de> Deserialize<'de> + 'static,
+    {
+        loop {
+            let fut = make();
+            match self.ctx.run(move || fut).name(name).await {
+                Ok(Json(v)) => return Ok(v),
+                Err(e) if is_cancel(&e) && !self.cancelled => {
+                    self.cancelled = true;
+                    self.token.cancel();
+                    if on_cancel == OnCancel::Fail {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The time, journaled.
+    async fn clock(&mut self) -> Result<DateTime<Utc>, TerminalError> {
+        self.journal("clock", OnCancel::Retry, || async { Ok(Json(Utc::now())) })
+            .await
+    }
+
+    /// Drives the turn from its first input to the end of the run.
+    pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        let loaded: Option<Loaded> = self
+            .journal("load", OnCancel::Retry, move || {
+                load(agent.clone(), session.clone(), true)
+            })
+            .await?;
+        let loaded = loaded.ok_or_else(|| TerminalError::new("the session vanished"))?;
+        self.version = loaded.version;
+        let mut now = loaded.now;
+        let mut run = loaded.into_run(self.agent(), &self.session)?;
+        let mut wakes: Vec<Wake> = Vec::new();
+        let mut futures = DurableFuturesUnordered::new();
+        let mut input = req;
+        if let TurnInput::Text { text } = &input.input {
+            // A fresh message id and time, the same on every replay.
+            let text = text.clone();
+            input.input = self
+                .journal("input", OnCancel::Retry, move || {
+                    let input = TurnInput::Text { text: text.clone() }.normalized();
+                    async move { Ok(Json(input)) }
+                })
+                .await?;
+        }
+        let mut woken = false;
+        // What the run waits for (from its last `Step::Pause`).
+        let mut requirements: Vec<reins_agent::Requirement> = Vec::new();
+        loop {
+            match self.begin(&mut run, input, now).await? {
+                Ok(()) => match self.steps(&mut run).await? {
+                    Ended::Paused(reqs) => requirements = reqs,
+                    Ended::Status(status) => {
+                        return run.output(status).map_err(|e| refused(&self.session, &e));
+                    }
+                },
+                Err(r) if woken => {
+                    // An input that raced another one: recorded, and the turn waits on.
+                    tracing::info!(session = %self.session, refused = %r.message, "an input was refused after it woke the turn");
+                }
+                Err(r) => {
+                    let body = serde_json::to_string(&r).unwrap_or_else(|_| r.message.clone());
+                    return Err(TerminalError::new_with_code(r.status(), body));
+                }
+            }
+            // Paused: wait for an input on the awakeables.
+            for req in &requirements {
+                if !wakes
+                    .iter()
+                    .any(|w| w.requirement.as_deref() == Some(&req.id))
+                {
+                    let (id, fut) = self.ctx.awakeable::<Json<TurnRequest>>();
+                    let index = futures.push(fut);
+                    wakes.push(Wake {
+                        requirement: Some(req.id.clone()),
+                        awakeable: id,
+                        index,
+                    });
+                }
+            }
+            if !wakes.iter().any(|w| w.requirement.is_none()) {
+                let (id, fut) = self.ctx.awakeable::<Json<TurnRequest>>();
+                let index = futures.push(fut);
+                wakes.push(Wake {
+                    requirement: None,
+                    awakeable: id,
+                    index,
+                });
+            }
+            let waiting = Waiting {
+                general: wakes
+                    .iter()
+                    .find(|w| w.requirement.is_none())
+                    .map(|w| w.awakeable.clone())
+                    .unwrap_or_default(),
+                by_requirement: wakes
+                    .iter()
+                    .filter_map(|w| {
+                        let r = w.requirement.as_ref()?;
+                        requirements
+                            .iter()
+                            .any(|q| &q.id == r)
+                            .then(|| (r.clone(), w.awakeable.clone()))
+                    })
+                    .collect(),
+            };
+            self.ctx.set(WAITING, Json(waiting));
+            // A round trip: the state is visible to `submit` before the pause is.
+            self.journal("waiting", OnCancel::Retry, || async { Ok(Json(())) })
+                .await?;
+            self.commit(&mut run, Flush::All).await?;
+            if self.cancelled {
+                return run
+                    .output(RunStatus::Paused)
+                    .map_err(|e| refused(&self.session, &e));
+            }
+            let next = loop {
+                match futures.next().await {
+                    Err(e) if is_cancel(&e) => break None,
+                    Err(e) => return Err(e),
+                    Ok(None) => break None,
+                    Ok(Some((index, got))) => {
+                        wakes.retain(|w| w.index != index);
+                        match got {
+                            Ok(Json(req)) => break Some(req),
+                            Err(e) => {
+                                tracing::info!(session = %self.session, error = %e, "an awakeable was rejected");
+                            }
+                        }
+                    }
+                }
+            };
+            self.ctx.clear(WAITING);
+            let Some(next) = next else {
+                // Interrupted while paused: the session stays paused; a later input
+                // starts a new turn.
+                return run
+                    .output(RunStatus::Paused)
+                    .map_err(|e| refused(&self.session, &e));
+            };
+            input = next;
+            woken = true;
+            now = self.clock().await?;
+        }
+    }
+
+    /// Begins a call with `req`: settles calls a crash cut short (from the ledger),
+    /// applies the input and stores it. A refused input changes nothing (its audit
+    /// records are kept).
+    async fn begin(
+        &mut self,
+        run: &mut Run,
+        req: TurnRequest,
+        now: DateTime<Utc>,
+    ) -> Result<Result<(), Refused>, TerminalError> {
+        let input = req.input.into_run_input();
+        let settle = run.state().settle_before(&input);
+        if !settle.is_empty() {
+            let (agent, session) = (self.agent().clone(), self.session.clone());
+            let results: Vec<ToolResult> = self
+                .journal("settle", OnCancel::Retry, move || {
+                    settle_from_ledger(agent.clone(), session.clone(), settle.clone())
+                })
+                .await?;
+            if !results.is_empty() {
+                let _ = run.apply(Event::Settled { results, now });
+            }
+        }
+        let mut call = Call::new(self.session.clone(), input, now);
+        call.actor = req.actor;
+        call.view = req.view;
+        call.model = self.agent().model().capabilities();
+        if let Err(refusal) = run.apply(Event::Begin(call)) {
+            let (agent, session) = (self.agent().clone(), self.session.clone());
+            let audit = refusal.audit;
+            self.journal("audit", OnCancel::Retry, move || {
+                record_audit(agent.clone(), session.clone(), audit.clone())
+            })
+            .await?;
+            return Ok(Err(Refused::of(&self.session, &refusal.error)));
+        }
+        self.commit(run, Flush::All).await?;
+        Ok(Ok(()))
+    }
+
+    /// Performs the run's steps until it pauses or ends.
+    async fn steps(&mut self, run: &mut Run) -> Result<Ended, TerminalError> {
+        loop {
+            if self.interrupted() {
+                return self.interrupt(run).await.map(Ended::Status);
+            }
+            match run.next() {
+                Step::Compress(_) => {
+                    return Err(TerminalError::new_with_code(
+                        501,
+                        "context compression is not supported by the Restate driver yet",
+                    ));
+                }
+                Step::Reason(step) => {
+                    self.commit(run, Flush::Recorded).await?;
+                    if let Some(status) = self.reason(run, step).await? {
+                        return Ok(Ended::Status(status));
+                    }
+                }
+                Step::Execute(batch) => {
+                    self.commit(run, Flush::Recorded).await?;
+                    self.act(run, batch).await?;
+                }
+                // A fork's calls served from its record: nothing runs.
+                Step::Replayed(_) => self.commit(run, Flush::Recorded).await?,
+                // Committed once the awakeables are in the object's state.
+                Step::Pause(requirements) => return Ok(Ended::Paused(requirements)),
+                Step::Finish(status) => {
+                    self.commit(run, Flush::All).await?;
+                    return Ok(Ended::Status(status));
+                }
+            }
+        }
+    }
+
+    async fn interrupt(&mut self, run: &mut Run) -> Result<RunStatus, TerminalError> {
+        let _ = run.apply(Event::Interrupted(Vec::new()));
+        self.commit(run, Flush::All).await?;
+        Ok(RunStatus::Cancelled)
+    }
+
+    /// Writes the run's changes as one store commit (a journaled step; a retried
+    /// commit that finds its own first attempt stored takes that version).
+    async fn commit(&mut self, run: &mut Run, flush: Flush) -> Result<(), TerminalError> {
+        let Some(mut commit) = run.take_commit(flush) else {
+            return Ok(());
+        };
+        commit.expected_version = self.version;
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        self.version = self
+            .journal("commit", OnCancel::Retry, move || {
+                commit_once(agent.clone(), session.clone(), commit.clone())
+            })
+            .await?;
+        Ok(())
+    }
+
+    // ----- reasoning -------------------------------------------------------------
+
+    async fn reason(
+        &mut self,
+        run: &mut Run,
+        step: Reason,
+    ) -> Result<Option<RunStatus>, TerminalError> {
+        let agent = self.agent().clone();
+        let mut messages = Vec::with_capacity(step.messages.len() + 2);
+        if let Some(p) = agent.system_prompt() {
+            messages.push(Msg::system(p.to_owned()).with_id("system-prompt"));
+        }
+        messages.extend(step.messages);
+        let mut request = ChatRequest::new(messages).with_options(agent.chat_options().clone());
+        if step.summary {
+            request
+                .messages
+                .push(Msg::user(agent.summary_prompt().to_owned()).with_id("summary-prompt"));
+            request.tool_choice = ToolChoice::None;
+        } else {
+            request.tools = agent.toolkit().specs();
+        }
+        let token = self.token.clone();
+        let out = self
+            .journal("model", OnCancel::Fail, move || {
+                call_model(agent.clone(), request.clone(), token.clone())
+            })
+            .await;
+        let out = match out {
+            Ok(out) => out,
+            Err(e) if is_cancel(&e) => ModelStep::Interrupted,
+            Err(e) => return Err(e),
+        };
+        match out {
+            ModelStep::Interrupted => self.interrupt(run).await.map(Some),
+            ModelStep::Reasoned {
+                mut message,
+                usage,
+                now,
+            } => {
+                message.name = Some(self.agent().name().to_owned());
+                let gates = message
+                    .tool_uses()
+                    .map(|u| self.agent().toolkit().gate(u))
+                    .collect();
+                let _ = run.apply(Event::Reasoned {
+                    message,
+                    gates,
+                    after: Default::default(),
+                    usage,
+                    now,
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    // ----- acting ----------------------------------------------------------------
+
+    /// Runs a batch of tool calls, one after another, each behind a started marker.
+    async fn act(&mut self, run: &mut Run, batch: Vec<Execution>) -> Result<(), TerminalError> {
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for exec in batch {
+            let id = exec.tool_use.id.clone();
+            if self.interrupted() {
+                outcomes.push(ExecOutcome::Done(ToolResult::cancelled(
+                    &id,
+                    &exec.tool_use.name,
+                    reins_agent::run::NOT_RUN_INTERRUPTED,
+                )));
+                continue;
+            }
+            // The started marker: its closure runs only when the journal does not hold
+            // it yet. Replayed (not run) means an earlier attempt of this invocation
+            // began this call and stopped before its result was journaled.
+            let fresh = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&fresh);
+            self.journal(&format!("tool-start {id}"), OnCancel::Retry, move || {
+                let flag = Arc::clone(&flag);
+                async move {
+                    flag.store(true, Ordering::SeqCst);
+                    Ok(Json(()))
+                }
+            })
+            .await?;
+            let (agent, session, token) = (
+                self.agent().clone(),
+                self.session.clone(),
+                self.token.clone(),
+            );
+            let step: ToolStep = self
+                .journal(&format!("tool {id}"), OnCancel::Retry, move || {
+                    tool_step(
+                        agent.clone(),
+                        session.clone(),
+                        exec.clone(),
+                        fresh.load(Ordering::SeqCst),
+                        token.clone(),
+                    )
+                })
+                .await?;
+            outcomes.push(match step {
+                ToolStep::Done(r) => ExecOutcome::Done(r),
+                ToolStep::Suspended { reason } => ExecOutcome::Suspended { id, reason },
+            });
+        }
+        let now = self.clock().await?;
+        let _ = run.apply(Event::Acted {
+            outcomes,
+            stop: false,
+            now,
+        });
+        if self.interrupted() {
+            return Ok(());
+        }
+        self.commit(run, Flush::All).await
+    }
+}
+
+/// Streams the model to its final message; an interrupt drops the partial message.
+async fn call_model(
+    agent: Agent,
+    request: ChatRequest,
+    token: CancellationToken,
+) -> HandlerResult<Json<ModelStep>> {
+    if token.is_cancelled() {
+        return Ok(Json(ModelStep::Interrupted));
+    }
+    let model = agent.model();
+    let stream = tokio::select! {
+        biased;
+        _ = token.cancelled() => None,
+        s = model.stream(request) => Some(s.map_err(retry)?),
+    };
+    let Some(mut stream) = stream else {
+        return Ok(Json(ModelStep::Interrupted));
+    };
+    let mut acc = MessageAccumulator::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = token.cancelled() => return Ok(Json(ModelStep::Interrupted)),
+            c = stream.next() => c,
+        };
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(retry)?;
+        acc.push(&chunk).map_err(retry)?;
+    }
+    let done = acc.finish();
+    Ok(Json(ModelStep::Reasoned {
+        message: done.message,
+        usage: done.usage,
+        now: Utc::now(),
+    }))
+}
+
+/// One tool call through the ledger, as the local driver runs it: a finished call
+/// returns its recorded result; a call an earlier attempt started and did not finish
+/// is `Unknown` unless the tool is idempotent (then it runs again once its lease
+/// ends).
+async fn tool_step(
+    agent: Agent,
+    session: String,
+    exec: Execution,
+    fresh: bool,
+    token: CancellationToken,
+) -> HandlerResult<Json<ToolStep>> {
+    let store = agent.store();
+    let original = &exec.tool_use;
+    let to_run = exec.effective_use();
+    let idempotent = agent.toolkit().is_idempotent(&original.name);
+    let unknown = || ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
+    if !fresh {
+        let entry = store
+            .ledger_entry(&session, &original.id)
+            .await
+            .map_err(retry)?;
+        if let Some(entry) = entry {
+            match (entry.state, entry.result) {
+                (LedgerState::Finished, Some(r)) => return Ok(Json(ToolStep::Done(r))),
+                _ if idempotent => {}
+                _ => {
+                    let r = unknown();
+                    store
+                        .finish(&session, &original.id, &r)
+                        .await
+                        .map_err(retry)?;
+                    return Ok(Json(ToolStep::Done(r)));
+                }
+            }
+        }
+    }
+    let fingerprint = reins_memory::fingerprint(&to_run.input);
+    let lease = agent.tool_lease();
+    let mut claim = store
+        .claim(&session, &original.id, &fingerprint, lease, false)
+        .await
+        .map_err(retry)?;
+    if matches!(claim, Claim::Expired) && idempotent {
+        claim = store
+            .claim(&session, &original.id, &fingerprint, lease, true)
+            .await
+            .map_err(retry)?;
+    }
+    match claim {
+        Claim::Granted => {}
+        Claim::Finished(r) => return Ok(Json(ToolStep::Done(r))),
+        Claim::InFlight { lease_until } => {
+            // Retried by Restate until the lease ends.
+            return Err(retry(AgentError::ToolInFlight {
+                id: original.id.clone(),
+                until: lease_until,
+            }));
+        }
+        Claim::Expired => {
+            let r = unknown();
+            store
+                .finish(&session, &original.id, &r)
+                .await
+                .map_err(retry)?;
+            return Ok(Json(ToolStep::Done(r)));
+        }
+    }
+    let ctx =
+        ToolContext::new(session.clone(), original.id.clone()).with_cancel(token.child_token());
+    let opts = reins_tool::ExecOptions::default();
+    let outcome = agent.toolkit().execute(&to_run, ctx, &opts).await;
+    let mut result = match outcome {
+        ToolCallOutcome::Done(r) => r,
+        ToolCallOutcome::Suspended { reason, .. } => {
+            return Ok(Json(ToolStep::Suspended { reason }));
+        }
+    };
+    result.id.clone_from(&original.id);
+    result.name.clone_from(&original.name);
+    if exec.edited {
+        result
+            .metadata
+            .insert("executed_input".to_owned(), to_run.input.clone());
+    }
+    store
+        .finish(&session, &original.id, &result)
+        .await
+        .map_err(retry)?;
+    Ok(Json(ToolStep::Done(result)))
+}
+
+/// After a crash mid-tool of a turn the local driver ran, before a new message closes
+/// the turn: finished calls keep their recorded results, started ones become `Unknown`.
+async fn settle_from_ledger(
+    agent: Agent,
+    session: String,
+    calls: Vec<Execution>,
+) -> HandlerResult<Json<Vec<ToolResult>>> {
+    let store = agent.store();
+    let mut results = Vec::new();
+    for e in calls {
+        let id = &e.tool_use.id;
+        if let Some(entry) = store.ledger_entry(&session, id).await.map_err(retry)? {
+            match (entry.state, entry.result) {
+                (LedgerState::Finished, Some(r)) => results.push(r),
+                _ => {
+                    let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
+                    store.finish(&session, id, &r).await.map_err(retry)?;
+                    results.push(r);
+                }
+            }
+        }
+    }
+    Ok(Json(results))
+}
+
+/// One store commit. When the stored version moved, the commit may be this step's own
+/// first attempt (stored, then the process died before the journal had the result):
+/// then its version is returned; anything else wrote the session outside this turn.
+async fn commit_once(agent: Agent, session: String, commit: Commit) -> HandlerResult<Json<u64>> {
+    let store = agent.store();
+    let expected = commit.expected_version;
+    match store.commit(&session, commit.clone()).await {
+        Ok(v) => Ok(Json(v)),
+        Err(reins_memory::Error::Conflict { .. }) => {
+            let s = store.load_session(&session).await.map_err(retry)?;
+            let ours = s.version == expected + 1
+                && commit
+                    .append
+                    .iter()
+                    .all(|m| s.messages.iter().any(|x| x.id == m.id))
+                && commit
+                    .run_state
+                    .as_ref()
+                    .is_none_or(|rs| *rs == s.run_state);
+            if ours {
+                Ok(Json(s.version))
+            } else {
+                Err(TerminalError::new_with_code(
+                    409,
+                    format!(
+                        "session `{session}` was written outside this Restate turn (version {} instead of {expected}); \
+                         a session driven by Restate takes its inputs through Restate",
+                        s.version
+                    ),
+                )
+                .into())
+            }
+        }
+        Err(e) => Err(retry(e)),
+    }
+}

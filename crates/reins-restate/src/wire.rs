@@ -1,0 +1,276 @@
+//! What travels between a caller, Restate's ingress and the session object: the
+//! inputs a turn starts or goes on with, what `submit` answers, and the refusals (the
+//! same errors the local driver raises, as JSON).
+
+use reins_agent::{Actor, AgentError, Decision, Requirement, RunInput, ViewToken};
+use reins_message::Msg;
+use serde::{Deserialize, Serialize};
+
+/// What a caller hands a session: the three inputs of [`RunInput`], as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnInput {
+    /// A new message: user text (which rejects pending calls), or tool results.
+    Message {
+        /// The message.
+        message: Msg,
+    },
+    /// Approve every pending confirmation, or go on after a stop.
+    Resume,
+    /// Answers to pending requirements.
+    Decisions {
+        /// The answers.
+        decisions: Vec<Decision>,
+    },
+    /// A user message given as its text only (handy from `curl`); the session object
+    /// turns it into a [`TurnInput::Message`] when it takes it.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+impl TurnInput {
+    /// The input with a [`TurnInput::Text`] made a user message (a fresh id and time).
+    #[must_use]
+    pub fn normalized(self) -> Self {
+        match self {
+            Self::Text { text } => Self::Message {
+                message: Msg::user(text),
+            },
+            other => other,
+        }
+    }
+
+    /// The run's input.
+    pub fn into_run_input(self) -> RunInput {
+        match self {
+            Self::Message { message } => RunInput::Message(message),
+            Self::Text { text } => RunInput::Message(Msg::user(text)),
+            Self::Resume => RunInput::Resume,
+            Self::Decisions { decisions } => RunInput::Decisions(decisions),
+        }
+    }
+
+    /// The first requirement a decision names, if any.
+    pub(crate) fn first_decided(&self) -> Option<&str> {
+        match self {
+            Self::Decisions { decisions } => decisions.first().map(|d| d.id()),
+            _ => None,
+        }
+    }
+}
+
+/// One input for a session, with who gives it and the view it was decided on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRequest {
+    /// The input.
+    pub input: TurnInput,
+    /// Who acts (recorded with every decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
+    /// The view the caller acts on: a different one is refused
+    /// ([`AgentError::StaleView`]) and nothing changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<ViewToken>,
+}
+
+impl TurnRequest {
+    /// A user message.
+    pub fn message(message: Msg) -> Self {
+        Self::new(TurnInput::Message { message })
+    }
+
+    /// Decisions about pending requirements.
+    pub fn decisions(decisions: Vec<Decision>) -> Self {
+        Self::new(TurnInput::Decisions { decisions })
+    }
+
+    /// Approve everything pending (or go on after a stop).
+    pub fn resume() -> Self {
+        Self::new(TurnInput::Resume)
+    }
+
+    /// An input with no actor and no view.
+    pub fn new(input: TurnInput) -> Self {
+        Self {
+            input,
+            actor: None,
+            view: None,
+        }
+    }
+
+    /// Who acts.
+    #[must_use]
+    pub fn by(mut self, actor: Actor) -> Self {
+        self.actor = Some(actor);
+        self
+    }
+
+    /// Acts on exactly this view.
+    #[must_use]
+    pub fn at(mut self, view: ViewToken) -> Self {
+        self.view = Some(view);
+        self
+    }
+}
+
+/// How `submit` delivered an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// No turn was running: a new turn invocation was started with the input.
+    Started,
+    /// The session's turn was waiting (paused): its awakeable was resolved with the
+    /// input and the same invocation goes on.
+    Resumed,
+}
+
+/// What `submit` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    /// How the input was delivered.
+    pub delivery: Delivery,
+    /// The stored version the input was validated against: the turn's first commit
+    /// moves past it (wait with [`RestateClient::wait_settled`](crate::RestateClient::wait_settled)).
+    pub version: u64,
+}
+
+/// What `interrupt` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interrupted {
+    /// A turn was in progress and was asked to stop (its invocation cancelled; its
+    /// stream or tool stopped at once when it runs in the process that took the
+    /// interrupt).
+    pub requested: bool,
+}
+
+/// A refused request as the service sends it (inside the terminal error's message) and
+/// the client reads it back: the local driver's error, with the code reins-server uses
+/// for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Refused {
+    /// `not_found`, `not_paused`, `unknown_requirement`, `stale_view`, `busy`,
+    /// `invalid_decision`, `expired`, `invalid_input` or `internal`.
+    pub code: String,
+    /// A sentence for a person.
+    pub message: String,
+    /// The session.
+    pub session: String,
+    /// For `unknown_requirement`: the id given; for `busy`: the call in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// For `stale_view`: the ids the caller was shown; for `unknown_requirement`: the
+    /// ids pending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
+    /// For `stale_view`: what the session waits for now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Requirement>,
+}
+
+impl Refused {
+    /// The HTTP status reins-server answers this refusal with (Restate carries it as
+    /// the terminal error's code).
+    pub fn status(&self) -> u16 {
+        match self.code.as_str() {
+            "not_found" | "unknown_requirement" => 404,
+            "not_paused" | "stale_view" | "busy" => 409,
+            "invalid_decision" | "expired" | "invalid_input" => 422,
+            _ => 500,
+        }
+    }
+
+    /// The refusal of `error` on `session`.
+    pub fn of(session: &str, error: &AgentError) -> Self {
+        let mut r = Self {
+            code: String::new(),
+            message: error.to_string(),
+            session: session.to_owned(),
+            id: None,
+            ids: Vec::new(),
+            pending: Vec::new(),
+        };
+        r.code = match error {
+            AgentError::SessionBusy { .. } => "busy",
+            AgentError::ToolInFlight { id, .. } => {
+                r.id = Some(id.clone());
+                "busy"
+            }
+            AgentError::NothingToResume { .. } => "not_paused",
+            AgentError::UnknownRequirement { id, pending } => {
+                r.id = Some(id.clone());
+                r.ids.clone_from(pending);
+                "unknown_requirement"
+            }
+            AgentError::StaleView { seen, pending } => {
+                r.ids.clone_from(seen);
+                r.pending.clone_from(pending);
+                "stale_view"
+            }
+            AgentError::WrongDecision { .. } | AgentError::DuplicateDecision { .. } => {
+                "invalid_decision"
+            }
+            AgentError::RequirementExpired { .. } => "expired",
+            AgentError::InvalidInput(_) => "invalid_input",
+            AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => "not_found",
+            _ => "internal",
+        }
+        .to_owned();
+        r
+    }
+
+    /// The local driver's error this refusal stands for, when it is one of the errors
+    /// a caller acts on (`None` for the others: read [`Refused::message`]).
+    pub fn to_agent_error(&self) -> Option<AgentError> {
+        Some(match self.code.as_str() {
+            "busy" => AgentError::SessionBusy {
+                session: self.session.clone(),
+            },
+            "not_paused" => AgentError::NothingToResume {
+                session: self.session.clone(),
+            },
+            "unknown_requirement" => AgentError::UnknownRequirement {
+                id: self.id.clone().unwrap_or_default(),
+                pending: self.ids.clone(),
+            },
+            "stale_view" => AgentError::StaleView {
+                seen: self.ids.clone(),
+                pending: self.pending.clone(),
+            },
+            "not_found" => AgentError::Store(reins_memory::Error::SessionNotFound {
+                id: self.session.clone(),
+            }),
+            "invalid_input" => AgentError::InvalidInput(self.message.clone()),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_round_trips_to_the_same_agent_error() {
+        let e = AgentError::UnknownRequirement {
+            id: "call_9".into(),
+            pending: vec!["call_1".into()],
+        };
+        let r = Refused::of("s1", &e);
+        assert_eq!(r.status(), 404);
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Refused = serde_json::from_str(&json).unwrap();
+        let again = back.to_agent_error().unwrap();
+        assert_eq!(again.to_string(), e.to_string());
+    }
+
+    #[test]
+    fn inputs_have_a_tagged_json_form() {
+        let r = TurnRequest::resume();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v, serde_json::json!({"input": {"type": "resume"}}));
+        let back: TurnRequest = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}

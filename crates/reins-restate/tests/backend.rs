@@ -1,0 +1,152 @@
+//! One front end, two backends: the same `SessionBackend` contract holds for the local
+//! driver (an `Agent` in this process) and for sessions on Restate (a `RestateClient`
+//! in front of a real restate-server and the demo service as a child process).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reins_agent::run::Phase;
+use reins_agent::{
+    Agent, AgentError, Decision, RunInput, RunStatus, SessionBackend, Submission, ViewToken,
+};
+use reins_message::Msg;
+use reins_model::{ScriptedModel, ScriptedResponse};
+use reins_tool::{ToolError, ToolPolicy, Toolkit};
+use serde_json::json;
+
+/// Reads the session until it is past version `after` and not running.
+async fn settle(b: &dyn SessionBackend, session: &str, after: u64) -> reins_agent::SessionView {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(v) = b.view(session).await
+            && v.version > after
+            && !matches!(
+                v.phase,
+                Phase::Reasoning | Phase::Acting | Phase::Summarizing
+            )
+        {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {session} did not settle"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn decide(id: &str, view: Option<ViewToken>) -> Submission {
+    let mut s = Submission::new(RunInput::Decisions(vec![Decision::approve(id)]));
+    s.view = view;
+    s
+}
+
+/// The contract: unknown session, a pause, a stale view refused, an approval that runs
+/// the tool once, a decision for nothing pending refused.
+async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usize) {
+    assert!(matches!(
+        b.view("nobody").await,
+        Err(AgentError::Store(
+            reins_memory::Error::SessionNotFound { .. }
+        ))
+    ));
+    assert!(matches!(
+        b.submit("nobody", decide("call_1", None)).await,
+        Err(AgentError::Store(
+            reins_memory::Error::SessionNotFound { .. }
+        ))
+    ));
+
+    let mut first = Submission::new(RunInput::Message(Msg::user("delete x.txt")));
+    first.idempotency_key = Some(format!("{session}-1"));
+    b.submit(session, first).await.unwrap();
+    let view = settle(b, session, 0).await;
+    assert!(view.paused, "{view:?}");
+    assert_eq!(view.requirements.len(), 1);
+    let id = view.requirements[0].id.clone();
+
+    let stale = ViewToken::new(true, ["call_other"]);
+    match b.submit(session, decide(&id, Some(stale))).await {
+        Err(AgentError::StaleView { seen, pending }) => {
+            assert_eq!(seen, ["call_other"]);
+            assert_eq!(pending, view.requirements);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(runs(), 0);
+
+    b.submit(session, decide(&id, Some(view.token.clone())))
+        .await
+        .unwrap();
+    let end = settle(b, session, view.version).await;
+    assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+    assert_eq!(runs(), 1);
+
+    // Refused either way, nothing runs. The local driver now says which decision
+    // already answered it (`AlreadyDecided`, from its audit trail); the Restate driver
+    // does not read the trail yet and says `NothingToResume` (docs/restate.md).
+    let again = b.submit(session, decide(&id, None)).await;
+    assert!(
+        matches!(
+            again,
+            Err(AgentError::NothingToResume { .. } | AgentError::AlreadyDecided { .. })
+        ),
+        "{again:?}"
+    );
+    assert!(!b.interrupt(session).await.unwrap());
+    assert_eq!(runs(), 1);
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct DeleteArgs {
+    /// The file.
+    #[allow(dead_code)]
+    path: String,
+}
+
+#[tokio::test]
+async fn the_local_driver_keeps_the_backend_contract() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&runs);
+    let mut tools = Toolkit::new();
+    tools
+        .add(
+            Toolkit::function(
+                "delete_file",
+                "Delete a file",
+                move |_a: DeleteArgs, _ctx| {
+                    let r = Arc::clone(&r);
+                    async move {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, ToolError>("deleted")
+                    }
+                },
+            )
+            .policy(ToolPolicy::confirm()),
+        )
+        .unwrap();
+    let model = ScriptedModel::new([
+        ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "x.txt"})),
+        ScriptedResponse::text("done"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .toolkit(tools)
+        .build()
+        .unwrap();
+    contract(&agent, "local-1", || runs.load(Ordering::SeqCst)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restate_deployment_keeps_the_backend_contract() {
+    let Some(h) = support::Harness::start(&[]).await else {
+        return;
+    };
+    let backend: Arc<dyn SessionBackend> = Arc::new(h.client.clone());
+    contract(&backend, "restate-1", || h.count("delete_file start")).await;
+}

@@ -1,0 +1,240 @@
+//! A real restate-server and the reins demo service as a real child process, each on
+//! free loopback ports, with their data in a temporary directory; both killed on drop.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use reins_memory::{MemoryStore, SessionState, SqliteStore};
+use reins_restate::{LocalRestate, RestateClient};
+use tokio::process::{Child, Command};
+
+/// One restate-server at a time: the machine running the tests may be small.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The restate-server binary, or `None` (and a loud line) when it is not installed and
+/// CI is not set. Under CI a missing binary fails the test.
+pub fn restate_binary() -> Option<PathBuf> {
+    match LocalRestate::find_binary() {
+        Some(b) => Some(b),
+        None if std::env::var_os("CI").is_some() => panic!(
+            "restate-server is not installed: run `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate` \
+             (or set REINS_RESTATE_SERVER)"
+        ),
+        None => {
+            eprintln!(
+                "SKIPPED: restate-server is not installed (npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate)"
+            );
+            None
+        }
+    }
+}
+
+pub struct Service {
+    child: Option<Child>,
+    pub port: u16,
+    db: PathBuf,
+    outbox: PathBuf,
+    log: PathBuf,
+    extra: Vec<String>,
+}
+
+impl Service {
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_reins-restate-demo"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--db")
+            .arg(&self.db)
+            .arg("--outbox")
+            .arg(&self.outbox)
+            .args(&self.extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the demo service did not listen");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// kill -9.
+    pub async fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().await.unwrap();
+        }
+    }
+
+    pub async fn restart(&mut self) {
+        self.kill9().await;
+        self.spawn().await;
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+pub struct Harness {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    pub restate: LocalRestate,
+    pub service: Service,
+    /// More service processes on the same store, behind one address with the first
+    /// ([`Harness::start_cluster`]).
+    pub others: Vec<Service>,
+    pub client: RestateClient,
+    pub dir: tempfile::TempDir,
+    proxy: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(p) = self.proxy.take() {
+            p.abort();
+        }
+    }
+}
+
+/// A TCP proxy on a free loopback port that hands each new connection to the next
+/// backend that accepts it (round robin): several service processes behind one
+/// deployment address, as a load balancer puts them.
+async fn round_robin(backends: Vec<u16>) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut next = 0usize;
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            let start = next;
+            next += 1;
+            let backends = backends.clone();
+            tokio::spawn(async move {
+                for k in 0..backends.len() {
+                    let port = backends[(start + k) % backends.len()];
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, task)
+}
+
+impl Harness {
+    /// Starts both processes and registers the service; `None` when restate-server is
+    /// not installed (outside CI).
+    pub async fn start(extra: &[&str]) -> Option<Self> {
+        Self::start_cluster(1, extra, "").await
+    }
+
+    /// `n` service processes (named p0, p1, ...) on one store behind one address, and a
+    /// restate-server with `restate_config` appended to its configuration.
+    pub async fn start_cluster(n: usize, extra: &[&str], restate_config: &str) -> Option<Self> {
+        let binary = restate_binary()?;
+        let serial = SERIAL.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let restate = LocalRestate::start_with(binary, dir.path().join("restate"), restate_config)
+            .await
+            .unwrap();
+        let mut services = Vec::new();
+        for i in 0..n {
+            let mut extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            extra.extend(["--name".to_owned(), format!("p{i}")]);
+            let mut service = Service {
+                child: None,
+                port: reins_restate::local::free_port().unwrap(),
+                db: dir.path().join("reins.sqlite"),
+                outbox: dir.path().join("outbox.txt"),
+                log: dir.path().join(format!("service-p{i}.log")),
+                extra,
+            };
+            service.spawn().await;
+            services.push(service);
+        }
+        let (url, proxy) = if n == 1 {
+            (services[0].url(), None)
+        } else {
+            let (port, task) = round_robin(services.iter().map(|s| s.port).collect()).await;
+            (format!("http://127.0.0.1:{port}"), Some(task))
+        };
+        restate.register(&url).await.unwrap();
+        let client = RestateClient::new(restate.ingress_url());
+        let service = services.remove(0);
+        Some(Self {
+            _serial: serial,
+            restate,
+            service,
+            others: services,
+            client,
+            dir,
+            proxy,
+        })
+    }
+
+    /// The outbox's lines.
+    pub fn outbox(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.service.outbox)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// How many outbox lines start with `prefix`.
+    pub fn count(&self, prefix: &str) -> usize {
+        self.outbox()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// Waits until an outbox line starts with `prefix`.
+    pub async fn wait_for_line(&self, prefix: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(prefix) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no `{prefix}` line in the outbox: {:?}\nservice log:\n{}",
+                self.outbox(),
+                self.service_log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn service_log(&self) -> String {
+        std::fs::read_to_string(&self.service.log).unwrap_or_default()
+    }
+
+    /// The session as the reins store holds it (the record of messages and decisions).
+    pub async fn stored(&self, session: &str) -> SessionState {
+        let store = SqliteStore::open(&self.service.db).await.unwrap();
+        store.load_session(session).await.unwrap()
+    }
+
+    /// The session's audit trail.
+    pub async fn decisions(&self, session: &str) -> Vec<reins_memory::DecisionEntry> {
+        let store = SqliteStore::open(&self.service.db).await.unwrap();
+        store.decisions(session).await.unwrap()
+    }
+}
