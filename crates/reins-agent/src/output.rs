@@ -337,6 +337,12 @@ mod tests {
             RunEvent::ToolExecutionFinished {
                 result: ToolResult::success("c1", "search", "found"),
             },
+            RunEvent::Reconciled {
+                id: "c1".to_owned(),
+                name: "send_email".to_owned(),
+                verdict: "happened".to_owned(),
+                idempotency_key: "1ac43a02-05b9-8e07-b145-cb8a3edaf670".to_owned(),
+            },
             RunEvent::Repaired {
                 report: RepairReport::default(),
             },
@@ -388,6 +394,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reconciled_event_reads_as_documented() {
+        let ev = one_of_each()
+            .into_iter()
+            .find(|e| e.name() == "reconciled")
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            serde_json::json!({
+                "event": "reconciled",
+                "id": "c1",
+                "name": "send_email",
+                "verdict": "happened",
+                "idempotency_key": "1ac43a02-05b9-8e07-b145-cb8a3edaf670",
+            })
+        );
+    }
+
+    #[test]
     fn the_run_boundaries_and_tool_steps_mark_committed_steps() {
         let marked: Vec<&str> = one_of_each()
             .iter()
@@ -402,6 +426,7 @@ mod tests {
                 "reasoning_started",
                 "tool_execution_started",
                 "tool_execution_finished",
+                "reconciled",
                 "paused",
                 "completed",
                 "cancelled",

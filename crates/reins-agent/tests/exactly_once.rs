@@ -255,6 +255,20 @@ async fn a_call_whose_effect_happened_is_found_by_its_key_and_not_run_again() {
             ("happened", "recovery", "send_email")
         );
         assert!(rec[0].note.as_deref().unwrap().contains(&key), "{label}");
+
+        // The entry travels with a snapshot (JSON and back) into another store.
+        let snap = agent.session(SID).await.unwrap().snapshot().await.unwrap();
+        let snap = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        let elsewhere = support::agent(
+            script(),
+            mail_tools(client.clone(), &runs, ToolPolicy::confirm()),
+        )
+        .build()
+        .unwrap();
+        let restored = elsewhere.restore(snap).await.unwrap();
+        let log2 = restored.decisions().await.unwrap();
+        assert_eq!(reconcile_entries(&log2).len(), 1, "{label}");
+        assert_eq!(reconcile_entries(&log2)[0].decision, "happened", "{label}");
     }
 }
 

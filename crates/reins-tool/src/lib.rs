@@ -59,7 +59,13 @@
 //! | [`ToolPolicy::user_input`] | a person fills in values (a JSON Schema), merged into the arguments ([`merge_user_input`]) |
 //! | [`ToolPolicy::external`] | the caller runs the call and hands back the result |
 //! | `.idempotent(true)` | a call whose fate is unknown after a crash may be run again |
+//! | [`FunctionTool::reconcile`] / [`Tool::reconcile`] | after a crash, the tool is asked whether the call took effect ([`Reconciliation`]) |
 //! | `.timeout(d)` | the call is stopped and reported as an error after `d` |
+//!
+//! Every call's [`ToolContext`] carries an idempotency key
+//! ([`ToolContext::idempotency_key`], derived by [`idempotency_key`]): the same for
+//! every attempt at the call, so an API that dedupes by key (an `Idempotency-Key`
+//! header, [`ToolContext::idempotency_header`]) makes a retry harmless.
 //!
 //! Every result's output is bounded by [`ExecOptions::max_output_bytes`] (1 MiB by
 //! default): a larger one is cut, with a note telling the model how much was cut.
