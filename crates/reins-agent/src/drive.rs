@@ -778,7 +778,7 @@ impl Driver {
                             executed: None,
                             key: reins_tool::idempotency_key(&self.session, id, &entry.fingerprint),
                         };
-                        let r = match self.reconcile(call).await? {
+                        let r = match self.reconcile(call, core.run.state().iteration()).await? {
                             reconcile::Settled::Result(r) => r,
                             // It never took effect, and the new message closes the
                             // turn: it is not run.

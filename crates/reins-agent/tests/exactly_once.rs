@@ -7,8 +7,11 @@
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use async_trait::async_trait;
+use reins_hook::{Control, Hook, HookContext, HookError, HookEvent, HookEventKind};
 
 use reins_agent::{Agent, Decision, DecisionRecord, RunEvent, RunOutput, RunStatus};
 use reins_memory::{Claim, InMemoryStore, MemoryStore, SqliteStore};
@@ -56,6 +59,40 @@ fn script() -> ScriptedModel {
             call("c1", "send_email", json!({"to": "a@example.com"}))
         }
     })
+}
+
+/// Records the `Reconciled` hook events it sees: (tool use id, verdict, key).
+#[derive(Default, Clone)]
+struct SeenVerdicts(Arc<Mutex<Vec<(String, String, String)>>>);
+
+#[async_trait]
+impl Hook for SeenVerdicts {
+    fn name(&self) -> &str {
+        "seen_verdicts"
+    }
+    fn interested(&self, kind: HookEventKind) -> bool {
+        kind == HookEventKind::Reconciled
+    }
+    async fn on_event(
+        &self,
+        event: &mut HookEvent,
+        _ctx: &HookContext,
+        _control: &mut Control,
+    ) -> Result<(), HookError> {
+        if let HookEvent::Reconciled {
+            tool_use,
+            verdict,
+            idempotency_key,
+        } = event
+        {
+            self.0.lock().unwrap().push((
+                tool_use.id.clone(),
+                verdict.clone(),
+                idempotency_key.clone(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn key_of(session: &str, args: &Value) -> String {
@@ -279,10 +316,12 @@ async fn a_call_that_never_reached_the_api_runs_again_once() {
         let api = MailApi::start().await;
         let client = MailClient::new(&api.url);
         let runs = Counter::default();
+        let seen = SeenVerdicts::default();
         let agent = agent(
             script(),
             mail_tools(client.clone(), &runs, ToolPolicy::confirm()),
         )
+        .hook(seen.clone())
         .store_arc(store.clone())
         .build()
         .unwrap();
@@ -296,6 +335,11 @@ async fn a_call_that_never_reached_the_api_runs_again_once() {
             reconciled(&events),
             [("not_run".to_owned(), key.clone())],
             "{label}"
+        );
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            [("c1".to_owned(), "not_run".to_owned(), key.clone())],
+            "{label}: the hook saw the verdict"
         );
         assert_eq!(runs.count("send_email"), 1, "{label}: run again, once");
         assert_eq!(

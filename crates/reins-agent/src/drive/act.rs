@@ -237,7 +237,7 @@ impl Driver {
                 executed: edited.then_some(&to_run),
                 key: key.clone(),
             };
-            if let reconcile::Settled::Result(r) = self.reconcile(call).await? {
+            if let reconcile::Settled::Result(r) = self.reconcile(call, iteration).await? {
                 store.finish(&self.session, &original.id, &r).await?;
                 return Ok((ExecOutcome::Done(r), false));
             }

@@ -6,6 +6,7 @@
 //! [`RunEvent::Reconciled`].
 
 use chrono::Utc;
+use reins_hook::{HookEvent, HookEventKind};
 use reins_message::{ToolOutcome, ToolResult, ToolUse};
 use reins_tool::{Reconciliation, ToolContext};
 use serde_json::Value;
@@ -36,10 +37,10 @@ pub(super) struct Unfinished<'a> {
 
 impl Driver {
     /// Asks the tool whether `call` took effect, records the verdict in the audit
-    /// trail, and publishes it. A found or unknown result is returned (the caller
+    /// trail, and publishes it (a `Reconciled` hook event and run event). A found or unknown result is returned (the caller
     /// records it in the ledger); [`Settled::NotRun`] only when the tool says the effect
     /// did not happen.
-    pub(super) async fn reconcile(&self, call: Unfinished<'_>) -> Result<Settled> {
+    pub(super) async fn reconcile(&self, call: Unfinished<'_>, iteration: u32) -> Result<Settled> {
         let Unfinished {
             original,
             executed,
@@ -120,8 +121,14 @@ impl Driver {
             .store
             .append_decisions(&self.session, vec![record.to_entry()])
             .await?;
-        tracing::info!(session = %self.session, tool = %original.name, tool_use_id = %original.id,
-            verdict = label, "reconciled a call whose outcome was unknown");
+        if self.wants(HookEventKind::Reconciled) {
+            let mut ev = HookEvent::Reconciled {
+                tool_use: ran.clone(),
+                verdict: label.to_owned(),
+                idempotency_key: key.clone(),
+            };
+            self.hooks(&mut ev, iteration).await?;
+        }
         self.emit(RunEvent::Reconciled {
             id: original.id.clone(),
             name: original.name.clone(),
