@@ -33,8 +33,12 @@ use sha2::{Digest, Sha256};
 pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 
 /// The key for one execution of `tool_use_id` in `session_id` with arguments whose
-/// [`fingerprint`](reins_message::fingerprint) is `args_fingerprint` (see the
-/// [module documentation](self) for the derivation).
+/// [`fingerprint`](reins_message::fingerprint) is `args_fingerprint`: the SHA-256 of
+/// the compact JSON array `["reins.idempotency.v1", session_id, tool_use_id,
+/// args_fingerprint]`, its first 16 bytes written as an RFC 9562 version-8 UUID
+/// (lowercase, with hyphens; 36 characters). Nothing random or time-based goes in, so
+/// every process computes the same key for the same call; edited arguments make
+/// another key. docs/human-in-the-loop.md ("Idempotency keys") says how to use it.
 ///
 /// ```
 /// use reins_tool::idempotency_key;
