@@ -115,6 +115,8 @@ impl Driver {
             executed_input: executed.map(|u| u.input.clone()),
             note: Some(note),
             view: None,
+            shown_fingerprint: Some(reins_memory::fingerprint(&original.input)),
+            executed_fingerprint: executed.map(|u| reins_memory::fingerprint(&u.input)),
         };
         self.agent
             .runtime
