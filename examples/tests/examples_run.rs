@@ -28,6 +28,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("durable_resume", "ledger: del-1 Finished, attempts 1"),
     (
+        "exactly_once",
+        "2 sessions, 2 emails in the outbox, none sent twice",
+    ),
+    (
         "custom_hook",
         "rewriting path /etc/motd -> sandbox/etc/motd",
     ),

@@ -27,8 +27,14 @@ use std::sync::Arc;
 mod act;
 mod ask;
 mod compress;
+mod reconcile;
 
 pub use ask::ASKED_ELSEWHERE;
+
+/// The text a call gets when it was cut off before it took effect (its tool said so
+/// when asked) and a new message closed its turn.
+const NOT_RUN_SUPERSEDED: &str = "not run: the process running this call stopped before it took effect \
+     (the tool confirmed it), and a new message closed the turn";
 
 /// The text a tool use gets when its process died while it ran.
 pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
@@ -748,8 +754,10 @@ impl Driver {
 
     /// After a crash in the middle of tool execution, before a new message closes the
     /// turn: calls the ledger shows finished keep their recorded results; calls that
-    /// started and never finished become `Unknown`. Calls that never started are
-    /// closed by the new message.
+    /// started and never finished are reconciled (their tool is asked whether they took
+    /// effect): a found result is kept, a call that did not take effect is closed as not
+    /// run, and the rest become `Unknown`. Calls that never started are closed by the
+    /// new message.
     async fn settle_from_ledger(&self, core: &mut SessionCore, input: &RunInput) -> Result<()> {
         let calls = core.run.state().settle_before(input);
         if calls.is_empty() {
@@ -763,7 +771,21 @@ impl Driver {
                 match (entry.state, entry.result) {
                     (LedgerState::Finished, Some(r)) => results.push(r),
                     _ => {
-                        let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
+                        // The key the call ran with: the ledger's fingerprint is that
+                        // of the arguments that ran.
+                        let call = reconcile::Unfinished {
+                            original: &e.tool_use,
+                            executed: None,
+                            key: reins_tool::idempotency_key(&self.session, id, &entry.fingerprint),
+                        };
+                        let r = match self.reconcile(call, core.run.state().iteration()).await? {
+                            reconcile::Settled::Result(r) => r,
+                            // It never took effect, and the new message closes the
+                            // turn: it is not run.
+                            reconcile::Settled::NotRun => {
+                                ToolResult::cancelled(id, &e.tool_use.name, NOT_RUN_SUPERSEDED)
+                            }
+                        };
                         store.finish(&self.session, id, &r).await?;
                         results.push(r);
                     }

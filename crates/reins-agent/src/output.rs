@@ -148,6 +148,23 @@ pub enum RunEvent {
         /// The result.
         result: ToolResult,
     },
+    /// A call whose outcome was unknown (the process running it stopped mid-call) was
+    /// reconciled: reins asked the tool whether the effect happened
+    /// ([`Tool::reconcile`](reins_tool::Tool::reconcile)). The verdict is in the
+    /// session's audit trail (a [`DecisionRecord`](crate::DecisionRecord) of kind
+    /// `reconcile`); the call's result follows as `ToolExecutionFinished`, or, when the
+    /// call runs again, as its `ToolExecutionStarted` / `ToolExecutionFinished`.
+    Reconciled {
+        /// The tool use id.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// `happened` (the result is the one the tool found), `not_run` (the call runs
+        /// again) or `cannot_tell` (it stays `Unknown`).
+        verdict: String,
+        /// The call's idempotency key, the one the tool was asked about.
+        idempotency_key: String,
+    },
     /// The transcript was repaired.
     Repaired {
         /// What changed.
@@ -210,6 +227,7 @@ impl RunEvent {
             Self::ToolExecutionChunk { .. } => "tool_execution_chunk",
             Self::ToolExecutionFinished { .. } => "tool_execution_finished",
             Self::ToolReplayed { .. } => "tool_replayed",
+            Self::Reconciled { .. } => "reconciled",
             Self::Repaired { .. } => "repaired",
             Self::ContextCompressed { .. } => "context_compressed",
             Self::ContextOverBudget { .. } => "context_over_budget",
@@ -230,6 +248,8 @@ impl RunEvent {
     ///   (tool results, a context summary) is committed;
     /// - [`ToolExecutionStarted`](Self::ToolExecutionStarted): the model's message with
     ///   the tool calls is committed;
+    /// - [`Reconciled`](Self::Reconciled): the verdict is in the audit trail (and a
+    ///   found or unknown result in the tool ledger);
     /// - [`ToolExecutionFinished`](Self::ToolExecutionFinished): the call's result is in
     ///   the store's tool ledger (the transcript gets it when the batch commits, before
     ///   the next `ReasoningStarted`);
@@ -252,6 +272,7 @@ impl RunEvent {
             | Self::ToolExecutionStarted { .. }
             | Self::ToolExecutionFinished { .. }
             | Self::ToolReplayed { .. }
+            | Self::Reconciled { .. }
             | Self::Paused { .. }
             | Self::Completed { .. }
             | Self::Cancelled
@@ -316,6 +337,12 @@ mod tests {
             RunEvent::ToolExecutionFinished {
                 result: ToolResult::success("c1", "search", "found"),
             },
+            RunEvent::Reconciled {
+                id: "c1".to_owned(),
+                name: "send_email".to_owned(),
+                verdict: "happened".to_owned(),
+                idempotency_key: "1ac43a02-05b9-8e07-b145-cb8a3edaf670".to_owned(),
+            },
             RunEvent::Repaired {
                 report: RepairReport::default(),
             },
@@ -367,6 +394,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reconciled_event_reads_as_documented() {
+        let ev = one_of_each()
+            .into_iter()
+            .find(|e| e.name() == "reconciled")
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&ev).unwrap(),
+            serde_json::json!({
+                "event": "reconciled",
+                "id": "c1",
+                "name": "send_email",
+                "verdict": "happened",
+                "idempotency_key": "1ac43a02-05b9-8e07-b145-cb8a3edaf670",
+            })
+        );
+    }
+
+    #[test]
     fn the_run_boundaries_and_tool_steps_mark_committed_steps() {
         let marked: Vec<&str> = one_of_each()
             .iter()
@@ -381,6 +426,7 @@ mod tests {
                 "reasoning_started",
                 "tool_execution_started",
                 "tool_execution_finished",
+                "reconciled",
                 "paused",
                 "completed",
                 "cancelled",

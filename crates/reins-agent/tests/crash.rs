@@ -9,6 +9,10 @@
 //! - a tool call the ledger records as finished is never run again, and no
 //!   side-effecting tool ever runs twice;
 //! - a call killed mid-run ends `Unknown` (or, declared idempotent, is run again);
+//! - a call killed mid-run whose tool can tell (`send_mail`, whose far end is a
+//!   loopback mail API that dedupes by idempotency key) is reconciled: it ends
+//!   `Success` — found by its key, or run again when the API never saw it — and the
+//!   API delivers each message exactly once;
 //! - the next process resumes the session, and the conversation completes.
 //!
 //! The short version runs in `cargo xtask test`; `REINS_LONG=1` does hundreds of kills.
@@ -36,12 +40,15 @@ use reins_message::{Msg, Role, ToolOutcome, ToolResult};
 use reins_model::{ChatModel, ChatRequest, ChatStream, ScriptedModel, ScriptedResponse};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 use serde_json::json;
+use support::mail_api::{MailApi, MailClient};
 use support::*;
 
-/// User turns per session; each turn is four model steps and five tool calls.
+/// User turns per session; each turn is five model steps and six tool calls.
 const TURNS: usize = 3;
 /// The tool that may run again after a crash.
 const IDEMPOTENT: &str = "fetch";
+/// The tool whose far end dedupes by idempotency key, and which reconciles.
+const MAIL: &str = "send_mail";
 
 // ----- the child ---------------------------------------------------------------------
 
@@ -73,13 +80,18 @@ fn script(req: &ChatRequest) -> ScriptedResponse {
         )
         .then_tool_call(IDEMPOTENT, json!({"ms": 60})),
         2 => ScriptedResponse::tool_call_with_id(
+            format!("t{turn}-mail"),
+            MAIL,
+            json!({"to": format!("user{turn}@example.com")}),
+        ),
+        3 => ScriptedResponse::tool_call_with_id(
             format!("t{turn}-deploy"),
             "deploy",
             json!({"target": "prod"}),
         ),
         _ => ScriptedResponse::text(format!(
-            "Turn {turn} complete: two notes written, one slow write, one fetch and one \
-             approved deploy. Nothing was run twice, and every result is recorded."
+            "Turn {turn} complete: two notes written, one slow write, one fetch, one email \
+             and one approved deploy. Nothing was run twice, and every result is recorded."
         )),
     }
 }
@@ -233,8 +245,56 @@ async fn effect(log: &Path, ctx: &ToolContext, name: &str, sleep_ms: u64) -> Str
     format!("{name} done")
 }
 
-fn crash_toolkit(log: &Path) -> Toolkit {
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct MailArgs {
+    /// Who to write to.
+    to: String,
+}
+
+/// `send_mail`: the API call either before the marker the parent may kill at (the
+/// effect happened before the kill) or after it and a pause (it has not happened yet).
+async fn send_mail(
+    log: &Path,
+    client: &MailClient,
+    ctx: &ToolContext,
+    to: &str,
+) -> Result<String, ToolError> {
+    log_effect(log, &format!("BEGIN {} {MAIL}", ctx.tool_use_id));
+    let marker = format!("TOOL-BEGIN {MAIL} {}", ctx.tool_use_id);
+    let pause = Duration::from_millis(60);
+    let sent = if fastrand::bool() {
+        let sent = client.send(ctx, to).await?;
+        tell_parent(&marker);
+        tokio::time::sleep(pause).await;
+        sent
+    } else {
+        tell_parent(&marker);
+        tokio::time::sleep(pause).await;
+        client.send(ctx, to).await?
+    };
+    log_effect(log, &format!("END {} {MAIL}", ctx.tool_use_id));
+    Ok(sent)
+}
+
+fn crash_toolkit(log: &Path, mail_url: &str) -> Toolkit {
     let mut t = Toolkit::new();
+    let (l, client) = (log.to_owned(), MailClient::new(mail_url));
+    let lookup = client.clone();
+    t.add(
+        Toolkit::function(
+            MAIL,
+            "Send an email (the mail API dedupes by idempotency key)",
+            move |a: MailArgs, ctx: ToolContext| {
+                let (l, client) = (l.clone(), client.clone());
+                async move { send_mail(&l, &client, &ctx, &a.to).await }
+            },
+        )
+        .reconcile(move |ctx: ToolContext| {
+            let client = lookup.clone();
+            async move { client.lookup(&ctx).await }
+        }),
+    )
+    .unwrap();
     let l = log.to_owned();
     t.add(Toolkit::function(
         "note",
@@ -308,6 +368,7 @@ async fn crash_child() {
     let spec = StoreSpec::from_env();
     let log = PathBuf::from(std::env::var("REINS_CRASH_LOG").unwrap());
     let sid = std::env::var("REINS_CRASH_SESSION").unwrap();
+    let mail_url = std::env::var("REINS_CRASH_MAIL").unwrap();
     let raw = spec.open().await;
     let model = ScriptedModel::from_fn(script)
         .with_latency(Duration::from_millis(5))
@@ -316,7 +377,7 @@ async fn crash_child() {
     let agent = Agent::builder()
         .name("CrashAgent")
         .model(MarkedModel(model))
-        .toolkit(crash_toolkit(&log))
+        .toolkit(crash_toolkit(&log, &mail_url))
         .store(MarkedStore(raw.clone()))
         .session_lease(Duration::from_millis(200))
         .tool_lease(Duration::from_millis(600))
@@ -392,14 +453,17 @@ async fn crash_child() {
 enum KillAt {
     Streaming,
     ToolRunning,
+    /// While `send_mail` runs, before or after its API call.
+    MailSending,
     StoreWrite,
     Paused,
     Random,
 }
 
-const KILL_POINTS: [KillAt; 5] = [
+const KILL_POINTS: [KillAt; 6] = [
     KillAt::Streaming,
     KillAt::ToolRunning,
+    KillAt::MailSending,
     KillAt::StoreWrite,
     KillAt::Paused,
     KillAt::Random,
@@ -413,6 +477,19 @@ struct Tally {
     sessions_completed: usize,
     unknown_checked: usize,
     idempotent_reruns: usize,
+    /// Child processes started.
+    runs: usize,
+    /// `send_mail` calls killed mid-run: unknown until reconciled.
+    mail_unknown_before: usize,
+    /// `send_mail` calls still `Unknown` at the end.
+    mail_unknown_after: usize,
+    /// Reconcile verdicts on `send_mail` (from the audit trail).
+    mail_happened: usize,
+    mail_not_run: usize,
+    mail_cannot_tell: usize,
+    /// Messages the mail API delivered, and tool use ids it delivered more than once.
+    mails_delivered: usize,
+    double_effects: usize,
 }
 
 /// What the parent knows about one session across its processes.
@@ -430,7 +507,7 @@ struct Child {
     lines: mpsc::Receiver<String>,
 }
 
-fn spawn_child(spec: &StoreSpec, log: &Path, sid: &str, stderr: &Path) -> Child {
+fn spawn_child(spec: &StoreSpec, log: &Path, sid: &str, stderr: &Path, mail: &str) -> Child {
     let mut cmd = child_test("crash_child");
     for (k, v) in spec.env() {
         cmd.env(k, v);
@@ -438,6 +515,7 @@ fn spawn_child(spec: &StoreSpec, log: &Path, sid: &str, stderr: &Path) -> Child 
     let mut proc = cmd
         .env("REINS_CRASH_LOG", log)
         .env("REINS_CRASH_SESSION", sid)
+        .env("REINS_CRASH_MAIL", mail)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(stderr).unwrap())
         .spawn()
@@ -451,6 +529,7 @@ fn is_target(at: KillAt, line: &str, count: &mut usize, nth: usize) -> bool {
     let hit = match at {
         KillAt::Streaming => line.starts_with("STREAM "),
         KillAt::ToolRunning => line.starts_with("TOOL-BEGIN "),
+        KillAt::MailSending => line.starts_with(&format!("TOOL-BEGIN {MAIL} ")),
         KillAt::StoreWrite => line.starts_with("STORE-BEGIN "),
         KillAt::Paused => line == "PAUSED",
         KillAt::Random => false,
@@ -458,7 +537,8 @@ fn is_target(at: KillAt, line: &str, count: &mut usize, nth: usize) -> bool {
     if hit {
         *count += 1;
     }
-    hit && *count >= nth
+    // A session sends one email per turn: the first one will do.
+    hit && (*count >= nth || at == KillAt::MailSending)
 }
 
 /// Runs one child and kills it at `at`. Returns the lines it printed and where it
@@ -468,9 +548,10 @@ fn run_and_kill(
     log: &Path,
     sid: &str,
     stderr: &Path,
+    mail: &str,
     at: Option<KillAt>,
 ) -> (Vec<String>, Option<String>) {
-    let mut child = spawn_child(spec, log, sid, stderr);
+    let mut child = spawn_child(spec, log, sid, stderr, mail);
     let started = Instant::now();
     let random_after = Duration::from_millis(fastrand::u64(30..400));
     let nth = fastrand::usize(1..6);
@@ -542,11 +623,27 @@ fn begins(log: &Path) -> HashMap<String, (usize, String)> {
     out
 }
 
+/// Deliveries per tool use id of session `sid` (`uses`), from the mail API.
+fn deliveries_by_use(
+    api: &MailApi,
+    sid: &str,
+    uses: &HashMap<String, String>,
+) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for d in api.deliveries() {
+        if d.session == sid && uses.contains_key(&d.tool_use_id) {
+            *out.entry(d.tool_use_id).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
 /// The checks after a kill, with a fresh store connection.
 async fn check_after_kill(
     spec: &StoreSpec,
     log: &Path,
     sid: &str,
+    api: &MailApi,
     track: &mut Track,
     tally: &mut Tally,
 ) {
@@ -588,9 +685,15 @@ async fn check_after_kill(
             uses.contains_key(id),
             "{name} ran as {id}, which no stored assistant message asked for"
         );
-        if name != IDEMPOTENT {
+        // `send_mail` may start again when its tool found the first attempt never
+        // reached the API; the API's deliveries are what count for it.
+        if name != IDEMPOTENT && name != MAIL {
             assert_eq!(*n, 1, "{name} {id} ran {n} times");
         }
+        tally.invariants += 1;
+    }
+    for (id, n) in deliveries_by_use(api, sid, &uses) {
+        assert!(n <= 1, "the mail API delivered {id} {n} times");
         tally.invariants += 1;
     }
     for (id, name) in &uses {
@@ -617,6 +720,7 @@ async fn check_completed(
     spec: &StoreSpec,
     log: &Path,
     sid: &str,
+    api: &MailApi,
     track: &Track,
     tally: &mut Tally,
 ) {
@@ -647,17 +751,60 @@ async fn check_completed(
     for u in state.messages.iter().flat_map(|m| m.tool_uses()) {
         assert!(outcomes.contains_key(&u.id), "{} has no result", u.id);
         let ran = runs.get(&u.id).map_or(0, |r| r.0);
-        if u.name != IDEMPOTENT {
+        if u.name != IDEMPOTENT && u.name != MAIL {
             assert!(ran <= 1, "{} {} ran {ran} times", u.name, u.id);
+        }
+        if u.name == MAIL && outcomes[&u.id] == ToolOutcome::Unknown {
+            tally.mail_unknown_after += 1;
         }
         if let Some(before) = track.finished.get(&u.id) {
             assert_eq!(ran, *before, "{} ran again after it finished", u.id);
         }
         tally.invariants += 1;
     }
+    // Exactly once at the far end: every email the conversation sent was delivered
+    // once (the API dedupes by key, and the key is the same in every process).
+    let uses: HashMap<String, String> = state
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_uses())
+        .map(|u| (u.id.clone(), u.name.clone()))
+        .collect();
+    let delivered = deliveries_by_use(api, sid, &uses);
+    for (id, name) in &uses {
+        if name == MAIL && outcomes[id] == ToolOutcome::Success {
+            assert_eq!(
+                delivered.get(id),
+                Some(&1),
+                "{id} succeeded but was not delivered once"
+            );
+        }
+    }
+    tally.mails_delivered += delivered.values().sum::<usize>();
+    tally.double_effects += delivered.values().filter(|n| **n > 1).count();
+    for e in store.decisions(sid).await.unwrap() {
+        let r = &e.record;
+        if r["kind"] == "reconcile" && r["tool_name"] == MAIL {
+            match r["decision"].as_str() {
+                Some("happened") => tally.mail_happened += 1,
+                Some("not_run") => tally.mail_not_run += 1,
+                _ => tally.mail_cannot_tell += 1,
+            }
+        }
+    }
     for (id, name) in &track.interrupted {
         let outcome = &outcomes[id];
-        if name == IDEMPOTENT {
+        if name == MAIL {
+            // The tool can tell: found by its key, or run again when the API never
+            // saw it. Never left unknown.
+            assert_eq!(
+                *outcome,
+                ToolOutcome::Success,
+                "{id} was killed mid-run and not reconciled: {}",
+                result_text(&state.messages, id)
+            );
+            tally.mail_unknown_before += 1;
+        } else if name == IDEMPOTENT {
             assert_eq!(
                 *outcome,
                 ToolOutcome::Success,
@@ -678,7 +825,7 @@ async fn check_completed(
     tally.sessions_completed += 1;
 }
 
-async fn crash_harness(spec: &StoreSpec, dir: &Path, kills_wanted: usize) -> Tally {
+async fn crash_harness(spec: &StoreSpec, dir: &Path, api: &MailApi, kills_wanted: usize) -> Tally {
     let mut tally = Tally::default();
     let kills_per_session = 6;
     let mut point = fastrand::usize(0..KILL_POINTS.len());
@@ -694,7 +841,8 @@ async fn crash_harness(spec: &StoreSpec, dir: &Path, kills_wanted: usize) -> Tal
         while kills_here < kills_per_session && total_kills < kills_wanted {
             // The point advances only once a kill landed there, so every point is hit.
             let at = KILL_POINTS[point % KILL_POINTS.len()];
-            let (lines, killed) = run_and_kill(spec, &log, &sid, &stderr, Some(at));
+            let (lines, killed) = run_and_kill(spec, &log, &sid, &stderr, &api.url, Some(at));
+            tally.runs += 1;
             for l in &lines {
                 if let Some(id) = l.strip_prefix("ACK ") {
                     track.acked.push(id.to_owned());
@@ -710,10 +858,11 @@ async fn crash_harness(spec: &StoreSpec, dir: &Path, kills_wanted: usize) -> Tal
             *tally.kills.entry(bucket).or_default() += 1;
             kills_here += 1;
             total_kills += 1;
-            check_after_kill(spec, &log, &sid, &mut track, &mut tally).await;
+            check_after_kill(spec, &log, &sid, api, &mut track, &mut tally).await;
         }
         // A last process, not killed, drives the session to its end.
-        let (lines, killed) = run_and_kill(spec, &log, &sid, &stderr, None);
+        let (lines, killed) = run_and_kill(spec, &log, &sid, &stderr, &api.url, None);
+        tally.runs += 1;
         assert!(killed.is_none());
         assert!(lines.iter().any(|l| l == "ALL-DONE"), "{lines:?}");
         for l in &lines {
@@ -721,8 +870,8 @@ async fn crash_harness(spec: &StoreSpec, dir: &Path, kills_wanted: usize) -> Tal
                 track.acked.push(id.to_owned());
             }
         }
-        check_after_kill(spec, &log, &sid, &mut track, &mut tally).await;
-        check_completed(spec, &log, &sid, &track, &mut tally).await;
+        check_after_kill(spec, &log, &sid, api, &mut track, &mut tally).await;
+        check_completed(spec, &log, &sid, api, &track, &mut tally).await;
     }
     tally
 }
@@ -731,19 +880,23 @@ async fn crash_harness(spec: &StoreSpec, dir: &Path, kills_wanted: usize) -> Tal
 async fn sigkill_at_any_point_loses_nothing_and_runs_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
     let (sqlite_kills, pg_kills) = if is_long() { (250, 150) } else { (12, 8) };
+    // The far end of `send_mail`, shared by every child (on a thread of its own: this
+    // test's runtime threads block while they wait for a child's lines).
+    let api = MailApi::start_in_thread();
     for spec in harness_stores(dir.path(), "crash") {
         let kills = match spec {
             StoreSpec::Sqlite(_) => sqlite_kills,
             StoreSpec::Postgres { .. } => pg_kills,
         };
         let started = Instant::now();
-        let tally = crash_harness(&spec, dir.path(), kills).await;
+        let tally = crash_harness(&spec, dir.path(), &api, kills).await;
         let total: usize = tally.kills.values().sum();
         println!(
-            "crash harness [{}]: {total} kills {:?}; {} invariants checked; {} sessions \
+            "crash harness [{}]: {} runs, {total} kills {:?}; {} invariants checked; {} sessions \
              resumed to completion; {} calls killed mid-run checked ({} idempotent re-runs); \
              {} children finished before their kill point; {:.1}s",
             spec.label(),
+            tally.runs,
             tally.kills,
             tally.invariants,
             tally.sessions_completed,
@@ -751,6 +904,19 @@ async fn sigkill_at_any_point_loses_nothing_and_runs_nothing_twice() {
             tally.idempotent_reruns,
             tally.runs_finished_unkilled,
             started.elapsed().as_secs_f64()
+        );
+        println!(
+            "exactly once [{}]: send_mail killed mid-run (unknown before reconcile): {}; \
+             reconcile verdicts: {} happened, {} not run (then run again), {} cannot tell; \
+             unknown after reconcile: {}; emails delivered: {}; double effects: {}",
+            spec.label(),
+            tally.mail_unknown_before,
+            tally.mail_happened,
+            tally.mail_not_run,
+            tally.mail_cannot_tell,
+            tally.mail_unknown_after,
+            tally.mails_delivered,
+            tally.double_effects
         );
         assert_eq!(total, kills);
         for p in KILL_POINTS {
@@ -760,5 +926,15 @@ async fn sigkill_at_any_point_loses_nothing_and_runs_nothing_twice() {
                 tally.kills
             );
         }
+        assert!(
+            tally.mail_unknown_before > 0,
+            "no send_mail call was killed mid-run"
+        );
+        assert_eq!(
+            tally.mail_unknown_after, 0,
+            "a call its tool can reconcile stayed unknown"
+        );
+        assert_eq!(tally.mail_cannot_tell, 0);
+        assert_eq!(tally.double_effects, 0, "an email was delivered twice");
     }
 }

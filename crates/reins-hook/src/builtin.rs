@@ -184,6 +184,12 @@ impl Hook for TracingHook {
                 let parent = self.current(&SpanKey::Call(session));
                 tracing::debug!(parent: &parent, tool = %result.name, tool_use_id = %result.id, "tool call served from the fork's record");
             }
+            HookEvent::Reconciled {
+                tool_use, verdict, ..
+            } => {
+                let parent = self.current(&SpanKey::Call(session));
+                tracing::info!(parent: &parent, tool = %tool_use.name, tool_use_id = %tool_use.id, %verdict, "a call whose outcome was unknown was reconciled");
+            }
             HookEvent::Forked {
                 source,
                 at,

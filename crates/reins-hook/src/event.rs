@@ -83,6 +83,18 @@ pub enum HookEvent {
         /// source's call (`replayed_from`) and session (`replayed_session`).
         result: ToolResult,
     },
+    /// A call whose outcome was unknown (the process running it died mid-call) was
+    /// reconciled: its tool was asked whether the effect happened (read-only). The
+    /// verdict is `happened`, `not_run` (the call runs again) or `cannot_tell` (it
+    /// stays unknown).
+    Reconciled {
+        /// The call.
+        tool_use: ToolUse,
+        /// `happened`, `not_run` or `cannot_tell`.
+        verdict: String,
+        /// The call's idempotency key, the one the tool was asked about.
+        idempotency_key: String,
+    },
     /// A session was forked from another one (read-only; the context's session is
     /// the new fork).
     Forked {
@@ -115,6 +127,7 @@ impl HookEvent {
             Self::PreSummary { .. } => HookEventKind::PreSummary,
             Self::PostSummary { .. } => HookEventKind::PostSummary,
             Self::ToolReplayed { .. } => HookEventKind::ToolReplayed,
+            Self::Reconciled { .. } => HookEventKind::Reconciled,
             Self::Forked { .. } => HookEventKind::Forked,
             Self::Error { .. } => HookEventKind::Error,
         }
@@ -162,19 +175,22 @@ pub enum HookEventKind {
     ToolReplayed,
     /// [`HookEvent::Forked`].
     Forked,
+    /// [`HookEvent::Reconciled`].
+    Reconciled,
     /// [`HookEvent::Error`].
     Error,
 }
 
 impl HookEventKind {
     /// Every kind, in the order they occur in a run.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Forked,
         Self::PreCall,
         Self::PreReasoning,
         Self::ReasoningChunk,
         Self::PostReasoning,
         Self::PreActing,
+        Self::Reconciled,
         Self::ActingChunk,
         Self::PostActing,
         Self::PreSummary,
@@ -191,6 +207,7 @@ impl HookEventKind {
             Self::ReasoningChunk
                 | Self::ActingChunk
                 | Self::ToolReplayed
+                | Self::Reconciled
                 | Self::Forked
                 | Self::Error
         )
@@ -216,6 +233,7 @@ impl HookEventKind {
             Self::PostSummary => "post_summary",
             Self::ToolReplayed => "tool_replayed",
             Self::Forked => "forked",
+            Self::Reconciled => "reconciled",
             Self::Error => "error",
         }
     }

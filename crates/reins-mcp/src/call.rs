@@ -8,12 +8,18 @@ use reins_message::{ContentBlock, MediaSource};
 use reins_tool::{ToolContext, ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, InputResponses, RequestId, ServerResult,
+    ClientRequest, InputResponses, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value};
 
 use crate::connection::{Connection, Live, ProgressRoute};
+
+/// The `_meta` key a `tools/call` request carries the call's idempotency key under
+/// ([`ToolContext::idempotency_key`]). The prefix `reins/` follows the MCP rules for
+/// `_meta` names (a prefix of dot-separated labels and a slash; nothing that MCP
+/// reserves), so servers that know nothing of it ignore it.
+pub const IDEMPOTENCY_KEY_META: &str = "reins/idempotencyKey";
 
 /// How one attempt ended.
 enum Attempt {
@@ -204,10 +210,15 @@ async fn attempt(
     }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let peer = live.service.peer();
-    let handle = match peer
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await
-    {
+    let mut options = PeerRequestOptions::no_options();
+    // The call's idempotency key travels in the request's `_meta`, so a server that
+    // dedupes can recognize a retry (the same key on every attempt, in any process).
+    if let Some(key) = ctx.idempotency_key() {
+        let mut meta = RequestMetaObject::new();
+        meta.insert(IDEMPOTENCY_KEY_META.to_owned(), Value::from(key));
+        options.meta = Some(meta);
+    }
+    let handle = match peer.send_request_with_option(request, options).await {
         Ok(h) => h,
         Err(e) => return Attempt::NotSent(e.to_string()),
     };

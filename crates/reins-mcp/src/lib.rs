@@ -128,6 +128,7 @@ mod modern;
 mod policy;
 mod toolset;
 
+pub use call::IDEMPOTENCY_KEY_META;
 pub use config::{
     ByteStream, ByteStreamFuture, Elicitation, ElicitationAnswer, ElicitationFuture, McpServer,
 };

@@ -340,3 +340,54 @@ async fn dropping_the_toolset_and_its_tools_stops_the_child() {
     }
     assert!(gone, "the server process {pid} outlived its last handle");
 }
+
+#[tokio::test]
+async fn the_idempotency_key_reaches_the_server_in_meta() {
+    if !support::servers_available("the_idempotency_key_reaches_the_server_in_meta") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wire.jsonl");
+    let set = McpToolset::connect(support::everything_logged(&log))
+        .await
+        .unwrap();
+    let tk = set.toolkit().unwrap();
+    let args = json!({ "message": "hello" });
+    // A key set by the caller (an agent sets the ledger's), and one the toolkit
+    // derives when the context has none.
+    let given = ToolUse::new("call_1", "everything__echo", args.clone());
+    let ctx = ToolContext::new("s", &given.id).with_idempotency_key("key-from-the-agent");
+    let r = tk.execute(&given, ctx, &ExecOptions::default()).await;
+    assert_eq!(r.into_result().unwrap().outcome, ToolOutcome::Success);
+    let derived = ToolUse::new("call_2", "everything__echo", args.clone());
+    let r = run_use(&tk, &derived).await;
+    assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
+    let expected = reins_tool::idempotency_key("s", "call_2", &reins_message::fingerprint(&args));
+
+    let mut keys = Vec::new();
+    for _ in 0..100 {
+        let wire = std::fs::read_to_string(&log).unwrap_or_default();
+        keys = wire
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["method"] == "tools/call")
+            .map(|m| m["params"]["_meta"][reins_mcp::IDEMPOTENCY_KEY_META].clone())
+            .collect();
+        if keys.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(keys, [json!("key-from-the-agent"), json!(expected)]);
+}
+
+async fn run_use(tk: &Toolkit, call: &ToolUse) -> ToolResult {
+    tk.execute(
+        call,
+        ToolContext::new("s", &call.id),
+        &ExecOptions::default(),
+    )
+    .await
+    .into_result()
+    .unwrap()
+}

@@ -59,7 +59,6 @@
 
 mod commit;
 mod error;
-mod fingerprint;
 mod memory;
 pub mod repair;
 mod store;
@@ -69,8 +68,8 @@ mod sql;
 
 pub use commit::Commit;
 pub use error::{Error, Result};
-pub use fingerprint::fingerprint;
 pub use memory::InMemoryStore;
+pub use reins_message::fingerprint;
 pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,
     sanitize_after_interrupt, sanitize_for_request,

@@ -37,12 +37,14 @@
 
 mod content;
 mod error;
+mod fingerprint;
 mod id;
 mod msg;
 mod tool;
 
 pub use content::{ContentBlock, MediaSource};
 pub use error::{MessageError, Result, from_json_str, from_json_value};
+pub use fingerprint::fingerprint;
 pub use id::new_id;
 pub use msg::{Msg, Role};
 pub use tool::{ToolAnswer, ToolOutcome, ToolResult, ToolSpec, ToolUse, Usage};

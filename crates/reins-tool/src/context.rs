@@ -79,6 +79,7 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     chunks: Option<UnboundedSender<ToolChunk>>,
     questions: Option<UnboundedSender<PendingQuestion>>,
+    idempotency_key: Option<String>,
 }
 
 impl ToolContext {
@@ -90,7 +91,44 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             chunks: None,
             questions: None,
+            idempotency_key: None,
         }
+    }
+
+    /// Uses this idempotency key (see [`ToolContext::idempotency_key`]).
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// The call's idempotency key: the same for every attempt at this execution, in
+    /// any process, and different when the arguments were edited before it ran (see
+    /// [`idempotency_key`](crate::idempotency_key) for the derivation). Send it to an
+    /// API that dedupes retries (the [`ToolContext::idempotency_header`]), or use it to
+    /// look the effect up in [`Tool::reconcile`](crate::Tool::reconcile).
+    ///
+    /// Always set inside a call made by [`Toolkit::execute`](crate::Toolkit::execute)
+    /// (and so in every call an agent makes): the agent sets it from the ledger's
+    /// fingerprint of the arguments that run, the toolkit derives it from the call's
+    /// arguments when the context has none. `None` only in a context made by hand.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
+    }
+
+    /// The `Idempotency-Key` HTTP header (name, value) for this call, ready for an
+    /// HTTP client's `.header(name, value)`.
+    ///
+    /// ```
+    /// use reins_tool::ToolContext;
+    ///
+    /// let ctx = ToolContext::new("s", "call_1").with_idempotency_key("k-1");
+    /// assert_eq!(ctx.idempotency_header(), Some(("Idempotency-Key", "k-1")));
+    /// // With reqwest: `client.post(url).header(name, value)`.
+    /// ```
+    pub fn idempotency_header(&self) -> Option<(&'static str, &str)> {
+        self.idempotency_key()
+            .map(|k| (crate::idempotency::IDEMPOTENCY_KEY_HEADER, k))
     }
 
     /// Uses this cancellation token.

@@ -133,7 +133,7 @@ pub(crate) fn human_duration(d: Duration) -> String {
 }
 
 /// Aborts the task when dropped, so a dropped `execute` never leaves a tool running.
-struct AbortOnDrop<T>(JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
@@ -141,7 +141,7 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -296,7 +296,11 @@ impl Toolkit {
             Value::Null => Value::Object(Default::default()),
             other => other.clone(),
         };
-        let call_ctx = ctx.child();
+        let mut call_ctx = ctx.child();
+        if call_ctx.idempotency_key().is_none() {
+            call_ctx = call_ctx
+                .with_idempotency_key(crate::idempotency::key_for_use(&ctx.session_id, tool_use));
+        }
         let future = match entry.runner.clone().prepare(input, call_ctx.clone()) {
             Ok(f) => f,
             Err(problem) => {

@@ -59,7 +59,13 @@
 //! | [`ToolPolicy::user_input`] | a person fills in values (a JSON Schema), merged into the arguments ([`merge_user_input`]) |
 //! | [`ToolPolicy::external`] | the caller runs the call and hands back the result |
 //! | `.idempotent(true)` | a call whose fate is unknown after a crash may be run again |
+//! | [`FunctionTool::reconcile`] / [`Tool::reconcile`] | after a crash, the tool is asked whether the call took effect ([`Reconciliation`]) |
 //! | `.timeout(d)` | the call is stopped and reported as an error after `d` |
+//!
+//! Every call's [`ToolContext`] carries an idempotency key
+//! ([`ToolContext::idempotency_key`], derived by [`idempotency_key`]): the same for
+//! every attempt at the call, so an API that dedupes by key (an `Idempotency-Key`
+//! header, [`ToolContext::idempotency_header`]) makes a retry harmless.
 //!
 //! Every result's output is bounded by [`ExecOptions::max_output_bytes`] (1 MiB by
 //! default): a larger one is cut, with a note telling the model how much was cut.
@@ -71,8 +77,10 @@
 mod context;
 mod error;
 mod exec;
+mod idempotency;
 mod output;
 mod policy;
+mod reconcile;
 mod schema;
 mod spec;
 mod tool;
@@ -81,8 +89,10 @@ mod toolkit;
 pub use context::{PendingQuestion, QuestionAnswer, ToolChunk, ToolContext, ToolQuestion};
 pub use error::{Error, Result, ToolError};
 pub use exec::{Concurrency, DEFAULT_MAX_OUTPUT_BYTES, ExecOptions, ToolCallOutcome};
+pub use idempotency::{IDEMPOTENCY_KEY_HEADER, idempotency_key};
 pub use output::{IntoToolOutput, Json, ToolOutput};
 pub use policy::{ConfirmPredicate, Gate, GateDecision, ToolPolicy, merge_user_input};
+pub use reconcile::{DEFAULT_RECONCILE_TIMEOUT, Reconciliation};
 pub use schema::{schema_for, validate};
 pub use tool::{DynamicTool, FunctionTool, NoArgs, Tool};
 pub use toolkit::{ToolGroup, Toolkit};

@@ -18,6 +18,7 @@ use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::output::{IntoToolOutput, ToolOutput};
 use crate::policy::ToolPolicy;
+use crate::reconcile::{ReconcileFuture, Reconciler, Reconciliation};
 use crate::schema::validate;
 use crate::spec::LazySpec;
 
@@ -76,6 +77,19 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs the tool.
     async fn call(&self, args: Self::Args, ctx: ToolContext) -> Result<Self::Output, ToolError>;
+
+    /// Finds out whether a call that was cut off mid-run (its process died) took
+    /// effect, typically by looking [`ToolContext::idempotency_key`] up at the far end.
+    /// The agent asks when it finds such a call, with a context that carries the same
+    /// session, tool use id and idempotency key the call had. Answer
+    /// [`Reconciliation::Happened`] with the call's result,
+    /// [`Reconciliation::NotRun`] only when the effect certainly did not happen (the
+    /// agent then runs the call again), and [`Reconciliation::CannotTell`] otherwise
+    /// (the default): the call stays `Unknown`. An error counts as "cannot tell".
+    async fn reconcile(&self, ctx: ToolContext) -> Result<Reconciliation, ToolError> {
+        let _ = ctx;
+        Ok(Reconciliation::CannotTell(None))
+    }
 }
 
 /// Arguments of a tool that takes none: its schema is an object without properties,
@@ -115,6 +129,26 @@ fn parse_args<A: DeserializeOwned>(input: Value) -> Result<A, String> {
 }
 
 pub(crate) struct TypedRunner<T>(pub(crate) T);
+
+impl<T: Tool> TypedRunner<T> {
+    /// The tool's [`Tool::reconcile`], with its type erased.
+    pub(crate) fn reconciler(self: &Arc<Self>) -> Arc<Reconciler> {
+        let this = Arc::clone(self);
+        Arc::new(move |ctx| {
+            let this = Arc::clone(&this);
+            async move { this.0.reconcile(ctx).await }.boxed()
+        })
+    }
+}
+
+/// A closure reconciler, with its type erased.
+fn reconciler<F, Fut>(f: F) -> Arc<Reconciler>
+where
+    F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Reconciliation, ToolError>> + Send + 'static,
+{
+    Arc::new(move |ctx| -> ReconcileFuture { f(ctx).boxed() })
+}
 
 impl<T: Tool> Runner for TypedRunner<T> {
     fn prepare(self: Arc<Self>, input: Value, ctx: ToolContext) -> Result<ToolFuture, String> {
@@ -163,6 +197,7 @@ pub struct FunctionTool {
     pub(crate) spec: LazySpec,
     pub(crate) policy: ToolPolicy,
     pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) reconciler: Option<Arc<Reconciler>>,
 }
 
 impl FunctionTool {
@@ -181,12 +216,24 @@ impl FunctionTool {
                 f,
                 _args: PhantomData,
             }),
+            reconciler: None,
         }
     }
 
     /// Sets the policy.
     pub fn policy(mut self, policy: ToolPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets how the tool reconciles a call whose outcome is unknown (see
+    /// [`Tool::reconcile`]; without it the tool cannot tell).
+    pub fn reconcile<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Reconciliation, ToolError>> + Send + 'static,
+    {
+        self.reconciler = Some(reconciler(f));
         self
     }
 
@@ -226,6 +273,7 @@ pub struct DynamicTool {
     pub(crate) spec: LazySpec,
     pub(crate) policy: ToolPolicy,
     pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) reconciler: Option<Arc<Reconciler>>,
 }
 
 impl DynamicTool {
@@ -240,12 +288,24 @@ impl DynamicTool {
             spec: LazySpec::ready(ToolSpec::new(name, description, schema.clone())),
             policy: ToolPolicy::auto(),
             runner: Arc::new(DynRunner { schema, handler }),
+            reconciler: None,
         }
     }
 
     /// Sets the policy.
     pub fn policy(mut self, policy: ToolPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Sets how the tool reconciles a call whose outcome is unknown (see
+    /// [`Tool::reconcile`]; without it the tool cannot tell).
+    pub fn reconcile<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Reconciliation, ToolError>> + Send + 'static,
+    {
+        self.reconciler = Some(reconciler(f));
         self
     }
 

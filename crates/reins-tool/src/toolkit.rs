@@ -13,9 +13,13 @@ use crate::context::ToolContext;
 use crate::error::{Error, Result, ToolError};
 use crate::output::IntoToolOutput;
 use crate::policy::{GateDecision, ToolPolicy};
+use crate::reconcile::Reconciler;
 use crate::schema::schema_for;
 use crate::spec::LazySpec;
 use crate::tool::{DynamicTool, FunctionTool, Runner, Tool, TypedRunner};
+
+/// How a tool runs, and how it reconciles (if it can).
+type Runners = (Arc<dyn Runner>, Option<Arc<Reconciler>>);
 
 /// One registered tool.
 pub(crate) struct Entry {
@@ -23,6 +27,7 @@ pub(crate) struct Entry {
     pub(crate) policy: ToolPolicy,
     pub(crate) group: Option<String>,
     pub(crate) runner: Arc<dyn Runner>,
+    pub(crate) reconciler: Option<Arc<Reconciler>>,
 }
 
 #[derive(Clone)]
@@ -131,7 +136,7 @@ impl Toolkit {
         spec: LazySpec,
         policy: ToolPolicy,
         group: Option<&str>,
-        runner: Arc<dyn Runner>,
+        (runner, reconciler): (Arc<dyn Runner>, Option<Arc<Reconciler>>),
     ) -> Result<&mut Self> {
         check_name(spec.name())?;
         spec.check()?;
@@ -155,11 +160,12 @@ impl Toolkit {
             policy,
             group: group.map(str::to_owned),
             runner,
+            reconciler,
         }));
         Ok(self)
     }
 
-    fn typed<T: Tool>(tool: T) -> (LazySpec, ToolPolicy, Arc<dyn Runner>) {
+    fn typed<T: Tool>(tool: T) -> (LazySpec, ToolPolicy, Runners) {
         // `T::Args` need not be `'static`, so it cannot key the schema cache.
         let spec = LazySpec::ready(ToolSpec::new(
             T::NAME,
@@ -167,7 +173,9 @@ impl Toolkit {
             schema_for::<T::Args>(),
         ));
         let policy = tool.policy();
-        (spec, policy, Arc::new(TypedRunner(tool)))
+        let runner = Arc::new(TypedRunner(tool));
+        let reconciler = runner.reconciler();
+        (spec, policy, (runner, Some(reconciler)))
     }
 
     /// Registers a typed tool (always active). Refuses a name already taken.
@@ -190,23 +198,33 @@ impl Toolkit {
 
     /// Registers a closure tool (always active).
     pub fn add(&mut self, tool: FunctionTool) -> Result<&mut Self> {
-        self.insert(tool.spec, tool.policy, None, tool.runner)
+        self.insert(tool.spec, tool.policy, None, (tool.runner, tool.reconciler))
     }
 
     /// Registers a closure tool into a group.
     pub fn add_in_group(&mut self, group: &str, tool: FunctionTool) -> Result<&mut Self> {
-        self.insert(tool.spec, tool.policy, Some(group), tool.runner)
+        self.insert(
+            tool.spec,
+            tool.policy,
+            Some(group),
+            (tool.runner, tool.reconciler),
+        )
     }
 
     /// Registers a tool described by a JSON Schema (always active). The schema must
     /// describe an object.
     pub fn add_dynamic(&mut self, tool: DynamicTool) -> Result<&mut Self> {
-        self.insert(tool.spec, tool.policy, None, tool.runner)
+        self.insert(tool.spec, tool.policy, None, (tool.runner, tool.reconciler))
     }
 
     /// Registers a tool described by a JSON Schema into a group.
     pub fn add_dynamic_in_group(&mut self, group: &str, tool: DynamicTool) -> Result<&mut Self> {
-        self.insert(tool.spec, tool.policy, Some(group), tool.runner)
+        self.insert(
+            tool.spec,
+            tool.policy,
+            Some(group),
+            (tool.runner, tool.reconciler),
+        )
     }
 
     pub(crate) fn entry(&self, name: &str) -> Option<&Arc<Entry>> {

@@ -10,7 +10,7 @@ use reins_message::ToolResult;
 use reins_tool::{Concurrency, ToolCallOutcome, ToolContext};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Driver, UNKNOWN_OUTCOME, ask};
+use super::{Driver, UNKNOWN_OUTCOME, ask, reconcile};
 use crate::error::{AgentError, Result};
 use crate::output::{RunEvent, RunStatus};
 use crate::run::{Event, ExecOutcome, Execution};
@@ -188,6 +188,7 @@ impl Driver {
 
         // The ledger: at most once.
         let fingerprint = reins_memory::fingerprint(&to_run.input);
+        let key = reins_tool::idempotency_key(&self.session, &original.id, &fingerprint);
         let idempotent = rt.toolkit.is_idempotent(&original.name);
         let store = &rt.store;
         let mut claim = store
@@ -199,7 +200,11 @@ impl Driver {
                 false,
             )
             .await?;
-        if matches!(claim, Claim::Expired) && idempotent {
+        let mut recovered = false;
+        if matches!(claim, Claim::Expired) {
+            // A process died while it ran the call. Take the lease over (exactly one
+            // of racing processes gets it), then find out what happened while holding
+            // it: an idempotent tool simply runs again; any other is asked.
             claim = store
                 .claim(
                     &self.session,
@@ -209,6 +214,7 @@ impl Driver {
                     true,
                 )
                 .await?;
+            recovered = matches!(claim, Claim::Granted) && !idempotent;
         }
         match claim {
             Claim::Granted => {}
@@ -225,6 +231,18 @@ impl Driver {
                 return Ok((ExecOutcome::Done(r), false));
             }
         }
+        if recovered {
+            let call = reconcile::Unfinished {
+                original,
+                executed: edited.then_some(&to_run),
+                key: key.clone(),
+            };
+            if let reconcile::Settled::Result(r) = self.reconcile(call, iteration).await? {
+                store.finish(&self.session, &original.id, &r).await?;
+                return Ok((ExecOutcome::Done(r), false));
+            }
+            // The effect did not happen: the call runs now, under the lease taken.
+        }
 
         self.emit(RunEvent::ToolExecutionStarted {
             id: original.id.clone(),
@@ -237,7 +255,8 @@ impl Driver {
         let ctx = ToolContext::new(self.session.clone(), original.id.clone())
             .with_cancel(call_cancel.clone())
             .with_chunk_sender(chunks)
-            .with_question_sender(questions_tx);
+            .with_question_sender(questions_tx)
+            .with_idempotency_key(key);
         let opts = reins_tool::ExecOptions {
             grace: cfg.grace,
             ..reins_tool::ExecOptions::default()

@@ -13,6 +13,8 @@ use reins_tool::{ToolError, ToolPolicy, Toolkit};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+pub mod mail_api;
+
 /// Counts executions per tool name, and what each ran with.
 #[derive(Clone, Default)]
 pub struct Counter(Arc<Mutex<HashMap<String, Vec<Value>>>>);

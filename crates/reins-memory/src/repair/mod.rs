@@ -37,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 use reins_message::{ContentBlock, Msg, Role, ToolOutcome, ToolResult, ToolUse};
 use serde_json::Value;
 
-pub use crate::fingerprint::fingerprint;
+pub use reins_message::fingerprint;
 pub use report::{RemovalReason, RemovedResult, RepairReport};
 
 /// Metadata key marking a message as partially streamed (`"reins.partial": true`);

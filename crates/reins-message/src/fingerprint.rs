@@ -1,4 +1,5 @@
-//! Argument fingerprints for the tool-call ledger.
+//! Argument fingerprints: what the tool-call ledger records, and what idempotency keys
+//! are made from.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -9,8 +10,8 @@ use sha2::{Digest, Sha256};
 ///
 /// ```
 /// use serde_json::json;
-/// let a = reins_memory::fingerprint(&json!({ "path": "a.txt", "force": true }));
-/// let b = reins_memory::fingerprint(&json!({ "force": true, "path": "a.txt" }));
+/// let a = reins_message::fingerprint(&json!({ "path": "a.txt", "force": true }));
+/// let b = reins_message::fingerprint(&json!({ "force": true, "path": "a.txt" }));
 /// assert_eq!(a, b);
 /// assert_eq!(a.len(), 64);
 /// ```
@@ -29,7 +30,7 @@ pub fn fingerprint(input: &Value) -> String {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Writes `value` as JSON with object keys sorted.
-pub(crate) fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
