@@ -90,7 +90,16 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     // Refused either way, nothing runs. The local driver now says which decision
     // already answered it (`AlreadyDecided`, from its audit trail); the Restate driver
     // does not read the trail yet and says `NothingToResume` (docs/restate.md).
-    let again = b.submit(session, decide(&id, None)).await;
+    // The turn's invocation may still be closing when the store shows the run finished:
+    // a submit in that instant is refused as busy, and is tried again (bounded).
+    let mut again = b.submit(session, decide(&id, None)).await;
+    for _ in 0..50 {
+        if !matches!(again, Err(AgentError::SessionBusy { .. })) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        again = b.submit(session, decide(&id, None)).await;
+    }
     assert!(
         matches!(
             again,
