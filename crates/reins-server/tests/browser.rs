@@ -36,6 +36,24 @@ fn find(names: &[&str]) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Chromium and chromedriver, or `None` after reporting `test` SKIPPED (a failure
+/// under `CI=true`, which requires them).
+fn chromium_or_skip(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let (Some(chromium), Some(chromedriver)) = (
+        find(&["chromium", "chromium-browser", "google-chrome"]),
+        find(&["chromedriver"]),
+    ) else {
+        let msg =
+            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        if in_ci() {
+            panic!("{msg}; CI requires them");
+        }
+        eprintln!("\n!!! SKIPPED {test}: {msg}\n");
+        return None;
+    };
+    Some((chromium, chromedriver))
+}
+
 /// chromedriver on a loopback port, killed when dropped.
 struct Driver {
     child: Child,
@@ -202,16 +220,7 @@ async fn pause(s: &TestServer, session: &str, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_in_a_real_browser() {
-    let (Some(chromium), Some(chromedriver)) = (
-        find(&["chromium", "chromium-browser", "google-chrome"]),
-        find(&["chromedriver"]),
-    ) else {
-        let msg =
-            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
-        if in_ci() {
-            panic!("{msg}; CI requires them");
-        }
-        eprintln!("\n!!! SKIPPED the_inbox_in_a_real_browser: {msg}\n");
+    let Some((chromium, chromedriver)) = chromium_or_skip("the_inbox_in_a_real_browser") else {
         return;
     };
     let shots = Shots::new();
@@ -410,16 +419,9 @@ async fn the_inbox_in_a_real_browser() {
 /// and nothing runs twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fork_from_the_timeline_in_a_real_browser() {
-    let (Some(chromium), Some(chromedriver)) = (
-        find(&["chromium", "chromium-browser", "google-chrome"]),
-        find(&["chromedriver"]),
-    ) else {
-        let msg =
-            "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
-        if in_ci() {
-            panic!("{msg}; CI requires them");
-        }
-        eprintln!("\n!!! SKIPPED fork_from_the_timeline_in_a_real_browser: {msg}\n");
+    let Some((chromium, chromedriver)) =
+        chromium_or_skip("fork_from_the_timeline_in_a_real_browser")
+    else {
         return;
     };
     let shots = Shots::new();
