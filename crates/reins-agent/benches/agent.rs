@@ -220,6 +220,20 @@ fn sqlite(c: &mut Criterion) {
     g.finish();
 }
 
+/// An in-memory store and a SQLite file (Normal durability) in `dir`, labelled.
+fn memory_and_sqlite(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+) -> [(&'static str, std::sync::Arc<dyn reins_memory::MemoryStore>); 2] {
+    [
+        ("memory", std::sync::Arc::new(InMemoryStore::new())),
+        (
+            "sqlite",
+            std::sync::Arc::new(rt.block_on(sqlite_store(dir, Durability::Normal))),
+        ),
+    ]
+}
+
 fn session_read(c: &mut Criterion) {
     let rt = rt();
     let mut g = c.benchmark_group("session_read");
@@ -227,11 +241,9 @@ fn session_read(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     let dir = tempfile::tempdir().unwrap();
-    let sqlite: std::sync::Arc<dyn reins_memory::MemoryStore> =
-        std::sync::Arc::new(rt.block_on(sqlite_store(dir.path(), Durability::Normal)));
-    let memory: std::sync::Arc<dyn reins_memory::MemoryStore> =
-        std::sync::Arc::new(InMemoryStore::new());
-    for (name, store) in [("memory", memory), ("sqlite", sqlite.clone())] {
+    let [memory, sqlite] = memory_and_sqlite(&rt, dir.path());
+    let sqlite = sqlite.1;
+    for (name, store) in [memory, ("sqlite", sqlite.clone())] {
         let agent = Agent::builder()
             .model(text_model("ok"))
             .store_arc(store)
@@ -291,11 +303,7 @@ fn fork(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
     let dir = tempfile::tempdir().unwrap();
-    let sqlite: std::sync::Arc<dyn reins_memory::MemoryStore> =
-        std::sync::Arc::new(rt.block_on(sqlite_store(dir.path(), Durability::Normal)));
-    let memory: std::sync::Arc<dyn reins_memory::MemoryStore> =
-        std::sync::Arc::new(InMemoryStore::new());
-    for (name, store) in [("memory", memory), ("sqlite", sqlite)] {
+    for (name, store) in memory_and_sqlite(&rt, dir.path()) {
         let agent = Agent::builder()
             .model(tool_model())
             .toolkit(add_toolkit())
