@@ -24,18 +24,20 @@
 //!   processes of their own) and through reins-server, both on one throwaway
 //!   PostgreSQL.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-use crate::json::{Obj, Value, json_number_in, json_string, parse_object};
+use crate::json::{Value, json_number_in, json_string, parse_object};
+
+mod peer;
 
 /// `cargo xtask bench --help`.
 const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
        cargo xtask bench --peer [--quick] [--rounds N]
        cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]
        cargo xtask bench --restate [--sessions N]
+       cargo xtask bench --cost
 
   (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
                 then one table of medians; FILTER keeps benchmarks whose id contains it
@@ -50,6 +52,8 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
   --restate     reins-restate's `restate_bench` (local restate-server from npm, the demo
                 service) and reins-server's `server_bench`, both on one throwaway
                 PostgreSQL: N concurrent sessions (default 1,000) × one tool-call run
+  --cost        allocations (counted) and instructions (callgrind, when valgrind is
+                installed) per single turn and per tool-call run, in memory
 
 See docs/performance.md.";
 
@@ -66,6 +70,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "--restate") {
         return restate(args);
     }
+    if args.iter().any(|a| a == "--cost") {
+        return cost();
+    }
     if args.iter().any(|a| a == "--peer") {
         let rounds = match args.iter().position(|a| a == "--rounds") {
             Some(i) => args
@@ -75,7 +82,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 .ok_or("--rounds needs a positive number")?,
             None => 3,
         };
-        return peer(quick, rounds);
+        return peer::peer(quick, rounds);
     }
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     criterion_suites(quick, &filter)
@@ -146,6 +153,85 @@ fn restate(args: &[String]) -> Result<(), String> {
     )
 }
 
+// ----- --cost: allocations and instructions per run -----------------------------------
+
+/// `--cost`: `run_cost` (a program of `crates/reins-bench`) for each scenario, then the
+/// instructions per run as the difference of two callgrind totals (400 and 200 runs)
+/// divided by 200, so the set-up cancels out. Instruction counts do not depend on what
+/// else the machine is doing.
+fn cost() -> Result<(), String> {
+    crate::run(crate::cargo().current_dir(repo_root()).args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "reins-bench",
+        "--bin",
+        "run_cost",
+    ]))?;
+    let bin = target_dir().join("release").join("run_cost");
+    let valgrind = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !valgrind {
+        eprintln!("xtask: valgrind not found: instructions per run left out");
+    }
+    println!(
+        "\n{:<16} {:>12} {:>16} {:>14} {:>18}",
+        "scenario", "allocs/run", "KiB alloc/run", "µs/run", "instructions/run"
+    );
+    for scenario in ["single_turn", "tool_call_run"] {
+        let out = Command::new(&bin)
+            .args(["--scenario", scenario, "--runs", "2000"])
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "run_cost --scenario {scenario} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let obj = parse_object(text.trim()).map_err(|e| format!("{e} in: {text}"))?;
+        let num = |k: &str| obj.get(k).and_then(Value::as_f64);
+        let instructions = if valgrind {
+            let a = callgrind_total(&bin, scenario, 200)?;
+            let b = callgrind_total(&bin, scenario, 400)?;
+            Some(b.saturating_sub(a) as f64 / 200.0)
+        } else {
+            None
+        };
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
+        println!(
+            "{scenario:<16} {:>12} {:>16} {:>14} {:>18}",
+            show(num("allocs_per_run")),
+            show(num("alloc_kib_per_run")),
+            show(num("us_per_run")),
+            instructions.map_or("-".to_owned(), |v| format!("{v:.0}")),
+        );
+    }
+    Ok(())
+}
+
+/// The instructions callgrind counts for `run_cost` with `runs` runs.
+fn callgrind_total(bin: &Path, scenario: &str, runs: u32) -> Result<u64, String> {
+    let file = target_dir().join(format!("run_cost.callgrind.{scenario}.{runs}"));
+    let out = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", file.display()))
+        .arg(bin)
+        .args(["--scenario", scenario, "--runs", &runs.to_string()])
+        .output()
+        .map_err(|e| format!("cannot start valgrind: {e}"))?;
+    let _ = std::fs::remove_file(&file);
+    let log = String::from_utf8_lossy(&out.stderr);
+    log.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no instruction total in callgrind's output:\n{log}"))
+}
+
 // ----- --server: reins-server vs Agno's AgentOS ---------------------------------------
 
 /// `--server [--sessions N] [--store KIND] [--no-agentos]`: reins-server's `server_bench`
@@ -188,31 +274,40 @@ fn server(args: &[String]) -> Result<(), String> {
     crate::run(&mut cmd)
 }
 
-/// The python of `target/agentos-venv`, created and filled from PyPI when missing.
+/// The python of `target/agentos-venv`, created and filled from PyPI when missing, with
+/// the versions pinned in `crates/reins-server/bench/agentos-requirements.txt`.
 /// AgentOS serves with FastAPI + uvicorn; its run endpoint reads form fields
-/// (python-multipart); the SQLite store goes through SQLAlchemy.
+/// (python-multipart); the SQLite store goes through SQLAlchemy's asyncio layer
+/// (greenlet).
 fn agentos_python() -> Result<PathBuf, String> {
     python_venv(
         "agentos-venv",
         "AgentOS",
-        &["agno.os", "fastapi", "uvicorn", "multipart", "sqlalchemy"],
         &[
-            "agno",
+            "agno.os",
             "fastapi",
             "uvicorn",
-            "python-multipart",
+            "multipart",
             "sqlalchemy",
+            "greenlet",
         ],
+        &repo_root()
+            .join("crates")
+            .join("reins-server")
+            .join("bench")
+            .join("agentos-requirements.txt"),
     )
 }
 
-/// The python of `target/<dir>`, a virtualenv created and filled with `packages` from
-/// PyPI unless it can already import `modules`.
+/// The python of `target/<dir>`, a virtualenv filled from PyPI with the pinned
+/// `requirements` unless it can already import `modules` at those versions (`pip
+/// install -r` again is a no-op when they are; it fixes a venv made by an older
+/// unpinned set-up).
 fn python_venv(
     dir: &str,
     what: &str,
     modules: &[&str],
-    packages: &[&str],
+    requirements: &Path,
 ) -> Result<PathBuf, String> {
     let venv = target_dir().join(dir);
     let python = venv.join("bin").join("python");
@@ -223,16 +318,23 @@ fn python_venv(
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if python.is_file() && ready(&python) {
+    let stamp = venv.join(".reins-requirements");
+    let wanted = std::fs::read_to_string(requirements)
+        .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
+    let current = std::fs::read_to_string(&stamp).unwrap_or_default();
+    if python.is_file() && current == wanted && ready(&python) {
         return Ok(python);
     }
     eprintln!("xtask: setting up {what} in {}", venv.display());
-    crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    if !python.is_file() {
+        crate::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
     crate::run(
         Command::new(venv.join("bin").join("pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args(packages),
+            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(requirements),
     )?;
+    write(&stamp, &wanted)?;
     if ready(&python) {
         Ok(python)
     } else {
@@ -360,444 +462,6 @@ fn human_ns(ns: f64) -> String {
     }
 }
 
-// ----- the peer comparison ------------------------------------------------------------
-
-fn shared_dir() -> Result<PathBuf, String> {
-    let dir = match std::env::var_os("REINS_SHARED_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => repo_root().join("..").join("shared"),
-    };
-    let script = dir.join("peer").join("agno_bench.py");
-    if script.is_file() {
-        Ok(dir)
-    } else {
-        Err(format!(
-            "{} not found: set REINS_SHARED_DIR to the folder holding peer/agno_bench.py",
-            script.display()
-        ))
-    }
-}
-
-/// The python of `target/agno-venv`, created and filled from PyPI when missing.
-/// greenlet: Agno's SQLite store goes through SQLAlchemy's asyncio layer.
-fn agno_python() -> Result<PathBuf, String> {
-    python_venv(
-        "agno-venv",
-        "Agno",
-        &["agno", "sqlalchemy", "greenlet"],
-        &["agno", "sqlalchemy", "greenlet"],
-    )
-}
-
-/// Runs a program that prints one JSON object and parses it.
-fn run_json(cmd: &mut Command) -> Result<(Obj, String), String> {
-    eprintln!("$ {}", crate::describe(cmd));
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start `{}`: {e}", crate::describe(cmd)))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.status.success() {
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-        return Err(format!(
-            "`{}` failed ({})",
-            crate::describe(cmd),
-            out.status
-        ));
-    }
-    let start = text
-        .find('{')
-        .ok_or_else(|| format!("no JSON object in:\n{text}"))?;
-    let obj = parse_object(&text[start..]).map_err(|e| format!("{e} in:\n{text}"))?;
-    Ok((obj, text))
-}
-
-fn peer(quick: bool, rounds: usize) -> Result<(), String> {
-    let shared = shared_dir()?;
-    let python = agno_python()?;
-    crate::run(crate::cargo().current_dir(repo_root()).args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "reins-bench",
-        "--bin",
-        "peer_bench",
-        "--bin",
-        "concurrency_bench",
-    ]))?;
-    let bin = target_dir().join("release");
-    let out_dir = target_dir().join("peer-bench");
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
-
-    let mut reins_runs = Vec::new();
-    let mut agno_runs = Vec::new();
-    for round in 1..=rounds {
-        eprintln!("xtask: round {round} of {rounds}");
-        let mut cmd = Command::new(bin.join("peer_bench"));
-        if quick {
-            cmd.arg("--quick");
-        }
-        let (obj, text) = run_json(&mut cmd)?;
-        write(&out_dir.join(format!("reins-{round}.json")), &text)?;
-        reins_runs.push(obj);
-
-        let mut cmd = Command::new(&python);
-        cmd.arg(shared.join("peer").join("agno_bench.py"));
-        if quick {
-            cmd.arg("--quick");
-        }
-        let (obj, text) = run_json(&mut cmd)?;
-        write(&out_dir.join(format!("agno-{round}.json")), &text)?;
-        agno_runs.push(obj);
-    }
-    let mut reins = medians(&reins_runs);
-    reins.extend(worst_rounds(&reins_runs));
-    let agno = medians(&agno_runs);
-    let version = agno_runs
-        .first()
-        .and_then(|o| o.get("version"))
-        .and_then(Value::as_str)
-        .unwrap_or("?")
-        .to_owned();
-
-    let mut cmd = Command::new(bin.join("concurrency_bench"));
-    let (conc, text) = run_json(&mut cmd)?;
-    write(&out_dir.join("concurrency.json"), &text)?;
-
-    print_peer_table(&reins, &agno, &version, rounds, &conc);
-    scale_run(&bin, &out_dir)?;
-    Ok(())
-}
-
-/// The 100,000-session run of the benchmark issue: every run must complete (a run
-/// that fails does not stop the report; it shows as not met).
-fn scale_run(bin: &Path, out_dir: &Path) -> Result<(), String> {
-    let mut cmd = Command::new(bin.join("concurrency_bench"));
-    cmd.args(["--sessions", "100000"]);
-    eprintln!("$ {}", crate::describe(&cmd));
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start `{}`: {e}", crate::describe(&cmd)))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    write(&out_dir.join("concurrency-100000.json"), &text)?;
-    let obj = text
-        .find('{')
-        .and_then(|start| parse_object(&text[start..]).ok())
-        .unwrap_or_default();
-    let num = |k: &str| obj.get(k).and_then(Value::as_f64);
-    let all = out.status.success() && num("completed").is_some_and(|c| c >= 100_000.0);
-    if !out.status.success() {
-        eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    }
-    println!(
-        "{:<40} {:>12} {:>12} {:>6}",
-        "concurrency: 100,000 sessions completed",
-        num("completed").map_or("-".to_owned(), |c| format!("{c:.0}")),
-        "100000",
-        if all { "yes" } else { "NO" }
-    );
-    println!(
-        "concurrency: 100,000 sessions, wall {} ms ({} x ideal), peak RSS {} MB",
-        fmt(num("wall_ms")),
-        fmt(num("wall_over_ideal")),
-        fmt(num("peak_rss_mb")),
-    );
-    Ok(())
-}
-
-/// The SQL-store targets hold "in every round": the worst round's ratio of each, as
-/// extra keys beside the medians (`worst_round_*`).
-fn worst_rounds(runs: &[Obj]) -> BTreeMap<String, f64> {
-    let ratio = |r: &Obj, num: &str, den: &str, per: f64| {
-        let (n, d) = (r.get(num)?.as_f64()?, r.get(den)?.as_f64()?);
-        (d > 0.0).then(|| n / per / d)
-    };
-    let pairs = [
-        (
-            "worst_round_sqlite_full_over_floor",
-            "conversation_25_turns_sqlite_us",
-            "sqlite_commit_floor_us",
-            25.0,
-        ),
-        (
-            "worst_round_sqlite_growth",
-            "sqlite_turn_last10_us",
-            "sqlite_turn_first10_us",
-            1.0,
-        ),
-        (
-            "worst_round_postgres_over_floor",
-            "conversation_25_turns_postgres_us",
-            "postgres_commit_floor_us",
-            25.0,
-        ),
-        (
-            "worst_round_postgres_growth",
-            "postgres_turn_last10_us",
-            "postgres_turn_first10_us",
-            1.0,
-        ),
-    ];
-    let mut out = BTreeMap::new();
-    for (key, num, den, per) in pairs {
-        let worst = runs
-            .iter()
-            .filter_map(|r| ratio(r, num, den, per))
-            .reduce(f64::max);
-        if let Some(w) = worst {
-            out.insert(key.to_owned(), w);
-        }
-    }
-    out
-}
-
-/// The SQL-store targets: SQLite and PostgreSQL per turn against a bare commit on the
-/// same disk or server, and growth, in the worst round; PostgreSQL is `?` when the
-/// run had no server (`REINS_BENCH_POSTGRES_URL` / `REINS_TEST_POSTGRES_URL`).
-fn sql_store_targets(
-    reins: &BTreeMap<String, f64>,
-) -> Vec<(String, Option<f64>, String, Option<bool>)> {
-    let at_most = |name: &str, key: &str, limit: f64| {
-        let v = reins.get(key).copied();
-        (
-            name.to_owned(),
-            v,
-            format!("<= {limit}x"),
-            v.map(|x| x <= limit),
-        )
-    };
-    vec![
-        at_most(
-            "SQLite Full, worst round: turn / floor",
-            "worst_round_sqlite_full_over_floor",
-            2.5,
-        ),
-        at_most(
-            "growth, worst round: last 10 / first 10",
-            "worst_round_sqlite_growth",
-            1.25,
-        ),
-        at_most(
-            "PostgreSQL: turn / commit floor",
-            "worst_round_postgres_over_floor",
-            2.5,
-        ),
-    ]
-}
-
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// The per-key median over rounds of every numeric key.
-fn medians(runs: &[Obj]) -> BTreeMap<String, f64> {
-    let mut by_key: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for r in runs {
-        for (k, v) in r {
-            if let Some(n) = v.as_f64() {
-                by_key.entry(k.clone()).or_default().push(n);
-            }
-        }
-    }
-    by_key
-        .into_iter()
-        .map(|(k, mut v)| {
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            let m = if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            };
-            (k, m)
-        })
-        .collect()
-}
-
-const KEYS: &[&str] = &[
-    "construct_us",
-    "construct_kib",
-    "single_turn_us",
-    "tool_call_run_us",
-    "conversation_25_turns_us",
-    "conversation_25_turns_sqlite_us",
-    "conversation_25_turns_sqlite_normal_us",
-    "sqlite_commit_floor_us",
-    "sqlite_turn_first10_us",
-    "sqlite_turn_last10_us",
-    "sqlite_growth_turns",
-    "conversation_25_turns_postgres_us",
-    "postgres_commit_floor_us",
-    "postgres_turn_first10_us",
-    "postgres_turn_last10_us",
-];
-
-fn fmt(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x >= 100.0 => format!("{x:.0}"),
-        Some(x) if x >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-        None => "-".to_owned(),
-    }
-}
-
-fn print_peer_table(
-    reins: &BTreeMap<String, f64>,
-    agno: &BTreeMap<String, f64>,
-    agno_version: &str,
-    rounds: usize,
-    conc: &Obj,
-) {
-    println!("\nreins vs Agno {agno_version} (median of {rounds} rounds each, alternating)\n");
-    println!(
-        "{:<40} {:>12} {:>12} {:>12}",
-        "key", "agno", "reins", "agno/reins"
-    );
-    println!("{:-<40} {:->12} {:->12} {:->12}", "", "", "", "");
-    for k in KEYS {
-        let (a, r) = (agno.get(*k).copied(), reins.get(*k).copied());
-        let ratio = match (a, r) {
-            (Some(a), Some(r)) if r > 0.0 && *k != "sqlite_growth_turns" => {
-                format!("{:.1}x", a / r)
-            }
-            _ => "-".to_owned(),
-        };
-        println!("{k:<40} {:>12} {:>12} {ratio:>12}", fmt(a), fmt(r));
-    }
-
-    // The targets of the benchmark issue.
-    let g = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied();
-    let ratio = |k: &str| match (g(agno, k), g(reins, k)) {
-        (Some(a), Some(r)) if r > 0.0 => Some(a / r),
-        _ => None,
-    };
-    let mut targets: Vec<(String, Option<f64>, String, Option<bool>)> = Vec::new();
-    for k in [
-        "construct_us",
-        "single_turn_us",
-        "tool_call_run_us",
-        "conversation_25_turns_us",
-    ] {
-        let r = ratio(k);
-        targets.push((
-            format!("{k}: Agno / reins"),
-            r,
-            ">= 100x".to_owned(),
-            r.map(|r| r >= 100.0),
-        ));
-    }
-    let kib = match (g(reins, "construct_kib"), g(agno, "construct_kib")) {
-        (Some(r), Some(a)) if a > 0.0 => Some(r / a),
-        _ => None,
-    };
-    targets.push((
-        "construct_kib: reins / Agno".to_owned(),
-        kib,
-        "<= 1x".to_owned(),
-        kib.map(|x| x <= 1.0),
-    ));
-    let full = match (
-        g(reins, "conversation_25_turns_sqlite_us"),
-        g(reins, "sqlite_commit_floor_us"),
-    ) {
-        (Some(c), Some(f)) if f > 0.0 => Some(c / 25.0 / f),
-        _ => None,
-    };
-    targets.push((
-        "SQLite Full: turn / commit floor".to_owned(),
-        full,
-        "<= 2.5x".to_owned(),
-        full.map(|x| x <= 2.5),
-    ));
-    let normal = match (
-        g(agno, "conversation_25_turns_sqlite_us"),
-        g(reins, "conversation_25_turns_sqlite_normal_us"),
-    ) {
-        (Some(a), Some(r)) if r > 0.0 => Some(a / r),
-        _ => None,
-    };
-    targets.push((
-        "SQLite Normal: Agno SQLite / reins".to_owned(),
-        normal,
-        ">= 100x".to_owned(),
-        normal.map(|x| x >= 100.0),
-    ));
-    let growth = match (
-        g(reins, "sqlite_turn_last10_us"),
-        g(reins, "sqlite_turn_first10_us"),
-    ) {
-        (Some(l), Some(f)) if f > 0.0 => Some(l / f),
-        _ => None,
-    };
-    targets.push((
-        "growth: last 10 / first 10 turns".to_owned(),
-        growth,
-        "<= 1.25x".to_owned(),
-        growth.map(|x| x <= 1.25),
-    ));
-    targets.extend(sql_store_targets(reins));
-    let wall = conc.get("wall_over_ideal").and_then(Value::as_f64);
-    targets.push((
-        "concurrency: wall / ideal".to_owned(),
-        wall,
-        "<= 1.5x".to_owned(),
-        wall.map(|x| x <= 1.5),
-    ));
-    let rss = conc.get("peak_rss_mb").and_then(Value::as_f64);
-    targets.push((
-        "concurrency: peak RSS (MB)".to_owned(),
-        rss,
-        "< 300".to_owned(),
-        rss.map(|x| x < 300.0),
-    ));
-
-    println!(
-        "\n{:<40} {:>12} {:>12} {:>6}",
-        "target", "measured", "wanted", "met"
-    );
-    println!("{:-<40} {:->12} {:->12} {:->6}", "", "", "", "");
-    let mut met = 0;
-    for (name, value, wanted, ok) in &targets {
-        let shown = match value {
-            Some(v) if name.contains("RSS") => format!("{v:.0}"),
-            Some(v) => format!("{v:.2}x"),
-            None => "-".to_owned(),
-        };
-        let verdict = match ok {
-            Some(true) => {
-                met += 1;
-                "yes"
-            }
-            Some(false) => "NO",
-            None => "?",
-        };
-        println!("{name:<40} {shown:>12} {wanted:>12} {verdict:>6}");
-    }
-    println!("\n{met} of {} targets met", targets.len());
-    println!(
-        "concurrency: {} sessions, wall {} ms, ideal {} ms, peak RSS {} MB",
-        conc.get("sessions")
-            .and_then(Value::as_f64)
-            .map_or("?".to_owned(), |n| format!("{n:.0}")),
-        fmt(conc.get("wall_ms").and_then(Value::as_f64)),
-        fmt(conc.get("ideal_ms").and_then(Value::as_f64)),
-        fmt(rss),
-    );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians_per_key() {
-        let runs: Vec<Obj> = ["{\"a\": 1, \"b\": \"x\"}", "{\"a\": 3}", "{\"a\": 2}"]
-            .iter()
-            .map(|t| parse_object(t).unwrap())
-            .collect();
-        let m = medians(&runs);
-        assert_eq!(m["a"], 2.0);
-        assert!(!m.contains_key("b"));
-    }
 }

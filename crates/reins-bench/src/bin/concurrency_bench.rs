@@ -11,35 +11,14 @@
 //! model does not record requests. The tool (`add`) is timed on its own first: its
 //! median is the "tool time" in the ideal.
 
-use std::error::Error;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use reins::message::{Role, ToolUse};
 use reins::prelude::*;
 use reins::tool::ExecOptions;
+use reins_bench::scenario::{Res, add_toolkit};
 use serde_json::json;
-
-type Res<T> = Result<T, Box<dyn Error>>;
-
-/// Arguments of the `add` tool.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    /// The first addend.
-    a: i64,
-    /// The second addend.
-    b: i64,
-}
-
-fn add_toolkit() -> Res<Toolkit> {
-    let mut tools = Toolkit::new();
-    tools.add(Toolkit::function(
-        "add",
-        "Add two integers.",
-        |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
-    ))?;
-    Ok(tools)
-}
 
 fn arg(name: &str, default: u64) -> Res<u64> {
     let args: Vec<String> = std::env::args().collect();

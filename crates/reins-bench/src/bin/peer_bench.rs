@@ -15,6 +15,9 @@
 //!   time and heap bytes held per agent (a counting global allocator);
 //! - `single_turn_us`: one text run on a fresh session;
 //! - `tool_call_run_us`: one run in which the model calls `add`, then answers;
+//! - `single_turn_allocs` / `tool_call_run_allocs` (and `..._alloc_kib`): heap
+//!   allocations (and KiB asked for) per run of those two scenarios, counted by the
+//!   program's global allocator over 100 runs;
 //! - `conversation_25_turns_us`: 25 turns on one session, 200-char replies, the whole
 //!   history in context (`InMemoryStore`);
 //! - `conversation_25_turns_sqlite_us` / `..._normal_us`: the same on a `SqliteStore`
@@ -36,28 +39,17 @@
 use std::error::Error;
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reins::memory::Durability;
-use reins::message::Role;
 use reins::prelude::*;
+use reins_bench::alloc::{Counting, INSTRUMENTED_SYSTEM, Snapshot};
+use reins_bench::scenario::{Res, fresh_id, one_run, text_model, tool_agent};
 use serde_json::json;
 
-type Res<T> = Result<T, Box<dyn Error>>;
-
-/// Counts the bytes the process holds, for `construct_kib`.
+/// Counts allocations and the bytes the process holds (`construct_kib`, `*_allocs`).
 #[global_allocator]
-static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
-
-/// Arguments of the `add` tool.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    /// The first addend.
-    a: i64,
-    /// The second addend.
-    b: i64,
-}
+static ALLOC: &Counting = &INSTRUMENTED_SYSTEM;
 
 struct Plan {
     reps: usize,
@@ -65,40 +57,6 @@ struct Plan {
     conversations: usize,
     sqlite_conversations: usize,
     growth_turns: usize,
-}
-
-fn add_toolkit() -> Res<Toolkit> {
-    let mut tools = Toolkit::new();
-    tools.add(Toolkit::function(
-        "add",
-        "Add two integers.",
-        |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
-    ))?;
-    Ok(tools)
-}
-
-/// Calls `add` unless the last message is a tool result, then answers (as the peer's
-/// scripted model does).
-fn tool_model() -> ScriptedModel {
-    ScriptedModel::from_fn(|req| {
-        if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
-            ScriptedResponse::text("3")
-        } else {
-            ScriptedResponse::tool_call("add", json!({ "a": 1, "b": 2 }))
-        }
-    })
-    .with_recording(false)
-}
-
-fn text_model(reply: String) -> ScriptedModel {
-    ScriptedModel::from_fn(move |_| ScriptedResponse::text(reply.clone())).with_recording(false)
-}
-
-fn construction() -> Res<Agent> {
-    Ok(Agent::builder()
-        .model(tool_model())
-        .toolkit(add_toolkit()?)
-        .build()?)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -134,32 +92,32 @@ fn median_us(plan: &Plan, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
 
 /// Heap bytes held per agent: 100 agents kept alive, after one to warm lazy statics.
 fn construction_kib() -> Res<f64> {
-    drop(construction()?);
+    drop(tool_agent()?);
     let mut keep = Vec::with_capacity(100);
-    let before = ALLOC.allocated();
+    let before = Snapshot::of(ALLOC);
     for _ in 0..100 {
-        keep.push(construction()?);
+        keep.push(tool_agent()?);
     }
-    let used = ALLOC.allocated().saturating_sub(before);
+    let used = Snapshot::of(ALLOC).since(before).held;
     drop(keep);
     Ok(used as f64 / 100.0 / 1024.0)
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn fresh_id() -> String {
-    format!("s-{}", NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// One run on a new session (the peer passes no session id: a new session each run).
-async fn one_run(agent: &Agent, text: &str) -> Res<()> {
-    let session = agent.session(&fresh_id()).await?;
-    let out = session.send(Msg::user(text)).await?;
-    if out.status != RunStatus::Completed {
-        return Err(format!("run ended {:?}", out.status).into());
+/// Allocations and bytes allocated per call of `f`, over 100 calls after `plan.warm`
+/// (the process is single-threaded here, so the counts are the calls' own).
+fn allocs_per_call(plan: &Plan, mut f: impl FnMut() -> Res<()>) -> Res<(f64, f64)> {
+    for _ in 0..plan.warm {
+        f()?;
     }
-    black_box(out);
-    Ok(())
+    let before = Snapshot::of(ALLOC);
+    for _ in 0..100 {
+        f()?;
+    }
+    let d = Snapshot::of(ALLOC).since(before);
+    Ok((
+        d.allocations as f64 / 100.0,
+        d.bytes as f64 / 100.0 / 1024.0,
+    ))
 }
 
 /// `turns` turns on a new session of a new agent on `store`; only the turns are timed.
@@ -337,7 +295,7 @@ fn main() -> Res<()> {
     put(
         "construct_us",
         median_us(&plan, || {
-            black_box(construction()?);
+            black_box(tool_agent()?);
             Ok(())
         })?,
     );
@@ -350,13 +308,19 @@ fn main() -> Res<()> {
         "single_turn_us",
         median_us(&plan, || rt.block_on(one_run(&text_agent, "hello")))?,
     );
+    let (n, kib) = allocs_per_call(&plan, || rt.block_on(one_run(&text_agent, "hello")))?;
+    put("single_turn_allocs", n);
+    put("single_turn_alloc_kib", kib);
     drop(text_agent);
 
-    let tool_agent = construction()?;
+    let tool_agent = tool_agent()?;
     put(
         "tool_call_run_us",
         median_us(&plan, || rt.block_on(one_run(&tool_agent, "add 1 and 2")))?,
     );
+    let (n, kib) = allocs_per_call(&plan, || rt.block_on(one_run(&tool_agent, "add 1 and 2")))?;
+    put("tool_call_run_allocs", n);
+    put("tool_call_run_alloc_kib", kib);
     drop(tool_agent);
 
     let runs = (0..plan.conversations)

@@ -1,0 +1,78 @@
+//! The agents the benchmark programs run: an `add` tool, the scripted models of the
+//! peer scripts (`shared/peer/agno_bench.py`), and one run on a fresh session.
+
+use std::error::Error;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reins::message::Role;
+use reins::prelude::*;
+use serde_json::json;
+
+/// The programs' result type.
+pub type Res<T> = Result<T, Box<dyn Error>>;
+
+/// Arguments of the `add` tool.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    /// The first addend.
+    a: i64,
+    /// The second addend.
+    b: i64,
+}
+
+/// A toolkit with one tool, `add`, which adds two integers.
+pub fn add_toolkit() -> Res<Toolkit> {
+    let mut tools = Toolkit::new();
+    tools.add(Toolkit::function(
+        "add",
+        "Add two integers.",
+        |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
+    ))?;
+    Ok(tools)
+}
+
+/// Calls `add` unless the last message is a tool result, then answers (as the peer's
+/// scripted model does).
+pub fn tool_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|req| {
+        if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+            ScriptedResponse::text("3")
+        } else {
+            ScriptedResponse::tool_call("add", json!({ "a": 1, "b": 2 }))
+        }
+    })
+    .with_recording(false)
+}
+
+/// Answers every request with `reply`.
+pub fn text_model(reply: String) -> ScriptedModel {
+    ScriptedModel::from_fn(move |_| ScriptedResponse::text(reply.clone())).with_recording(false)
+}
+
+/// The agent of the tool-call scenario: [`tool_model`] with [`add_toolkit`], in memory.
+pub fn tool_agent() -> Res<Agent> {
+    Ok(Agent::builder()
+        .model(tool_model())
+        .toolkit(add_toolkit()?)
+        .build()?)
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A session id not used before in this process.
+pub fn fresh_id() -> String {
+    format!("s-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One run on a new session (the peer passes no session id: a new session each run);
+/// an error unless it completes.
+pub async fn one_run(agent: &Agent, text: &str) -> Res<()> {
+    let session = agent.session(&fresh_id()).await?;
+    let out = session.send(Msg::user(text)).await?;
+    if out.status != RunStatus::Completed {
+        return Err(format!("run ended {:?}", out.status).into());
+    }
+    black_box(out);
+    Ok(())
+}
