@@ -61,6 +61,7 @@ mod commit;
 mod error;
 mod memory;
 pub mod repair;
+mod run_state;
 mod store;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -74,6 +75,7 @@ pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,
     sanitize_after_interrupt, sanitize_for_request,
 };
+pub use run_state::RunStateData;
 pub use store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
     SessionLock, SessionState, SessionSummary, StoreChange,
