@@ -117,6 +117,7 @@ impl Agent {
                 subagents: rt.subagents.clone(),
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                specs: Mutex::default(),
             }),
         }
     }
@@ -448,6 +449,7 @@ impl AgentBuilder {
                 subagents: self.subagents,
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                specs: Mutex::default(),
             }),
         })
     }

@@ -211,7 +211,7 @@ impl Driver {
                 }
                 let mut request = ChatRequest::new(msgs).with_options(cfg.options.clone());
                 if !summary {
-                    request.tools = rt.toolkit.specs();
+                    request.tools = rt.tool_specs();
                 }
                 request
             };
@@ -616,7 +616,7 @@ impl Driver {
                 reason: SummaryReason::IterationLimit,
             }
         } else {
-            request.tools = rt.toolkit.specs();
+            request.tools = rt.tool_specs();
             request.tools.extend(
                 self.client_tools
                     .iter()

@@ -38,4 +38,22 @@ pub(crate) struct Runtime {
     /// The context budget as a run needs it, counted on the first call that needs it
     /// (see `drive`).
     pub(crate) compression: OnceLock<Arc<Compression>>,
+    /// The toolkit's specs as last offered, with the group activity they were made
+    /// for: every request shares them until a group is switched.
+    pub(crate) specs: Mutex<(Vec<bool>, Option<reins_model::ToolSpecs>)>,
+}
+
+impl Runtime {
+    /// The specs of the active tools, shared with earlier requests while no group was
+    /// switched since (see [`reins_model::ToolSpecs`]).
+    pub(crate) fn tool_specs(&self) -> reins_model::ToolSpecs {
+        let activity = self.toolkit.group_activity();
+        let mut cache = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+        if let (true, Some(specs)) = (cache.0 == activity, &cache.1) {
+            return specs.clone();
+        }
+        let specs = reins_model::ToolSpecs::from(self.toolkit.specs());
+        *cache = (activity, Some(specs.clone()));
+        specs
+    }
 }

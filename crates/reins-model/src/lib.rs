@@ -58,6 +58,7 @@ mod request;
 mod retry;
 #[cfg(feature = "testing")]
 mod scripted;
+mod specs;
 pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -73,6 +74,7 @@ pub use request::{ChatOptions, ChatRequest, ResponseFormat, ToolChoice};
 pub use retry::RetryPolicy;
 #[cfg(feature = "testing")]
 pub use scripted::{ScriptedModel, ScriptedResponse};
+pub use specs::ToolSpecs;
 
 /// What a model (through its provider) supports, for features that have more than one
 /// way to be asked for. Providers report what their API documents; a wrapper or a

@@ -1,6 +1,12 @@
 //! What is sent to a model: [`ChatRequest`], [`ChatOptions`], [`ToolChoice`].
 
-use reins_message::{Msg, ToolSpec};
+use reins_message::Msg;
+
+use crate::ToolSpecs;
+
+fn no_tools(t: &ToolSpecs) -> bool {
+    t.is_empty()
+}
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -12,9 +18,9 @@ use serde_json::{Map, Value};
 pub struct ChatRequest {
     /// The conversation, oldest first.
     pub messages: Vec<Msg>,
-    /// The tools the model may call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call (shared between requests; see [`ToolSpecs`]).
+    #[serde(default, skip_serializing_if = "no_tools")]
+    pub tools: ToolSpecs,
     /// Whether and which tool the model must call.
     #[serde(default)]
     pub tool_choice: ToolChoice,
@@ -34,8 +40,8 @@ impl ChatRequest {
 
     /// Sets the tools.
     #[must_use]
-    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
-        self.tools = tools;
+    pub fn with_tools(mut self, tools: impl Into<ToolSpecs>) -> Self {
+        self.tools = tools.into();
         self
     }
 

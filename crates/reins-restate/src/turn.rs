@@ -389,7 +389,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 .push(Msg::user(agent.summary_prompt().to_owned()).with_id("summary-prompt"));
             request.tool_choice = ToolChoice::None;
         } else {
-            request.tools = agent.toolkit().specs();
+            request.tools = agent.toolkit().specs().into();
         }
         let token = self.token.clone();
         let out = self

@@ -264,6 +264,17 @@ impl Toolkit {
             .collect()
     }
 
+    /// Which groups are active, in creation order: what [`Toolkit::specs`] depends on
+    /// besides registration (empty, and allocation-free, without groups). A caller that
+    /// caches the specs compares it to decide whether they are still current.
+    pub fn group_activity(&self) -> Vec<bool> {
+        self.reg
+            .groups
+            .iter()
+            .map(|g| g.active.load(Ordering::Acquire))
+            .collect()
+    }
+
     /// The spec of a registered tool, active or not.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.entry(name).map(|e| e.spec.get())
