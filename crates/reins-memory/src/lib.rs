@@ -59,6 +59,7 @@
 
 mod commit;
 mod error;
+pub mod grant;
 mod memory;
 pub mod repair;
 mod store;
@@ -68,6 +69,7 @@ mod sql;
 
 pub use commit::Commit;
 pub use error::{Error, Result};
+pub use grant::{ArgCondition, ArgOp, Grant, GrantFilter};
 pub use memory::InMemoryStore;
 pub use reins_message::fingerprint;
 pub use repair::{

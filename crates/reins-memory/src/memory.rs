@@ -10,6 +10,7 @@ use reins_message::ToolResult;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionLock,
     SessionState, SessionSummary, StoreChange, lease_end,
@@ -51,6 +52,7 @@ struct Inner {
     ledger: HashMap<String, HashMap<String, LedgerEntry>>,
     locks: HashMap<String, Lock>,
     decisions: HashMap<String, Vec<DecisionEntry>>,
+    grants: BTreeMap<String, Grant>,
 }
 
 #[derive(Debug)]
@@ -404,6 +406,54 @@ impl MemoryStore for InMemoryStore {
             .interrupts
             .get_or_init(|| tokio::sync::broadcast::channel(64).0)
             .subscribe())
+    }
+
+    async fn create_grant(&self, grant: &Grant) -> Result<()> {
+        grant
+            .validate()
+            .map_err(|detail| Error::InvalidGrant { detail })?;
+        let mut inner = self.lock();
+        if inner.grants.contains_key(&grant.id) {
+            return Err(Error::DuplicateGrant {
+                id: grant.id.clone(),
+            });
+        }
+        inner.grants.insert(grant.id.clone(), grant.clone());
+        Ok(())
+    }
+
+    async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+        let mut out: Vec<Grant> = self
+            .lock()
+            .grants
+            .values()
+            .filter(|g| filter.admits(g))
+            .cloned()
+            .collect();
+        sort_grants(&mut out);
+        Ok(out)
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+        Ok(self.lock().grants.get(id).cloned())
+    }
+
+    async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+        let mut inner = self.lock();
+        let g = inner
+            .grants
+            .get_mut(id)
+            .ok_or_else(|| Error::GrantNotFound { id: id.to_owned() })?;
+        if let Some(when) = g.revoked_at {
+            return Err(Error::GrantAlreadyRevoked {
+                id: id.to_owned(),
+                at: when,
+                by: g.revoked_by.clone(),
+            });
+        }
+        g.revoked_at = Some(at);
+        g.revoked_by = by.map(str::to_owned);
+        Ok(g.clone())
     }
 }
 

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::commit::Commit;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::grant::{Grant, GrantFilter};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -354,6 +355,46 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// in memory: direct). Used to notice pauses, resumes and interrupt requests made
     /// elsewhere without polling every session.
     async fn changes(&self) -> Result<ChangeFeed>;
+
+    /// Stores a new standing grant (see [`Grant`]); it is checked with
+    /// [`Grant::validate`] first ([`Error::InvalidGrant`]), and an id already taken is
+    /// [`Error::DuplicateGrant`]. On any error nothing is stored. The provided method
+    /// answers [`Error::Unsupported`]; the built-in stores keep grants.
+    async fn create_grant(&self, grant: &Grant) -> Result<()> {
+        let _ = grant;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// The grants `filter` admits, oldest first (then by id). The provided method
+    /// answers [`Error::Unsupported`].
+    async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+        let _ = filter;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// One grant by id, revoked or not (`None` when there is none). The provided method
+    /// answers [`Error::Unsupported`].
+    async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+        let _ = id;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// Revokes a grant: records who and when, and returns the revoked grant. Exactly one
+    /// of racing revocations succeeds; the others get [`Error::GrantAlreadyRevoked`]
+    /// naming the first. An unknown id is [`Error::GrantNotFound`]. The provided method
+    /// answers [`Error::Unsupported`].
+    async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+        let _ = (id, by, at);
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
 }
 
 macro_rules! forward_store {
@@ -430,6 +471,18 @@ macro_rules! forward_store {
             }
             async fn interrupt_notices(&self) -> Result<ChangeFeed> {
                 (**self).interrupt_notices().await
+            }
+            async fn create_grant(&self, grant: &Grant) -> Result<()> {
+                (**self).create_grant(grant).await
+            }
+            async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+                (**self).list_grants(filter).await
+            }
+            async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+                (**self).grant(id).await
+            }
+            async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+                (**self).revoke_grant(id, by, at).await
             }
         }
     )*};

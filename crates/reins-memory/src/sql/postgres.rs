@@ -29,10 +29,20 @@ use crate::store::{
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("postgres_schema.sql")),
     (2, include_str!("postgres_schema_v2.sql")),
+    (3, include_str!("postgres_schema_v3.sql")),
 ];
 
+/// The SQL of the grant steps.
+const GRANTS: flow::GrantSql = flow::GrantSql {
+    insert: "INSERT INTO reins_grants (id, tool, created_at, revoked, body) VALUES ($1, $2, $3, FALSE, $4::jsonb)",
+    list: "SELECT body::text FROM reins_grants WHERE ($1::text IS NULL OR tool = $1) AND ($2 OR NOT revoked) \
+         ORDER BY created_at, id",
+    get: "SELECT body::text FROM reins_grants WHERE id = $1",
+    revoke: "UPDATE reins_grants SET revoked = TRUE, body = $2::jsonb WHERE id = $1 AND NOT revoked",
+};
+
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 3;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
 /// use the database's clock (`now()`), so workers' clocks need not agree; the
@@ -548,6 +558,34 @@ impl MemoryStore for PostgresStore {
 
     async fn interrupt_notices(&self) -> Result<ChangeFeed> {
         self.subscribe_changes(true).await
+    }
+
+    async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        flow::create_grant(&mut Pg(&mut conn), &GRANTS, grant).await
+    }
+
+    async fn list_grants(
+        &self,
+        filter: &crate::grant::GrantFilter,
+    ) -> Result<Vec<crate::grant::Grant>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::list_grants(&mut Pg(&mut conn), &GRANTS, filter).await
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<crate::grant::Grant>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::grant(&mut Pg(&mut conn), &GRANTS, id).await
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::grant::Grant> {
+        let mut conn = self.pool.acquire().await?;
+        flow::revoke_grant(&mut Pg(&mut conn), &GRANTS, id, by, at).await
     }
 }
 

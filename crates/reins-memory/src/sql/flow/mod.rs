@@ -7,9 +7,11 @@
 //! statement) awaits each statement. SQLite runs them on its connection thread, where
 //! every statement completes at once: [`run_ready`] polls a flow to the end there.
 
+mod grants;
 mod ledger;
 mod sessions;
 
+pub(crate) use grants::*;
 pub(crate) use ledger::*;
 pub(crate) use sessions::*;
 

@@ -32,10 +32,20 @@ use conn::{Conns, On, Target, Threads};
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../sqlite_schema.sql")),
     (2, include_str!("../sqlite_schema_v2.sql")),
+    (3, include_str!("../sqlite_schema_v3.sql")),
 ];
 
+/// The SQL of the grant steps.
+const GRANTS: flow::GrantSql = flow::GrantSql {
+    insert: "INSERT INTO reins_grants (id, tool, created_at, revoked, body) VALUES (?1, ?2, ?3, 0, ?4)",
+    list: "SELECT body FROM reins_grants WHERE (?1 IS NULL OR tool = ?1) AND (?2 OR revoked = 0) \
+         ORDER BY created_at, id",
+    get: "SELECT body FROM reins_grants WHERE id = ?1",
+    revoke: "UPDATE reins_grants SET revoked = 1, body = ?2 WHERE id = ?1 AND revoked = 0",
+};
+
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 2;
+pub const SQLITE_SCHEMA_VERSION: i64 = 3;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Timestamps are RFC 3339
 /// text (fixed width, so text order is time order); leases are microseconds since the
@@ -549,6 +559,38 @@ impl MemoryStore for SqliteStore {
 
     async fn interrupt_notices(&self) -> Result<ChangeFeed> {
         self.subscribe_changes(true).await
+    }
+
+    async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
+        let g = grant.clone();
+        self.write(move |on| run_ready(flow::create_grant(on, &GRANTS, &g)))
+            .await
+    }
+
+    async fn list_grants(
+        &self,
+        filter: &crate::grant::GrantFilter,
+    ) -> Result<Vec<crate::grant::Grant>> {
+        let f = filter.clone();
+        self.read(move |on| run_ready(flow::list_grants(on, &GRANTS, &f)))
+            .await
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<crate::grant::Grant>> {
+        let id = owned(id);
+        self.read(move |on| run_ready(flow::grant(on, &GRANTS, &id)))
+            .await
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::grant::Grant> {
+        let (id, by) = (owned(id), by.map(owned));
+        self.write(move |on| run_ready(flow::revoke_grant(on, &GRANTS, &id, by.as_deref(), at)))
+            .await
     }
 }
 

@@ -11,9 +11,12 @@ use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
 
 mod coordination;
+mod grants;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
+#[allow(unused_imports)]
+pub use grants::*;
 
 /// Generates one `#[tokio::test]` per conformance case. `$factory` is an async fn
 /// returning `Option<(S, S, Guard)>` (None = skipped).
@@ -45,6 +48,8 @@ macro_rules! conformance_tests {
             decision_log_is_append_only,
             interrupt_requests_live_on_the_lock,
             changes_reach_other_handles,
+            grants_lifecycle,
+            concurrent_revokes_have_one_winner,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(
