@@ -63,6 +63,8 @@ pub(crate) struct AgentConfig {
     pub(crate) context: Option<crate::compression::ContextPolicy>,
     /// Per-tool requirement lifetimes in seconds ([`AgentBuilder::approval_ttl`]).
     pub(crate) approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
+    /// Per-tool quorums ([`AgentBuilder::quorum`]).
+    pub(crate) quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -117,6 +119,7 @@ impl Agent {
                 subagents: rt.subagents.clone(),
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                policy: rt.policy.clone(),
             }),
         }
     }
@@ -182,6 +185,8 @@ pub struct AgentBuilder {
     output: Option<crate::structured::OutputSpec>,
     context: Option<crate::compression::ContextPolicy>,
     approval_ttls: std::collections::BTreeMap<String, u64>,
+    quorums: std::collections::BTreeMap<String, crate::requirement::Quorum>,
+    policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
 }
 
 impl Default for AgentBuilder {
@@ -207,6 +212,8 @@ impl Default for AgentBuilder {
             context: None,
             subagents: SubAgents::default(),
             approval_ttls: std::collections::BTreeMap::new(),
+            quorums: std::collections::BTreeMap::new(),
+            policy: None,
         }
     }
 }
@@ -280,6 +287,22 @@ impl AgentBuilder {
     /// for a day). Whole seconds, at least one.
     pub fn approval_ttl(mut self, tool: impl Into<String>, ttl: Duration) -> Self {
         self.approval_ttls.insert(tool.into(), ttl.as_secs().max(1));
+        self
+    }
+
+    /// Calls of `tool` that need confirmation need it from `quorum.needed` distinct
+    /// approvers (optionally with given roles): the requirement stays pending, showing
+    /// the approvals so far, until the count is reached; one rejection closes it. See
+    /// docs/human-in-the-loop.md ("Quorum").
+    pub fn quorum(mut self, tool: impl Into<String>, quorum: crate::requirement::Quorum) -> Self {
+        self.quorums.insert(tool.into(), quorum);
+        self
+    }
+
+    /// The application's rule engine, asked before the standing grants and before a
+    /// person whenever a call needs confirmation (see [`crate::approval`]).
+    pub fn approval_policy(mut self, policy: impl crate::approval::ApprovalPolicy) -> Self {
+        self.policy = Some(Arc::new(policy));
         self
     }
 
@@ -413,6 +436,13 @@ impl AgentBuilder {
                 crate::structured::FINAL_ANSWER_TOOL
             )));
         }
+        if let Some((tool, q)) = self.quorums.iter().find(|(_, q)| q.needed < 2) {
+            return Err(AgentError::Config(format!(
+                "the quorum for `{tool}` needs {} approvals; a quorum needs at least 2 \
+                 (one approval is the default)",
+                q.needed
+            )));
+        }
         let store = match self.store {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
@@ -436,6 +466,7 @@ impl AgentBuilder {
                 output: self.output,
                 context: self.context,
                 approval_ttls: Arc::new(self.approval_ttls),
+                quorums: Arc::new(self.quorums),
             }),
             runtime: Arc::new(Runtime {
                 remote: RemoteInterrupts::default(),
@@ -448,6 +479,7 @@ impl AgentBuilder {
                 subagents: self.subagents,
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                policy: self.policy,
             }),
         })
     }

@@ -38,4 +38,6 @@ pub(crate) struct Runtime {
     /// The context budget as a run needs it, counted on the first call that needs it
     /// (see `drive`).
     pub(crate) compression: OnceLock<Arc<Compression>>,
+    /// The application's approval policy, when set.
+    pub(crate) policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
 }

@@ -333,8 +333,12 @@ impl ArgCondition {
         match self.op {
             ArgOp::Equals => *v == self.value,
             ArgOp::OneOf => self.value.as_array().is_some_and(|a| a.contains(v)),
-            ArgOp::StartsWith => matches!((v, &self.value), (Value::String(s), Value::String(p)) if s.starts_with(p.as_str())),
-            ArgOp::EndsWith => matches!((v, &self.value), (Value::String(s), Value::String(p)) if s.ends_with(p.as_str())),
+            ArgOp::StartsWith => {
+                matches!((v, &self.value), (Value::String(s), Value::String(p)) if s.starts_with(p.as_str()))
+            }
+            ArgOp::EndsWith => {
+                matches!((v, &self.value), (Value::String(s), Value::String(p)) if s.ends_with(p.as_str()))
+            }
         }
     }
 }
@@ -439,8 +443,10 @@ mod tests {
                 .unwrap();
         assert_eq!(c, ArgCondition::ends_with("/to", "@x.com"));
         assert!(
-            serde_json::from_value::<ArgCondition>(json!({"pointer": "/to", "op": "regex", "value": "."}))
-                .is_err()
+            serde_json::from_value::<ArgCondition>(
+                json!({"pointer": "/to", "op": "regex", "value": "."})
+            )
+            .is_err()
         );
     }
 }

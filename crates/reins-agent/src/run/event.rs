@@ -93,6 +93,8 @@ pub struct Call {
     /// [`RunConfig::requirement_ttl_secs`](super::RunConfig::requirement_ttl_secs) for
     /// them; empty: the default for every tool).
     pub approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
+    /// Tools whose confirmations need approvals from several people (empty: none).
+    pub quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
     /// When.
     pub now: DateTime<Utc>,
 }
@@ -110,6 +112,7 @@ impl Call {
             model: ModelCapabilities::default(),
             compression: None,
             approval_ttls: Arc::default(),
+            quorums: Arc::default(),
             now,
         }
     }

@@ -60,7 +60,10 @@ pub(crate) async fn list_grants<E: Exec>(
     let rows = e
         .rows(
             d.list,
-            &[Arg::OptText(f.tool.as_deref()), Arg::Bool(f.include_revoked)],
+            &[
+                Arg::OptText(f.tool.as_deref()),
+                Arg::Bool(f.include_revoked),
+            ],
         )
         .await?;
     let mut out = Vec::with_capacity(rows.len());

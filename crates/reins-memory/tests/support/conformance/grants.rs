@@ -20,7 +20,10 @@ pub async fn grants_lifecycle<S: MemoryStore>(a: &S, b: &S) {
     a.create_grant(&g2).await.unwrap();
 
     // Read back through the other handle, oldest first, exactly as stored.
-    let all = b.list_grants(&GrantFilter::all().tool(&tool)).await.unwrap();
+    let all = b
+        .list_grants(&GrantFilter::all().tool(&tool))
+        .await
+        .unwrap();
     assert_eq!(all, vec![g1.clone(), g2.clone()]);
     assert_eq!(b.grant(&g1.id).await.unwrap(), Some(g1.clone()));
     assert_eq!(b.grant("no-such-grant").await.unwrap(), None);
@@ -28,7 +31,10 @@ pub async fn grants_lifecycle<S: MemoryStore>(a: &S, b: &S) {
         principal: Some("alice".into()),
         ..GrantFilter::all().tool(&tool)
     };
-    assert_eq!(b.list_grants(&by_principal).await.unwrap(), vec![g1.clone()]);
+    assert_eq!(
+        b.list_grants(&by_principal).await.unwrap(),
+        vec![g1.clone()]
+    );
     let by_session = GrantFilter {
         session: Some("s/1".into()),
         ..GrantFilter::all().tool(&tool)
@@ -37,22 +43,39 @@ pub async fn grants_lifecycle<S: MemoryStore>(a: &S, b: &S) {
 
     // A duplicate id and a malformed grant are refused and change nothing.
     let dup = Grant::new(g1.id.clone(), &tool, now);
-    assert!(matches!(a.create_grant(&dup).await, Err(Error::DuplicateGrant { ref id }) if *id == g1.id));
+    assert!(
+        matches!(a.create_grant(&dup).await, Err(Error::DuplicateGrant { ref id }) if *id == g1.id)
+    );
     let mut bad = Grant::new(new_id(), &tool, now);
     bad.conditions.push(ArgCondition {
         pointer: "to".into(),
         op: reins_memory::ArgOp::Equals,
         value: json!(1),
     });
-    assert!(matches!(a.create_grant(&bad).await, Err(Error::InvalidGrant { .. })));
-    assert_eq!(b.list_grants(&GrantFilter::all().tool(&tool)).await.unwrap().len(), 2);
+    assert!(matches!(
+        a.create_grant(&bad).await,
+        Err(Error::InvalidGrant { .. })
+    ));
+    assert_eq!(
+        b.list_grants(&GrantFilter::all().tool(&tool))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 
     // Revoking records who and when; a second revocation is refused naming the first.
     let at = Utc::now();
     let revoked = a.revoke_grant(&g1.id, Some("ops"), at).await.unwrap();
     assert_eq!(revoked.revoked_by.as_deref(), Some("ops"));
     assert!(revoked.is_revoked());
-    assert!(!revoked.matches(&tool, Some("alice"), "s/9", &json!({"to": "x@example.com"}), at));
+    assert!(!revoked.matches(
+        &tool,
+        Some("alice"),
+        "s/9",
+        &json!({"to": "x@example.com"}),
+        at
+    ));
     match b.revoke_grant(&g1.id, Some("eve"), Utc::now()).await {
         Err(Error::GrantAlreadyRevoked { id, by, .. }) => {
             assert_eq!(id, g1.id);
@@ -65,7 +88,12 @@ pub async fn grants_lifecycle<S: MemoryStore>(a: &S, b: &S) {
         Err(Error::GrantNotFound { .. })
     ));
     // Revoked grants leave the default listing and stay in the full one.
-    assert_eq!(b.list_grants(&GrantFilter::all().tool(&tool)).await.unwrap(), vec![g2.clone()]);
+    assert_eq!(
+        b.list_grants(&GrantFilter::all().tool(&tool))
+            .await
+            .unwrap(),
+        vec![g2.clone()]
+    );
     let with_revoked = GrantFilter {
         include_revoked: true,
         ..GrantFilter::all().tool(&tool)
@@ -87,7 +115,10 @@ pub async fn concurrent_revokes_have_one_winner<S: MemoryStore>(a: &S, b: &S) {
     assert_eq!(wins, 1, "{x:?} / {y:?}");
     let winner = x.as_ref().or(y.as_ref()).unwrap().revoked_by.clone();
     let loser = x.err().or(y.err()).unwrap();
-    assert!(matches!(loser, Error::GrantAlreadyRevoked { ref by, .. } if *by == winner), "{loser}");
+    assert!(
+        matches!(loser, Error::GrantAlreadyRevoked { ref by, .. } if *by == winner),
+        "{loser}"
+    );
     let stored = a.grant(&g.id).await.unwrap().unwrap();
     assert_eq!(stored.revoked_by, winner);
 }
