@@ -75,6 +75,7 @@
 // agents.
 mod a2a;
 mod agui;
+mod grants;
 mod health;
 mod inbox;
 mod sessions;
@@ -250,6 +251,7 @@ impl Server {
         Router::new()
             .merge(sessions::router())
             .merge(inbox::router())
+            .merge(grants::router())
             .merge(health::router())
             .merge(openapi::router())
             .merge(agui::router())

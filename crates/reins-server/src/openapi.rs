@@ -10,7 +10,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ServerError;
 use crate::state::AppState;
-use crate::{auth, error, health, inbox, sessions, types};
+use crate::{auth, error, grants, health, inbox, sessions, types};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -33,6 +33,9 @@ use crate::{auth, error, health, inbox, sessions, types};
         inbox::get_requirements,
         inbox::get_inbox_events,
         inbox::get_me,
+        grants::get_grants,
+        grants::post_grant,
+        grants::delete_grant,
         health::healthz,
         health::readyz,
     ),
@@ -49,6 +52,12 @@ use crate::{auth, error, health, inbox, sessions, types};
         types::InterruptAnswer,
         types::Health,
         types::Me,
+        types::GrantsList,
+        types::GrantObject,
+        types::GrantCondition,
+        types::NewGrantRequest,
+        types::QuorumView,
+        types::QuorumApproval,
         sessions::fork::ForkRequest,
         sessions::fork::ForkAnswer,
         sessions::fork::TurnsList,
@@ -61,6 +70,7 @@ use crate::{auth, error, health, inbox, sessions, types};
     tags(
         (name = "sessions", description = "Runs, reads, decisions, interrupts and live events of one session"),
         (name = "inbox", description = "Pending requirements across sessions"),
+        (name = "grants", description = "Standing grants: calls that run without asking"),
         (name = "health", description = "Liveness and readiness"),
     )
 )]

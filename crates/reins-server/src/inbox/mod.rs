@@ -125,6 +125,7 @@ pub(crate) async fn get_requirements(
                 created_at: r.created_at,
                 expires_at: r.expires_at,
                 view_token: detail.view_token.clone(),
+                quorum: r.quorum.as_ref().map(Into::into),
             });
         }
     }
