@@ -54,6 +54,8 @@ impl Run {
             AgentError::StaleView { .. } => "stale_view",
             AgentError::RequirementExpired { .. } => "expired",
             AgentError::ShownArgumentsChanged { .. } => "fingerprint_mismatch",
+            AgentError::AlreadyApproved { .. } => "already_approved",
+            AgentError::NotEligible { .. } => "not_eligible",
             _ => "refused",
         };
         let pending = self.requirements();

@@ -44,7 +44,9 @@ impl Run {
                 let audit = match error {
                     AgentError::StaleView { .. }
                     | AgentError::RequirementExpired { .. }
-                    | AgentError::ShownArgumentsChanged { .. } => {
+                    | AgentError::ShownArgumentsChanged { .. }
+                    | AgentError::AlreadyApproved { .. }
+                    | AgentError::NotEligible { .. } => {
                         let resumed;
                         let attempted = if resuming {
                             resumed = resume_attempts(view);

@@ -124,12 +124,19 @@ impl Run {
             return Some(d);
         };
         let actor = self.call.actor.as_ref().map(|a| a.principal.clone());
-        let by = by.clone().or(actor)?;
-        let slot = self.state.slots.get_mut(id)?;
+        let Some(slot) = self.state.slots.get_mut(id) else {
+            return Some(d);
+        };
         let SlotStatus::Waiting { requirement } = &mut slot.status else {
             return Some(d);
         };
-        let q = requirement.quorum.as_mut()?;
+        let Some(q) = requirement.quorum.as_mut() else {
+            return Some(d);
+        };
+        // Checked before: an approval under a quorum names its approver.
+        let Some(by) = by.clone().or(actor) else {
+            return Some(d);
+        };
         q.approvals.push(Approval { by, at: now });
         let count = QuorumCount {
             approvals: u32::try_from(q.approvals.len()).unwrap_or(u32::MAX),
