@@ -501,7 +501,7 @@ async fn a_quorum_needs_two_distinct_approvers_and_one_reject_closes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_approvers_on_two_workers_lose_no_approval() {
-    for (label, store, other, _keep) in store_pairs("quorum-race").await {
+    for (label, store, other, _keep) in store_pairs("quorum_race").await {
         for round in 0..5 {
             let counter = Counter::default();
             let (a, b) = (
