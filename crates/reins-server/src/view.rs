@@ -18,7 +18,12 @@ async fn pending(agent: &Agent, state: &SessionState) -> Result<Vec<Requirement>
         .clone()
         .and_then(|v| serde_json::from_value::<RunState>(v).ok())
         .is_some_and(|rs| !rs.delegated_calls().is_empty());
-    if delegates {
+    // A requirement under a quorum shows its approvals so far, which live in the run
+    // state (the stored record shows it as raised).
+    let quorum = state
+        .open_requirements()
+        .any(|r| r.payload.get("quorum").is_some());
+    if delegates || quorum {
         return Ok(reins_agent::pending_requirements(agent.store(), state.clone()).await?);
     }
     Ok(state
