@@ -93,7 +93,12 @@ impl Driver {
         if decided.is_empty() {
             return Ok(false);
         }
-        core.run.decide_automatically(decided, Utc::now())?;
+        core.run
+            .apply(crate::run::Event::DecidedWithoutAsking {
+                decisions: decided,
+                now: Utc::now(),
+            })
+            .map_err(|r| r.error)?;
         Ok(true)
     }
 }

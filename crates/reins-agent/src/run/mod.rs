@@ -78,7 +78,7 @@ mod types;
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
-pub(crate) use quorum::AutoDecision;
+pub use quorum::AutoDecision;
 
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
@@ -745,12 +745,18 @@ impl Run {
         })
     }
 
-    /// Feeds one outcome. Only [`Event::Begin`] can be refused: a refused input
-    /// changes nothing and comes back fully formed, with the audit records of what
-    /// it attempted.
+    /// Feeds one outcome. Only [`Event::Begin`] (and a
+    /// [`Event::DecidedWithoutAsking`] that no longer fits what is pending) can be
+    /// refused: a refused input changes nothing and comes back fully formed, with the
+    /// audit records of what it attempted.
     pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => return self.begin_call(call),
+            Event::DecidedWithoutAsking { decisions, now } => {
+                return self
+                    .decide_automatically(decisions, now)
+                    .map_err(Refusal::from);
+            }
             Event::Settled { results, now } => self.settle(results, now),
             Event::Reasoned {
                 message,

@@ -15,9 +15,10 @@ use crate::error::{AgentError, Result};
 use crate::requirement::{Approval, Decision, QuorumState, Requirement};
 use crate::view::QuorumCount;
 
-/// How the driver decided a call without a person, for the audit trail.
+/// How a call was decided without a person
+/// ([`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AutoDecision {
+pub enum AutoDecision {
     /// A standing grant allowed it.
     Grant {
         /// The grant's id.
@@ -37,7 +38,7 @@ pub(crate) enum AutoDecision {
 
 impl AutoDecision {
     /// Who the decision is recorded as made by.
-    pub(crate) fn by(&self) -> String {
+    pub fn by(&self) -> String {
         match self {
             Self::Grant { id } => format!("grant:{id}"),
             Self::PolicyAllow { .. } | Self::PolicyDeny { .. } => "policy".to_owned(),
@@ -45,7 +46,7 @@ impl AutoDecision {
     }
 
     /// The decision it makes on requirement `id`.
-    pub(crate) fn decision(&self, id: &str) -> Decision {
+    pub fn decision(&self, id: &str) -> Decision {
         match self {
             Self::Grant { .. } | Self::PolicyAllow { .. } => Decision::approve(id),
             Self::PolicyDeny { note } => Decision::reject(id, note.clone()),
@@ -156,7 +157,7 @@ impl Run {
     /// checks, the same results), within the current call; each is recorded in the
     /// audit trail with how it was made (`via: "grant"` with the grant's id and the
     /// executed arguments' fingerprint, or `via: "policy"` with the reason).
-    pub(crate) fn decide_automatically(
+    pub(super) fn decide_automatically(
         &mut self,
         decisions: Vec<(String, AutoDecision)>,
         now: DateTime<Utc>,
