@@ -171,6 +171,9 @@ impl Execution {
 }
 
 /// What a tool execution produced.
+// Made and consumed once per tool call: boxing the question's requirement would only
+// add an allocation per call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecOutcome {
     /// A result (of any outcome).
