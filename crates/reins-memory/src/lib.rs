@@ -78,7 +78,7 @@ pub use repair::{
 };
 pub use store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
-    SessionLock, SessionState, SessionSummary, StoreChange,
+    SessionHead, SessionLock, SessionState, SessionSummary, StoreChange,
 };
 
 #[cfg(feature = "postgres")]

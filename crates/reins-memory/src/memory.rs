@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionLock,
-    SessionState, SessionSummary, StoreChange, lease_end,
+    SessionHead, SessionState, SessionSummary, StoreChange, lease_end,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
@@ -223,6 +223,23 @@ impl MemoryStore for InMemoryStore {
                 message_count: e.state.messages.len() as u64,
                 updated_at: e.state.updated_at,
                 has_open_requirements: e.state.open_requirements().next().is_some(),
+            })
+            .collect())
+    }
+
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        Ok(self
+            .lock()
+            .sessions
+            .values()
+            .map(|e| SessionHead {
+                id: e.state.id.clone(),
+                version: e.state.version,
+                message_count: e.state.messages.len() as u64,
+                created_at: e.state.created_at,
+                updated_at: e.state.updated_at,
+                run_state: e.state.run_state.clone(),
+                open_requirements: e.state.open_requirements().cloned().collect(),
             })
             .collect())
     }

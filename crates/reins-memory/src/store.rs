@@ -67,6 +67,55 @@ pub struct SessionSummary {
     pub has_open_requirements: bool,
 }
 
+/// A session without its transcript, as [`MemoryStore::list_session_heads`] reads it:
+/// what a list of sessions shows (whether it waits, for what, and when it last moved).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHead {
+    /// The session id.
+    pub id: String,
+    /// Its version.
+    pub version: u64,
+    /// How many messages it holds (they are not loaded).
+    pub message_count: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last committed to.
+    pub updated_at: DateTime<Utc>,
+    /// The agent's opaque run state.
+    pub run_state: Option<Value>,
+    /// The requirements still waiting for a decision, oldest first.
+    pub open_requirements: Vec<RequirementRecord>,
+}
+
+impl SessionHead {
+    /// The head of a loaded session (its decided requirements and messages dropped).
+    pub fn of(state: SessionState) -> Self {
+        Self {
+            message_count: state.messages.len() as u64,
+            open_requirements: state.requirements.into_iter().filter(|r| r.is_open()).collect(),
+            id: state.id,
+            version: state.version,
+            created_at: state.created_at,
+            updated_at: state.updated_at,
+            run_state: state.run_state,
+        }
+    }
+
+    /// A [`SessionState`] with this head and no messages (for code that reads a
+    /// session's run state and open requirements, never its transcript).
+    pub fn into_state(self) -> SessionState {
+        SessionState {
+            id: self.id,
+            version: self.version,
+            messages: Vec::new(),
+            requirements: self.open_requirements,
+            run_state: self.run_state,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
 /// A stored requirement: a pause waiting for a person. `kind`, `payload` and
 /// `decision` are opaque to the store (the agent defines them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -262,6 +311,23 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Every session, ordered by id.
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>>;
 
+    /// Every session without its transcript (its run state and open requirements),
+    /// ordered by id: what a list of sessions needs, read at a cost that does not grow
+    /// with the transcripts' length. The provided method loads each session in turn;
+    /// the built-in stores answer with two queries however many sessions there are.
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        let mut heads = Vec::new();
+        for s in self.list_sessions().await? {
+            match self.load_session(&s.id).await {
+                Ok(state) => heads.push(SessionHead::of(state)),
+                // Deleted since it was listed.
+                Err(crate::Error::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(heads)
+    }
+
     /// Deletes the session with its messages, requirements, ledger entries and lock.
     /// Deleting a session that does not exist is not an error.
     async fn delete_session(&self, id: &str) -> Result<()>;
@@ -412,6 +478,9 @@ macro_rules! forward_store {
             }
             async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
                 (**self).list_sessions().await
+            }
+            async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+                (**self).list_session_heads().await
             }
             async fn delete_session(&self, id: &str) -> Result<()> {
                 (**self).delete_session(id).await

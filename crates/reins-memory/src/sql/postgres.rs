@@ -22,7 +22,7 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionLock,
-    SessionState, SessionSummary,
+    SessionHead, SessionState, SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
@@ -93,6 +93,10 @@ const DIALECT: Dialect = Dialect {
     list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
          EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open) \
          FROM reins_sessions s ORDER BY s.id COLLATE \"C\"",
+    list_session_heads: "SELECT id, version, message_count, created_at, updated_at, run_state::text \
+         FROM reins_sessions ORDER BY id COLLATE \"C\"",
+    open_requirements: "SELECT session_id, id, body::text FROM reins_requirements WHERE is_open \
+         ORDER BY session_id, seq",
     delete_session: &[
         "DELETE FROM reins_messages WHERE session_id = $1",
         "DELETE FROM reins_requirements WHERE session_id = $1",
@@ -441,6 +445,17 @@ impl MemoryStore for PostgresStore {
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         let mut conn = self.pool.acquire().await?;
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
+    }
+
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        // One snapshot for both queries.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let heads = flow::list_session_heads(&mut Pg(&mut tx), &DIALECT).await?;
+        tx.commit().await?;
+        Ok(heads)
     }
 
     async fn delete_session(&self, id: &str) -> Result<()> {

@@ -24,7 +24,7 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionLock, SessionState,
-    SessionSummary,
+    SessionHead, SessionSummary,
 };
 use conn::{Conns, On, Target, Threads};
 
@@ -82,6 +82,10 @@ const DIALECT: Dialect = Dialect {
     list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
          EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open = 1) \
          FROM reins_sessions s ORDER BY s.id",
+    list_session_heads: "SELECT id, version, message_count, created_at, updated_at, run_state \
+         FROM reins_sessions ORDER BY id",
+    open_requirements: "SELECT session_id, id, body FROM reins_requirements WHERE is_open = 1 \
+         ORDER BY session_id, seq",
     delete_session: &[
         "DELETE FROM reins_messages WHERE session_id = ?1",
         "DELETE FROM reins_requirements WHERE session_id = ?1",
@@ -442,6 +446,11 @@ impl MemoryStore for SqliteStore {
 
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         self.read(|on| run_ready(flow::list_sessions(on, &DIALECT)))
+            .await
+    }
+
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        self.read(|on| run_ready(flow::list_session_heads(on, &DIALECT)))
             .await
     }
 
