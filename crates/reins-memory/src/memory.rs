@@ -12,8 +12,8 @@ use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionLock,
-    SessionHead, SessionState, SessionSummary, StoreChange, lease_end,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
+    SessionLock, SessionState, SessionSummary, StoreChange, lease_end,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives

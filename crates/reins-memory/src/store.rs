@@ -92,7 +92,11 @@ impl SessionHead {
     pub fn of(state: SessionState) -> Self {
         Self {
             message_count: state.messages.len() as u64,
-            open_requirements: state.requirements.into_iter().filter(|r| r.is_open()).collect(),
+            open_requirements: state
+                .requirements
+                .into_iter()
+                .filter(|r| r.is_open())
+                .collect(),
             id: state.id,
             version: state.version,
             created_at: state.created_at,

@@ -284,6 +284,28 @@ impl Auth {
         Ok(self)
     }
 
+    /// The principal a session belongs to: the `user` whose session prefix its id
+    /// starts with (the longest prefix when several match), if any.
+    pub(crate) fn owner_of(&self, session: &str) -> Option<&Principal> {
+        self.entries
+            .iter()
+            .map(|e| &*e.principal)
+            .filter(|p| p.has(AccessRole::User) && session.starts_with(&p.prefix()))
+            .max_by_key(|p| p.prefix().len())
+    }
+
+    /// The names of the principals with the `user` role (those that own sessions),
+    /// sorted, without repeats.
+    pub(crate) fn user_names(&self) -> Vec<String> {
+        let names: BTreeSet<String> = self
+            .entries
+            .iter()
+            .filter(|e| e.principal.has(AccessRole::User))
+            .map(|e| e.principal.name.clone())
+            .collect();
+        names.into_iter().collect()
+    }
+
     /// Reads the JSON configuration (see the [module docs](self)).
     pub fn from_json(json: &str) -> Result<Self, AuthConfigError> {
         let config: Config =

@@ -204,6 +204,60 @@ pub struct InboxPage {
     pub next_cursor: Option<String>,
 }
 
+/// `GET /v1/sessions` query: every filter is optional; they combine with AND.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+pub struct SessionsQuery {
+    /// `paused`, `running` or `idle`, or several separated by commas.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Only the sessions this principal owns (a `user`: the sessions under its prefix).
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Only the sessions with a pending call to this tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// Page size, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// One session in `GET /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionRow {
+    /// The session id.
+    pub id: String,
+    /// Idle, running or paused: the same status as `GET /v1/sessions/{id}` shows.
+    pub status: SessionStatus,
+    /// The principal that owns it (the `user` whose prefix its id starts with), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// The tools of its pending calls, sorted, without repeats (empty unless paused).
+    pub pending_tools: Vec<String>,
+    /// How many requirements wait for a decision.
+    pub pending_count: usize,
+    /// The stored version.
+    pub version: u64,
+    /// How many messages its transcript holds.
+    pub message_count: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last written (the list is ordered by it, newest first).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `GET /v1/sessions`: one page, newest activity first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionsPage {
+    /// The sessions.
+    pub sessions: Vec<SessionRow>,
+    /// Pass as `cursor` for the next page (absent on the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
 /// `POST /v1/sessions/{id}/interrupt`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct InterruptAnswer {

@@ -21,8 +21,8 @@ use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionLock,
-    SessionHead, SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
+    SessionLock, SessionState, SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.

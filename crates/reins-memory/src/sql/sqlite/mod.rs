@@ -23,8 +23,8 @@ use super::flow::{self, Committed, Dialect, MultiInsert, run_ready};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionLock, SessionState,
-    SessionHead, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionHead, SessionLock,
+    SessionState, SessionSummary,
 };
 use conn::{Conns, On, Target, Threads};
 

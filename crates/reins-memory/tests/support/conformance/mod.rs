@@ -470,9 +470,12 @@ pub async fn heads_are_sessions_without_their_transcripts<S: MemoryStore>(a: &S,
         .await
         .unwrap();
     // A decided requirement is not in the head.
-    a.commit(&paused, Commit::at(v).decide("c1", json!({ "approve": true })))
-        .await
-        .unwrap();
+    a.commit(
+        &paused,
+        Commit::at(v).decide("c1", json!({ "approve": true })),
+    )
+    .await
+    .unwrap();
 
     let heads: Vec<_> = b
         .list_session_heads()
@@ -482,7 +485,11 @@ pub async fn heads_are_sessions_without_their_transcripts<S: MemoryStore>(a: &S,
         .filter(|h| h.id.starts_with(&base))
         .collect();
     let ids: Vec<&str> = heads.iter().map(|h| h.id.as_str()).collect();
-    assert_eq!(ids, [empty.as_str(), idle.as_str(), paused.as_str()], "by id");
+    assert_eq!(
+        ids,
+        [empty.as_str(), idle.as_str(), paused.as_str()],
+        "by id"
+    );
     for h in &heads {
         let full = b.load_session(&h.id).await.unwrap();
         assert_eq!(h.version, full.version, "{}", h.id);
