@@ -497,3 +497,207 @@ async fn fork_from_the_timeline_in_a_real_browser() {
     assert_eq!(err, serde_json::Value::Null, "no script errors");
     c.close().await.unwrap();
 }
+
+fn row(id: &str) -> String {
+    format!("#sessions .srow[data-id=\"{id}\"]")
+}
+
+/// The sessions list and a session's audit trail: paused sessions are listed with
+/// what they wait on; the status and tool filters narrow the list and live in the URL
+/// (a shared link shows the same list); a row opens the session, whose audit trail
+/// says who decided what, with the edited arguments beside those shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_and_their_audit_trail_in_a_real_browser() {
+    let Some((chromium, chromedriver)) =
+        chromium_or_skip("sessions_and_their_audit_trail_in_a_real_browser")
+    else {
+        return;
+    };
+    let shots = Shots::new();
+    let s = start().await;
+    // An audited session: an approval with edited arguments by ana, a rejection by ops.
+    let r = pause(&s, "alice/audited", "delete draft.txt").await;
+    let (st, out) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Faudited/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "approve", "edited_args": {"path": "draft-old.txt"}}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let r = pause(&s, "alice/audited", "delete notes.md").await;
+    let (st, out) = s
+        .post(
+            ADMIN,
+            "/v1/sessions/alice%2Faudited/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "reject", "note": "keep the notes"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let (st, _) = s
+        .post(
+            BOB,
+            "/v1/sessions/bob%2Fchat/runs",
+            json!({"message": "hello"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    pause(&s, "alice/cleanup", "delete tmp.log").await;
+    pause(&s, "alice/mail", "mail bob@example.com").await;
+
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/?view=sessions#token={ANA}", s.base))
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .pill", row("alice/cleanup")), |t| {
+        t == "paused"
+    })
+    .await;
+    wait_text(&c, &row("alice/mail"), |t| t.contains("send_email")).await;
+    wait_text(&c, &format!("{} .pill", row("bob/chat")), |t| t == "idle").await;
+    wait_text(&c, &format!("{} .pill", row("alice/audited")), |t| {
+        t == "idle"
+    })
+    .await;
+    shots.take(&c, "sessions.png").await;
+
+    // Filter by status: the idle ones leave; the filter is in the URL.
+    c.find(Locator::Css("#f-status"))
+        .await
+        .unwrap()
+        .select_by_value("paused")
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/cleanup") && t.contains("alice/mail") && !t.contains("bob/chat")
+    })
+    .await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("status=paused")
+    );
+
+    // And by tool.
+    c.find(Locator::Css("#f-tool"))
+        .await
+        .unwrap()
+        .send_keys("send_email")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#f-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/mail") && !t.contains("alice/cleanup")
+    })
+    .await;
+    let url = c.current_url().await.unwrap();
+    assert!(url.as_str().contains("tool=send_email"), "{url}");
+
+    // A shared link shows the same list, its filters filled in.
+    c.goto(&format!(
+        "{}/?view=sessions&status=paused&tool=delete_file",
+        s.base
+    ))
+    .await
+    .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/cleanup") && !t.contains("alice/mail") && !t.contains("audited")
+    })
+    .await;
+    let tool: serde_json::Value = c
+        .execute("return document.querySelector('#f-tool').value", vec![])
+        .await
+        .unwrap();
+    assert_eq!(tool, "delete_file");
+
+    // Clear the filters, then open a session from its row: its timeline and audit.
+    c.find(Locator::Css("#f-clear"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css(&row("alice/audited")))
+        .await
+        .unwrap();
+    c.find(Locator::Css(&row("alice/audited")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sv-id", |t| t == "alice/audited").await;
+    wait_text(&c, "#transcript", |t| t.contains("deleted draft-old.txt")).await;
+    let first = wait_text(&c, "#audit .audit-entry[data-seq=\"1\"]", |t| {
+        t.contains("ana")
+    })
+    .await;
+    assert!(
+        first.contains("approve") && first.contains("delete_file"),
+        "{first}"
+    );
+    wait_text(&c, "#audit .audit-entry[data-seq=\"1\"] .diff", |t| {
+        t.contains("- ")
+            && t.contains("draft.txt")
+            && t.contains("+ ")
+            && t.contains("draft-old.txt")
+    })
+    .await;
+    wait_text(&c, "#audit .audit-entry[data-seq=\"1\"] .fp", |t| {
+        t.contains("shown") && t.contains("executed")
+    })
+    .await;
+    let second = wait_text(&c, "#audit .audit-entry[data-seq=\"2\"]", |t| {
+        t.contains("ops")
+    })
+    .await;
+    assert!(
+        second.contains("reject") && second.contains("keep the notes"),
+        "{second}"
+    );
+    let url = c.current_url().await.unwrap();
+    assert!(url.as_str().contains("session=alice%2Faudited"), "{url}");
+    c.execute(
+        "document.querySelector('#audit-view').scrollIntoView({block: 'end'})",
+        vec![],
+    )
+    .await
+    .unwrap();
+    shots.take(&c, "audit.png").await;
+
+    // Back to the pending cards, with the session still open beside them.
+    c.find(Locator::Css("#nav a[data-view=\"pending\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css(".req-card[data-session=\"alice/cleanup\"]"))
+        .await
+        .unwrap();
+    assert!(
+        !c.find(Locator::Css("#pane-sessions"))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap()
+    );
+    wait_text(&c, "#sv-id", |t| t == "alice/audited").await;
+    let err: serde_json::Value = c
+        .execute("return window.__err || null", vec![])
+        .await
+        .unwrap();
+    assert_eq!(err, serde_json::Value::Null, "no script errors");
+    c.close().await.unwrap();
+}
