@@ -12,6 +12,7 @@
 //! | endpoint | what it does |
 //! |---|---|
 //! | `POST /v1/sessions/{id}/runs` `{message}` | starts a run; its output, or SSE with `?stream=true` |
+//! | `GET /v1/sessions?status=&principal=&tool=` | the sessions with their status, owner and pending tools, newest activity first, paginated |
 //! | `GET /v1/sessions/{id}` | status, transcript, pending requirements, view token |
 //! | `GET /v1/sessions/{id}/decisions` | the audit trail |
 //! | `POST /v1/sessions/{id}/decisions` | approve / reject / input / external result; the run goes on |

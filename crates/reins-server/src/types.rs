@@ -206,6 +206,7 @@ pub struct InboxPage {
 
 /// `GET /v1/sessions` query: every filter is optional; they combine with AND.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SessionsQuery {
     /// `paused`, `running` or `idle`, or several separated by commas.
     #[serde(default)]
