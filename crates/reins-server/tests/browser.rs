@@ -701,3 +701,194 @@ async fn sessions_and_their_audit_trail_in_a_real_browser() {
     assert_eq!(err, serde_json::Value::Null, "no script errors");
     c.close().await.unwrap();
 }
+
+/// Standing grants in the inbox: "Approve & allow for 1 h" on a card approves the call
+/// and makes a grant, under which the next call runs without asking (and the audit
+/// trail says which grant allowed it); the Grants page lists grants and revokes one,
+/// after which calls ask again. A tool that needs two approvals shows the count on its
+/// card, and one approval leaves it pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_and_quorum_in_a_real_browser() {
+    let Some((chromium, chromedriver)) = chromium_or_skip("grants_and_quorum_in_a_real_browser")
+    else {
+        return;
+    };
+    let shots = Shots::new();
+    let s = start().await;
+    let r = pause(&s, "alice/chores", "delete a.txt").await;
+    // Another grant, made over the API: mail to example.com anywhere, for a day.
+    let (st, mail_grant) = s
+        .post(
+            ADMIN,
+            "/v1/grants",
+            json!({"tool": "send_email", "conditions": [{"pointer": "/to", "op": "ends_with", "value": "@example.com"}],
+                   "ttl_seconds": 86400, "note": "colleagues"}),
+        )
+        .await;
+    assert_eq!(st, 201, "{mail_grant}");
+
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/#token={ANA}", s.base)).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css(&format!("{} .grant-1h", card(&r))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r)), |t| {
+        t.contains("Approved by ana")
+    })
+    .await;
+    let note = wait_text(&c, &format!("{} .granted", card(&r)), |t| {
+        t.contains("without asking")
+    })
+    .await;
+    assert!(note.contains("alice/chores"), "{note}");
+    assert_eq!(s.ran(), ["delete:a.txt"]);
+
+    // Under the grant, the next delete in that session runs without asking.
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fchores/runs",
+            json!({"message": "delete b.txt"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(out["status"], "completed", "{out}");
+    assert_eq!(s.ran(), ["delete:a.txt", "delete:b.txt"]);
+
+    // The Grants page lists both, newest first.
+    c.find(Locator::Css("#nav a[data-view=\"grants\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let del = ".grant[data-tool=\"delete_file\"]";
+    wait_text(&c, &format!("{del} .pill"), |t| t == "live").await;
+    let text = wait_text(&c, &format!("{del}"), |t| t.contains("session alice/chores")).await;
+    assert!(text.contains("made by ana"), "{text}");
+    wait_text(&c, ".grant[data-tool=\"send_email\"]", |t| {
+        t.contains("/to ends_with \"@example.com\"") && t.contains("any session")
+    })
+    .await;
+    shots.take(&c, "grants.png").await;
+
+    // The tool filter is in the URL.
+    c.find(Locator::Css("#g-tool"))
+        .await
+        .unwrap()
+        .send_keys("send_email")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#g-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#grants", |t| {
+        t.contains("send_email") && !t.contains("delete_file")
+    })
+    .await;
+    assert!(c.current_url().await.unwrap().as_str().contains("gtool=send_email"));
+    c.find(Locator::Css("#g-clear"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+
+    // Revoke the delete grant: calls ask again.
+    c.wait()
+        .for_element(Locator::Css(&format!("{del} .revoke")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{del} .status"), |t| t.contains("Revoked by ana")).await;
+    let (_, list) = s.get(ANA, "/v1/grants?include_revoked=true&tool=delete_file").await;
+    assert_eq!(list["grants"][0]["state"], "revoked", "{list}");
+    assert_eq!(list["grants"][0]["revoked_by"], "ana", "{list}");
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fchores/runs",
+            json!({"message": "delete c.txt"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(out["status"], "paused", "{out}");
+    assert_eq!(s.ran(), ["delete:a.txt", "delete:b.txt"]);
+    // Revoked grants show when asked for.
+    c.find(Locator::Css("#g-revoked"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{del} .pill"), |t| t == "revoked").await;
+
+    // The session's audit trail names the grant that let b.txt go.
+    c.goto(&format!("{}/?view=sessions&session=alice%2Fchores", s.base))
+        .await
+        .unwrap();
+    let gid = list["grants"][0]["id"].as_str().unwrap().to_owned();
+    wait_text(&c, "#audit", |t| t.contains(&format!("grant {gid}"))).await;
+
+    // A quorum: the card shows the count; one approval leaves it pending.
+    let ran: Ran = Default::default();
+    let (dir, store) = sqlite_store().await;
+    let agent = reins_agent::Agent::builder()
+        .model(reins_model::ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(&ran))
+        .store_arc(store)
+        .quorum("send_email", reins_agent::Quorum::of(2))
+        .build()
+        .unwrap();
+    let q = serve(agent, ran, Some(dir), |s| s).await;
+    let r = pause(&q, "alice/payout", "mail cfo@corp.test").await;
+    // Another origin: the token goes in again.
+    c.goto(&format!("{}/#token={ANA}", q.base)).await.unwrap();
+    wait_text(&c, &format!("{} .quorum", card(&r)), |t| t == "0 of 2 approvals").await;
+    let grant_buttons = c
+        .find_all(Locator::Css(&format!("{} .grant-1h", card(&r))))
+        .await
+        .unwrap();
+    assert!(grant_buttons.is_empty(), "no grant shortcut under a quorum");
+    c.find(Locator::Css(&format!("{} .approve", card(&r))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r)), |t| {
+        t.contains("1 of 2 approvals")
+    })
+    .await;
+    wait_text(&c, &format!("{} .quorum", card(&r)), |t| {
+        t == "1 of 2 approvals (ana)"
+    })
+    .await;
+    assert!(q.ran().is_empty(), "one approval of two runs nothing");
+    shots.take(&c, "quorum.png").await;
+    let (st, out) = q
+        .post(
+            ADMIN,
+            "/v1/sessions/alice%2Fpayout/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(q.ran(), ["mail:cfo@corp.test"]);
+    let err: serde_json::Value = c
+        .execute("return window.__err || null", vec![])
+        .await
+        .unwrap();
+    assert_eq!(err, serde_json::Value::Null, "no script errors");
+    c.close().await.unwrap();
+}
