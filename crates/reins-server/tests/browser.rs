@@ -769,7 +769,10 @@ async fn grants_and_quorum_in_a_real_browser() {
         .unwrap();
     let del = ".grant[data-tool=\"delete_file\"]";
     wait_text(&c, &format!("{del} .pill"), |t| t == "live").await;
-    let text = wait_text(&c, &format!("{del}"), |t| t.contains("session alice/chores")).await;
+    let text = wait_text(&c, &format!("{del}"), |t| {
+        t.contains("session alice/chores")
+    })
+    .await;
     assert!(text.contains("made by ana"), "{text}");
     wait_text(&c, ".grant[data-tool=\"send_email\"]", |t| {
         t.contains("/to ends_with \"@example.com\"") && t.contains("any session")
@@ -794,7 +797,13 @@ async fn grants_and_quorum_in_a_real_browser() {
         t.contains("send_email") && !t.contains("delete_file")
     })
     .await;
-    assert!(c.current_url().await.unwrap().as_str().contains("gtool=send_email"));
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("gtool=send_email")
+    );
     c.find(Locator::Css("#g-clear"))
         .await
         .unwrap()
@@ -810,8 +819,13 @@ async fn grants_and_quorum_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    wait_text(&c, &format!("{del} .status"), |t| t.contains("Revoked by ana")).await;
-    let (_, list) = s.get(ANA, "/v1/grants?include_revoked=true&tool=delete_file").await;
+    wait_text(&c, &format!("{del} .status"), |t| {
+        t.contains("Revoked by ana")
+    })
+    .await;
+    let (_, list) = s
+        .get(ANA, "/v1/grants?include_revoked=true&tool=delete_file")
+        .await;
     assert_eq!(list["grants"][0]["state"], "revoked", "{list}");
     assert_eq!(list["grants"][0]["revoked_by"], "ana", "{list}");
     let (st, out) = s
@@ -854,7 +868,10 @@ async fn grants_and_quorum_in_a_real_browser() {
     let r = pause(&q, "alice/payout", "mail cfo@corp.test").await;
     // Another origin: the token goes in again.
     c.goto(&format!("{}/#token={ANA}", q.base)).await.unwrap();
-    wait_text(&c, &format!("{} .quorum", card(&r)), |t| t == "0 of 2 approvals").await;
+    wait_text(&c, &format!("{} .quorum", card(&r)), |t| {
+        t == "0 of 2 approvals"
+    })
+    .await;
     let grant_buttons = c
         .find_all(Locator::Css(&format!("{} .grant-1h", card(&r))))
         .await
