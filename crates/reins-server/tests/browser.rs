@@ -769,10 +769,7 @@ async fn grants_and_quorum_in_a_real_browser() {
         .unwrap();
     let del = ".grant[data-tool=\"delete_file\"]";
     wait_text(&c, &format!("{del} .pill"), |t| t == "live").await;
-    let text = wait_text(&c, &format!("{del}"), |t| {
-        t.contains("session alice/chores")
-    })
-    .await;
+    let text = wait_text(&c, del, |t| t.contains("session alice/chores")).await;
     assert!(text.contains("made by ana"), "{text}");
     wait_text(&c, ".grant[data-tool=\"send_email\"]", |t| {
         t.contains("/to ends_with \"@example.com\"") && t.contains("any session")
