@@ -393,6 +393,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_session_belongs_to_the_user_with_the_longest_matching_prefix() {
+        let auth = Auth::new()
+            .token(
+                "a",
+                Principal::new("team", [AccessRole::User]).session_prefix("team/"),
+            )
+            .token(
+                "b",
+                Principal::new("lead", [AccessRole::User]).session_prefix("team/lead/"),
+            )
+            .token("c", Principal::new("ana", [AccessRole::Approver]))
+            .token(
+                "d",
+                Principal::new("ops", [AccessRole::Admin, AccessRole::User]),
+            )
+            .token(
+                "e",
+                Principal::new("team", [AccessRole::User]).session_prefix("team/"),
+            );
+        let owner = |s: &str| auth.owner_of(s).map(|p| p.name.clone());
+        assert_eq!(owner("team/x"), Some("team".to_owned()));
+        assert_eq!(owner("team/lead/x"), Some("lead".to_owned()));
+        assert_eq!(owner("ops/x"), Some("ops".to_owned()));
+        // Approvers own nothing; an id under no prefix has no owner.
+        assert_eq!(owner("ana/x"), None);
+        assert_eq!(owner("elsewhere"), None);
+        assert_eq!(auth.user_names(), ["lead", "ops", "team"]);
+    }
+
+    #[test]
     #[allow(deprecated)]
     fn the_former_role_name_still_names_the_roles() {
         let p = Principal::new("ana", [Role::Approver]);

@@ -618,6 +618,24 @@ async fn sessions_and_their_audit_trail_in_a_real_browser() {
         .unwrap();
     assert_eq!(tool, "delete_file");
 
+    // A principal that owns no sessions: the page says why, from the server's 400.
+    c.find(Locator::Css("#f-principal"))
+        .await
+        .unwrap()
+        .send_keys("nobody")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#f-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions-msg", |t| {
+        t.contains("`nobody` owns no sessions")
+    })
+    .await;
+
     // Clear the filters, then open a session from its row: its timeline and audit.
     c.find(Locator::Css("#f-clear"))
         .await
