@@ -288,9 +288,9 @@ pub(crate) async fn write_fork(
     let commit = Commit {
         expected_version: existing.version,
         append: messages,
-        run_state: Some(Some(serde_json::to_value(&state).map_err(|e| {
-            AgentError::Internal(format!("a fork's run state does not serialize: {e}"))
-        })?)),
+        run_state: Some(Some(reins_memory::RunStateData::typed(
+            std::sync::Arc::new(state),
+        ))),
         ..Commit::default()
     };
     match store.commit(id, commit).await {

@@ -169,7 +169,9 @@ async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Session> {
             .iter()
             .map(crate::run::requirement_record)
             .collect(),
-        run_state: Some(serde_json::to_value(&state).ok()),
+        run_state: Some(Some(reins_memory::RunStateData::typed(
+            std::sync::Arc::new(state),
+        ))),
         decisions: snap
             .decisions
             .iter()

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use reins_message::Msg;
 use serde_json::Value;
 
+use crate::RunStateData;
 use crate::error::{Error, Result};
 use crate::store::{DecisionEntry, RequirementRecord, SessionState};
 
@@ -50,8 +51,9 @@ pub struct Commit {
     pub decide: Vec<(String, Value)>,
     /// Remove every requirement record first.
     pub clear_requirements: bool,
-    /// `Some(v)` sets the run state to `v`; `None` leaves it as it is.
-    pub run_state: Option<Option<Value>>,
+    /// `Some(v)` sets the run state to `v`; `None` leaves it as it is. A run commits
+    /// its typed state ([`RunStateData::typed`]); see [`RunStateData`] for why.
+    pub run_state: Option<Option<RunStateData>>,
     /// Entries appended to the session's decision log (the audit trail), in the same
     /// transaction as the rest.
     pub decisions: Vec<DecisionEntry>,
@@ -137,6 +139,13 @@ impl Commit {
     /// Sets (or, with `None`, clears) the run state.
     #[must_use]
     pub fn run_state(mut self, state: Option<Value>) -> Self {
+        self.run_state = Some(state.map(RunStateData::from));
+        self
+    }
+
+    /// Sets (or, with `None`, clears) the run state, typed or JSON.
+    #[must_use]
+    pub fn run_state_data(mut self, state: Option<RunStateData>) -> Self {
         self.run_state = Some(state);
         self
     }
@@ -228,7 +237,13 @@ impl Commit {
             r.decided_at = Some(now);
         }
         if let Some(rs) = self.run_state {
-            state.run_state = rs;
+            state.run_state =
+                rs.map(RunStateData::into_value)
+                    .transpose()
+                    .map_err(|e| Error::Encode {
+                        what: format!("the run state of `{session}`"),
+                        detail: e.to_string(),
+                    })?;
         }
         state.version += 1;
         state.updated_at = now;

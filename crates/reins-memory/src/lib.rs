@@ -62,6 +62,7 @@ mod error;
 pub mod grant;
 mod memory;
 pub mod repair;
+mod run_state;
 mod store;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -76,6 +77,7 @@ pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,
     sanitize_after_interrupt, sanitize_for_request,
 };
+pub use run_state::RunStateData;
 pub use store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
     SessionHead, SessionLock, SessionState, SessionSummary, StoreChange,

@@ -11,6 +11,7 @@ use reins_message::ToolResult;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter, sort_grants};
+use crate::run_state::RunStateData;
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
     SessionLock, SessionState, SessionSummary, StoreChange, lease_end,
@@ -64,8 +65,39 @@ struct Lock {
 
 #[derive(Debug)]
 struct Entry {
+    /// The session, except its run state (always `None` here: see `run_state`).
     state: SessionState,
     ids: HashSet<String>,
+    /// The run state as last committed, kept typed; JSON is made when it is read.
+    run_state: Option<RunStateData>,
+}
+
+impl Entry {
+    fn new(id: &str) -> Self {
+        Self {
+            state: SessionState::new(id, Utc::now()),
+            ids: HashSet::new(),
+            run_state: None,
+        }
+    }
+
+    /// The session as a reader sees it.
+    fn read(&self) -> Result<SessionState> {
+        let mut state = self.state.clone();
+        state.run_state = self.run_state_value()?;
+        Ok(state)
+    }
+
+    /// The run state as JSON, as a reader sees it.
+    fn run_state_value(&self) -> Result<Option<serde_json::Value>> {
+        match &self.run_state {
+            None => Ok(None),
+            Some(rs) => Ok(Some(rs.to_value().map_err(|e| Error::Encode {
+                what: format!("the run state of `{}`", self.state.id),
+                detail: e.to_string(),
+            })?)),
+        }
+    }
 }
 
 impl InMemoryStore {
@@ -119,7 +151,7 @@ fn apply(entry: &mut Entry, mut commit: Commit, now: DateTime<Utc>) -> Result<u6
         }
         entry.state.messages.append(&mut commit.append);
         if let Some(rs) = commit.run_state.take() {
-            entry.state.run_state = rs;
+            entry.run_state = rs;
         }
         entry.state.version += 1;
         entry.state.updated_at = now;
@@ -147,15 +179,19 @@ fn apply(entry: &mut Entry, mut commit: Commit, now: DateTime<Utc>) -> Result<u6
         entry.state.messages.extend(append);
         entry.state.requirements = light.requirements;
         if let Some(rs) = run_state {
-            entry.state.run_state = rs;
+            entry.run_state = rs;
         }
         entry.state.version += 1;
         entry.state.updated_at = now;
     } else {
         let mut copy = entry.state.clone();
+        let run_state = commit.run_state.take();
         commit.apply_to(&mut copy, now)?;
         entry.ids = copy.messages.iter().map(|m| m.id.clone()).collect();
         entry.state = copy;
+        if let Some(rs) = run_state {
+            entry.run_state = rs;
+        }
     }
     Ok(entry.state.version)
 }
@@ -167,19 +203,16 @@ impl MemoryStore for InMemoryStore {
         let entry = inner
             .sessions
             .entry(id.to_owned())
-            .or_insert_with(|| Entry {
-                state: SessionState::new(id, Utc::now()),
-                ids: HashSet::new(),
-            });
-        Ok(entry.state.clone())
+            .or_insert_with(|| Entry::new(id));
+        entry.read()
     }
 
     async fn load_session(&self, id: &str) -> Result<SessionState> {
         self.lock()
             .sessions
             .get(id)
-            .map(|e| e.state.clone())
-            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
+            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?
+            .read()
     }
 
     async fn commit(&self, id: &str, mut commit: Commit) -> Result<u64> {
@@ -228,20 +261,21 @@ impl MemoryStore for InMemoryStore {
     }
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
-        Ok(self
-            .lock()
+        self.lock()
             .sessions
             .values()
-            .map(|e| SessionHead {
-                id: e.state.id.clone(),
-                version: e.state.version,
-                message_count: e.state.messages.len() as u64,
-                created_at: e.state.created_at,
-                updated_at: e.state.updated_at,
-                run_state: e.state.run_state.clone(),
-                open_requirements: e.state.open_requirements().cloned().collect(),
+            .map(|e| {
+                Ok(SessionHead {
+                    id: e.state.id.clone(),
+                    version: e.state.version,
+                    message_count: e.state.messages.len() as u64,
+                    created_at: e.state.created_at,
+                    updated_at: e.state.updated_at,
+                    run_state: e.run_state_value()?,
+                    open_requirements: e.state.open_requirements().cloned().collect(),
+                })
             })
-            .collect())
+            .collect()
     }
 
     async fn delete_session(&self, id: &str) -> Result<()> {

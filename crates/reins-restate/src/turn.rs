@@ -10,6 +10,7 @@
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
 //! | `Finish` | `commit` |
 
+use reins_memory::RunStateData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -658,7 +659,7 @@ async fn commit_once(agent: Agent, session: String, commit: Commit) -> HandlerRe
                 && commit
                     .run_state
                     .as_ref()
-                    .is_none_or(|rs| *rs == s.run_state);
+                    .is_none_or(|rs| *rs == s.run_state.clone().map(RunStateData::from));
             if ours {
                 Ok(Json(s.version))
             } else {

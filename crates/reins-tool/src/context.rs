@@ -79,7 +79,21 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     chunks: Option<UnboundedSender<ToolChunk>>,
     questions: Option<UnboundedSender<PendingQuestion>>,
-    idempotency_key: Option<String>,
+    idempotency_key: IdempotencyKey,
+}
+
+/// A context's idempotency key: none, given, or derived on first use from the
+/// arguments' fingerprint (most tools never ask, and the SHA-256 was 6 % of a
+/// tool-call run's instructions).
+#[derive(Debug, Clone, Default)]
+enum IdempotencyKey {
+    #[default]
+    None,
+    Given(String),
+    Derived {
+        fingerprint: String,
+        key: std::sync::OnceLock<String>,
+    },
 }
 
 impl ToolContext {
@@ -91,14 +105,35 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             chunks: None,
             questions: None,
-            idempotency_key: None,
+            idempotency_key: IdempotencyKey::None,
         }
     }
 
     /// Uses this idempotency key (see [`ToolContext::idempotency_key`]).
     #[must_use]
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
+        self.idempotency_key = IdempotencyKey::Given(key.into());
+        self
+    }
+
+    /// Derives the idempotency key, when a tool asks for it, from the session, the tool
+    /// use id and `args_fingerprint` (the [`fingerprint`](reins_message::fingerprint)
+    /// of the arguments that run): the same key as
+    /// [`idempotency_key`](crate::idempotency_key) gives, computed at most once.
+    ///
+    /// ```
+    /// use reins_tool::ToolContext;
+    ///
+    /// let fp = reins_message::fingerprint(&serde_json::json!({"to": "a@example.com"}));
+    /// let ctx = ToolContext::new("s", "call_1").with_args_fingerprint(fp.clone());
+    /// assert_eq!(ctx.idempotency_key(), Some(reins_tool::idempotency_key("s", "call_1", &fp).as_str()));
+    /// ```
+    #[must_use]
+    pub fn with_args_fingerprint(mut self, args_fingerprint: impl Into<String>) -> Self {
+        self.idempotency_key = IdempotencyKey::Derived {
+            fingerprint: args_fingerprint.into(),
+            key: std::sync::OnceLock::new(),
+        };
         self
     }
 
@@ -113,7 +148,13 @@ impl ToolContext {
     /// fingerprint of the arguments that run, the toolkit derives it from the call's
     /// arguments when the context has none. `None` only in a context made by hand.
     pub fn idempotency_key(&self) -> Option<&str> {
-        self.idempotency_key.as_deref()
+        match &self.idempotency_key {
+            IdempotencyKey::None => None,
+            IdempotencyKey::Given(k) => Some(k),
+            IdempotencyKey::Derived { fingerprint, key } => Some(key.get_or_init(|| {
+                crate::idempotency_key(&self.session_id, &self.tool_use_id, fingerprint)
+            })),
+        }
     }
 
     /// The `Idempotency-Key` HTTP header (name, value) for this call, ready for an
@@ -213,6 +254,11 @@ impl ToolContext {
 
     /// A copy for the executor, with a child token so a timeout can stop this call
     /// without cancelling the caller's token.
+    /// Whether a key is set or derivable (without deriving it).
+    pub(crate) fn has_idempotency_key(&self) -> bool {
+        !matches!(self.idempotency_key, IdempotencyKey::None)
+    }
+
     pub(crate) fn child(&self) -> Self {
         Self {
             cancel: self.cancel.child_token(),

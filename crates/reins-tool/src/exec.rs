@@ -297,9 +297,8 @@ impl Toolkit {
             other => other.clone(),
         };
         let mut call_ctx = ctx.child();
-        if call_ctx.idempotency_key().is_none() {
-            call_ctx = call_ctx
-                .with_idempotency_key(crate::idempotency::key_for_use(&ctx.session_id, tool_use));
+        if !call_ctx.has_idempotency_key() {
+            call_ctx = call_ctx.with_args_fingerprint(reins_message::fingerprint(&tool_use.input));
         }
         let future = match entry.runner.clone().prepare(input, call_ctx.clone()) {
             Ok(f) => f,

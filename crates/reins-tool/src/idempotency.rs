@@ -53,14 +53,17 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
 /// assert_ne!(key, idempotency_key("session-1", "call_1", &edited));
 /// ```
 pub fn idempotency_key(session_id: &str, tool_use_id: &str, args_fingerprint: &str) -> String {
-    let input = serde_json::json!([
-        "reins.idempotency.v1",
-        session_id,
-        tool_use_id,
-        args_fingerprint
-    ])
-    .to_string();
-    let digest = Sha256::digest(input.as_bytes());
+    // The compact JSON array, hashed as it is written (no `Value`, no buffer): the
+    // bytes are those of `json!([...]).to_string()`, which `known_key` pins.
+    let mut h = Sha256::new();
+    h.update(b"[\"reins.idempotency.v1\"");
+    for part in [session_id, tool_use_id, args_fingerprint] {
+        h.update(b",");
+        // A `&str` always serializes; writing into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut h, part);
+    }
+    h.update(b"]");
+    let digest = h.finalize();
     let mut b = [0u8; 16];
     b.copy_from_slice(&digest[..16]);
     b[6] = (b[6] & 0x0f) | 0x80; // version 8

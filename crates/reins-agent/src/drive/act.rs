@@ -188,7 +188,6 @@ impl Driver {
 
         // The ledger: at most once.
         let fingerprint = reins_memory::fingerprint(&to_run.input);
-        let key = reins_tool::idempotency_key(&self.session, &original.id, &fingerprint);
         let idempotent = rt.toolkit.is_idempotent(&original.name);
         let store = &rt.store;
         let mut claim = store
@@ -235,7 +234,7 @@ impl Driver {
             let call = reconcile::Unfinished {
                 original,
                 executed: edited.then_some(&to_run),
-                key: key.clone(),
+                key: reins_tool::idempotency_key(&self.session, &original.id, &fingerprint),
             };
             if let reconcile::Settled::Result(r) = self.reconcile(call, iteration).await? {
                 store.finish(&self.session, &original.id, &r).await?;
@@ -256,7 +255,7 @@ impl Driver {
             .with_cancel(call_cancel.clone())
             .with_chunk_sender(chunks)
             .with_question_sender(questions_tx)
-            .with_idempotency_key(key);
+            .with_args_fingerprint(fingerprint);
         let opts = reins_tool::ExecOptions {
             grace: cfg.grace,
             ..reins_tool::ExecOptions::default()

@@ -2,7 +2,9 @@
 //! [`Commit`] that writes it (the transcript's unsaved part, requirement operations,
 //! audit records, the run state when it moved).
 
-use reins_memory::Commit;
+use std::sync::Arc;
+
+use reins_memory::{Commit, RunStateData};
 
 use super::{Flush, Run};
 use crate::view::DecisionRecord;
@@ -21,7 +23,7 @@ impl Run {
 
     /// Whether anything must be written.
     fn has_changes(&self) -> bool {
-        self.has_changes_besides_state() || self.state != self.committed
+        self.has_changes_besides_state() || self.state != *self.committed
     }
 
     /// Whether anything but the run state must be written: messages, requirements,
@@ -39,7 +41,7 @@ impl Run {
     fn take_all(&mut self) -> Commit {
         let ops = std::mem::take(&mut self.req_ops);
         let unsaved = self.transcript.take_unsaved();
-        let commit = Commit {
+        let mut commit = Commit {
             expected_version: 0,
             append: unsaved.append,
             remove: unsaved.remove,
@@ -47,12 +49,16 @@ impl Run {
             add_requirements: ops.add,
             decide: ops.decide,
             clear_requirements: ops.clear,
-            run_state: (self.state != self.committed)
-                .then(|| serde_json::to_value(&self.state).ok()),
+            run_state: None,
             decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
             release_lock: None,
         };
-        self.committed.clone_from(&self.state);
+        if self.state != *self.committed {
+            // One copy, shared by the store (kept typed in memory, serialized straight
+            // to text by the SQL stores) and by the next comparison.
+            self.committed = Arc::new(self.state.clone());
+            commit.run_state = Some(Some(RunStateData::typed(Arc::clone(&self.committed))));
+        }
         commit
     }
 }

@@ -135,7 +135,7 @@ pub struct Run {
 
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
-    committed: RunState,
+    committed: std::sync::Arc<RunState>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -194,7 +194,7 @@ impl Run {
         }
         Self {
             config,
-            committed: state.clone(),
+            committed: std::sync::Arc::new(state.clone()),
             state,
             transcript: Transcript::stored(messages),
             req_ops: ReqOps::default(),

@@ -56,6 +56,15 @@ pub(crate) fn encode_json<T: serde::Serialize>(what: &str, v: &T) -> Result<Stri
     })
 }
 
+/// The run state as stored text: a typed state is serialized straight to text, with
+/// no `serde_json::Value` in between.
+pub(crate) fn encode_run_state(rs: &crate::RunStateData) -> Result<String> {
+    rs.to_json().map_err(|e| Error::Encode {
+        what: "run state".to_owned(),
+        detail: e.to_string(),
+    })
+}
+
 /// Parses the stored run state.
 pub(crate) fn decode_run_state(session: &str, body: Option<&str>) -> Result<Option<Value>> {
     body.map(|b| {

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::super::{
     decode_decision, decode_message, decode_requirement, decode_run_state, encode_json,
-    encode_message, to_i64, to_u64,
+    encode_message, encode_run_state, to_i64, to_u64,
 };
 use super::{Arg, Cols, Dialect, Exec, MultiInsert, Val, one};
 use crate::commit::Commit;
@@ -144,7 +144,7 @@ async fn commit_parts<E: Exec>(
     let run_state = commit
         .run_state
         .take()
-        .map(|rs| rs.map(|v| encode_json("run state", &v)).transpose())
+        .map(|rs| rs.map(|v| encode_run_state(&v)).transpose())
         .transpose()?;
     // Only the run state: when it is what is stored, nothing is written (so a
     // `Durability::Full` SQLite commit costs no fsync).
@@ -239,7 +239,7 @@ pub(crate) async fn commit_appending<E: Exec>(
     let run_state = commit
         .run_state
         .take()
-        .map(|rs| rs.map(|v| encode_json("run state", &v)).transpose())
+        .map(|rs| rs.map(|v| encode_run_state(&v)).transpose())
         .transpose()?;
     let payload = notice_payload(id, false);
     let rs = run_state.as_ref().map(|rs| rs.as_deref());

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use reins_memory::{Commit, Error, MemoryStore, RequirementRecord, sanitize_after_interrupt};
+use reins_memory::{
+    Commit, Error, MemoryStore, RequirementRecord, RunStateData, sanitize_after_interrupt,
+};
 use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
 
@@ -397,8 +399,40 @@ pub async fn run_state_round_trips<S: MemoryStore>(a: &S, b: &S) {
         .await
         .unwrap();
     assert_eq!(b.load_session(&id).await.unwrap().run_state, Some(blob));
-    a.commit(&id, Commit::at(v).run_state(None)).await.unwrap();
+    let v = a.commit(&id, Commit::at(v).run_state(None)).await.unwrap();
     assert_eq!(b.load_session(&id).await.unwrap().run_state, None);
+
+    // A typed state (as a run commits it) reads back as its JSON, in field order or
+    // not; committing the same state again changes nothing a reader sees.
+    #[derive(Debug, PartialEq, serde::Serialize)]
+    struct Typed {
+        phase: &'static str,
+        slots: Vec<serde_json::Value>,
+    }
+    let typed = std::sync::Arc::new(Typed {
+        phase: "paused",
+        slots: vec![json!({"id": "c1", "args": {"to": "a@example.com"}})],
+    });
+    let expected =
+        json!({"phase": "paused", "slots": [{"id": "c1", "args": {"to": "a@example.com"}}]});
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v).run_state_data(Some(RunStateData::typed(typed.clone()))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        b.load_session(&id).await.unwrap().run_state,
+        Some(expected.clone())
+    );
+    a.commit(
+        &id,
+        Commit::at(v).run_state_data(Some(RunStateData::typed(typed))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.load_session(&id).await.unwrap().run_state, Some(expected));
 }
 
 pub async fn list_and_delete<S: MemoryStore>(a: &S, b: &S) {
