@@ -63,6 +63,8 @@ pub(crate) struct AgentConfig {
     pub(crate) context: Option<crate::compression::ContextPolicy>,
     /// Per-tool requirement lifetimes in seconds ([`AgentBuilder::approval_ttl`]).
     pub(crate) approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
+    /// Per-tool quorums ([`AgentBuilder::quorum`]).
+    pub(crate) quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -118,6 +120,7 @@ impl Agent {
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
+                policy: rt.policy.clone(),
             }),
         }
     }
@@ -183,6 +186,8 @@ pub struct AgentBuilder {
     output: Option<crate::structured::OutputSpec>,
     context: Option<crate::compression::ContextPolicy>,
     approval_ttls: std::collections::BTreeMap<String, u64>,
+    quorums: std::collections::BTreeMap<String, crate::requirement::Quorum>,
+    policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
 }
 
 impl Default for AgentBuilder {
@@ -208,6 +213,8 @@ impl Default for AgentBuilder {
             context: None,
             subagents: SubAgents::default(),
             approval_ttls: std::collections::BTreeMap::new(),
+            quorums: std::collections::BTreeMap::new(),
+            policy: None,
         }
     }
 }
@@ -281,6 +288,22 @@ impl AgentBuilder {
     /// for a day). Whole seconds, at least one.
     pub fn approval_ttl(mut self, tool: impl Into<String>, ttl: Duration) -> Self {
         self.approval_ttls.insert(tool.into(), ttl.as_secs().max(1));
+        self
+    }
+
+    /// Calls of `tool` that need confirmation need it from `quorum.needed` distinct
+    /// approvers (optionally with given roles): the requirement stays pending, showing
+    /// the approvals so far, until the count is reached; one rejection closes it. See
+    /// docs/human-in-the-loop.md ("Quorum").
+    pub fn quorum(mut self, tool: impl Into<String>, quorum: crate::requirement::Quorum) -> Self {
+        self.quorums.insert(tool.into(), quorum);
+        self
+    }
+
+    /// The application's rule engine, asked before the standing grants and before a
+    /// person whenever a call needs confirmation (see [`crate::approval`]).
+    pub fn approval_policy(mut self, policy: impl crate::approval::ApprovalPolicy) -> Self {
+        self.policy = Some(Arc::new(policy));
         self
     }
 
@@ -414,6 +437,13 @@ impl AgentBuilder {
                 crate::structured::FINAL_ANSWER_TOOL
             )));
         }
+        if let Some((tool, q)) = self.quorums.iter().find(|(_, q)| q.needed < 2) {
+            return Err(AgentError::Config(format!(
+                "the quorum for `{tool}` needs {} approvals; a quorum needs at least 2 \
+                 (one approval is the default)",
+                q.needed
+            )));
+        }
         let store = match self.store {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
@@ -437,6 +467,7 @@ impl AgentBuilder {
                 output: self.output,
                 context: self.context,
                 approval_ttls: Arc::new(self.approval_ttls),
+                quorums: Arc::new(self.quorums),
             }),
             runtime: Arc::new(Runtime {
                 remote: RemoteInterrupts::default(),
@@ -450,7 +481,96 @@ impl AgentBuilder {
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
+                policy: self.policy,
             }),
         })
+    }
+}
+
+impl Agent {
+    /// Creates a standing grant (see [`Grant`](crate::approval::Grant)) made by `by`: validated, stored, and
+    /// returned with its id. Creation is recorded in the grant itself (`created_by`,
+    /// `created_at`).
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use std::time::Duration;
+    /// use reins_agent::Agent;
+    /// use reins_agent::approval::{ArgCondition, GrantFilter, NewGrant};
+    /// use reins_model::ScriptedModel;
+    ///
+    /// let agent = Agent::builder().model(ScriptedModel::new([])).build()?;
+    /// let g = agent
+    ///     .create_grant(
+    ///         NewGrant {
+    ///             session: Some("user-7/chat-1".into()),
+    ///             conditions: vec![ArgCondition::ends_with("/to", "@example.com")],
+    ///             ttl: Some(Duration::from_secs(3600)),
+    ///             ..NewGrant::tool("send_email")
+    ///         },
+    ///         Some("ana"),
+    ///     )
+    ///     .await?;
+    /// assert_eq!(agent.grants(&GrantFilter::all()).await?, vec![g.clone()]);
+    /// let revoked = agent.revoke_grant(&g.id, Some("ana")).await?;
+    /// assert!(revoked.is_revoked());
+    /// assert!(agent.grants(&GrantFilter::all()).await?.is_empty());
+    /// # Ok::<(), reins_agent::AgentError>(()) }).unwrap();
+    /// ```
+    pub async fn create_grant(
+        &self,
+        new: crate::approval::NewGrant,
+        by: Option<&str>,
+    ) -> Result<crate::approval::Grant> {
+        let now = chrono::Utc::now();
+        let expires_at = match new.ttl {
+            None => None,
+            Some(ttl) => Some(
+                chrono::Duration::from_std(ttl)
+                    .ok()
+                    .filter(|d| *d > chrono::Duration::zero())
+                    .and_then(|d| now.checked_add_signed(d))
+                    .ok_or_else(|| {
+                        AgentError::InvalidInput(
+                            "a grant's ttl must be a positive, representable duration".to_owned(),
+                        )
+                    })?,
+            ),
+        };
+        let grant = crate::approval::Grant {
+            id: reins_message::new_id(),
+            tool: new.tool,
+            principal: new.principal,
+            session: new.session,
+            conditions: new.conditions,
+            expires_at,
+            note: new.note,
+            created_at: now,
+            created_by: by.map(str::to_owned),
+            revoked_at: None,
+            revoked_by: None,
+        };
+        self.runtime.store.create_grant(&grant).await?;
+        tracing::info!(grant = %grant.id, tool = %grant.tool, by = ?by, "standing grant created");
+        Ok(grant)
+    }
+
+    /// The grants `filter` admits, oldest first.
+    pub async fn grants(
+        &self,
+        filter: &crate::approval::GrantFilter,
+    ) -> Result<Vec<crate::approval::Grant>> {
+        Ok(self.runtime.store.list_grants(filter).await?)
+    }
+
+    /// Revokes a grant (recording who and when); it never matches again.
+    pub async fn revoke_grant(&self, id: &str, by: Option<&str>) -> Result<crate::approval::Grant> {
+        let g = self
+            .runtime
+            .store
+            .revoke_grant(id, by, chrono::Utc::now())
+            .await?;
+        tracing::info!(grant = %g.id, by = ?by, "standing grant revoked");
+        Ok(g)
     }
 }

@@ -25,6 +25,7 @@ use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
 
 mod act;
+mod approve;
 mod ask;
 mod compress;
 mod reconcile;
@@ -87,6 +88,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         events,
         lock,
         client_tools,
+        fresh: std::sync::Mutex::new(Vec::new()),
     };
     let call = d.call(input, actor, view, output);
     let result = d.run(&mut core, call).await;
@@ -131,6 +133,9 @@ struct Driver {
     /// with an `External` requirement for each call; the caller answers with its
     /// result).
     client_tools: Vec<reins_message::ToolSpec>,
+    /// Calls this drive's reasoning found needing confirmation by their tool's policy,
+    /// not yet put to the approval policy and the standing grants.
+    fresh: std::sync::Mutex<Vec<String>>,
 }
 
 impl Driver {
@@ -190,6 +195,7 @@ impl Driver {
         call.model = rt.model.capabilities();
         call.compression = self.compression();
         call.approval_ttls = Arc::clone(&cfg.approval_ttls);
+        call.quorums = Arc::clone(&cfg.quorums);
         call
     }
 
@@ -341,6 +347,9 @@ impl Driver {
                     }
                 }
                 Step::Pause(reqs) => {
+                    if self.decide_without_asking(core, &reqs).await? {
+                        continue;
+                    }
                     self.commit_releasing(core).await?;
                     self.emit(RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
@@ -466,6 +475,8 @@ impl Driver {
                     view: call.view.clone(),
                     shown_fingerprint: applied.shown_fingerprint.clone(),
                     executed_fingerprint: None,
+                    grant_id: None,
+                    quorum: None,
                 }
             })
             .collect();
@@ -735,11 +746,23 @@ impl Driver {
                 tool_use: u.clone(),
             });
         }
-        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
+        let gates: Vec<crate::run::GateDecision> =
+            message.tool_uses().map(|u| self.gate(u)).collect();
         let after = AfterReasoning {
             stop: control.is_stopped(),
             goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),
         };
+        if !after.stop {
+            let confirm = message
+                .tool_uses()
+                .zip(&gates)
+                .filter(|(_, g)| matches!(g, crate::run::GateDecision::Confirm { .. }))
+                .map(|(u, _)| u.id.clone());
+            match self.fresh.lock() {
+                Ok(mut f) => f.extend(confirm),
+                Err(p) => p.into_inner().extend(confirm),
+            }
+        }
         core.run.apply(Event::Reasoned {
             message,
             gates,

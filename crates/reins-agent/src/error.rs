@@ -101,6 +101,31 @@ pub enum AgentError {
         /// The fingerprint of the arguments the requirement shows.
         current: String,
     },
+    /// An approver approved a requirement under a quorum a second time: each
+    /// approver counts once. Nothing changed; another approver must approve.
+    #[error(
+        "`{by}` already approved `{id}`; it needs approvals from {needed} distinct approvers ({count} so far)"
+    )]
+    AlreadyApproved {
+        /// The requirement id.
+        id: String,
+        /// Who approved again.
+        by: String,
+        /// Approvals needed.
+        needed: u32,
+        /// Approvals so far.
+        count: u32,
+    },
+    /// An approval under a quorum came from an approver who cannot count towards it:
+    /// no name (every approval under a quorum must say who made it), or none of the
+    /// roles the quorum accepts. Nothing changed.
+    #[error("the approval of `{id}` cannot count towards its quorum: {reason}")]
+    NotEligible {
+        /// The requirement id.
+        id: String,
+        /// Why (what is missing).
+        reason: String,
+    },
     /// The same requirement was answered twice in one call.
     #[error("requirement `{id}` was answered more than once in the same call")]
     DuplicateDecision {

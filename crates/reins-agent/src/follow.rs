@@ -132,7 +132,11 @@ fn decided_at<'a>(
             .into_iter()
             .filter(|e| e.requirement_id == id)
             .filter_map(|e| DecisionRecord::from_entry(session, e).ok())
-            .rfind(|r| r.verdict == Verdict::Applied);
+            // An approval counted towards a quorum that is not complete yet decided
+            // nothing: the requirement still waits.
+            .rfind(|r| {
+                r.verdict == Verdict::Applied && r.quorum.is_none_or(|q| q.approvals >= q.needed)
+            });
         if let Some(r) = applied {
             let e = AgentError::AlreadyDecided {
                 id: id.to_owned(),

@@ -57,6 +57,7 @@
 //! | `tiktoken` | yes     | exact token counts for OpenAI models in [`ContextPolicy`] (`tiktoken-rs`) |
 
 mod agent;
+pub mod approval;
 mod backend;
 pub mod compression;
 mod delegate;
@@ -88,6 +89,7 @@ pub mod context {
 }
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
+pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};
 pub use backend::{SessionBackend, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
@@ -99,12 +101,12 @@ pub use fork::{
 pub use handle::{Interrupter, RunEvents, RunHandle};
 pub use output::{RunEvent, RunOutput, RunStatus};
 pub use reins_tool::Concurrency;
-pub use requirement::{Decision, Requirement, RequirementKind};
+pub use requirement::{Approval, Decision, Quorum, QuorumState, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};
 pub use session::{ResolveBuilder, ResumeBuilder, SendBuilder, Session};
 pub use snapshot::{SNAPSHOT_SCHEMA_VERSION, SessionSnapshot};
 pub use state::SessionView;
 pub use structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputMode, OutputSpec};
 pub use subagent::{SubAgentTool, child_session_id, pending_requirements};
-pub use view::{Actor, DecisionRecord, Verdict, ViewToken};
+pub use view::{Actor, DecisionRecord, QuorumCount, Verdict, ViewToken};
 pub use watch::SessionWatch;

@@ -62,6 +62,94 @@ pub struct Requirement {
     /// made the call (so a UI can say "research wants to run `send_email`").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// For a confirmation that needs approvals from several people
+    /// ([`AgentBuilder::quorum`](crate::AgentBuilder::quorum)): how many, and who
+    /// approved so far. The requirement stays pending until the count is reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<QuorumState>,
+}
+
+/// How many distinct people must approve a call of a tool, and optionally which roles
+/// count ([`AgentBuilder::quorum`](crate::AgentBuilder::quorum)).
+///
+/// ```
+/// use reins_agent::Quorum;
+/// let q = Quorum::of(2).roles(["finance", "security"]);
+/// assert_eq!(q.needed, 2);
+/// assert!(q.counts(&["security".to_owned()]));
+/// assert!(!q.counts(&["intern".to_owned()]));
+/// assert!(Quorum::of(2).counts(&[]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quorum {
+    /// Approvals from distinct approvers needed before the call runs (at least 2).
+    pub needed: u32,
+    /// When not empty, only approvers with one of these roles count (an actor's roles
+    /// are the strings in its metadata's `roles` array, see [`Actor::roles`]).
+    ///
+    /// [`Actor::roles`]: crate::Actor::roles
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+}
+
+impl Quorum {
+    /// `needed` approvals from distinct approvers, any role.
+    pub fn of(needed: u32) -> Self {
+        Self {
+            needed,
+            roles: Vec::new(),
+        }
+    }
+
+    /// Only approvers with one of these roles count.
+    #[must_use]
+    pub fn roles<S: Into<String>>(mut self, roles: impl IntoIterator<Item = S>) -> Self {
+        self.roles = roles.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether an approver with `roles` counts.
+    pub fn counts(&self, roles: &[String]) -> bool {
+        self.roles.is_empty() || roles.iter().any(|r| self.roles.contains(r))
+    }
+}
+
+/// Where a quorum stands on one requirement: what it needs and the approvals so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumState {
+    /// Approvals needed.
+    pub needed: u32,
+    /// The roles that count (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    /// The approvals so far, oldest first, one per approver.
+    #[serde(default)]
+    pub approvals: Vec<Approval>,
+}
+
+impl QuorumState {
+    /// A quorum with no approvals yet.
+    pub fn new(q: &Quorum) -> Self {
+        Self {
+            needed: q.needed,
+            roles: q.roles.clone(),
+            approvals: Vec::new(),
+        }
+    }
+
+    /// Whether `by` approved already.
+    pub fn approved_by(&self, by: &str) -> bool {
+        self.approvals.iter().any(|a| a.by == by)
+    }
+}
+
+/// One approval counted towards a [`QuorumState`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Who approved.
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
 }
 
 impl Requirement {

@@ -38,6 +38,8 @@ pub(crate) struct Runtime {
     /// The context budget as a run needs it, counted on the first call that needs it
     /// (see `drive`).
     pub(crate) compression: OnceLock<Arc<Compression>>,
+    /// The application's approval policy, when set.
+    pub(crate) policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
     /// The toolkit's specs as last offered, with the group activity they were made
     /// for: every request shares them until a group is switched.
     pub(crate) specs: Mutex<(Vec<bool>, Option<reins_model::ToolSpecs>)>,

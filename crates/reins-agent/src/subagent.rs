@@ -382,6 +382,7 @@ async fn run_child(
                     expires_at: None,
                     path: Vec::new(),
                     agent: None,
+                    quorum: None,
                 })
                 .collect();
             let refused = routed_records(tool_use, &decisions, &shown, Some(&why));
@@ -513,6 +514,8 @@ fn routed_records(
                 actor: d.decided_by().map(Actor::new),
                 shown_fingerprint: req.map(Requirement::fingerprint),
                 executed_fingerprint: executed.as_ref().map(reins_memory::fingerprint),
+                grant_id: None,
+                quorum: None,
                 shown_input,
                 executed_input: executed,
                 note,
@@ -618,6 +621,7 @@ mod tests {
             expires_at: None,
             path: vec![parent.to_owned(), child.to_owned()],
             agent: Some("research".to_owned()),
+            quorum: None,
         }
     }
 

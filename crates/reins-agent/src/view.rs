@@ -155,6 +155,22 @@ impl Actor {
         self.metadata = Some(metadata);
         self
     }
+
+    /// Its roles: the strings of its metadata's `roles` array (what a
+    /// [`Quorum`](crate::Quorum) with roles checks).
+    pub fn roles(&self) -> Vec<String> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.get("roles"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Whether a recorded decision took effect.
@@ -219,6 +235,22 @@ pub struct DecisionRecord {
     /// those shown (an edit makes a new fingerprint, recorded as such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executed_fingerprint: Option<String>,
+    /// The standing grant that allowed the call without asking (`via: "grant"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+    /// For an approval under a quorum: the count after it (`approvals` of `needed`).
+    /// The call runs when they are equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<QuorumCount>,
+}
+
+/// Where a quorum stood after one approval ([`DecisionRecord::quorum`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumCount {
+    /// Approvals counted so far, this one included.
+    pub approvals: u32,
+    /// Approvals needed.
+    pub needed: u32,
 }
 
 impl DecisionRecord {

@@ -166,6 +166,7 @@ mod tests {
             expires_at: None,
             path: vec![],
             agent: None,
+            quorum: None,
         }
     }
 

@@ -114,6 +114,41 @@ pub enum Error {
     /// The database reported an error.
     #[error("database error: {0}")]
     Database(String),
+    /// No grant has this id.
+    #[error("no grant has id `{id}`")]
+    GrantNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The grant was revoked already (a revoked grant stays revoked).
+    #[error("grant `{id}` was already revoked at {at}{}", by.as_ref().map(|b| format!(" by `{b}`")).unwrap_or_default())]
+    GrantAlreadyRevoked {
+        /// The grant id.
+        id: String,
+        /// When it was revoked.
+        at: chrono::DateTime<chrono::Utc>,
+        /// Who revoked it.
+        by: Option<String>,
+    },
+    /// A grant with this id already exists.
+    #[error("a grant with id `{id}` already exists")]
+    DuplicateGrant {
+        /// The repeated id.
+        id: String,
+    },
+    /// A grant was refused as malformed; `detail` says what to fix.
+    #[error("invalid grant: {detail}")]
+    InvalidGrant {
+        /// What is wrong.
+        detail: String,
+    },
+    /// The store does not keep this kind of record (a custom store that does not
+    /// implement standing grants).
+    #[error("this store does not support {what}")]
+    Unsupported {
+        /// What was asked for.
+        what: String,
+    },
 }
 
 /// The crate's result type.

@@ -59,6 +59,7 @@
 
 mod commit;
 mod error;
+pub mod grant;
 mod memory;
 pub mod repair;
 mod run_state;
@@ -69,6 +70,7 @@ mod sql;
 
 pub use commit::Commit;
 pub use error::{Error, Result};
+pub use grant::{ArgCondition, ArgOp, Grant, GrantFilter};
 pub use memory::InMemoryStore;
 pub use reins_message::fingerprint;
 pub use repair::{
@@ -78,7 +80,7 @@ pub use repair::{
 pub use run_state::RunStateData;
 pub use store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, RequirementRecord,
-    SessionLock, SessionState, SessionSummary, StoreChange,
+    SessionHead, SessionLock, SessionState, SessionSummary, StoreChange,
 };
 
 #[cfg(feature = "postgres")]

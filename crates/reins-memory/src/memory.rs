@@ -10,10 +10,11 @@ use reins_message::ToolResult;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::run_state::RunStateData;
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionLock,
-    SessionState, SessionSummary, StoreChange, lease_end,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
+    SessionLock, SessionState, SessionSummary, StoreChange, lease_end,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
@@ -52,6 +53,7 @@ struct Inner {
     ledger: HashMap<String, HashMap<String, LedgerEntry>>,
     locks: HashMap<String, Lock>,
     decisions: HashMap<String, Vec<DecisionEntry>>,
+    grants: BTreeMap<String, Grant>,
 }
 
 #[derive(Debug)]
@@ -82,14 +84,19 @@ impl Entry {
     /// The session as a reader sees it.
     fn read(&self) -> Result<SessionState> {
         let mut state = self.state.clone();
-        state.run_state = match &self.run_state {
-            None => None,
-            Some(rs) => Some(rs.to_value().map_err(|e| Error::Encode {
+        state.run_state = self.run_state_value()?;
+        Ok(state)
+    }
+
+    /// The run state as JSON, as a reader sees it.
+    fn run_state_value(&self) -> Result<Option<serde_json::Value>> {
+        match &self.run_state {
+            None => Ok(None),
+            Some(rs) => Ok(Some(rs.to_value().map_err(|e| Error::Encode {
                 what: format!("the run state of `{}`", self.state.id),
                 detail: e.to_string(),
-            })?),
-        };
-        Ok(state)
+            })?)),
+        }
     }
 }
 
@@ -251,6 +258,24 @@ impl MemoryStore for InMemoryStore {
                 has_open_requirements: e.state.open_requirements().next().is_some(),
             })
             .collect())
+    }
+
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        self.lock()
+            .sessions
+            .values()
+            .map(|e| {
+                Ok(SessionHead {
+                    id: e.state.id.clone(),
+                    version: e.state.version,
+                    message_count: e.state.messages.len() as u64,
+                    created_at: e.state.created_at,
+                    updated_at: e.state.updated_at,
+                    run_state: e.run_state_value()?,
+                    open_requirements: e.state.open_requirements().cloned().collect(),
+                })
+            })
+            .collect()
     }
 
     async fn delete_session(&self, id: &str) -> Result<()> {
@@ -432,6 +457,54 @@ impl MemoryStore for InMemoryStore {
             .interrupts
             .get_or_init(|| tokio::sync::broadcast::channel(64).0)
             .subscribe())
+    }
+
+    async fn create_grant(&self, grant: &Grant) -> Result<()> {
+        grant
+            .validate()
+            .map_err(|detail| Error::InvalidGrant { detail })?;
+        let mut inner = self.lock();
+        if inner.grants.contains_key(&grant.id) {
+            return Err(Error::DuplicateGrant {
+                id: grant.id.clone(),
+            });
+        }
+        inner.grants.insert(grant.id.clone(), grant.clone());
+        Ok(())
+    }
+
+    async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+        let mut out: Vec<Grant> = self
+            .lock()
+            .grants
+            .values()
+            .filter(|g| filter.admits(g))
+            .cloned()
+            .collect();
+        sort_grants(&mut out);
+        Ok(out)
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+        Ok(self.lock().grants.get(id).cloned())
+    }
+
+    async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+        let mut inner = self.lock();
+        let g = inner
+            .grants
+            .get_mut(id)
+            .ok_or_else(|| Error::GrantNotFound { id: id.to_owned() })?;
+        if let Some(when) = g.revoked_at {
+            return Err(Error::GrantAlreadyRevoked {
+                id: id.to_owned(),
+                at: when,
+                by: g.revoked_by.clone(),
+            });
+        }
+        g.revoked_at = Some(at);
+        g.revoked_by = by.map(str::to_owned);
+        Ok(g.clone())
     }
 }
 

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::commit::Commit;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::grant::{Grant, GrantFilter};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +65,59 @@ pub struct SessionSummary {
     pub updated_at: DateTime<Utc>,
     /// Whether any requirement is waiting for a decision.
     pub has_open_requirements: bool,
+}
+
+/// A session without its transcript, as [`MemoryStore::list_session_heads`] reads it:
+/// what a list of sessions shows (whether it waits, for what, and when it last moved).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHead {
+    /// The session id.
+    pub id: String,
+    /// Its version.
+    pub version: u64,
+    /// How many messages it holds (they are not loaded).
+    pub message_count: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last committed to.
+    pub updated_at: DateTime<Utc>,
+    /// The agent's opaque run state.
+    pub run_state: Option<Value>,
+    /// The requirements still waiting for a decision, oldest first.
+    pub open_requirements: Vec<RequirementRecord>,
+}
+
+impl SessionHead {
+    /// The head of a loaded session (its decided requirements and messages dropped).
+    pub fn of(state: SessionState) -> Self {
+        Self {
+            message_count: state.messages.len() as u64,
+            open_requirements: state
+                .requirements
+                .into_iter()
+                .filter(|r| r.is_open())
+                .collect(),
+            id: state.id,
+            version: state.version,
+            created_at: state.created_at,
+            updated_at: state.updated_at,
+            run_state: state.run_state,
+        }
+    }
+
+    /// A [`SessionState`] with this head and no messages (for code that reads a
+    /// session's run state and open requirements, never its transcript).
+    pub fn into_state(self) -> SessionState {
+        SessionState {
+            id: self.id,
+            version: self.version,
+            messages: Vec::new(),
+            requirements: self.open_requirements,
+            run_state: self.run_state,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
 }
 
 /// A stored requirement: a pause waiting for a person. `kind`, `payload` and
@@ -261,6 +315,23 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Every session, ordered by id.
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>>;
 
+    /// Every session without its transcript (its run state and open requirements),
+    /// ordered by id: what a list of sessions needs, read at a cost that does not grow
+    /// with the transcripts' length. The provided method loads each session in turn;
+    /// the built-in stores answer with two queries however many sessions there are.
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        let mut heads = Vec::new();
+        for s in self.list_sessions().await? {
+            match self.load_session(&s.id).await {
+                Ok(state) => heads.push(SessionHead::of(state)),
+                // Deleted since it was listed.
+                Err(crate::Error::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(heads)
+    }
+
     /// Deletes the session with its messages, requirements, ledger entries and lock.
     /// Deleting a session that does not exist is not an error.
     async fn delete_session(&self, id: &str) -> Result<()>;
@@ -354,6 +425,46 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// in memory: direct). Used to notice pauses, resumes and interrupt requests made
     /// elsewhere without polling every session.
     async fn changes(&self) -> Result<ChangeFeed>;
+
+    /// Stores a new standing grant (see [`Grant`]); it is checked with
+    /// [`Grant::validate`] first ([`Error::InvalidGrant`]), and an id already taken is
+    /// [`Error::DuplicateGrant`]. On any error nothing is stored. The provided method
+    /// answers [`Error::Unsupported`]; the built-in stores keep grants.
+    async fn create_grant(&self, grant: &Grant) -> Result<()> {
+        let _ = grant;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// The grants `filter` admits, oldest first (then by id). The provided method
+    /// answers [`Error::Unsupported`].
+    async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+        let _ = filter;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// One grant by id, revoked or not (`None` when there is none). The provided method
+    /// answers [`Error::Unsupported`].
+    async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+        let _ = id;
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
+
+    /// Revokes a grant: records who and when, and returns the revoked grant. Exactly one
+    /// of racing revocations succeeds; the others get [`Error::GrantAlreadyRevoked`]
+    /// naming the first. An unknown id is [`Error::GrantNotFound`]. The provided method
+    /// answers [`Error::Unsupported`].
+    async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+        let _ = (id, by, at);
+        Err(Error::Unsupported {
+            what: "standing grants".to_owned(),
+        })
+    }
 }
 
 macro_rules! forward_store {
@@ -371,6 +482,9 @@ macro_rules! forward_store {
             }
             async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
                 (**self).list_sessions().await
+            }
+            async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+                (**self).list_session_heads().await
             }
             async fn delete_session(&self, id: &str) -> Result<()> {
                 (**self).delete_session(id).await
@@ -430,6 +544,18 @@ macro_rules! forward_store {
             }
             async fn interrupt_notices(&self) -> Result<ChangeFeed> {
                 (**self).interrupt_notices().await
+            }
+            async fn create_grant(&self, grant: &Grant) -> Result<()> {
+                (**self).create_grant(grant).await
+            }
+            async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<Grant>> {
+                (**self).list_grants(filter).await
+            }
+            async fn grant(&self, id: &str) -> Result<Option<Grant>> {
+                (**self).grant(id).await
+            }
+            async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
+                (**self).revoke_grant(id, by, at).await
             }
         }
     )*};

@@ -284,6 +284,28 @@ impl Auth {
         Ok(self)
     }
 
+    /// The principal a session belongs to: the `user` whose session prefix its id
+    /// starts with (the longest prefix when several match), if any.
+    pub(crate) fn owner_of(&self, session: &str) -> Option<&Principal> {
+        self.entries
+            .iter()
+            .map(|e| &*e.principal)
+            .filter(|p| p.has(AccessRole::User) && session.starts_with(&p.prefix()))
+            .max_by_key(|p| p.prefix().len())
+    }
+
+    /// The names of the principals with the `user` role (those that own sessions),
+    /// sorted, without repeats.
+    pub(crate) fn user_names(&self) -> Vec<String> {
+        let names: BTreeSet<String> = self
+            .entries
+            .iter()
+            .filter(|e| e.principal.has(AccessRole::User))
+            .map(|e| e.principal.name.clone())
+            .collect();
+        names.into_iter().collect()
+    }
+
     /// Reads the JSON configuration (see the [module docs](self)).
     pub fn from_json(json: &str) -> Result<Self, AuthConfigError> {
         let config: Config =
@@ -369,6 +391,36 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_belongs_to_the_user_with_the_longest_matching_prefix() {
+        let auth = Auth::new()
+            .token(
+                "a",
+                Principal::new("team", [AccessRole::User]).session_prefix("team/"),
+            )
+            .token(
+                "b",
+                Principal::new("lead", [AccessRole::User]).session_prefix("team/lead/"),
+            )
+            .token("c", Principal::new("ana", [AccessRole::Approver]))
+            .token(
+                "d",
+                Principal::new("ops", [AccessRole::Admin, AccessRole::User]),
+            )
+            .token(
+                "e",
+                Principal::new("team", [AccessRole::User]).session_prefix("team/"),
+            );
+        let owner = |s: &str| auth.owner_of(s).map(|p| p.name.clone());
+        assert_eq!(owner("team/x"), Some("team".to_owned()));
+        assert_eq!(owner("team/lead/x"), Some("lead".to_owned()));
+        assert_eq!(owner("ops/x"), Some("ops".to_owned()));
+        // Approvers own nothing; an id under no prefix has no owner.
+        assert_eq!(owner("ana/x"), None);
+        assert_eq!(owner("elsewhere"), None);
+        assert_eq!(auth.user_names(), ["lead", "ops", "team"]);
+    }
 
     #[test]
     #[allow(deprecated)]

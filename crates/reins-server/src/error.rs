@@ -72,6 +72,20 @@ pub enum ServerError {
     /// names a requirement that shows other arguments (409). Nothing changed.
     #[error("{0}")]
     FingerprintMismatch(String),
+    /// No grant has the id (404).
+    #[error("{0}")]
+    UnknownGrant(String),
+    /// The grant was revoked already (409); nothing changed.
+    #[error("{0}")]
+    GrantRevoked(String),
+    /// The approver approved this requirement already (409): under a quorum each
+    /// approver counts once. Nothing changed.
+    #[error("{0}")]
+    AlreadyApproved(String),
+    /// The approval cannot count towards the requirement's quorum (403): the approver
+    /// lacks the roles it accepts. Nothing changed.
+    #[error("{0}")]
+    NotEligible(String),
     /// The body is too large (413).
     #[error("request body too large (the limit is {0} bytes)")]
     TooLarge(usize),
@@ -113,7 +127,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable machine-readable code (`bad_body`, `unauthorized`, `forbidden`,
     /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`, `already_decided`,
-    /// `fingerprint_mismatch`,
+    /// `fingerprint_mismatch`, `unknown_grant`, `grant_revoked`, `invalid_grant`,
+    /// `already_approved`, `not_eligible`,
     /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
     /// `model`, `internal`).
     pub code: String,
@@ -135,14 +150,18 @@ impl ServerError {
         match self {
             Self::BadBody(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::UnknownSession(_) | Self::UnknownRequirement(_) => StatusCode::NOT_FOUND,
+            Self::Forbidden(_) | Self::NotEligible(_) => StatusCode::FORBIDDEN,
+            Self::UnknownSession(_) | Self::UnknownRequirement(_) | Self::UnknownGrant(_) => {
+                StatusCode::NOT_FOUND
+            }
             Self::Busy(_)
             | Self::NotPaused(_)
             | Self::StaleView { .. }
             | Self::Exists(_)
             | Self::AlreadyDecided { .. }
-            | Self::FingerprintMismatch(_) => StatusCode::CONFLICT,
+            | Self::FingerprintMismatch(_)
+            | Self::GrantRevoked(_)
+            | Self::AlreadyApproved(_) => StatusCode::CONFLICT,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -166,6 +185,10 @@ impl ServerError {
             Self::Exists(_) => "session_exists",
             Self::AlreadyDecided { .. } => "already_decided",
             Self::FingerprintMismatch(_) => "fingerprint_mismatch",
+            Self::UnknownGrant(_) => "unknown_grant",
+            Self::GrantRevoked(_) => "grant_revoked",
+            Self::AlreadyApproved(_) => "already_approved",
+            Self::NotEligible(_) => "not_eligible",
             Self::TooLarge(_) => "payload_too_large",
             Self::Timeout(_) => "timeout",
             Self::Invalid { code, .. } => code,
@@ -259,6 +282,13 @@ impl From<AgentError> for ServerError {
             AgentError::Store(reins_memory::Error::SessionNotFound { id }) => {
                 Self::UnknownSession(id)
             }
+            AgentError::AlreadyApproved { .. } => Self::AlreadyApproved(message),
+            AgentError::NotEligible { .. } => Self::NotEligible(message),
+            AgentError::Store(
+                e @ (reins_memory::Error::GrantNotFound { .. }
+                | reins_memory::Error::GrantAlreadyRevoked { .. }
+                | reins_memory::Error::InvalidGrant { .. }),
+            ) => e.into(),
             AgentError::Store(_) => Self::Store(message),
             AgentError::Model(_) => Self::Model(message),
             AgentError::AlreadyDecided { id, decided } => Self::already_decided(&id, &decided),
@@ -283,6 +313,14 @@ impl From<reins_memory::Error> for ServerError {
     fn from(e: reins_memory::Error) -> Self {
         match e {
             reins_memory::Error::SessionNotFound { id } => Self::UnknownSession(id),
+            e @ reins_memory::Error::GrantNotFound { .. } => Self::UnknownGrant(e.to_string()),
+            e @ reins_memory::Error::GrantAlreadyRevoked { .. } => {
+                Self::GrantRevoked(format!("{e}; nothing changed"))
+            }
+            reins_memory::Error::InvalidGrant { detail } => Self::Invalid {
+                code: "invalid_grant",
+                message: format!("invalid grant: {detail}"),
+            },
             other => Self::Store(other.to_string()),
         }
     }

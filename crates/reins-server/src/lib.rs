@@ -12,6 +12,7 @@
 //! | endpoint | what it does |
 //! |---|---|
 //! | `POST /v1/sessions/{id}/runs` `{message}` | starts a run; its output, or SSE with `?stream=true` |
+//! | `GET /v1/sessions?status=&principal=&tool=` | the sessions with their status, owner and pending tools, newest activity first, paginated |
 //! | `GET /v1/sessions/{id}` | status, transcript, pending requirements, view token |
 //! | `GET /v1/sessions/{id}/decisions` | the audit trail |
 //! | `POST /v1/sessions/{id}/decisions` | approve / reject / input / external result; the run goes on |
@@ -75,6 +76,7 @@
 // agents.
 mod a2a;
 mod agui;
+mod grants;
 mod health;
 mod inbox;
 mod sessions;
@@ -250,6 +252,7 @@ impl Server {
         Router::new()
             .merge(sessions::router())
             .merge(inbox::router())
+            .merge(grants::router())
             .merge(health::router())
             .merge(openapi::router())
             .merge(agui::router())

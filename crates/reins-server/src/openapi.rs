@@ -10,7 +10,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ServerError;
 use crate::state::AppState;
-use crate::{auth, error, health, inbox, sessions, types};
+use crate::{auth, error, grants, health, inbox, sessions, types};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -31,8 +31,12 @@ use crate::{auth, error, health, inbox, sessions, types};
         sessions::fork::get_turns,
         sessions::fork::post_replay,
         inbox::get_requirements,
+        inbox::list::get_sessions,
         inbox::get_inbox_events,
         inbox::get_me,
+        grants::get_grants,
+        grants::post_grant,
+        grants::delete_grant,
         health::healthz,
         health::readyz,
     ),
@@ -46,9 +50,17 @@ use crate::{auth, error, health, inbox, sessions, types};
         types::DecisionsList,
         types::InboxItem,
         types::InboxPage,
+        types::SessionRow,
+        types::SessionsPage,
         types::InterruptAnswer,
         types::Health,
         types::Me,
+        types::GrantsList,
+        types::GrantObject,
+        types::GrantCondition,
+        types::NewGrantRequest,
+        types::QuorumView,
+        types::QuorumApproval,
         sessions::fork::ForkRequest,
         sessions::fork::ForkAnswer,
         sessions::fork::TurnsList,
@@ -61,6 +73,7 @@ use crate::{auth, error, health, inbox, sessions, types};
     tags(
         (name = "sessions", description = "Runs, reads, decisions, interrupts and live events of one session"),
         (name = "inbox", description = "Pending requirements across sessions"),
+        (name = "grants", description = "Standing grants: calls that run without asking"),
         (name = "health", description = "Liveness and readiness"),
     )
 )]

@@ -188,6 +188,10 @@ pub struct InboxItem {
     pub fingerprint: String,
     /// The session's view token (pass it back with the decision).
     pub view_token: String,
+    /// When the tool needs approvals from several people: how many, and who approved
+    /// so far (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<QuorumView>,
 }
 
 /// `GET /v1/requirements`: one page, newest first.
@@ -195,6 +199,61 @@ pub struct InboxItem {
 pub struct InboxPage {
     /// The requirements.
     pub items: Vec<InboxItem>,
+    /// Pass as `cursor` for the next page (absent on the last page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/sessions` query: every filter is optional; they combine with AND.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SessionsQuery {
+    /// `paused`, `running` or `idle`, or several separated by commas.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Only the sessions this principal owns (a `user`: the sessions under its prefix).
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Only the sessions with a pending call to this tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// Page size, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// One session in `GET /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionRow {
+    /// The session id.
+    pub id: String,
+    /// Idle, running or paused: the same status as `GET /v1/sessions/{id}` shows.
+    pub status: SessionStatus,
+    /// The principal that owns it (the `user` whose prefix its id starts with), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// The tools of its pending calls, sorted, without repeats (empty unless paused).
+    pub pending_tools: Vec<String>,
+    /// How many requirements wait for a decision.
+    pub pending_count: usize,
+    /// The stored version.
+    pub version: u64,
+    /// How many messages its transcript holds.
+    pub message_count: u64,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last written (the list is ordered by it, newest first).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `GET /v1/sessions`: one page, newest activity first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionsPage {
+    /// The sessions.
+    pub sessions: Vec<SessionRow>,
     /// Pass as `cursor` for the next page (absent on the last page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
@@ -228,3 +287,162 @@ pub struct Me {
 }
 
 pub use crate::sessions::fork::{ForkAnswer, ForkRequest, TurnsList};
+
+/// `GET /v1/grants` query: each given field must equal the grant's.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GrantsQuery {
+    /// Only grants scoped to this session.
+    pub session: Option<String>,
+    /// Only grants scoped to this principal.
+    pub principal: Option<String>,
+    /// Only grants of this tool.
+    pub tool: Option<String>,
+    /// Revoked grants too (default false).
+    pub include_revoked: Option<bool>,
+}
+
+/// One condition on a call's arguments: the value at `pointer` (a JSON pointer into the
+/// arguments) compared by `op` (`equals`, `one_of`, `starts_with`, `ends_with`) with
+/// `value`. For `one_of`, `starts_with` and `ends_with` an array argument holds when
+/// every element does.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantCondition {
+    /// A JSON pointer (`/to`, `/items/0/sku`; empty: the whole arguments).
+    pub pointer: String,
+    /// `equals`, `one_of`, `starts_with` or `ends_with`.
+    pub op: String,
+    /// What to compare with (an array for `one_of`, a string for the others but `equals`).
+    #[schema(value_type = Object)]
+    pub value: Value,
+}
+
+/// `POST /v1/grants` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewGrantRequest {
+    /// The tool the grant allows.
+    pub tool: String,
+    /// Only for sessions acting for this principal.
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Only in this session.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Conditions on the arguments, all of which must hold.
+    #[serde(default)]
+    #[schema(value_type = Vec<GrantCondition>)]
+    pub conditions: Vec<reins_memory::ArgCondition>,
+    /// Lifetime in seconds from now (or give `expires_at`; neither: until revoked).
+    #[serde(default)]
+    pub ttl_seconds: Option<u64>,
+    /// When it stops matching.
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Why, for the audit trail.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// A standing grant as the API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantObject {
+    /// Its id.
+    pub id: String,
+    /// The tool.
+    pub tool: String,
+    /// The principal it is scoped to (null: any).
+    pub principal: Option<String>,
+    /// The session it is scoped to (null: any).
+    pub session: Option<String>,
+    /// Conditions on the arguments.
+    #[schema(value_type = Vec<GrantCondition>)]
+    pub conditions: Vec<reins_memory::ArgCondition>,
+    /// When it stops matching (null: never).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Why it was given.
+    pub note: Option<String>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// Who created it.
+    pub created_by: Option<String>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+    /// `live`, `expired` or `revoked`, when the answer was made.
+    pub state: String,
+}
+
+impl GrantObject {
+    /// The API form of `g` at `now`.
+    pub fn of(g: reins_memory::Grant, now: DateTime<Utc>) -> Self {
+        let state = if g.is_revoked() {
+            "revoked"
+        } else if g.is_expired(now) {
+            "expired"
+        } else {
+            "live"
+        };
+        Self {
+            id: g.id,
+            tool: g.tool,
+            principal: g.principal,
+            session: g.session,
+            conditions: g.conditions,
+            expires_at: g.expires_at,
+            note: g.note,
+            created_at: g.created_at,
+            created_by: g.created_by,
+            revoked_at: g.revoked_at,
+            revoked_by: g.revoked_by,
+            state: state.to_owned(),
+        }
+    }
+}
+
+/// `GET /v1/grants`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantsList {
+    /// The grants, oldest first.
+    pub grants: Vec<GrantObject>,
+}
+
+/// Where a quorum stands on a requirement: approvals needed, the roles that count
+/// (empty: any), and the approvals so far.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuorumView {
+    /// Approvals needed from distinct approvers.
+    pub needed: u32,
+    /// Roles that count (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
+    /// The approvals so far, oldest first.
+    pub approvals: Vec<QuorumApproval>,
+}
+
+/// One approval counted towards a quorum.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QuorumApproval {
+    /// Who approved.
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+impl From<&reins_agent::QuorumState> for QuorumView {
+    fn from(q: &reins_agent::QuorumState) -> Self {
+        Self {
+            needed: q.needed,
+            roles: q.roles.clone(),
+            approvals: q
+                .approvals
+                .iter()
+                .map(|a| QuorumApproval {
+                    by: a.by.clone(),
+                    at: a.at,
+                })
+                .collect(),
+        }
+    }
+}

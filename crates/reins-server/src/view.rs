@@ -4,27 +4,59 @@
 //! session resource, the session stream and the inbox all read sessions through it.
 
 use reins_agent::{Agent, Requirement, RunState, ViewToken};
-use reins_memory::SessionState;
+use reins_memory::{RequirementRecord, SessionHead, SessionState};
 
 use crate::error::Result;
 use crate::types::{SessionDetail, SessionStatus};
 
 /// The pending requirements of a stored session. A paused sub-agent call shows what its
 /// child session waits for in the store (someone may have answered the child
-/// directly), never the copy the parent took when the child paused.
+/// directly), never the copy the parent took when the child paused; a requirement
+/// under a quorum shows its approvals so far.
 async fn pending(agent: &Agent, state: &SessionState) -> Result<Vec<Requirement>> {
-    let delegates = state
-        .run_state
-        .clone()
-        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
-        .is_some_and(|rs| !rs.delegated_calls().is_empty());
-    if delegates {
+    if reads_run_state(state.run_state.as_ref(), state.open_requirements()) {
         return Ok(reins_agent::pending_requirements(agent.store(), state.clone()).await?);
     }
     Ok(state
         .open_requirements()
         .filter_map(|r| serde_json::from_value::<Requirement>(r.payload.clone()).ok())
         .collect())
+}
+
+/// The view of a session read without its transcript ([`SessionHead`]), as [`of`]
+/// gives it without messages. A session whose requirements come from its run state
+/// (see [`reads_run_state`]) is loaded in full, since the run is rebuilt from the
+/// whole stored session.
+pub(crate) async fn of_head(
+    agent: &Agent,
+    head: SessionHead,
+    running_here: bool,
+) -> Result<(SessionDetail, Vec<Requirement>)> {
+    if reads_run_state(head.run_state.as_ref(), head.open_requirements.iter()) {
+        let state = match agent.store().load_session(&head.id).await {
+            Ok(s) => s,
+            // Deleted since it was listed: the head is all there is.
+            Err(reins_memory::Error::SessionNotFound { .. }) => head.into_state(),
+            Err(e) => return Err(e.into()),
+        };
+        return of(agent, state, running_here, false).await;
+    }
+    of(agent, head.into_state(), running_here, false).await
+}
+
+/// Whether the stored requirement records are not the whole truth about what a session
+/// waits for: it waits on calls delegated to sub-agents (whose child sessions may have
+/// been answered directly), or a requirement is under a quorum (its approvals so far
+/// are counted in the run state, while the record shows it as raised).
+fn reads_run_state<'a>(
+    run_state: Option<&serde_json::Value>,
+    mut open: impl Iterator<Item = &'a RequirementRecord>,
+) -> bool {
+    open.any(|r| r.payload.get("quorum").is_some())
+        || run_state
+            .cloned()
+            .and_then(|v| serde_json::from_value::<RunState>(v).ok())
+            .is_some_and(|rs| !rs.delegated_calls().is_empty())
 }
 
 /// Reads the session as stored. `running_here`: a run of it is in flight on this

@@ -497,3 +497,430 @@ async fn fork_from_the_timeline_in_a_real_browser() {
     assert_eq!(err, serde_json::Value::Null, "no script errors");
     c.close().await.unwrap();
 }
+
+fn row(id: &str) -> String {
+    format!("#sessions .srow[data-id=\"{id}\"]")
+}
+
+/// The sessions list and a session's audit trail: paused sessions are listed with
+/// what they wait on; the status and tool filters narrow the list and live in the URL
+/// (a shared link shows the same list); a row opens the session, whose audit trail
+/// says who decided what, with the edited arguments beside those shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_and_their_audit_trail_in_a_real_browser() {
+    let Some((chromium, chromedriver)) =
+        chromium_or_skip("sessions_and_their_audit_trail_in_a_real_browser")
+    else {
+        return;
+    };
+    let shots = Shots::new();
+    let s = start().await;
+    // An audited session: an approval with edited arguments by ana, a rejection by ops.
+    let r = pause(&s, "alice/audited", "delete draft.txt").await;
+    let (st, out) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Faudited/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "approve", "edited_args": {"path": "draft-old.txt"}}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let r = pause(&s, "alice/audited", "delete notes.md").await;
+    let (st, out) = s
+        .post(
+            ADMIN,
+            "/v1/sessions/alice%2Faudited/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "reject", "note": "keep the notes"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let (st, _) = s
+        .post(
+            BOB,
+            "/v1/sessions/bob%2Fchat/runs",
+            json!({"message": "hello"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    pause(&s, "alice/cleanup", "delete tmp.log").await;
+    pause(&s, "alice/mail", "mail bob@example.com").await;
+
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/?view=sessions#token={ANA}", s.base))
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .pill", row("alice/cleanup")), |t| {
+        t == "paused"
+    })
+    .await;
+    wait_text(&c, &row("alice/mail"), |t| t.contains("send_email")).await;
+    wait_text(&c, &format!("{} .pill", row("bob/chat")), |t| t == "idle").await;
+    wait_text(&c, &format!("{} .pill", row("alice/audited")), |t| {
+        t == "idle"
+    })
+    .await;
+    shots.take(&c, "sessions.png").await;
+
+    // Filter by status: the idle ones leave; the filter is in the URL.
+    c.find(Locator::Css("#f-status"))
+        .await
+        .unwrap()
+        .select_by_value("paused")
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/cleanup") && t.contains("alice/mail") && !t.contains("bob/chat")
+    })
+    .await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("status=paused")
+    );
+
+    // And by tool.
+    c.find(Locator::Css("#f-tool"))
+        .await
+        .unwrap()
+        .send_keys("send_email")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#f-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/mail") && !t.contains("alice/cleanup")
+    })
+    .await;
+    let url = c.current_url().await.unwrap();
+    assert!(url.as_str().contains("tool=send_email"), "{url}");
+
+    // A shared link shows the same list, its filters filled in.
+    c.goto(&format!(
+        "{}/?view=sessions&status=paused&tool=delete_file",
+        s.base
+    ))
+    .await
+    .unwrap();
+    wait_text(&c, "#sessions", |t| {
+        t.contains("alice/cleanup") && !t.contains("alice/mail") && !t.contains("audited")
+    })
+    .await;
+    let tool: serde_json::Value = c
+        .execute("return document.querySelector('#f-tool').value", vec![])
+        .await
+        .unwrap();
+    assert_eq!(tool, "delete_file");
+
+    // A principal that owns no sessions: the page says why, from the server's 400.
+    c.find(Locator::Css("#f-principal"))
+        .await
+        .unwrap()
+        .send_keys("nobody")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#f-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sessions-msg", |t| {
+        t.contains("`nobody` owns no sessions")
+    })
+    .await;
+
+    // Clear the filters, then open a session from its row: its timeline and audit.
+    c.find(Locator::Css("#f-clear"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css(&row("alice/audited")))
+        .await
+        .unwrap();
+    c.find(Locator::Css(&row("alice/audited")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#sv-id", |t| t == "alice/audited").await;
+    wait_text(&c, "#transcript", |t| t.contains("deleted draft-old.txt")).await;
+    let first = wait_text(&c, "#audit .audit-entry[data-seq=\"1\"]", |t| {
+        t.contains("ana")
+    })
+    .await;
+    assert!(
+        first.contains("approve") && first.contains("delete_file"),
+        "{first}"
+    );
+    wait_text(&c, "#audit .audit-entry[data-seq=\"1\"] .diff", |t| {
+        t.contains("- ")
+            && t.contains("draft.txt")
+            && t.contains("+ ")
+            && t.contains("draft-old.txt")
+    })
+    .await;
+    wait_text(&c, "#audit .audit-entry[data-seq=\"1\"] .fp", |t| {
+        t.contains("shown") && t.contains("executed")
+    })
+    .await;
+    let second = wait_text(&c, "#audit .audit-entry[data-seq=\"2\"]", |t| {
+        t.contains("ops")
+    })
+    .await;
+    assert!(
+        second.contains("reject") && second.contains("keep the notes"),
+        "{second}"
+    );
+    let url = c.current_url().await.unwrap();
+    assert!(url.as_str().contains("session=alice%2Faudited"), "{url}");
+    c.execute(
+        "document.querySelector('#audit-view').scrollIntoView({block: 'end'})",
+        vec![],
+    )
+    .await
+    .unwrap();
+    shots.take(&c, "audit.png").await;
+
+    // Back to the pending cards, with the session still open beside them.
+    c.find(Locator::Css("#nav a[data-view=\"pending\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css(".req-card[data-session=\"alice/cleanup\"]"))
+        .await
+        .unwrap();
+    assert!(
+        !c.find(Locator::Css("#pane-sessions"))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap()
+    );
+    wait_text(&c, "#sv-id", |t| t == "alice/audited").await;
+    let err: serde_json::Value = c
+        .execute("return window.__err || null", vec![])
+        .await
+        .unwrap();
+    assert_eq!(err, serde_json::Value::Null, "no script errors");
+    c.close().await.unwrap();
+}
+
+/// Standing grants in the inbox: "Approve & allow for 1 h" on a card approves the call
+/// and makes a grant, under which the next call runs without asking (and the audit
+/// trail says which grant allowed it); the Grants page lists grants and revokes one,
+/// after which calls ask again. A tool that needs two approvals shows the count on its
+/// card, and one approval leaves it pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_and_quorum_in_a_real_browser() {
+    let Some((chromium, chromedriver)) = chromium_or_skip("grants_and_quorum_in_a_real_browser")
+    else {
+        return;
+    };
+    let shots = Shots::new();
+    let s = start().await;
+    let r = pause(&s, "alice/chores", "delete a.txt").await;
+    // Another grant, made over the API: mail to example.com anywhere, for a day.
+    let (st, mail_grant) = s
+        .post(
+            ADMIN,
+            "/v1/grants",
+            json!({"tool": "send_email", "conditions": [{"pointer": "/to", "op": "ends_with", "value": "@example.com"}],
+                   "ttl_seconds": 86400, "note": "colleagues"}),
+        )
+        .await;
+    assert_eq!(st, 201, "{mail_grant}");
+
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/#token={ANA}", s.base)).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css(&format!("{} .grant-1h", card(&r))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r)), |t| {
+        t.contains("Approved by ana")
+    })
+    .await;
+    let note = wait_text(&c, &format!("{} .granted", card(&r)), |t| {
+        t.contains("without asking")
+    })
+    .await;
+    assert!(note.contains("alice/chores"), "{note}");
+    assert_eq!(s.ran(), ["delete:a.txt"]);
+
+    // Under the grant, the next delete in that session runs without asking.
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fchores/runs",
+            json!({"message": "delete b.txt"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(out["status"], "completed", "{out}");
+    assert_eq!(s.ran(), ["delete:a.txt", "delete:b.txt"]);
+
+    // The Grants page lists both, newest first.
+    c.find(Locator::Css("#nav a[data-view=\"grants\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let del = ".grant[data-tool=\"delete_file\"]";
+    wait_text(&c, &format!("{del} .pill"), |t| t == "live").await;
+    let text = wait_text(&c, del, |t| t.contains("session alice/chores")).await;
+    assert!(text.contains("made by ana"), "{text}");
+    wait_text(&c, ".grant[data-tool=\"send_email\"]", |t| {
+        t.contains("/to ends_with \"@example.com\"") && t.contains("any session")
+    })
+    .await;
+    shots.take(&c, "grants.png").await;
+
+    // The tool filter is in the URL.
+    c.find(Locator::Css("#g-tool"))
+        .await
+        .unwrap()
+        .send_keys("send_email")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#g-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#grants", |t| {
+        t.contains("send_email") && !t.contains("delete_file")
+    })
+    .await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("gtool=send_email")
+    );
+    c.find(Locator::Css("#g-clear"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+
+    // Revoke the delete grant: calls ask again.
+    c.wait()
+        .for_element(Locator::Css(&format!("{del} .revoke")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{del} .status"), |t| {
+        t.contains("Revoked by ana")
+    })
+    .await;
+    let (_, list) = s
+        .get(ANA, "/v1/grants?include_revoked=true&tool=delete_file")
+        .await;
+    assert_eq!(list["grants"][0]["state"], "revoked", "{list}");
+    assert_eq!(list["grants"][0]["revoked_by"], "ana", "{list}");
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fchores/runs",
+            json!({"message": "delete c.txt"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(out["status"], "paused", "{out}");
+    assert_eq!(s.ran(), ["delete:a.txt", "delete:b.txt"]);
+    // Revoked grants show when asked for.
+    c.find(Locator::Css("#g-revoked"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{del} .pill"), |t| t == "revoked").await;
+
+    // The session's audit trail names the grant that let b.txt go.
+    c.goto(&format!("{}/?view=sessions&session=alice%2Fchores", s.base))
+        .await
+        .unwrap();
+    let gid = list["grants"][0]["id"].as_str().unwrap().to_owned();
+    wait_text(&c, "#audit", |t| t.contains(&format!("grant {gid}"))).await;
+
+    // A quorum: the card shows the count; one approval leaves it pending.
+    let ran: Ran = Default::default();
+    let (dir, store) = sqlite_store().await;
+    let agent = reins_agent::Agent::builder()
+        .model(reins_model::ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(&ran))
+        .store_arc(store)
+        .quorum("send_email", reins_agent::Quorum::of(2))
+        .build()
+        .unwrap();
+    let q = serve(agent, ran, Some(dir), |s| s).await;
+    let r = pause(&q, "alice/payout", "mail cfo@corp.test").await;
+    // Another origin: the token goes in again.
+    c.goto(&format!("{}/#token={ANA}", q.base)).await.unwrap();
+    wait_text(&c, &format!("{} .quorum", card(&r)), |t| {
+        t == "0 of 2 approvals"
+    })
+    .await;
+    let grant_buttons = c
+        .find_all(Locator::Css(&format!("{} .grant-1h", card(&r))))
+        .await
+        .unwrap();
+    assert!(grant_buttons.is_empty(), "no grant shortcut under a quorum");
+    c.find(Locator::Css(&format!("{} .approve", card(&r))))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, &format!("{} .status", card(&r)), |t| {
+        t.contains("1 of 2 approvals")
+    })
+    .await;
+    wait_text(&c, &format!("{} .quorum", card(&r)), |t| {
+        t == "1 of 2 approvals (ana)"
+    })
+    .await;
+    assert!(q.ran().is_empty(), "one approval of two runs nothing");
+    shots.take(&c, "quorum.png").await;
+    let (st, out) = q
+        .post(
+            ADMIN,
+            "/v1/sessions/alice%2Fpayout/decisions",
+            json!({"decisions": [{"requirement_id": r, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(q.ran(), ["mail:cfo@corp.test"]);
+    let err: serde_json::Value = c
+        .execute("return window.__err || null", vec![])
+        .await
+        .unwrap();
+    assert_eq!(err, serde_json::Value::Null, "no script errors");
+    c.close().await.unwrap();
+}

@@ -248,6 +248,21 @@ async fn a_nested_call_answered_on_the_child_is_no_longer_decidable_at_the_paren
     assert!(listed.contains(&(child.clone(), cid.clone())), "{listed:?}");
     let (_, parent_view) = s.get(ANA, &format!("/v1/sessions/{}", enc(id))).await;
     let old_token = parent_view["view_token"].clone();
+    // The sessions list shows the parent waiting on the child's call.
+    let row = |page: &Value, id: &str| {
+        page["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} is not listed: {page}"))
+    };
+    let (_, page) = s.get(ANA, "/v1/sessions?status=paused").await;
+    let parent = row(&page, id);
+    assert_eq!(parent["pending_tools"], json!(["send_email"]), "{parent}");
+    assert_eq!(parent["pending_count"], 1, "{parent}");
+    assert_eq!(row(&page, &child)["pending_tools"], json!(["send_email"]));
 
     // Ana approves it on the child session: the email goes out.
     let (st, out) = s
@@ -267,6 +282,11 @@ async fn a_nested_call_answered_on_the_child_is_no_longer_decidable_at_the_paren
         "{view}"
     );
     assert!(inbox_ids(&s).await.is_empty());
+    // And so does the sessions list: the parent waits on nothing any more.
+    let (_, page) = s.get(ANA, "/v1/sessions?tool=send_email").await;
+    assert!(page["sessions"].as_array().unwrap().is_empty(), "{page}");
+    let (_, page) = s.get(ANA, "/v1/sessions").await;
+    assert_eq!(row(&page, id)["pending_count"], 0, "{page}");
 
     // Rejecting it at the parent, with or without the old view: 409 already_decided,
     // naming Ana's approval; nothing recorded as applied at the parent.

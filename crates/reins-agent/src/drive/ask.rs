@@ -142,6 +142,7 @@ impl Driver {
             expires_at,
             path: Vec::new(),
             agent: None,
+            quorum: None,
         }
     }
 

@@ -117,6 +117,8 @@ impl Driver {
             view: None,
             shown_fingerprint: Some(reins_memory::fingerprint(&original.input)),
             executed_fingerprint: executed.map(|u| reins_memory::fingerprint(&u.input)),
+            grant_id: None,
+            quorum: None,
         };
         self.agent
             .runtime

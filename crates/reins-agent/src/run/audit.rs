@@ -54,6 +54,8 @@ impl Run {
             AgentError::StaleView { .. } => "stale_view",
             AgentError::RequirementExpired { .. } => "expired",
             AgentError::ShownArgumentsChanged { .. } => "fingerprint_mismatch",
+            AgentError::AlreadyApproved { .. } => "already_approved",
+            AgentError::NotEligible { .. } => "not_eligible",
             _ => "refused",
         };
         let pending = self.requirements();
@@ -109,6 +111,8 @@ impl Run {
                     view: view.cloned(),
                     shown_fingerprint: req.map(Requirement::fingerprint),
                     executed_fingerprint: None,
+                    grant_id: None,
+                    quorum: None,
                 }
             })
             .collect()
@@ -143,6 +147,15 @@ impl Run {
             actor,
             shown_input: req.tool_use.input.clone(),
             executed_fingerprint: executed_input.as_ref().map(reins_memory::fingerprint),
+            grant_id: None,
+            quorum: req
+                .quorum
+                .as_ref()
+                .filter(|_| decision == "approve")
+                .map(|q| crate::view::QuorumCount {
+                    approvals: u32::try_from(q.approvals.len()).unwrap_or(u32::MAX),
+                    needed: q.needed,
+                }),
             executed_input,
             note,
             view: self.call.view.clone(),

@@ -254,6 +254,7 @@ mod tests {
                 expires_at: None,
                 path: Vec::new(),
                 agent: None,
+                quorum: None,
             },
         }
     }

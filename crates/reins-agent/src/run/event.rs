@@ -25,6 +25,17 @@ pub enum Event {
     /// A call starts with the caller's input. Validated first: a refused input
     /// changes nothing and comes back as a [`Refusal`].
     Begin(Call),
+    /// The confirmations of a [`Step::Pause`](super::Step::Pause) that the
+    /// application's approval policy or a standing grant decided without asking a
+    /// person (see [`crate::approval`]), by requirement id: applied as a person's
+    /// decisions would be, within the current call, and recorded in the audit trail
+    /// with how they were made. The run goes on instead of pausing.
+    DecidedWithoutAsking {
+        /// (requirement id, how it was decided).
+        decisions: Vec<(String, super::AutoDecision)>,
+        /// When.
+        now: DateTime<Utc>,
+    },
     /// Calls cut short by a crash, settled from the tool-call ledger before a new
     /// message closes their turn (what [`RunState::settle_before`](super::RunState::settle_before)
     /// asked for): their recorded results, or `Unknown` ones.
@@ -93,6 +104,8 @@ pub struct Call {
     /// [`RunConfig::requirement_ttl_secs`](super::RunConfig::requirement_ttl_secs) for
     /// them; empty: the default for every tool).
     pub approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
+    /// Tools whose confirmations need approvals from several people (empty: none).
+    pub quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
     /// When.
     pub now: DateTime<Utc>,
 }
@@ -110,6 +123,7 @@ impl Call {
             model: ModelCapabilities::default(),
             compression: None,
             approval_ttls: Arc::default(),
+            quorums: Arc::default(),
             now,
         }
     }

@@ -33,6 +33,7 @@ impl Run {
             model,
             compression,
             approval_ttls,
+            quorums,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -43,7 +44,9 @@ impl Run {
                 let audit = match error {
                     AgentError::StaleView { .. }
                     | AgentError::RequirementExpired { .. }
-                    | AgentError::ShownArgumentsChanged { .. } => {
+                    | AgentError::ShownArgumentsChanged { .. }
+                    | AgentError::AlreadyApproved { .. }
+                    | AgentError::NotEligible { .. } => {
                         let resumed;
                         let attempted = if resuming {
                             resumed = resume_attempts(view);
@@ -70,6 +73,7 @@ impl Run {
             model,
             compression,
             approval_ttls,
+            quorums,
             actor,
             view,
             ..CallTally::default()
@@ -112,6 +116,7 @@ impl Run {
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
         self.state.stop_after_acting = false;
+        self.state.principal = self.call.actor.as_ref().map(|a| a.principal.clone());
         self.state.output = self.next_output.take().map(|spec| super::OutputState {
             spec,
             attempts: 0,
@@ -302,6 +307,14 @@ impl Run {
                 ids.join(", ")
             )));
         }
+        if let Some(q) = waiting.iter().find(|r| r.quorum.is_some()) {
+            return Err(AgentError::InvalidInput(format!(
+                "resume() cannot approve `{}`: it needs approvals from {} distinct approvers; \
+                 each approves it with resolve() naming who they are",
+                q.id,
+                q.quorum.as_ref().map_or(0, |s| s.needed)
+            )));
+        }
         let approved: Vec<_> = waiting
             .into_iter()
             .filter(|r| r.kind == RequirementKind::Confirmation)
@@ -365,7 +378,11 @@ impl Run {
         Ok(())
     }
 
-    fn begin_decisions(&mut self, decisions: Vec<Decision>, now: DateTime<Utc>) -> Result<()> {
+    pub(super) fn begin_decisions(
+        &mut self,
+        decisions: Vec<Decision>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         if self.state.phase != Phase::Paused {
             return Err(AgentError::NothingToResume {
                 session: self.call.session.clone(),
@@ -411,6 +428,9 @@ impl Run {
                     });
                 }
             }
+            if let (Decision::Approve { edited_input, .. }, Some(q)) = (d, &req.quorum) {
+                self.check_quorum_approval(req, q, d.decided_by(), edited_input.as_ref())?;
+            }
             if let Decision::Input { values, .. } = d {
                 if !values.is_object() {
                     return Err(AgentError::InvalidInput(format!(
@@ -435,6 +455,11 @@ impl Run {
         // All valid: apply.
         let mut results = Vec::new();
         for d in decisions {
+            let d = match self.count_quorum_approval(d, now) {
+                Some(d) => d,
+                // Counted; the requirement waits for more approvals.
+                None => continue,
+            };
             let record = serde_json::to_value(&d).unwrap_or(Value::Null);
             let id = d.id().to_owned();
             self.req_ops.decide.push((id.clone(), record));

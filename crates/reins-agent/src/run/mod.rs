@@ -70,6 +70,7 @@ mod commit;
 mod event;
 mod follow;
 mod input;
+mod quorum;
 mod replay;
 mod request;
 mod types;
@@ -77,6 +78,7 @@ mod types;
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
+pub use quorum::AutoDecision;
 
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
@@ -175,6 +177,8 @@ struct CallTally {
     replayed: Vec<ToolResult>,
     /// Per-tool requirement lifetimes (seconds), overriding the run's default.
     approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
+    /// Per-tool quorums.
+    quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
 }
 
 impl Run {
@@ -408,6 +412,7 @@ impl Run {
             return;
         }
         let ttls = std::sync::Arc::clone(&self.call.approval_ttls);
+        let quorums = std::sync::Arc::clone(&self.call.quorums);
         let default_ttl = self.config.requirement_ttl_secs;
         let expires_for = |tool: &str| {
             ttls.get(tool)
@@ -434,6 +439,10 @@ impl Run {
                     requirement: Requirement {
                         id: u.id.clone(),
                         tool_use: u.clone(),
+                        quorum: matches!(kind, RequirementKind::Confirmation)
+                            .then(|| quorums.get(&u.name))
+                            .flatten()
+                            .map(crate::requirement::QuorumState::new),
                         kind,
                         reason,
                         created_at: now,
@@ -549,6 +558,7 @@ impl Run {
                             expires_at,
                             path: Vec::new(),
                             agent: None,
+                            quorum: None,
                         },
                     };
                 }
@@ -669,6 +679,8 @@ impl Run {
                     view: None,
                     shown_fingerprint: Some(fingerprint.clone()),
                     executed_fingerprint: None,
+                    grant_id: None,
+                    quorum: None,
                 });
                 results.push(r.clone());
             }
@@ -733,12 +745,18 @@ impl Run {
         })
     }
 
-    /// Feeds one outcome. Only [`Event::Begin`] can be refused: a refused input
-    /// changes nothing and comes back fully formed, with the audit records of what
-    /// it attempted.
+    /// Feeds one outcome. Only [`Event::Begin`] (and a
+    /// [`Event::DecidedWithoutAsking`] that no longer fits what is pending) can be
+    /// refused: a refused input changes nothing and comes back fully formed, with the
+    /// audit records of what it attempted.
     pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => return self.begin_call(call),
+            Event::DecidedWithoutAsking { decisions, now } => {
+                return self
+                    .decide_automatically(decisions, now)
+                    .map_err(Refusal::from);
+            }
             Event::Settled { results, now } => self.settle(results, now),
             Event::Reasoned {
                 message,

@@ -171,6 +171,9 @@ impl Execution {
 }
 
 /// What a tool execution produced.
+// Made and consumed once per tool call: boxing the question's requirement would only
+// add an allocation per call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecOutcome {
     /// A result (of any outcome).
@@ -335,6 +338,10 @@ pub struct RunState {
     /// A fork's record of its source's finished calls (see [`super::Record`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) replay: Option<super::Record>,
+    /// Who the session acts for in the current turn: the actor of the message that
+    /// started it (what standing grants scoped to a principal are matched against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) principal: Option<String>,
 }
 
 /// A run's structured-output progress.
@@ -366,6 +373,13 @@ impl RunState {
         self.iteration
     }
 
+    /// Who the session acts for in the current turn: the principal of the actor that
+    /// sent the message starting it (`None` when that message named no actor).
+    /// Standing grants scoped to a principal match against it.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
+    }
+
     /// The calls a driver must settle from its tool-call ledger before it begins a
     /// call with `input` (and feed back as [`Event::Settled`](super::Event::Settled)):
     /// after a crash in the middle of tool execution, a new message closes the turn,
@@ -394,6 +408,7 @@ impl Default for RunState {
             stored_requirements: Vec::new(),
             output: None,
             replay: None,
+            principal: None,
         }
     }
 }

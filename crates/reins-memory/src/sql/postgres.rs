@@ -21,18 +21,28 @@ use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionLock,
-    SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
+    SessionLock, SessionState, SessionSummary,
 };
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("postgres_schema.sql")),
     (2, include_str!("postgres_schema_v2.sql")),
+    (3, include_str!("postgres_schema_v3.sql")),
 ];
 
+/// The SQL of the grant steps.
+const GRANTS: flow::GrantSql = flow::GrantSql {
+    insert: "INSERT INTO reins_grants (id, tool, created_at, revoked, body) VALUES ($1, $2, $3, FALSE, $4::jsonb)",
+    list: "SELECT body::text FROM reins_grants WHERE ($1::text IS NULL OR tool = $1) AND ($2 OR NOT revoked) \
+         ORDER BY created_at, id",
+    get: "SELECT body::text FROM reins_grants WHERE id = $1",
+    revoke: "UPDATE reins_grants SET revoked = TRUE, body = $2::jsonb WHERE id = $1 AND NOT revoked",
+};
+
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 3;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
 /// use the database's clock (`now()`), so workers' clocks need not agree; the
@@ -83,6 +93,10 @@ const DIALECT: Dialect = Dialect {
     list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
          EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open) \
          FROM reins_sessions s ORDER BY s.id COLLATE \"C\"",
+    list_session_heads: "SELECT id, version, message_count, created_at, updated_at, run_state::text \
+         FROM reins_sessions ORDER BY id COLLATE \"C\"",
+    open_requirements: "SELECT session_id, id, body::text FROM reins_requirements WHERE is_open \
+         ORDER BY session_id, seq",
     delete_session: &[
         "DELETE FROM reins_messages WHERE session_id = $1",
         "DELETE FROM reins_requirements WHERE session_id = $1",
@@ -433,6 +447,17 @@ impl MemoryStore for PostgresStore {
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
     }
 
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        // One snapshot for both queries.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let heads = flow::list_session_heads(&mut Pg(&mut tx), &DIALECT).await?;
+        tx.commit().await?;
+        Ok(heads)
+    }
+
     async fn delete_session(&self, id: &str) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         flow::delete_session(&mut Pg(&mut tx), &DIALECT, id).await?;
@@ -548,6 +573,34 @@ impl MemoryStore for PostgresStore {
 
     async fn interrupt_notices(&self) -> Result<ChangeFeed> {
         self.subscribe_changes(true).await
+    }
+
+    async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        flow::create_grant(&mut Pg(&mut conn), &GRANTS, grant).await
+    }
+
+    async fn list_grants(
+        &self,
+        filter: &crate::grant::GrantFilter,
+    ) -> Result<Vec<crate::grant::Grant>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::list_grants(&mut Pg(&mut conn), &GRANTS, filter).await
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<crate::grant::Grant>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::grant(&mut Pg(&mut conn), &GRANTS, id).await
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::grant::Grant> {
+        let mut conn = self.pool.acquire().await?;
+        flow::revoke_grant(&mut Pg(&mut conn), &GRANTS, id, by, at).await
     }
 }
 

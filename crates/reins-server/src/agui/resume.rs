@@ -232,6 +232,7 @@ mod tests {
             expires_at: None,
             path: Vec::new(),
             agent: None,
+            quorum: None,
         }
     }
 

@@ -1,9 +1,10 @@
 //! The approval inbox: the page a person decides on (`/`, `/inbox`), the pending
 //! requirements across sessions (`GET /v1/requirements`, newest first, paginated with
-//! a [`cursor`]), the stream of inbox changes (`GET /v1/events`) and who the caller is
+//! a [`cursor`]), the sessions with their status ([`list`], `GET /v1/sessions`), the stream of inbox changes (`GET /v1/events`) and who the caller is
 //! (`GET /v1/me`).
 
 mod cursor;
+pub(crate) mod list;
 
 use std::sync::Arc;
 
@@ -36,6 +37,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/inbox", get(inbox_page))
         .route("/v1/me", get(get_me))
         .route("/v1/requirements", get(get_requirements))
+        .route("/v1/sessions", get(list::get_sessions))
         .route("/v1/events", get(get_inbox_events))
 }
 
@@ -125,6 +127,7 @@ pub(crate) async fn get_requirements(
                 created_at: r.created_at,
                 expires_at: r.expires_at,
                 view_token: detail.view_token.clone(),
+                quorum: r.quorum.as_ref().map(Into::into),
             });
         }
     }

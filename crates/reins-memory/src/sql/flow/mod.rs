@@ -7,9 +7,11 @@
 //! statement) awaits each statement. SQLite runs them on its connection thread, where
 //! every statement completes at once: [`run_ready`] polls a flow to the end there.
 
+mod grants;
 mod ledger;
 mod sessions;
 
+pub(crate) use grants::*;
 pub(crate) use ledger::*;
 pub(crate) use sessions::*;
 
@@ -215,6 +217,12 @@ pub(crate) struct Dialect {
     pub decisions: &'static str,
     /// `()` → id, version, message_count, updated_at, has_open_requirements.
     pub list_sessions: &'static str,
+    /// `()` → id, version, message_count, created_at, updated_at, run_state (text),
+    /// ordered by id.
+    pub list_session_heads: &'static str,
+    /// `()` → session_id, id, body (text) of every open requirement, ordered by seq
+    /// within a session.
+    pub open_requirements: &'static str,
     /// Each `(id)`, in order.
     pub delete_session: &'static [&'static str],
     /// `(session, tool_use_id, fingerprint, now: Instant, lease)`: inserts a running

@@ -9,7 +9,7 @@ use super::super::{
 use super::{Arg, Cols, Dialect, Exec, MultiInsert, Val, one};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
-use crate::store::{DecisionEntry, SessionState, SessionSummary};
+use crate::store::{DecisionEntry, SessionHead, SessionState, SessionSummary};
 
 /// Brings the schema up to `newest` with `migrations`; refuses a newer database.
 pub(crate) async fn migrate<E: Exec>(
@@ -553,6 +553,45 @@ pub(crate) async fn list_sessions<E: Exec>(e: &mut E, d: &Dialect) -> Result<Vec
             })
         })
         .collect()
+}
+
+/// Every session without its messages, in the order of `list_session_heads`: two
+/// queries (the sessions, then every open requirement), whatever the number of
+/// sessions. Run it in one read
+/// transaction so that both see the same state.
+pub(crate) async fn list_session_heads<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+) -> Result<Vec<SessionHead>> {
+    let mut heads = Vec::new();
+    for r in e.rows(d.list_session_heads, &[]).await? {
+        let id = Cols::new(&r, "", "session row").text(0)?;
+        let c = Cols::new(&r, id, "session row");
+        heads.push(SessionHead {
+            id: id.to_owned(),
+            version: to_u64(c.int(1)?),
+            message_count: to_u64(c.int(2)?),
+            created_at: Cols::new(&r, id, "session row created_at").time(3)?,
+            updated_at: Cols::new(&r, id, "session row updated_at").time(4)?,
+            run_state: decode_run_state(id, c.opt_text(5)?)?,
+            open_requirements: Vec::new(),
+        });
+    }
+    let index: std::collections::HashMap<String, usize> = heads
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.id.clone(), i))
+        .collect();
+    for r in e.rows(d.open_requirements, &[]).await? {
+        let session = Cols::new(&r, "", "requirement row").text(0)?;
+        let q = Cols::new(&r, session, "requirement row");
+        let record = decode_requirement(session, q.text(1)?, q.text(2)?)?;
+        // Rows of a session created after the first query are left out.
+        if let Some(&at) = index.get(session) {
+            heads[at].open_requirements.push(record);
+        }
+    }
+    Ok(heads)
 }
 
 /// Deletes a session and everything that hangs off it.

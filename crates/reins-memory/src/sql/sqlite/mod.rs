@@ -23,8 +23,8 @@ use super::flow::{self, Committed, Dialect, MultiInsert, run_ready};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionLock, SessionState,
-    SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionHead, SessionLock,
+    SessionState, SessionSummary,
 };
 use conn::{Conns, On, Target, Threads};
 
@@ -32,10 +32,20 @@ use conn::{Conns, On, Target, Threads};
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../sqlite_schema.sql")),
     (2, include_str!("../sqlite_schema_v2.sql")),
+    (3, include_str!("../sqlite_schema_v3.sql")),
 ];
 
+/// The SQL of the grant steps.
+const GRANTS: flow::GrantSql = flow::GrantSql {
+    insert: "INSERT INTO reins_grants (id, tool, created_at, revoked, body) VALUES (?1, ?2, ?3, 0, ?4)",
+    list: "SELECT body FROM reins_grants WHERE (?1 IS NULL OR tool = ?1) AND (?2 OR revoked = 0) \
+         ORDER BY created_at, id",
+    get: "SELECT body FROM reins_grants WHERE id = ?1",
+    revoke: "UPDATE reins_grants SET revoked = 1, body = ?2 WHERE id = ?1 AND revoked = 0",
+};
+
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 2;
+pub const SQLITE_SCHEMA_VERSION: i64 = 3;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Timestamps are RFC 3339
 /// text (fixed width, so text order is time order); leases are microseconds since the
@@ -72,6 +82,10 @@ const DIALECT: Dialect = Dialect {
     list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
          EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open = 1) \
          FROM reins_sessions s ORDER BY s.id",
+    list_session_heads: "SELECT id, version, message_count, created_at, updated_at, run_state \
+         FROM reins_sessions ORDER BY id",
+    open_requirements: "SELECT session_id, id, body FROM reins_requirements WHERE is_open = 1 \
+         ORDER BY session_id, seq",
     delete_session: &[
         "DELETE FROM reins_messages WHERE session_id = ?1",
         "DELETE FROM reins_requirements WHERE session_id = ?1",
@@ -435,6 +449,11 @@ impl MemoryStore for SqliteStore {
             .await
     }
 
+    async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
+        self.read(|on| run_ready(flow::list_session_heads(on, &DIALECT)))
+            .await
+    }
+
     async fn delete_session(&self, id: &str) -> Result<()> {
         let id = owned(id);
         self.write(move |on| run_ready(flow::delete_session(on, &DIALECT, &id)))
@@ -549,6 +568,38 @@ impl MemoryStore for SqliteStore {
 
     async fn interrupt_notices(&self) -> Result<ChangeFeed> {
         self.subscribe_changes(true).await
+    }
+
+    async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
+        let g = grant.clone();
+        self.write(move |on| run_ready(flow::create_grant(on, &GRANTS, &g)))
+            .await
+    }
+
+    async fn list_grants(
+        &self,
+        filter: &crate::grant::GrantFilter,
+    ) -> Result<Vec<crate::grant::Grant>> {
+        let f = filter.clone();
+        self.read(move |on| run_ready(flow::list_grants(on, &GRANTS, &f)))
+            .await
+    }
+
+    async fn grant(&self, id: &str) -> Result<Option<crate::grant::Grant>> {
+        let id = owned(id);
+        self.read(move |on| run_ready(flow::grant(on, &GRANTS, &id)))
+            .await
+    }
+
+    async fn revoke_grant(
+        &self,
+        id: &str,
+        by: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<crate::grant::Grant> {
+        let (id, by) = (owned(id), by.map(owned));
+        self.write(move |on| run_ready(flow::revoke_grant(on, &GRANTS, &id, by.as_deref(), at)))
+            .await
     }
 }
 

@@ -13,9 +13,12 @@ use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
 
 mod coordination;
+mod grants;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
+#[allow(unused_imports)]
+pub use grants::*;
 
 /// Generates one `#[tokio::test]` per conformance case. `$factory` is an async fn
 /// returning `Option<(S, S, Guard)>` (None = skipped).
@@ -34,6 +37,7 @@ macro_rules! conformance_tests {
             requirements_and_decisions,
             run_state_round_trips,
             list_and_delete,
+            heads_are_sessions_without_their_transcripts,
             ledger_lifecycle,
             expired_lease,
             concurrent_claims_have_one_winner,
@@ -47,6 +51,8 @@ macro_rules! conformance_tests {
             decision_log_is_append_only,
             interrupt_requests_live_on_the_lock,
             changes_reach_other_handles,
+            grants_lifecycle,
+            concurrent_revokes_have_one_winner,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(
@@ -461,6 +467,90 @@ pub async fn list_and_delete<S: MemoryStore>(a: &S, b: &S) {
     assert!(a.try_lock_session(&ids[0], "other", MIN).await.unwrap());
     assert_eq!(a.open_session(&ids[0]).await.unwrap().version, 0);
     assert!(a.load_session(&ids[1]).await.is_ok());
+}
+
+/// `list_session_heads` agrees with `load_session` on everything but the messages (and
+/// the decided requirements), and with `list_sessions` on which sessions exist.
+pub async fn heads_are_sessions_without_their_transcripts<S: MemoryStore>(a: &S, b: &S) {
+    let base = sid("heads");
+    let (idle, paused, empty) = (
+        format!("{base}/idle"),
+        format!("{base}/paused"),
+        format!("{base}/empty"),
+    );
+    for id in [&idle, &paused, &empty] {
+        a.open_session(id).await.unwrap();
+    }
+    a.commit(
+        &idle,
+        Commit::at(0)
+            .append(Msg::user("hi"))
+            .append(Msg::assistant("hello"))
+            .run_state(Some(json!({ "phase": "done" }))),
+    )
+    .await
+    .unwrap();
+    let r1 = RequirementRecord::new("c1", "confirmation", json!({ "tool": "delete_file" }));
+    let r2 = RequirementRecord::new("c2", "external", json!({ "tool": "send_email" }));
+    let v = a
+        .commit(
+            &paused,
+            Commit::at(0)
+                .append(tool_use_msg(&["c1", "c2"]))
+                .add_requirement(r1)
+                .add_requirement(r2.clone())
+                .run_state(Some(json!({ "phase": "paused" }))),
+        )
+        .await
+        .unwrap();
+    // A decided requirement is not in the head.
+    a.commit(
+        &paused,
+        Commit::at(v).decide("c1", json!({ "approve": true })),
+    )
+    .await
+    .unwrap();
+
+    let heads: Vec<_> = b
+        .list_session_heads()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.id.starts_with(&base))
+        .collect();
+    let ids: Vec<&str> = heads.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [empty.as_str(), idle.as_str(), paused.as_str()],
+        "by id"
+    );
+    for h in &heads {
+        let full = b.load_session(&h.id).await.unwrap();
+        assert_eq!(h.version, full.version, "{}", h.id);
+        assert_eq!(h.message_count, full.messages.len() as u64, "{}", h.id);
+        assert_eq!(h.run_state, full.run_state, "{}", h.id);
+        assert_eq!(h.updated_at, full.updated_at, "{}", h.id);
+        assert_eq!(h.created_at, full.created_at, "{}", h.id);
+        let open: Vec<_> = full.open_requirements().cloned().collect();
+        assert_eq!(h.open_requirements, open, "{}", h.id);
+        assert_eq!(reins_memory::SessionHead::of(full), h.clone());
+    }
+    assert_eq!(heads[2].open_requirements.len(), 1);
+    assert_eq!(heads[2].open_requirements[0].id, r2.id);
+    assert!(heads[0].open_requirements.is_empty() && heads[0].run_state.is_none());
+    let state = heads[2].clone().into_state();
+    assert!(state.messages.is_empty());
+    assert_eq!(state.open_requirements().count(), 1);
+
+    // A deleted session leaves the list.
+    b.delete_session(&paused).await.unwrap();
+    assert!(
+        !a.list_session_heads()
+            .await
+            .unwrap()
+            .iter()
+            .any(|h| h.id == paused)
+    );
 }
 
 pub(super) const ITERATIONS: usize = 40;

@@ -1,0 +1,188 @@
+//! Approvals from several people ([`Quorum`](crate::Quorum)), and decisions the driver
+//! makes without a person (a standing grant or the application's approval policy).
+//!
+//! Under a quorum, an approval is counted on the waiting requirement (in the run state,
+//! so every reader of the session sees the count) and the requirement stays pending
+//! until the count is reached; the approval that reaches it clears the call like any
+//! approval. Each approver counts once: a second approval by the same approver is
+//! refused ([`AgentError::AlreadyApproved`]); one rejection closes the requirement.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{Run, SlotStatus};
+use crate::error::{AgentError, Result};
+use crate::requirement::{Approval, Decision, QuorumState, Requirement};
+use crate::view::QuorumCount;
+
+/// How a call was decided without a person
+/// ([`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutoDecision {
+    /// A standing grant allowed it.
+    Grant {
+        /// The grant's id.
+        id: String,
+    },
+    /// The application's policy allowed it.
+    PolicyAllow {
+        /// Why (recorded as the note).
+        reason: String,
+    },
+    /// The application's policy denied it (the call is rejected with the note).
+    PolicyDeny {
+        /// For the model.
+        note: String,
+    },
+}
+
+impl AutoDecision {
+    /// Who the decision is recorded as made by.
+    pub fn by(&self) -> String {
+        match self {
+            Self::Grant { id } => format!("grant:{id}"),
+            Self::PolicyAllow { .. } | Self::PolicyDeny { .. } => "policy".to_owned(),
+        }
+    }
+
+    /// The decision it makes on requirement `id`.
+    pub fn decision(&self, id: &str) -> Decision {
+        match self {
+            Self::Grant { .. } | Self::PolicyAllow { .. } => Decision::approve(id),
+            Self::PolicyDeny { note } => Decision::reject(id, note.clone()),
+        }
+        .by(self.by())
+    }
+}
+
+impl Run {
+    /// Checks an approval under a quorum before anything changes.
+    pub(super) fn check_quorum_approval(
+        &self,
+        req: &Requirement,
+        q: &QuorumState,
+        by: Option<&str>,
+        edited: Option<&Value>,
+    ) -> Result<()> {
+        let by = by.or_else(|| self.call.actor.as_ref().map(|a| a.principal.as_str()));
+        let Some(by) = by else {
+            return Err(AgentError::NotEligible {
+                id: req.id.clone(),
+                reason: format!(
+                    "it needs approvals from {} distinct approvers, and this approval names none \
+                     (set `by`, or act as an actor)",
+                    q.needed
+                ),
+            });
+        };
+        if q.approved_by(by) {
+            return Err(AgentError::AlreadyApproved {
+                id: req.id.clone(),
+                by: by.to_owned(),
+                needed: q.needed,
+                count: u32::try_from(q.approvals.len()).unwrap_or(u32::MAX),
+            });
+        }
+        if !q.roles.is_empty() {
+            let roles = match &self.call.actor {
+                Some(a) if a.principal == by => a.roles(),
+                _ => Vec::new(),
+            };
+            if !roles.iter().any(|r| q.roles.contains(r)) {
+                return Err(AgentError::NotEligible {
+                    id: req.id.clone(),
+                    reason: format!(
+                        "only approvers with one of the roles {} count, and `{by}` has {}",
+                        q.roles.join(", "),
+                        if roles.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            roles.join(", ")
+                        }
+                    ),
+                });
+            }
+        }
+        if edited.is_some_and(|e| *e != req.tool_use.input) {
+            return Err(AgentError::InvalidInput(format!(
+                "`{}` needs approvals from {} distinct approvers of the same arguments; an \
+                 approval cannot edit them (reject it and ask again instead)",
+                req.id, q.needed
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts a (checked) approval under a quorum. `Some(d)`: the decision goes on as
+    /// usual (not under a quorum, or the approval that completes it); `None`: it was
+    /// counted, recorded in the audit trail, and the requirement waits for more.
+    pub(super) fn count_quorum_approval(
+        &mut self,
+        d: Decision,
+        now: DateTime<Utc>,
+    ) -> Option<Decision> {
+        let Decision::Approve { id, by, .. } = &d else {
+            return Some(d);
+        };
+        let actor = self.call.actor.as_ref().map(|a| a.principal.clone());
+        let Some(slot) = self.state.slots.get_mut(id) else {
+            return Some(d);
+        };
+        let SlotStatus::Waiting { requirement } = &mut slot.status else {
+            return Some(d);
+        };
+        let Some(q) = requirement.quorum.as_mut() else {
+            return Some(d);
+        };
+        // Checked before: an approval under a quorum names its approver.
+        let Some(by) = by.clone().or(actor) else {
+            return Some(d);
+        };
+        q.approvals.push(Approval { by, at: now });
+        let count = QuorumCount {
+            approvals: u32::try_from(q.approvals.len()).unwrap_or(u32::MAX),
+            needed: q.needed,
+        };
+        let req = requirement.clone();
+        if count.approvals >= count.needed {
+            // The approval that completes the quorum clears the call as usual.
+            return Some(d);
+        }
+        self.log_decision(&req, "approve", "resolve", d.decided_by(), None, None, now);
+        None
+    }
+
+    /// Decides requirements without a person: a standing grant or the application's
+    /// policy allowed or denied them. Applied like a person's decisions (the same
+    /// checks, the same results), within the current call; each is recorded in the
+    /// audit trail with how it was made (`via: "grant"` with the grant's id and the
+    /// executed arguments' fingerprint, or `via: "policy"` with the reason).
+    pub(super) fn decide_automatically(
+        &mut self,
+        decisions: Vec<(String, AutoDecision)>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let ds = decisions.iter().map(|(id, a)| a.decision(id)).collect();
+        let from = self.req_ops.log.len();
+        self.begin_decisions(ds, now)?;
+        for rec in &mut self.req_ops.log[from..] {
+            let Some((_, how)) = decisions.iter().find(|(id, _)| *id == rec.requirement_id) else {
+                continue;
+            };
+            match how {
+                AutoDecision::Grant { id } => {
+                    rec.via = "grant".to_owned();
+                    rec.grant_id = Some(id.clone());
+                    rec.executed_fingerprint = Some(reins_memory::fingerprint(&rec.shown_input));
+                }
+                AutoDecision::PolicyAllow { reason } => {
+                    rec.via = "policy".to_owned();
+                    rec.note = Some(reason.clone());
+                    rec.executed_fingerprint = Some(reins_memory::fingerprint(&rec.shown_input));
+                }
+                AutoDecision::PolicyDeny { .. } => rec.via = "policy".to_owned(),
+            }
+        }
+        Ok(())
+    }
+}

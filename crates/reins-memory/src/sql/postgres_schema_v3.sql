@@ -1,0 +1,10 @@
+-- reins PostgreSQL schema, version 3: standing grants (a grant is never deleted; a
+-- revoked one keeps who revoked it and when in its body).
+CREATE TABLE reins_grants (
+    id         TEXT PRIMARY KEY,
+    tool       TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    revoked    BOOLEAN NOT NULL DEFAULT FALSE,
+    body       JSONB NOT NULL
+);
+CREATE INDEX reins_grants_by_tool ON reins_grants (tool, created_at);
