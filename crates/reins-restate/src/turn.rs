@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::object::{
-    Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry,
+    Inner, Loaded, WAITING, Waiting, is_cancel, load, refused, retry, settle_refusal,
 };
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
@@ -298,14 +298,22 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         call.actor = req.actor;
         call.view = req.view;
         call.model = self.agent().model().capabilities();
-        if let Err(refusal) = run.apply(Event::Begin(call)) {
+        if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
+            let first = Refused::of(&self.session, &refusal.error);
             let audit = refusal.audit;
-            self.journal("audit", OnCancel::Retry, move || {
-                record_audit(agent.clone(), session.clone(), audit.clone())
-            })
-            .await?;
-            return Ok(Err(Refused::of(&self.session, &refusal.error)));
+            let refused = self
+                .journal("refusal", OnCancel::Retry, move || {
+                    settle_refusal(
+                        agent.clone(),
+                        session.clone(),
+                        first.clone(),
+                        audit.clone(),
+                        call.clone(),
+                    )
+                })
+                .await?;
+            return Ok(Err(refused));
         }
         self.commit(run, Flush::All).await?;
         Ok(Ok(()))
