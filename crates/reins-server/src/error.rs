@@ -93,6 +93,11 @@ pub enum ServerError {
     /// The model failed (502).
     #[error("model error: {0}")]
     Model(String),
+    /// This server does not serve the request in its configuration (501): e.g. a
+    /// protocol endpoint while sessions run in a backend
+    /// ([`Server::backend`](crate::Server::backend)).
+    #[error("{0}")]
+    Unsupported(String),
     /// Anything else (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -115,7 +120,7 @@ pub struct ErrorDetail {
     /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`, `already_decided`,
     /// `fingerprint_mismatch`,
     /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
-    /// `model`, `internal`).
+    /// `model`, `not_supported`, `internal`).
     pub code: String,
     /// A sentence for a person.
     pub message: String,
@@ -148,6 +153,7 @@ impl ServerError {
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Model(_) => StatusCode::BAD_GATEWAY,
+            Self::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -171,6 +177,7 @@ impl ServerError {
             Self::Invalid { code, .. } => code,
             Self::Store(_) => "store",
             Self::Model(_) => "model",
+            Self::Unsupported(_) => "not_supported",
             Self::Internal(_) => "internal",
         }
     }
