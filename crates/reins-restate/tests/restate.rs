@@ -154,6 +154,71 @@ async fn a_service_killed_mid_tool_gives_unknown_and_never_runs_it_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_calls_runs_at_the_same_time_each_once() {
+    let Some(h) = Harness::start(&[]).await else {
+        return;
+    };
+    let s = h
+        .client
+        .submit("b1", &user("batch 3 400"), None)
+        .await
+        .unwrap();
+    let end = h
+        .client
+        .wait_settled("b1", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+    assert_eq!(outcomes(&h, "b1").await, vec![ToolOutcome::Success; 3]);
+    // Together: every call started before any ended (one after another, each would
+    // end before the next started).
+    let work: Vec<String> = h
+        .outbox()
+        .into_iter()
+        .filter(|l| l.starts_with("work "))
+        .collect();
+    assert_eq!(work.len(), 6, "{work:?}");
+    assert!(
+        work[..3].iter().all(|l| l.starts_with("work start")),
+        "{work:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_killed_mid_batch_gives_unknown_for_every_call_and_runs_none_again() {
+    let Some(mut h) = Harness::start(&[]).await else {
+        return;
+    };
+    let s = h
+        .client
+        .submit("b2", &user("batch 3 3000"), None)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + SETTLE;
+    while h.count("work start") < 3 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", h.outbox());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.service.kill9().await;
+    h.service.restart().await;
+    let end = h
+        .client
+        .wait_settled("b2", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(
+        end.phase,
+        Phase::Finished(RunStatus::Completed),
+        "{}",
+        h.service_log()
+    );
+    assert_eq!(outcomes(&h, "b2").await, vec![ToolOutcome::Unknown; 3]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.count("work start"), 3);
+    assert_eq!(h.count("work end"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotent_tool_cut_by_a_crash_runs_again_once() {
     let Some(mut h) = Harness::start(&["--tool-lease-ms", "500"]).await else {
         return;

@@ -120,7 +120,7 @@ pub struct ErrorDetail {
     /// `not_found`, `unknown_requirement`, `busy`, `not_paused`, `stale_view`, `already_decided`,
     /// `fingerprint_mismatch`,
     /// `payload_too_large`, `timeout`, `invalid_decision`, `expired`, `invalid_input`, `store`,
-    /// `model`, `not_supported`, `internal`).
+    /// `model`, `internal`).
     pub code: String,
     /// A sentence for a person.
     pub message: String,

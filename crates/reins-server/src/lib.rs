@@ -7,7 +7,9 @@
 //! [`Server::new`] takes an [`Agent`]; [`Server::serve`] serves it on a TCP listener
 //! (HTTP/1.1 with header, body and request timeouts against slow clients), and
 //! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
-//! (serve that with [`serve()`] to keep the header timeout).
+//! (serve that with [`serve()`] to keep the header timeout). With
+//! [`Server::backend`] it fronts sessions that run elsewhere — a Restate deployment —
+//! with the same API and inbox.
 //!
 //! | endpoint | what it does |
 //! |---|---|
