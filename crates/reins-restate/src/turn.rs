@@ -6,7 +6,7 @@
 //! |---|---|
 //! | start | `load` (the stored session, once per turn), `clock` before each input |
 //! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
-//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); then `clock`, `commit` |
+//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
 //! | `Finish` | `commit` |
 
