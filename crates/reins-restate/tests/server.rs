@@ -367,8 +367,8 @@ async fn a_run_on_restate_streams_its_stored_steps_through_reins_server() {
     );
     let output = text
         .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("data: "))
         .unwrap();
     let output: Value = serde_json::from_str(output).unwrap();
     assert_eq!(output["output"]["status"], "completed", "{output}");
