@@ -110,47 +110,84 @@ fn restate(args: &[String]) -> Result<(), String> {
             (pg.url(), Some(pg))
         }
     };
+    // One build for both programs, so that they share one feature set (and one build).
     crate::run(crate::cargo().current_dir(repo_root()).args([
         "build",
         "--release",
         "--quiet",
         "-p",
         "reins-restate",
+        "-p",
+        "reins-server",
         "--all-features",
         "--bins",
-        "--examples",
+        "--example",
+        "restate_bench",
+        "--example",
+        "server_bench",
     ]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    crate::run(
-        Command::new(
-            target
-                .join("release")
-                .join("examples")
-                .join("restate_bench"),
-        )
-        .args(["--sessions", &sessions, "--database-url", &url]),
-    )?;
-    crate::run(
-        crate::cargo()
-            .current_dir(repo_root())
+    let examples = target_dir().join("release").join("examples");
+    let on_restate = run_captured(Command::new(examples.join("restate_bench")).args([
+        "--sessions",
+        &sessions,
+        "--database-url",
+        &url,
+    ]))?;
+    let on_server = run_captured(
+        Command::new(examples.join("server_bench"))
             .env("REINS_BENCH_POSTGRES_URL", &url)
-            .args([
-                "run",
-                "--release",
-                "--quiet",
-                "-p",
-                "reins-server",
-                "--example",
-                "server_bench",
-                "--",
-                "--sessions",
-                &sessions,
-                "--store",
-                "postgres",
-            ]),
-    )
+            .args(["--sessions", &sessions, "--store", "postgres"]),
+    )?;
+    // Side by side: the rows both programs printed, as numbers.
+    let row = |out: &str, label: &str| -> Option<Vec<f64>> {
+        let line = out.lines().find(|l| l.trim_start().starts_with(label))?;
+        let rest = line.trim_start().strip_prefix(label)?;
+        Some(
+            rest.split_whitespace()
+                .filter_map(|t| t.parse::<f64>().ok())
+                .collect(),
+        )
+    };
+    let restate = row(&on_restate, "Restate + service");
+    let restate_server = row(&on_restate, "(restate-server)");
+    let server = row(&on_server, "postgres reins HTTP");
+    println!();
+    println!(
+        "side by side: {sessions} sessions × 1 run (tool call + answer, 20 ms per model answer), one PostgreSQL store"
+    );
+    println!(
+        "{:<34} {:>8} {:>13} {:>13} {:>13}",
+        "path", "runs/s", "p50 overhead", "p99 overhead", "service RSS"
+    );
+    // Both rows: runs/s, p50, p99, max, p50 overhead, p99 overhead, RSS, CPU.
+    let print = |name: &str, r: &Option<Vec<f64>>, extra: &str| match r {
+        Some(v) if v.len() >= 7 => println!(
+            "{:<34} {:>8.0} {:>10.1} ms {:>10.1} ms {:>9.0} MiB{extra}",
+            name, v[0], v[4], v[5], v[6]
+        ),
+        _ => println!("{name:<34} (no figures: see the output above)"),
+    };
+    let rs_rss = restate_server
+        .as_ref()
+        .and_then(|v| v.first())
+        .map_or(String::new(), |m| format!(" + restate-server {m:.0} MiB"));
+    print("Restate (service + restate-server)", &restate, &rs_rss);
+    print("reins-server (HTTP, one process)", &server, "");
+    Ok(())
+}
+
+/// Runs `cmd`, passing its output through, and returns its standard output.
+fn run_captured(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not run {cmd:?}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    print!("{text}");
+    if !out.status.success() {
+        return Err(format!("{cmd:?} failed ({})", out.status));
+    }
+    Ok(text)
 }
 
 // ----- --cost: allocations and instructions per run -----------------------------------

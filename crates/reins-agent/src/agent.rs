@@ -159,6 +159,12 @@ impl Agent {
         self.config.tool_lease
     }
 
+    /// Whether the tool calls of one batch run at the same time (see
+    /// [`AgentBuilder::tool_concurrency`]).
+    pub fn tool_concurrency(&self) -> Concurrency {
+        self.config.concurrency
+    }
+
     /// How many hooks the agent has (a driver that runs no hooks refuses an agent
     /// that has some).
     pub fn hook_count(&self) -> usize {

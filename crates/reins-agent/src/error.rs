@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 
 /// The decision that took effect on a requirement, as the audit trail records it
-/// (see [`AgentError::AlreadyDecided`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (see [`AgentError::AlreadyDecided`]). Serializable, so that a driver in another
+/// process can send it back with its refusal.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Decided {
     /// `approve`, `reject`, `input`, `external_result` or `tool_result`.

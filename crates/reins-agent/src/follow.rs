@@ -10,9 +10,9 @@ use reins_memory::{MemoryStore, SessionState};
 
 use crate::error::{AgentError, Decided, Result};
 use crate::requirement::Requirement;
-use crate::run::{Run, RunConfig};
+use crate::run::{Call, Refusal, Run, RunConfig, RunInput};
 use crate::state::SessionCore;
-use crate::view::{DecisionRecord, Verdict};
+use crate::view::{Actor, DecisionRecord, Verdict};
 
 /// How deep sub-agents may nest before following stops (a guard against a store that
 /// holds a cycle of session ids; real nesting is a few levels).
@@ -162,6 +162,108 @@ fn decided_at<'a>(
             _ => Ok(None),
         }
     })
+}
+
+/// A decision refused because what it names is no longer pending (or the view it
+/// was made on changed) is, when that requirement was decided by someone else, a
+/// late decision: refused as [`AgentError::AlreadyDecided`] naming the decision that
+/// took effect, and recorded as refused for that reason. The same answer whatever
+/// the timing (see docs/human-in-the-loop.md, "A late second approver").
+///
+/// `refusal` is what [`Run::apply`] refused `call`'s [`Event::Begin`](crate::run::Event::Begin)
+/// with, on `session` in `store`; every driver of a [`Run`] passes its refusals through
+/// this, so that a late decision gets the same answer whichever driver runs the
+/// session. A trail that cannot be read leaves the refusal as it was (logged).
+pub async fn late_refusal(
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    refusal: Refusal,
+    call: &Call,
+) -> Refusal {
+    if !matches!(
+        refusal.error,
+        AgentError::UnknownRequirement { .. }
+            | AgentError::StaleView { .. }
+            | AgentError::NothingToResume { .. }
+    ) {
+        return refusal;
+    }
+    // `resume()` names no requirement: it approves what its view showed, and a
+    // stale view stays `StaleView`.
+    let named: Vec<(String, String, Option<String>)> = match &call.input {
+        RunInput::Decisions(ds) => ds
+            .iter()
+            .map(|d| {
+                (
+                    d.id().to_owned(),
+                    d.label().to_owned(),
+                    d.decided_by().map(str::to_owned),
+                )
+            })
+            .collect(),
+        RunInput::Resume => return refusal,
+        RunInput::Message(m) => m
+            .tool_results_iter()
+            .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
+            .collect(),
+    };
+    let pending: Vec<String> = match &refusal.error {
+        AgentError::UnknownRequirement { pending, .. } => pending.clone(),
+        AgentError::StaleView { pending, .. } => pending.iter().map(|r| r.id.clone()).collect(),
+        _ => Vec::new(),
+    };
+    let gone: Vec<String> = named
+        .iter()
+        .map(|(id, _, _)| id.clone())
+        .filter(|id| !pending.contains(id))
+        .collect();
+    let found = match already_decided(store, session, &gone).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return refusal,
+        Err(e) => {
+            tracing::warn!(session = %session, error = %e, "could not read the audit trail of a refused decision");
+            return refusal;
+        }
+    };
+    let (error, applied) = found;
+    let via = match &call.input {
+        RunInput::Message(_) => "tool_results",
+        _ => "resolve",
+    };
+    let audit = named
+        .into_iter()
+        .filter(|(id, _, _)| gone.contains(id))
+        .map(|(id, decision, by)| {
+            let actor = match (by, &call.actor) {
+                (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
+                (Some(p), _) => Some(Actor::new(p)),
+                (None, a) => a.clone(),
+            };
+            DecisionRecord {
+                seq: 0,
+                at: call.now,
+                requirement_id: id,
+                tool_name: applied.tool_name.clone(),
+                kind: applied.kind.clone(),
+                decision,
+                via: via.to_owned(),
+                verdict: Verdict::Refused {
+                    reason: "already_decided".to_owned(),
+                    detail: error.to_string(),
+                },
+                actor,
+                shown_input: applied.shown_input.clone(),
+                executed_input: None,
+                note: None,
+                view: call.view.clone(),
+                shown_fingerprint: applied.shown_fingerprint.clone(),
+                executed_fingerprint: None,
+                grant_id: None,
+                quorum: None,
+            }
+        })
+        .collect();
+    Refusal { error, audit }
 }
 
 fn decided(r: &DecisionRecord) -> Decided {

@@ -94,6 +94,7 @@ pub use backend::{SessionBackend, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use error::{AgentError, Decided, Result};
+pub use follow::late_refusal;
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,

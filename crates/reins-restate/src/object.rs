@@ -206,9 +206,7 @@ impl Loaded {
 
 /// The terminal error that carries a refusal to the caller.
 pub(crate) fn refused(session: &str, error: &AgentError) -> TerminalError {
-    let r = Refused::of(session, error);
-    let body = serde_json::to_string(&r).unwrap_or_else(|_| r.message.clone());
-    TerminalError::new_with_code(r.status(), body)
+    terminal(&Refused::of(session, error))
 }
 
 /// Whether a Restate error is the invocation's cancellation.
@@ -239,6 +237,42 @@ pub(crate) async fn load(
         Err(reins_memory::Error::SessionNotFound { .. }) => Ok(Json(None)),
         Err(e) => Err(retry(e)),
     }
+}
+
+/// A refused input as its caller gets it, as the local driver answers it: a decision
+/// for a requirement someone already decided is made `AlreadyDecided` (read from the
+/// audit trail, [`reins_agent::late_refusal`]); the audit records are appended.
+pub(crate) async fn settle_refusal(
+    agent: Agent,
+    session: String,
+    refused: Refused,
+    audit: Vec<reins_agent::DecisionRecord>,
+    call: Call,
+) -> HandlerResult<Json<Refused>> {
+    let (refused, audit) = match refused.to_agent_error() {
+        Some(error) => {
+            let r = reins_agent::late_refusal(
+                agent.store(),
+                &session,
+                reins_agent::run::Refusal { error, audit },
+                &call,
+            )
+            .await;
+            match r.error {
+                AgentError::AlreadyDecided { .. } => (Refused::of(&session, &r.error), r.audit),
+                _ => (refused, r.audit),
+            }
+        }
+        None => (refused, audit),
+    };
+    record_audit(agent, session, audit).await?;
+    Ok(Json(refused))
+}
+
+/// The terminal error that carries a refusal (as JSON) to the caller.
+pub(crate) fn terminal(r: &Refused) -> TerminalError {
+    let body = serde_json::to_string(r).unwrap_or_else(|_| r.message.clone());
+    TerminalError::new_with_code(r.status(), body)
 }
 
 /// Appends refused decisions to the session's audit trail (without a version bump).
@@ -338,13 +372,15 @@ impl SessionObject {
         call.actor.clone_from(&req.actor);
         call.view.clone_from(&req.view);
         call.model = self.inner.agent.model().capabilities();
-        if let Err(refusal) = run.apply(Event::Begin(call)) {
+        if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, key) = (self.inner.agent.clone(), session.clone());
+            let first = Refused::of(&session, &refusal.error);
             let audit = refusal.audit;
-            ctx.run(move || record_audit(agent, key, audit))
-                .name("audit")
+            let Json(r) = ctx
+                .run(move || settle_refusal(agent, key, first, audit, call))
+                .name("refusal")
                 .await?;
-            return Err(refused(&session, &refusal.error).into());
+            return Err(terminal(&r).into());
         }
         match waiting {
             Some(Json(w)) => {

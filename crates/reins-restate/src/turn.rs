@@ -6,7 +6,7 @@
 //! |---|---|
 //! | start | `load` (the stored session, once per turn), `clock` before each input |
 //! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
-//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); then `clock`, `commit` |
+//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
 //! | `Finish` | `commit` |
 
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::object::{
-    Inner, Loaded, WAITING, Waiting, is_cancel, load, record_audit, refused, retry,
+    Inner, Loaded, WAITING, Waiting, is_cancel, load, refused, retry, settle_refusal,
 };
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
@@ -299,14 +299,22 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         call.actor = req.actor;
         call.view = req.view;
         call.model = self.agent().model().capabilities();
-        if let Err(refusal) = run.apply(Event::Begin(call)) {
+        if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
+            let first = Refused::of(&self.session, &refusal.error);
             let audit = refusal.audit;
-            self.journal("audit", OnCancel::Retry, move || {
-                record_audit(agent.clone(), session.clone(), audit.clone())
-            })
-            .await?;
-            return Ok(Err(Refused::of(&self.session, &refusal.error)));
+            let refused = self
+                .journal("refusal", OnCancel::Retry, move || {
+                    settle_refusal(
+                        agent.clone(),
+                        session.clone(),
+                        first.clone(),
+                        audit.clone(),
+                        call.clone(),
+                    )
+                })
+                .await?;
+            return Ok(Err(refused));
         }
         self.commit(run, Flush::All).await?;
         Ok(Ok(()))
@@ -428,8 +436,52 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
 
     // ----- acting ----------------------------------------------------------------
 
-    /// Runs a batch of tool calls, one after another, each behind a started marker.
+    /// Runs a batch of tool calls, each behind a started marker: at the same time in
+    /// one journaled step when the agent runs batches in parallel (the default) and
+    /// the batch has several calls, otherwise one after another, one step each.
     async fn act(&mut self, run: &mut Run, batch: Vec<Execution>) -> Result<(), TerminalError> {
+        let parallel = batch.len() > 1
+            && self.agent().tool_concurrency() == reins_tool::Concurrency::Parallel
+            && !self.interrupted();
+        let outcomes = if parallel {
+            self.act_together(batch).await?
+        } else {
+            self.act_in_turn(batch).await?
+        };
+        let now = self.clock().await?;
+        let _ = run.apply(Event::Acted {
+            outcomes,
+            stop: false,
+            now,
+        });
+        if self.interrupted() {
+            return Ok(());
+        }
+        self.commit(run, Flush::All).await
+    }
+
+    /// The started marker of call `id`: its closure runs only when the journal does not
+    /// hold it yet. `false` (replayed, not run) means an earlier attempt of this
+    /// invocation began this call and stopped before its result was journaled.
+    async fn mark_started(&mut self, id: &str) -> Result<Arc<AtomicBool>, TerminalError> {
+        let fresh = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&fresh);
+        self.journal(&format!("tool-start {id}"), OnCancel::Retry, move || {
+            let flag = Arc::clone(&flag);
+            async move {
+                flag.store(true, Ordering::SeqCst);
+                Ok(Json(()))
+            }
+        })
+        .await?;
+        Ok(fresh)
+    }
+
+    /// The calls one after another: a marker and a step each.
+    async fn act_in_turn(
+        &mut self,
+        batch: Vec<Execution>,
+    ) -> Result<Vec<ExecOutcome>, TerminalError> {
         let mut outcomes = Vec::with_capacity(batch.len());
         for exec in batch {
             let id = exec.tool_use.id.clone();
@@ -441,19 +493,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 )));
                 continue;
             }
-            // The started marker: its closure runs only when the journal does not hold
-            // it yet. Replayed (not run) means an earlier attempt of this invocation
-            // began this call and stopped before its result was journaled.
-            let fresh = Arc::new(AtomicBool::new(false));
-            let flag = Arc::clone(&fresh);
-            self.journal(&format!("tool-start {id}"), OnCancel::Retry, move || {
-                let flag = Arc::clone(&flag);
-                async move {
-                    flag.store(true, Ordering::SeqCst);
-                    Ok(Json(()))
-                }
-            })
-            .await?;
+            let fresh = self.mark_started(&id).await?;
             let (agent, session, token) = (
                 self.agent().clone(),
                 self.session.clone(),
@@ -470,21 +510,73 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     )
                 })
                 .await?;
-            outcomes.push(match step {
-                ToolStep::Done(r) => ExecOutcome::Done(r),
-                ToolStep::Suspended { reason } => ExecOutcome::Suspended { id, reason },
-            });
+            outcomes.push(step.into_outcome(id));
         }
-        let now = self.clock().await?;
-        let _ = run.apply(Event::Acted {
-            outcomes,
-            stop: false,
-            now,
-        });
-        if self.interrupted() {
-            return Ok(());
+        Ok(outcomes)
+    }
+
+    /// The calls at the same time: every marker first, then one journaled step that
+    /// runs them all (each through the ledger, as alone). A crash in the middle leaves
+    /// every marker journaled and no result: on replay each call asks the ledger, as a
+    /// single call does — a finished one keeps its result, one that never started
+    /// runs, one cut off is `Unknown` (an idempotent one runs again).
+    async fn act_together(
+        &mut self,
+        batch: Vec<Execution>,
+    ) -> Result<Vec<ExecOutcome>, TerminalError> {
+        let mut calls = Vec::with_capacity(batch.len());
+        for exec in batch {
+            let fresh = self.mark_started(&exec.tool_use.id).await?;
+            calls.push((exec, fresh));
         }
-        self.commit(run, Flush::All).await
+        let ids: Vec<String> = calls.iter().map(|(e, _)| e.tool_use.id.clone()).collect();
+        let (agent, session, token) = (
+            self.agent().clone(),
+            self.session.clone(),
+            self.token.clone(),
+        );
+        let steps: Vec<ToolStep> = self
+            .journal(
+                &format!("tools {}", ids.join(",")),
+                OnCancel::Retry,
+                move || {
+                    let runs: Vec<_> = calls
+                        .iter()
+                        .map(|(exec, fresh)| {
+                            tool_step(
+                                agent.clone(),
+                                session.clone(),
+                                exec.clone(),
+                                fresh.load(Ordering::SeqCst),
+                                token.clone(),
+                            )
+                        })
+                        .collect();
+                    async move {
+                        let mut steps = Vec::with_capacity(runs.len());
+                        for r in futures::future::join_all(runs).await {
+                            let Json(step) = r?;
+                            steps.push(step);
+                        }
+                        Ok(Json(steps))
+                    }
+                },
+            )
+            .await?;
+        Ok(steps
+            .into_iter()
+            .zip(ids)
+            .map(|(step, id)| step.into_outcome(id))
+            .collect())
+    }
+}
+
+impl ToolStep {
+    fn into_outcome(self, id: String) -> ExecOutcome {
+        match self {
+            Self::Done(r) => ExecOutcome::Done(r),
+            Self::Suspended { reason } => ExecOutcome::Suspended { id, reason },
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! inputs a turn starts or goes on with, what `submit` answers, and the refusals (the
 //! same errors the local driver raises, as JSON).
 
-use reins_agent::{Actor, AgentError, Decision, Requirement, RunInput, ViewToken};
+use reins_agent::{Actor, AgentError, Decided, Decision, Requirement, RunInput, ViewToken};
 use reins_message::Msg;
 use serde::{Deserialize, Serialize};
 
@@ -151,13 +151,14 @@ pub struct Interrupted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Refused {
     /// `not_found`, `not_paused`, `unknown_requirement`, `stale_view`, `busy`,
-    /// `invalid_decision`, `expired`, `invalid_input` or `internal`.
+    /// `already_decided`, `invalid_decision`, `expired`, `invalid_input` or `internal`.
     pub code: String,
     /// A sentence for a person.
     pub message: String,
     /// The session.
     pub session: String,
-    /// For `unknown_requirement`: the id given; for `busy`: the call in flight.
+    /// For `unknown_requirement` and `already_decided`: the id given; for `busy`: the
+    /// call in flight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// For `stale_view`: the ids the caller was shown; for `unknown_requirement`: the
@@ -167,6 +168,9 @@ pub struct Refused {
     /// For `stale_view`: what the session waits for now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Requirement>,
+    /// For `already_decided`: the decision that took effect (who, what, when, how).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
 }
 
 impl Refused {
@@ -175,7 +179,7 @@ impl Refused {
     pub fn status(&self) -> u16 {
         match self.code.as_str() {
             "not_found" | "unknown_requirement" => 404,
-            "not_paused" | "stale_view" | "busy" => 409,
+            "not_paused" | "stale_view" | "busy" | "already_decided" => 409,
             "invalid_decision" | "expired" | "invalid_input" => 422,
             _ => 500,
         }
@@ -190,6 +194,7 @@ impl Refused {
             id: None,
             ids: Vec::new(),
             pending: Vec::new(),
+            decided: None,
         };
         r.code = match error {
             AgentError::SessionBusy { .. } => "busy",
@@ -210,6 +215,11 @@ impl Refused {
             }
             AgentError::WrongDecision { .. } | AgentError::DuplicateDecision { .. } => {
                 "invalid_decision"
+            }
+            AgentError::AlreadyDecided { id, decided } => {
+                r.id = Some(id.clone());
+                r.decided = Some((**decided).clone());
+                "already_decided"
             }
             AgentError::RequirementExpired { .. } => "expired",
             AgentError::InvalidInput(_) => "invalid_input",
@@ -242,6 +252,10 @@ impl Refused {
                 id: self.session.clone(),
             }),
             "invalid_input" => AgentError::InvalidInput(self.message.clone()),
+            "already_decided" => AgentError::AlreadyDecided {
+                id: self.id.clone().unwrap_or_default(),
+                decided: Box::new(self.decided.clone()?),
+            },
             _ => return None,
         })
     }

@@ -80,16 +80,15 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     }
     assert_eq!(runs(), 0);
 
-    b.submit(session, decide(&id, Some(view.token.clone())))
-        .await
-        .unwrap();
+    let mut approve = decide(&id, Some(view.token.clone()));
+    approve.actor = Some(reins_agent::Actor::new("ana"));
+    b.submit(session, approve).await.unwrap();
     let end = settle(b, session, view.version).await;
     assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
     assert_eq!(runs(), 1);
 
-    // Refused either way, nothing runs. The local driver now says which decision
-    // already answered it (`AlreadyDecided`, from its audit trail); the Restate driver
-    // does not read the trail yet and says `NothingToResume` (docs/restate.md).
+    // The same decision again (a late second approver): refused, nothing runs, and
+    // both drivers say which decision answered it and who made it (the audit trail).
     // The turn's invocation may still be closing when the store shows the run finished:
     // a submit in that instant is refused as busy, and is tried again (bounded).
     let mut again = b.submit(session, decide(&id, None)).await;
@@ -100,12 +99,21 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         again = b.submit(session, decide(&id, None)).await;
     }
+    match again {
+        Err(AgentError::AlreadyDecided { id: got, decided }) => {
+            assert_eq!(got, id);
+            assert_eq!(decided.decision, "approve");
+            assert_eq!(decided.by.as_deref(), Some("ana"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // On the stale view too (the view it was shown is gone): the same answer.
+    let late = b
+        .submit(session, decide(&id, Some(view.token.clone())))
+        .await;
     assert!(
-        matches!(
-            again,
-            Err(AgentError::NothingToResume { .. } | AgentError::AlreadyDecided { .. })
-        ),
-        "{again:?}"
+        matches!(late, Err(AgentError::AlreadyDecided { .. })),
+        "{late:?}"
     );
     assert!(!b.interrupt(session).await.unwrap());
     assert_eq!(runs(), 1);

@@ -154,6 +154,71 @@ async fn a_service_killed_mid_tool_gives_unknown_and_never_runs_it_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_calls_runs_at_the_same_time_each_once() {
+    let Some(h) = Harness::start(&[]).await else {
+        return;
+    };
+    let s = h
+        .client
+        .submit("b1", &user("batch 3 400"), None)
+        .await
+        .unwrap();
+    let end = h
+        .client
+        .wait_settled("b1", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+    assert_eq!(outcomes(&h, "b1").await, vec![ToolOutcome::Success; 3]);
+    // Together: every call started before any ended (one after another, each would
+    // end before the next started).
+    let work: Vec<String> = h
+        .outbox()
+        .into_iter()
+        .filter(|l| l.starts_with("work "))
+        .collect();
+    assert_eq!(work.len(), 6, "{work:?}");
+    assert!(
+        work[..3].iter().all(|l| l.starts_with("work start")),
+        "{work:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_killed_mid_batch_gives_unknown_for_every_call_and_runs_none_again() {
+    let Some(mut h) = Harness::start(&[]).await else {
+        return;
+    };
+    let s = h
+        .client
+        .submit("b2", &user("batch 3 3000"), None)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + SETTLE;
+    while h.count("work start") < 3 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", h.outbox());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.service.kill9().await;
+    h.service.restart().await;
+    let end = h
+        .client
+        .wait_settled("b2", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(
+        end.phase,
+        Phase::Finished(RunStatus::Completed),
+        "{}",
+        h.service_log()
+    );
+    assert_eq!(outcomes(&h, "b2").await, vec![ToolOutcome::Unknown; 3]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.count("work start"), 3);
+    assert_eq!(h.count("work end"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotent_tool_cut_by_a_crash_runs_again_once() {
     let Some(mut h) = Harness::start(&["--tool-lease-ms", "500"]).await else {
         return;
@@ -237,21 +302,37 @@ async fn the_same_decision_twice_runs_the_tool_once() {
         .wait_settled("s6", a.version, SETTLE)
         .await
         .unwrap();
-    // The same decision again without a key: refused, nothing runs.
-    let again = h
-        .client
-        .decide(
-            "s6",
-            vec![Decision::approve(&id)],
-            Some(view.token.clone()),
-            None,
-        )
-        .await;
+    // The same decision again without a key: refused as already decided (as the local
+    // driver refuses it), nothing runs. A submit while the finished turn's invocation
+    // is still closing is refused as busy: tried again (bounded).
+    let mut again = Err(reins_restate::Error::Decode(String::new()));
+    for _ in 0..50 {
+        again = h
+            .client
+            .decide(
+                "s6",
+                vec![Decision::approve(&id)],
+                Some(view.token.clone()),
+                None,
+            )
+            .await;
+        if !again
+            .as_ref()
+            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "busy"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let refused = again.unwrap_err();
-    let code = refused.refused().expect("a typed refusal").code.clone();
+    let r = refused.refused().expect("a typed refusal");
+    assert_eq!((r.code.as_str(), r.status()), ("already_decided", 409));
     assert!(
-        matches!(code.as_str(), "stale_view" | "not_paused"),
-        "{code}"
+        matches!(
+            r.to_agent_error(),
+            Some(AgentError::AlreadyDecided { ref decided, .. }) if decided.decision == "approve"
+        ),
+        "{r:?}"
     );
     let end = h
         .client

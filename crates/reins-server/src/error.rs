@@ -107,6 +107,11 @@ pub enum ServerError {
     /// The model failed (502).
     #[error("model error: {0}")]
     Model(String),
+    /// This server does not serve the request in its configuration (501): e.g. a
+    /// protocol endpoint while sessions run in a backend
+    /// ([`Server::backend`](crate::Server::backend)).
+    #[error("{0}")]
+    Unsupported(String),
     /// Anything else (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -167,6 +172,7 @@ impl ServerError {
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Model(_) => StatusCode::BAD_GATEWAY,
+            Self::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 
@@ -194,6 +200,7 @@ impl ServerError {
             Self::Invalid { code, .. } => code,
             Self::Store(_) => "store",
             Self::Model(_) => "model",
+            Self::Unsupported(_) => "not_supported",
             Self::Internal(_) => "internal",
         }
     }

@@ -7,7 +7,9 @@
 //! [`Server::new`] takes an [`Agent`]; [`Server::serve`] serves it on a TCP listener
 //! (HTTP/1.1 with header, body and request timeouts against slow clients), and
 //! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
-//! (serve that with [`serve()`] to keep the header timeout).
+//! (serve that with [`serve()`] to keep the header timeout). With
+//! [`Server::backend`] it fronts sessions that run elsewhere — a Restate deployment —
+//! with the same API and inbox.
 //!
 //! | endpoint | what it does |
 //! |---|---|
@@ -97,7 +99,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
-use reins_agent::Agent;
+use reins_agent::{Agent, SessionBackend};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
@@ -118,6 +120,7 @@ use crate::state::{AppState, Limits};
 #[must_use]
 pub struct Server {
     agent: Agent,
+    backend: Option<Arc<dyn SessionBackend>>,
     auth: Auth,
     limits: Limits,
     poll_interval: Duration,
@@ -128,6 +131,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("agent", &self.agent.name())
+            .field("backend", &self.backend.is_some())
             .field("auth", &self.auth)
             .field("limits", &self.limits)
             .field("serve", &self.serve)
@@ -141,6 +145,7 @@ impl Server {
     pub fn new(agent: Agent) -> Self {
         Self {
             agent,
+            backend: None,
             auth: Auth::new(),
             limits: Limits {
                 body_limit: 1024 * 1024,
@@ -151,6 +156,29 @@ impl Server {
             poll_interval: Duration::from_secs(2),
             serve: ServeOptions::default(),
         }
+    }
+
+    /// Fronts sessions that run in `backend` instead of in this process: a Restate
+    /// deployment (reins-restate's `RestateClient`) or any other
+    /// [`SessionBackend`]. Runs, decisions and interrupts go to the backend, after the
+    /// same checks as for the local driver (roles, what is pending, the view token);
+    /// its refusals come back with the same statuses and codes. Everything read —
+    /// sessions, pending requirements, the inbox, the audit trail, the live stream of
+    /// stored steps — comes from the agent's store, which must be the store the
+    /// backend records its sessions in; the agent's model is not called.
+    ///
+    /// A request that starts a run answers once the stored session has moved past its
+    /// input and no longer runs (paused or ended), with the output read back from the
+    /// store (its `usage` and `iterations` are counted by the backend and left at zero);
+    /// `?stream=true` streams the stored steps (`message`, `state`) and ends with
+    /// `output`. An `Idempotency-Key` header on a run or a decision is passed to the
+    /// backend (Restate answers a repeated key with the first answer). The run
+    /// events of steps in progress (text deltas) are not relayed, and AG-UI, A2A and
+    /// replay, which run the local driver, answer 501 (`not_supported`). See
+    /// `docs/restate.md`.
+    pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
+        self.backend = Some(backend);
+        self
     }
 
     /// The tokens and their principals.
@@ -243,11 +271,25 @@ impl Server {
             tracing::warn!("reins-server has no tokens configured: every request will get 401");
         }
         let limits = self.limits.clone();
+        let fronting = self.backend.is_some();
         let state = AppState {
             agent: self.agent,
+            backend: self.backend,
             auth: Arc::new(self.auth),
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
+        };
+        let protocols = if fronting {
+            // They drive runs with the local driver, which a fronting server does not run.
+            Router::new()
+                .route("/agui", axum::routing::any(not_on_a_backend))
+                .route("/a2a", axum::routing::any(not_on_a_backend))
+                .route(
+                    "/.well-known/agent-card.json",
+                    axum::routing::any(not_on_a_backend),
+                )
+        } else {
+            Router::new().merge(agui::router()).merge(a2a::router())
         };
         Router::new()
             .merge(sessions::router())
@@ -255,8 +297,7 @@ impl Server {
             .merge(grants::router())
             .merge(health::router())
             .merge(openapi::router())
-            .merge(agui::router())
-            .merge(a2a::router())
+            .merge(protocols)
             .fallback(error::not_found)
             .with_state(state)
             .layer(axum::Extension(BodyLimit(
@@ -273,4 +314,12 @@ impl Server {
             .layer(CompressionLayer::new())
             .layer(TraceLayer::new_for_http())
     }
+}
+
+/// AG-UI and A2A on a server that fronts a backend.
+async fn not_on_a_backend() -> ServerError {
+    ServerError::Unsupported(
+        "this server fronts sessions that run in a backend (Server::backend); AG-UI and A2A run the local driver and are not served here"
+            .to_owned(),
+    )
 }

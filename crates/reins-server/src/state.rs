@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reins_agent::Agent;
+use reins_agent::{Agent, SessionBackend};
 
 use crate::auth::Auth;
 use crate::hub::Hub;
@@ -20,6 +20,9 @@ pub(crate) struct Limits {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) agent: Agent,
+    /// Where runs, decisions and interrupts go when sessions run elsewhere (a Restate
+    /// deployment); `None`: the local driver, in this process.
+    pub(crate) backend: Option<Arc<dyn SessionBackend>>,
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,

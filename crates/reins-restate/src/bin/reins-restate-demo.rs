@@ -23,6 +23,7 @@
 //! | `delete PATH` | `delete_file {path}`: needs a person's confirmation |
 //! | `work MS` | `work {ms}`: runs at once, takes MS ms, not idempotent |
 //! | `sync MS` | `sync {ms}`: runs at once, takes MS ms, idempotent |
+//! | `batch N MS` | N `work {ms}` calls in one answer (one batch: they run at the same time) |
 //! | `stream N` | nothing: answers in N text chunks, 100 ms apart |
 //! | anything else | nothing: answers `ok` |
 //!
@@ -129,6 +130,26 @@ impl ChatModel for RuleModel {
                     "delete" => call("delete_file", serde_json::json!({"path": arg})),
                     "work" => call("work", serde_json::json!({"ms": ms})),
                     "sync" => call("sync", serde_json::json!({"ms": ms})),
+                    "batch" => {
+                        let each: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+                        let count = usize::try_from(ms.min(16)).unwrap_or(0);
+                        let mut c = Vec::new();
+                        for i in 0..count {
+                            c.push(ChatChunk::ToolCallStart {
+                                index: i,
+                                id: format!("call_{n}_{i}"),
+                                name: "work".to_owned(),
+                            });
+                            c.push(ChatChunk::ToolArgsDelta {
+                                index: i,
+                                fragment: serde_json::json!({"ms": each}).to_string(),
+                            });
+                        }
+                        c.push(ChatChunk::Finish {
+                            reason: FinishReason::ToolUse,
+                        });
+                        c
+                    }
                     "stream" => {
                         gap = Duration::from_millis(100);
                         let mut c: Vec<ChatChunk> = (0..ms)

@@ -89,15 +89,20 @@ pub(super) async fn start(
     let session = session.as_actor(Actor::new(actor));
     let handle = match token {
         Some(token) => {
-            let view: ViewToken = token.parse().map_err(|_| {
-                ServerError::BadRequest(format!(
-                    "`{}` is not a view token (read it from GET /v1/sessions/{{id}})",
-                    token.chars().take(60).collect::<String>()
-                ))
-            })?;
+            let view = parse_view(token)?;
             session.resolve(decisions).at(&view).start().await?
         }
         None => session.resolve(decisions).start().await?,
     };
     Ok(handle)
+}
+
+/// A view token from the API (400 when it is not one).
+pub(super) fn parse_view(token: &str) -> Result<ViewToken> {
+    token.parse().map_err(|_| {
+        ServerError::BadRequest(format!(
+            "`{}` is not a view token (read it from GET /v1/sessions/{{id}})",
+            token.chars().take(60).collect::<String>()
+        ))
+    })
 }

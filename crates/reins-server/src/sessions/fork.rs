@@ -179,6 +179,11 @@ pub(crate) async fn post_replay(
             who.name
         )));
     }
+    if state.backend.is_some() {
+        return Err(ServerError::Unsupported(format!(
+            "session `{id}` runs in a backend: replay runs the local driver, which this server does not run"
+        )));
+    }
     state.agent.store().load_session(&id).await?;
     let recorded = state.agent.session(&id).await?;
     let candidate = state

@@ -1,8 +1,12 @@
 //! The session resource, `/v1/sessions/{id}`: start a run on it, read it, answer what
 //! it waits for (with the audit trail of those decisions), interrupt its run, and
 //! watch it live ([`stream`]). A request that starts a run is answered with the run's
-//! output, or with its own SSE stream when `?stream=true`.
+//! output, or with its own SSE stream when `?stream=true`. With a
+//! [`SessionBackend`](reins_agent::SessionBackend) ([`Server::backend`](crate::Server::backend)),
+//! runs, decisions and interrupts go to it ([`backend`]); reads come from the store
+//! either way.
 
+mod backend;
 mod decide;
 pub(crate) mod fork;
 mod stream;
@@ -14,7 +18,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use reins_agent::Agent;
+use reins_agent::{Agent, Submission};
 use reins_message::Msg;
 use serde_json::Value;
 
@@ -67,6 +71,7 @@ pub(crate) async fn post_run(
     Caller(who): Caller,
     SessionId(id): SessionId,
     ApiQuery(q): ApiQuery<StreamQuery>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<RunRequest>,
 ) -> Result<Response> {
     who.require_owner(&id)?;
@@ -75,6 +80,13 @@ pub(crate) async fn post_run(
             code: "invalid_input",
             message: "the message is empty".to_owned(),
         });
+    }
+    if let Some(b) = state.backend.clone() {
+        let mut submission =
+            Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
+        submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
+        submission.idempotency_key = backend::idempotency_key(&headers)?;
+        return backend::submit(state, &*b, id, submission, q.stream).await;
     }
     let session = state
         .agent
@@ -156,6 +168,7 @@ pub(crate) async fn post_decisions(
     Caller(who): Caller,
     SessionId(id): SessionId,
     ApiQuery(q): ApiQuery<StreamQuery>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<DecisionsRequest>,
 ) -> Result<Response> {
     if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
@@ -200,6 +213,17 @@ pub(crate) async fn post_decisions(
         }
         decisions.push(decide::to_decision(item, req)?);
     }
+    if let Some(b) = state.backend.clone() {
+        let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
+        submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
+        submission.view = body
+            .view_token
+            .as_deref()
+            .map(decide::parse_view)
+            .transpose()?;
+        submission.idempotency_key = backend::idempotency_key(&headers)?;
+        return backend::submit(state, &*b, id, submission, q.stream).await;
+    }
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
     let handle = decide::start(&session, body.view_token.as_deref(), decisions, &who.name).await?;
     let run = state.hub.start_run(&id, handle);
@@ -228,6 +252,9 @@ pub(crate) async fn post_interrupt(
             "`{}` may not interrupt session `{id}`",
             who.name
         )));
+    }
+    if let Some(b) = state.backend.clone() {
+        return backend::interrupt(&state, &*b, id).await;
     }
     let answer = |delivered: &str| {
         (

@@ -1,0 +1,250 @@
+//! Sessions that run in a backend ([`Server::backend`](crate::Server::backend)): a
+//! Restate deployment, or anything else that implements reins-agent's
+//! [`SessionBackend`]. The session routes hand it their inputs — a run's message,
+//! decisions, interrupts — after the same checks as for the local driver, and answer
+//! from the store, which stays the record: the request that started a run waits until
+//! the stored session has moved past the input and is no longer running (paused,
+//! finished), then answers with the output read back from the store, or streams the
+//! committed steps as they are stored (`?stream=true`).
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use reins_agent::run::Phase;
+use reins_agent::{RunOutput, RunState, RunStatus, SessionBackend, Submission};
+use reins_memory::SessionState;
+use reins_message::{Msg, Role};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use crate::error::{Result, ServerError};
+use crate::sse::{CLIENT_BUFFER, respond};
+use crate::state::AppState;
+use crate::types::InterruptAnswer;
+use crate::view;
+
+/// How often the store is read while waiting, besides every change notice (a safety
+/// net for stores whose change feed is slow or missing).
+const REREAD: Duration = Duration::from_millis(250);
+
+/// The `Idempotency-Key` header, when given: a retried request with the same key gets
+/// the first answer from a backend that keeps keys (Restate does).
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = v
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 256)
+        .ok_or_else(|| {
+            ServerError::BadRequest(
+                "`Idempotency-Key` must be 1 to 256 visible ASCII characters".to_owned(),
+            )
+        })?;
+    Ok(Some(key.to_owned()))
+}
+
+/// Hands `submission` to the backend, then answers as the local driver's routes do: the
+/// run's output once it pauses or ends, or (`stream`) an SSE stream of its committed
+/// steps ending with `output`. A refused input is the backend's typed error, mapped as
+/// the local driver's is.
+pub(super) async fn submit(
+    state: AppState,
+    backend: &dyn SessionBackend,
+    id: String,
+    submission: Submission,
+    stream: bool,
+) -> Result<Response> {
+    let before = state.agent.store().session_version(&id).await?;
+    let from = match before {
+        Some(_) => state.agent.store().load_session(&id).await?.messages.len(),
+        None => 0,
+    };
+    let before = before.unwrap_or(0);
+    backend.submit(&id, submission).await?;
+    state.hub.notify(&id);
+    if stream {
+        return Ok(stream_until_settled(state, id, before, from));
+    }
+    let out = settled(&state, &id, before).await?;
+    Ok(Json(out).into_response())
+}
+
+/// Interrupts the session's run in the backend: 202 when one was in flight, 409 when
+/// none was (as with the local driver).
+pub(super) async fn interrupt(
+    state: &AppState,
+    backend: &dyn SessionBackend,
+    id: String,
+) -> Result<Response> {
+    // 404 for an unknown session.
+    view::load(&state.agent, &id, false, false).await?;
+    if backend.interrupt(&id).await? {
+        state.hub.notify(&id);
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(InterruptAnswer {
+                session_id: id,
+                delivered: "backend".to_owned(),
+            }),
+        )
+            .into_response());
+    }
+    Err(ServerError::Busy(format!(
+        "session `{id}` has no run in flight: nothing to interrupt"
+    )))
+}
+
+/// The output of the run recorded in `stored`, when the session has moved past version
+/// `after` and its run no longer runs (paused or ended).
+async fn output_if_settled(
+    state: &AppState,
+    stored: SessionState,
+    after: u64,
+) -> Result<Option<RunOutput>> {
+    if stored.version <= after {
+        return Ok(None);
+    }
+    let phase = stored
+        .run_state
+        .clone()
+        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
+        .map_or(Phase::Idle, |rs| rs.phase());
+    let status = match phase {
+        Phase::Reasoning | Phase::Acting | Phase::Summarizing => return Ok(None),
+        Phase::Paused => RunStatus::Paused,
+        Phase::Finished(status) => status,
+        Phase::Idle => RunStatus::Completed,
+    };
+    let message = stored
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .cloned()
+        .unwrap_or_else(|| Msg::new(Role::Assistant, Vec::new()));
+    let session_id = stored.id.clone();
+    let (_, requirements) = view::of(&state.agent, stored, false, false).await?;
+    Ok(Some(RunOutput {
+        session_id,
+        status,
+        message,
+        requirements,
+        // Counted by the driver that ran the steps, not recorded in the store.
+        usage: Default::default(),
+        repairs: Default::default(),
+        iterations: 0,
+        structured: None,
+        empty_answer: false,
+    }))
+}
+
+/// Waits until the session has moved past version `after` and its run no longer runs;
+/// the request timeout bounds the wait (408).
+async fn settled(state: &AppState, id: &str, after: u64) -> Result<RunOutput> {
+    let mut notices = state.hub.notices();
+    state.hub.ensure_poller(&state.agent);
+    loop {
+        let stored = state.agent.store().load_session(id).await?;
+        if let Some(out) = output_if_settled(state, stored, after).await? {
+            return Ok(out);
+        }
+        wait_for_change(&mut notices, id).await;
+    }
+}
+
+/// Returns on a change notice for session `id`, or after [`REREAD`].
+async fn wait_for_change(
+    notices: &mut tokio::sync::broadcast::Receiver<crate::hub::Notice>,
+    id: &str,
+) {
+    let notice = async {
+        loop {
+            match notices.recv().await {
+                Ok(n) if n.session_id == id => return,
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => return,
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    };
+    tokio::select! {
+        () = notice => {}
+        () = tokio::time::sleep(REREAD) => {}
+    }
+}
+
+/// The run's stream over a backend: a `message` event per message stored after the
+/// first `from` (`{session_id, index, message}`, as the session stream sends them), a
+/// `state` event (the session view) whenever the stored session moves, and the final
+/// `output` (`{output}`) once it has moved past `after` and no longer runs; or `error`.
+fn stream_until_settled(state: AppState, id: String, after: u64, from: usize) -> Response {
+    let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
+    let keep_alive = state.limits.keep_alive;
+    tokio::spawn(async move {
+        let mut notices = state.hub.notices();
+        state.hub.ensure_poller(&state.agent);
+        let mut sent = from;
+        let mut last_version = None;
+        loop {
+            let stored = match state.agent.store().load_session(&id).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let e = ServerError::from(e);
+                    let ev = Event::default()
+                        .event("error")
+                        .data(json!({"error": e.body().error}).to_string());
+                    let _ = tx.send(ev).await;
+                    return;
+                }
+            };
+            for (index, m) in stored.messages.iter().enumerate().skip(sent) {
+                let data = json!({"session_id": id, "index": index, "message": m});
+                let ev = Event::default().event("message").data(data.to_string());
+                if tx.send(ev).await.is_err() {
+                    return;
+                }
+            }
+            sent = sent.max(stored.messages.len());
+            if last_version != Some(stored.version) {
+                last_version = Some(stored.version);
+                if let Ok((detail, _)) = view::of(&state.agent, stored.clone(), false, false).await
+                {
+                    let ev = Event::default()
+                        .event("state")
+                        .data(serde_json::to_string(&detail).unwrap_or_default());
+                    if tx.send(ev).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            match output_if_settled(&state, stored, after).await {
+                Ok(Some(out)) => {
+                    let ev = Event::default()
+                        .event("output")
+                        .data(json!({"output": out}).to_string());
+                    let _ = tx.send(ev).await;
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let ev = Event::default()
+                        .event("error")
+                        .data(json!({"error": e.body().error}).to_string());
+                    let _ = tx.send(ev).await;
+                    return;
+                }
+            }
+            tokio::select! {
+                () = tx.closed() => return,
+                () = wait_for_change(&mut notices, &id) => {}
+            }
+        }
+    });
+    respond(rx, keep_alive)
+}
