@@ -536,12 +536,15 @@ impl Driver {
             }
         } else {
             request.tools = rt.tool_specs();
-            request.tools.extend(
-                self.client_tools
-                    .iter()
-                    .filter(|t| !rt.toolkit.contains(&t.name))
-                    .cloned(),
-            );
+            // Only when there are client tools: changing the specs copies them.
+            if !self.client_tools.is_empty() {
+                request.tools.extend(
+                    self.client_tools
+                        .iter()
+                        .filter(|t| !rt.toolkit.contains(&t.name))
+                        .cloned(),
+                );
+            }
             if let Some((mode, spec)) = output {
                 crate::structured::ask_for_output(&mut request, mode, &spec);
                 output_mode = Some(mode);
