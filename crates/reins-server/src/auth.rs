@@ -71,6 +71,27 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The actor its decisions are recorded under: its name, with its roles in the
+    /// metadata's `roles` array (`"approver"`, `"admin"`, `"user"`), which is what a
+    /// [`Quorum`](reins_agent::Quorum) with roles checks.
+    ///
+    /// ```
+    /// use reins_server::{AccessRole, Principal};
+    ///
+    /// let actor = Principal::new("ops", [AccessRole::Admin]).actor();
+    /// assert_eq!((actor.principal.as_str(), actor.roles()), ("ops", vec!["admin".to_owned()]));
+    /// ```
+    pub fn actor(&self) -> reins_agent::Actor {
+        let roles: Vec<serde_json::Value> = self
+            .roles
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect();
+        let mut actor = reins_agent::Actor::new(self.name.clone());
+        actor.metadata = Some(serde_json::json!({ "roles": roles }));
+        actor
+    }
+
     /// A principal with these roles.
     pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = AccessRole>) -> Self {
         Self {

@@ -455,3 +455,50 @@ async fn a_quorum_of_two_is_met_by_two_approvers_on_two_instances() {
         }
     }
 }
+
+/// A quorum restricted to a role counts a principal's server roles: an admin is not an
+/// approver here (403 `not_eligible`, nothing recorded as an approval), two approvers
+/// complete it and the tool runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_with_roles_counts_the_server_roles_of_each_approver() {
+    let ran: Ran = Arc::default();
+    let agent = Agent::builder()
+        .name("TestAgent")
+        .model(ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(&ran))
+        .quorum("delete_file", Quorum::of(2).roles(["approver"]))
+        .build()
+        .unwrap();
+    let server = serve(agent, ran.clone(), None, |s| s).await;
+    let session = format!("alice/quorum-roles-{}", tag());
+    let (st, out) = server
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(&session)),
+            json!({"message": "delete prod.db"}),
+        )
+        .await;
+    assert_eq!((st, out["status"].as_str()), (200, Some("paused")), "{out}");
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+
+    let (st, err) = approve(&server, ADMIN, &session, &rid).await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (403, Some("not_eligible")),
+        "{err}"
+    );
+    let (st, out) = approve(&server, ANA, &session, &rid).await;
+    assert_eq!((st, out["status"].as_str()), (200, Some("paused")), "{out}");
+    let approvals = &out["requirements"][0]["quorum"]["approvals"];
+    assert_eq!(approvals.as_array().map(Vec::len), Some(1), "{out}");
+    assert_eq!(approvals[0]["by"], "ana", "{out}");
+    assert!(ran.lock().unwrap().is_empty());
+
+    let (st, out) = approve(&server, CAROL, &session, &rid).await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+    assert_eq!(ran.lock().unwrap().len(), 1, "the tool ran once");
+}

@@ -84,9 +84,9 @@ pub(super) async fn start(
     session: &Session,
     token: Option<&str>,
     decisions: Vec<Decision>,
-    actor: &str,
+    actor: Actor,
 ) -> Result<RunHandle> {
-    let session = session.as_actor(Actor::new(actor));
+    let session = session.as_actor(actor);
     let handle = match token {
         Some(token) => {
             let view = parse_view(token)?;

@@ -215,7 +215,7 @@ pub(crate) async fn post_decisions(
     }
     if let Some(b) = state.backend.clone() {
         let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
-        submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
+        submission.actor = Some(who.actor());
         submission.view = body
             .view_token
             .as_deref()
@@ -225,7 +225,8 @@ pub(crate) async fn post_decisions(
         return backend::submit(state, &*b, id, submission, q.stream).await;
     }
     let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
-    let handle = decide::start(&session, body.view_token.as_deref(), decisions, &who.name).await?;
+    let handle =
+        decide::start(&session, body.view_token.as_deref(), decisions, who.actor()).await?;
     let run = state.hub.start_run(&id, handle);
     answer(run, sub).await
 }
