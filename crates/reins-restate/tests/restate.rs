@@ -303,27 +303,16 @@ async fn the_same_decision_twice_runs_the_tool_once() {
         .await
         .unwrap();
     // The same decision again without a key: refused as already decided (as the local
-    // driver refuses it), nothing runs. A submit while the finished turn's invocation
-    // is still closing is refused as busy: tried again (bounded).
-    let mut again = Err(reins_restate::Error::Decode(String::new()));
-    for _ in 0..50 {
-        again = h
-            .client
-            .decide(
-                "s6",
-                vec![Decision::approve(&id)],
-                Some(view.token.clone()),
-                None,
-            )
-            .await;
-        if !again
-            .as_ref()
-            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "busy"))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // driver refuses it), nothing runs.
+    let again = when_settled(|| {
+        h.client.decide(
+            "s6",
+            vec![Decision::approve(&id)],
+            Some(view.token.clone()),
+            None,
+        )
+    })
+    .await;
     let refused = again.unwrap_err();
     let r = refused.refused().expect("a typed refusal");
     assert_eq!((r.code.as_str(), r.status()), ("already_decided", 409));
@@ -373,7 +362,10 @@ async fn an_interrupt_mid_stream_ends_the_run_cancelled_and_sanitized() {
     assert_eq!(stored.messages.len(), 1, "{:?}", stored.messages);
     assert_eq!(stored.messages[0].role, Role::User);
     // The session takes the next message as usual.
-    let s = h.client.submit("s7", &user("hello"), None).await.unwrap();
+    let hello = user("hello");
+    let s = when_settled(|| h.client.submit("s7", &hello, None))
+        .await
+        .unwrap();
     let end = h
         .client
         .wait_settled("s7", s.version, SETTLE)
@@ -410,11 +402,12 @@ async fn bad_input_gets_the_local_drivers_typed_errors_and_changes_nothing() {
         .wait_settled("s8", s.version, SETTLE)
         .await
         .unwrap();
-    let e = h
-        .client
-        .decide("s8", vec![Decision::approve("call_1")], None, None)
-        .await
-        .unwrap_err();
+    let e = when_settled(|| {
+        h.client
+            .decide("s8", vec![Decision::approve("call_1")], None, None)
+    })
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             e.refused().unwrap().to_agent_error(),
@@ -525,4 +518,27 @@ async fn three_service_processes_and_100_sessions_run_every_tool_once() {
         .collect();
     assert!(workers.len() >= 2, "the tool calls ran on {workers:?}");
     assert!(!workers.contains("p1"), "p1 was killed before any tool ran");
+}
+
+/// Calls `f` (a submit or decision) right after a turn settled in the store: the
+/// finished turn's invocation may still be closing in Restate for a moment, and a
+/// submit in that instant is refused as busy (documented in docs/restate.md), so it is
+/// tried again (bounded, 5 s).
+async fn when_settled<F, Fut>(mut f: F) -> Result<reins_restate::Submitted, reins_restate::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<reins_restate::Submitted, reins_restate::Error>>,
+{
+    let mut out = f().await;
+    for _ in 0..50 {
+        if !out
+            .as_ref()
+            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "busy"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        out = f().await;
+    }
+    out
 }
