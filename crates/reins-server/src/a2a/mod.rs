@@ -688,6 +688,18 @@ async fn run_answer(
     let run = state.hub.start_run(&session, handle);
     if !streaming {
         if return_immediately {
+            // Answered once the task's message is stored (or the run ended), so that a
+            // `tasks/get` that follows at once, on any instance, finds the task.
+            let stored = async {
+                while load_task(state, who, &task_id).await.is_err() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            };
+            tokio::select! {
+                () = stored => {}
+                _ = run.wait() => {}
+                () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
+            }
             return Ok(rpc(&rpc_id, json!({"task": initial})));
         }
         let _ = run.wait().await;
