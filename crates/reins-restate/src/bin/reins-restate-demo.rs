@@ -57,6 +57,9 @@ impl Outbox {
         ));
     }
 
+    /// Appends `text` and its newline in one `write` (three service processes append
+    /// to one outbox: `writeln!` may write the text and the newline separately, and
+    /// another process's line could land between them).
     fn line(&self, text: &str) {
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -64,7 +67,7 @@ impl Outbox {
             .open(&*self.0);
         match f {
             Ok(mut f) => {
-                if let Err(e) = writeln!(f, "{text}") {
+                if let Err(e) = f.write_all(format!("{text}\n").as_bytes()) {
                     eprintln!("outbox: {e}");
                 }
             }
