@@ -101,7 +101,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
             }
         }
         Err(e) => {
-            d.emit(RunEvent::Failed {
+            d.emit(|| RunEvent::Failed {
                 error: e.to_string(),
             });
             let mut ev = HookEvent::Error {
@@ -151,9 +151,11 @@ impl Driver {
         toolkit.gate(tool_use)
     }
 
-    fn emit(&self, ev: RunEvent) {
+    /// Sends an event to the caller's listener; the event is made only when one
+    /// listens (most runs have none, and events copy messages and tool calls).
+    fn emit(&self, ev: impl FnOnce() -> RunEvent) {
         if let Some(tx) = &self.events {
-            let _ = tx.send(ev);
+            let _ = tx.send(ev());
         }
     }
 
@@ -295,11 +297,11 @@ impl Driver {
         }
 
         self.close_children(&waiting_children, &call).await;
-        self.emit(RunEvent::RunStarted {
+        self.emit(|| RunEvent::RunStarted {
             session_id: self.session.clone(),
         });
         if resumed {
-            self.emit(RunEvent::Resumed);
+            self.emit(|| RunEvent::Resumed);
         }
         let mut ev = HookEvent::PreCall { input: pre_input };
         self.hooks(&mut ev, core.run.state().iteration()).await?;
@@ -343,7 +345,7 @@ impl Driver {
                             };
                             self.hooks(&mut ev, core.run.state().iteration()).await?;
                         }
-                        self.emit(RunEvent::ToolReplayed { result });
+                        self.emit(|| RunEvent::ToolReplayed { result });
                     }
                 }
                 Step::Pause(reqs) => {
@@ -351,7 +353,7 @@ impl Driver {
                         continue;
                     }
                     self.commit_releasing(core).await?;
-                    self.emit(RunEvent::Paused { requirements: reqs });
+                    self.emit(|| RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
                 }
                 Step::Finish(status) => {
@@ -364,13 +366,13 @@ impl Driver {
         let out = core.run.output(status)?;
         match status {
             RunStatus::Completed | RunStatus::MaxIterations if self.events.is_some() => {
-                self.emit(RunEvent::Completed {
+                self.emit(|| RunEvent::Completed {
                     message: out.message.clone(),
                     status,
                 });
             }
             RunStatus::Completed | RunStatus::MaxIterations => {}
-            RunStatus::Cancelled => self.emit(RunEvent::Cancelled),
+            RunStatus::Cancelled => self.emit(|| RunEvent::Cancelled),
             RunStatus::Paused => {}
         }
         if !out.repairs.is_empty() {
@@ -490,7 +492,7 @@ impl Driver {
         core.run.apply(Event::Interrupted(results))?;
         if let Ok(out) = core.run.output(RunStatus::Cancelled) {
             if !out.repairs.is_empty() {
-                self.emit(RunEvent::Repaired {
+                self.emit(|| RunEvent::Repaired {
                     report: out.repairs,
                 });
             }
@@ -516,7 +518,7 @@ impl Driver {
         }
         if !repairs.is_empty() {
             tracing::warn!(session = %self.session, report = ?repairs, "transcript repaired before the model request");
-            self.emit(RunEvent::Repaired { report: repairs });
+            self.emit(|| RunEvent::Repaired { report: repairs });
         }
         let mut request_messages = Vec::with_capacity(messages.len() + 2);
         if let Some(p) = &cfg.system_prompt {
@@ -565,7 +567,7 @@ impl Driver {
         if self.cancel.is_cancelled() {
             return self.interrupt(core, Vec::new()).await.map(Some);
         }
-        self.emit(RunEvent::ReasoningStarted { iteration });
+        self.emit(|| RunEvent::ReasoningStarted { iteration });
         let want_chunks = rt.hooks.wants(HookEventKind::ReasoningChunk);
         let mut answer_index: Option<usize> = None;
         let mut acc = MessageAccumulator::new();
@@ -596,17 +598,17 @@ impl Driver {
             match &chunk {
                 ChatChunk::TextDelta { text } => {
                     if output_mode == Some(OutputMode::NativeSchema) {
-                        self.emit(RunEvent::OutputDelta { json: text.clone() });
+                        self.emit(|| RunEvent::OutputDelta { json: text.clone() });
                     }
-                    self.emit(RunEvent::TextDelta { text: text.clone() });
+                    self.emit(|| RunEvent::TextDelta { text: text.clone() });
                 }
                 ChatChunk::ToolArgsDelta { index, fragment } if answer_index == Some(*index) => {
-                    self.emit(RunEvent::OutputDelta {
+                    self.emit(|| RunEvent::OutputDelta {
                         json: fragment.clone(),
                     });
                 }
                 ChatChunk::ThinkingDelta { text } => {
-                    self.emit(RunEvent::ThinkingDelta { text: text.clone() });
+                    self.emit(|| RunEvent::ThinkingDelta { text: text.clone() });
                 }
                 ChatChunk::ToolCallStart { id, name, index } => {
                     if output_mode.is_some_and(|m| m != OutputMode::NativeSchema)
@@ -614,7 +616,7 @@ impl Driver {
                     {
                         answer_index = Some(*index);
                     }
-                    self.emit(RunEvent::ToolCallStarted {
+                    self.emit(|| RunEvent::ToolCallStarted {
                         id: id.clone(),
                         name: name.clone(),
                     });
@@ -653,7 +655,7 @@ impl Driver {
             }
         };
         for u in message.tool_uses() {
-            self.emit(RunEvent::ToolCallReady {
+            self.emit(|| RunEvent::ToolCallReady {
                 tool_use: u.clone(),
             });
         }

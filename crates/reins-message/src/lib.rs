@@ -35,6 +35,7 @@
 //!
 //! This crate has no Cargo features.
 
+mod blocks;
 mod content;
 mod error;
 mod fingerprint;
@@ -42,6 +43,7 @@ mod id;
 mod msg;
 mod tool;
 
+pub use blocks::Blocks;
 pub use content::{ContentBlock, MediaSource};
 pub use error::{MessageError, Result, from_json_str, from_json_value};
 pub use fingerprint::fingerprint;

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::blocks::Blocks;
 use crate::content::ContentBlock;
 use crate::error::{MessageError, Result};
 use crate::id::new_id;
@@ -59,8 +60,9 @@ pub struct Msg {
     pub name: Option<String>,
     /// Who is speaking.
     pub role: Role,
-    /// What is said.
-    pub content: Vec<ContentBlock>,
+    /// What is said: blocks shared between copies of the message (copied when one
+    /// copy changes them; see [`Blocks`]).
+    pub content: Blocks,
     /// Free-form facts about the message (never sent to a model).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
@@ -75,7 +77,7 @@ impl Msg {
             id: new_id(),
             name: None,
             role,
-            content,
+            content: content.into(),
             metadata: Map::new(),
             created_at: Utc::now(),
         }

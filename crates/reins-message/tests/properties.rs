@@ -107,7 +107,7 @@ fn msg() -> impl Strategy<Value = Msg> {
             id,
             name,
             role,
-            content,
+            content: content.into(),
             metadata: md.into_iter().collect(),
             created_at: DateTime::<Utc>::from_timestamp_millis(millis).unwrap(),
         })

@@ -543,7 +543,8 @@ pub(crate) fn summary_for_request(summary: &Msg, first_kept: Option<&Msg>) -> Ms
         content: vec![ContentBlock::text(format!(
             "{SUMMARY_HEADER}\n\n{}",
             summary.text()
-        ))],
+        ))]
+        .into(),
         metadata: serde_json::Map::new(),
         created_at: summary.created_at,
     }

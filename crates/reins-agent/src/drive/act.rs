@@ -3,6 +3,8 @@
 //! the run. Sub-agent calls go to [`crate::subagent`], calls that ask a question to
 //! `ask`.
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use reins_hook::{Control, HookEvent, HookEventKind};
 use reins_memory::Claim;
@@ -52,7 +54,7 @@ impl Driver {
         let forward = |chunk: reins_tool::ToolChunk| async move {
             let reins_tool::ToolChunk { tool_use_id, block } = chunk;
             if let Some(text) = block.as_text() {
-                self.emit(RunEvent::ToolExecutionChunk {
+                self.emit(|| RunEvent::ToolExecutionChunk {
                     id: tool_use_id.clone(),
                     text: text.to_owned(),
                 });
@@ -136,7 +138,7 @@ impl Driver {
             None => self.execute_one(exec, iteration, chunks, routed).await,
         };
         if let Ok((ExecOutcome::Done(r), _)) = &out {
-            self.emit(RunEvent::ToolExecutionFinished { result: r.clone() });
+            self.emit(|| RunEvent::ToolExecutionFinished { result: r.clone() });
         }
         out
     }
@@ -161,21 +163,28 @@ impl Driver {
                 false,
             ));
         }
-        let mut ev = HookEvent::PreActing {
-            tool_use: exec.effective_use(),
+        // The hooks get a copy of the call to edit; without one listening, the call
+        // is the run's own (shared, not copied).
+        let (to_run, control) = if self.wants(HookEventKind::PreActing) {
+            let mut ev = HookEvent::PreActing {
+                tool_use: (*exec.effective_use()).clone(),
+            };
+            let control = self.hooks(&mut ev, iteration).await?;
+            let HookEvent::PreActing {
+                tool_use: mut to_run,
+            } = ev
+            else {
+                return Err(AgentError::Internal(
+                    "a hook replaced the PreActing event".to_owned(),
+                ));
+            };
+            // The id and name are the model's: a hook may change the arguments only.
+            to_run.id.clone_from(&original.id);
+            to_run.name.clone_from(&original.name);
+            (Arc::new(to_run), control)
+        } else {
+            (exec.effective_use(), Control::default())
         };
-        let control = self.hooks(&mut ev, iteration).await?;
-        let HookEvent::PreActing {
-            tool_use: mut to_run,
-        } = ev
-        else {
-            return Err(AgentError::Internal(
-                "a hook replaced the PreActing event".to_owned(),
-            ));
-        };
-        // The id and name are the model's: a hook may change the arguments only.
-        to_run.id.clone_from(&original.id);
-        to_run.name.clone_from(&original.name);
         if let Some(note) = control.rejection() {
             let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
                 .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
@@ -243,7 +252,7 @@ impl Driver {
             // The effect did not happen: the call runs now, under the lease taken.
         }
 
-        self.emit(RunEvent::ToolExecutionStarted {
+        self.emit(|| RunEvent::ToolExecutionStarted {
             id: original.id.clone(),
             name: original.name.clone(),
         });
@@ -285,7 +294,7 @@ impl Driver {
     pub(super) async fn finish_call(
         &self,
         original: &reins_message::ToolUse,
-        to_run: reins_message::ToolUse,
+        to_run: Arc<reins_message::ToolUse>,
         edited: bool,
         outcome: ToolCallOutcome,
         iteration: u32,
@@ -319,19 +328,18 @@ impl Driver {
     /// edit the result or ask to stop.
     async fn post_acting(
         &self,
-        to_run: reins_message::ToolUse,
+        to_run: Arc<reins_message::ToolUse>,
         result: ToolResult,
         iteration: u32,
     ) -> Result<(ExecOutcome, bool)> {
+        if self.cancel.is_cancelled() || !self.wants(HookEventKind::PostActing) {
+            return Ok((ExecOutcome::Done(result), false));
+        }
         let mut ev = HookEvent::PostActing {
-            tool_use: to_run,
+            tool_use: Arc::unwrap_or_clone(to_run),
             result,
         };
-        let control = if self.cancel.is_cancelled() {
-            Control::default()
-        } else {
-            self.hooks(&mut ev, iteration).await?
-        };
+        let control = self.hooks(&mut ev, iteration).await?;
         let HookEvent::PostActing { result, .. } = ev else {
             return Err(AgentError::Internal(
                 "a hook replaced the PostActing event".to_owned(),
@@ -345,11 +353,11 @@ impl Driver {
     async fn execute_subagent(
         &self,
         sub: &std::sync::Arc<dyn crate::delegate::Delegate>,
-        to_run: reins_message::ToolUse,
+        to_run: Arc<reins_message::ToolUse>,
         routed: Option<crate::run::ChildInput>,
         iteration: u32,
     ) -> Result<(ExecOutcome, bool)> {
-        self.emit(RunEvent::ToolExecutionStarted {
+        self.emit(|| RunEvent::ToolExecutionStarted {
             id: to_run.id.clone(),
             name: to_run.name.clone(),
         });

@@ -169,7 +169,7 @@ impl Driver {
             return Ok((ExecOutcome::Done(r), false));
         };
         let (id, name) = (exec.tool_use.id.clone(), exec.tool_use.name.clone());
-        self.emit(RunEvent::ToolExecutionStarted {
+        self.emit(|| RunEvent::ToolExecutionStarted {
             id: id.clone(),
             name: name.clone(),
         });

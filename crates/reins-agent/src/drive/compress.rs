@@ -123,7 +123,7 @@ impl Driver {
                 after = check.tokens,
                 "context compressed"
             );
-            self.emit(RunEvent::ContextCompressed {
+            self.emit(|| RunEvent::ContextCompressed {
                 summary: c.summary,
                 tokens_before: c.tokens_before,
                 tokens_after: check.tokens,
@@ -136,7 +136,7 @@ impl Driver {
                 budget = check.budget,
                 "the request is over the context budget even after compression; sending it anyway"
             );
-            self.emit(RunEvent::ContextOverBudget {
+            self.emit(|| RunEvent::ContextOverBudget {
                 tokens: check.tokens,
                 budget: check.budget,
             });

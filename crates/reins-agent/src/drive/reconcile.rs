@@ -133,7 +133,7 @@ impl Driver {
             };
             self.hooks(&mut ev, iteration).await?;
         }
-        self.emit(RunEvent::Reconciled {
+        self.emit(|| RunEvent::Reconciled {
             id: original.id.clone(),
             name: original.name.clone(),
             verdict: label.to_owned(),

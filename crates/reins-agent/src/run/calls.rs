@@ -238,7 +238,7 @@ mod tests {
 
     fn slot(id: &str, status: SlotStatus) -> ToolSlot {
         ToolSlot {
-            tool_use: ToolUse::new(id, "t", json!({"x": id})),
+            tool_use: ToolUse::new(id, "t", json!({"x": id})).into(),
             status,
         }
     }

@@ -17,7 +17,7 @@ impl RunState {
         self.slots
             .iter()
             .filter(|s| matches!(s.status, SlotStatus::Delegated { routed: None, .. }))
-            .map(|s| s.tool_use.clone())
+            .map(|s| (*s.tool_use).clone())
             .collect()
     }
 }

@@ -149,7 +149,7 @@ impl Run {
                 SlotStatus::Done { .. } => {}
                 SlotStatus::Waiting { .. } | SlotStatus::Delegated { routed: None, .. } => {
                     if matches!(slot.status, SlotStatus::Delegated { .. }) {
-                        children.push(slot.tool_use.clone());
+                        children.push((*slot.tool_use).clone());
                     }
                     let r = ToolResult::rejected(
                         &slot.tool_use.id,

@@ -429,7 +429,7 @@ impl Run {
                 let gate = gates.next().unwrap_or(GateDecision::Run);
                 if let Some(result) = served.next().flatten() {
                     return ToolSlot {
-                        tool_use: u,
+                        tool_use: u.into(),
                         status: SlotStatus::Done {
                             outcome: result.outcome,
                         },
@@ -478,7 +478,7 @@ impl Run {
                     }
                 };
                 ToolSlot {
-                    tool_use: u,
+                    tool_use: u.into(),
                     status,
                 }
             })
@@ -551,7 +551,7 @@ impl Run {
                     slot.status = SlotStatus::Waiting {
                         requirement: Requirement {
                             id: slot.tool_use.id.clone(),
-                            tool_use: slot.tool_use.clone(),
+                            tool_use: (*slot.tool_use).clone(),
                             kind: RequirementKind::External,
                             reason: format!("`{}` suspended itself: {reason}", slot.tool_use.name),
                             created_at: now,

@@ -1,6 +1,8 @@
 //! The run's data: limits, gates, phases, slots, steps and inputs, and the stored
 //! [`RunState`].
 
+use std::sync::Arc;
+
 use reins_message::{Msg, ToolOutcome, ToolResult, ToolUse};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -61,8 +63,9 @@ pub enum Phase {
 /// One tool use of the current assistant message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ToolSlot {
-    /// The call as the model made it.
-    pub(crate) tool_use: ToolUse,
+    /// The call as the model made it (shared with the executions dispatched for it
+    /// and with every copy of the run state).
+    pub(crate) tool_use: Arc<ToolUse>,
     /// Where it is.
     pub(crate) status: SlotStatus,
 }
@@ -127,8 +130,8 @@ pub(crate) enum SlotStatus {
 /// A tool call the runner must execute, with everything it hands the call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Execution {
-    /// The call as the model made it.
-    pub tool_use: ToolUse,
+    /// The call as the model made it (shared with the run's own record of it).
+    pub tool_use: Arc<ToolUse>,
     /// The arguments to run it with.
     pub input: Value,
     /// Whether `input` differs from the model's arguments.
@@ -143,9 +146,9 @@ pub struct Execution {
 
 impl Execution {
     /// A call cleared to run with these arguments (nothing routed, no answer).
-    pub fn new(tool_use: ToolUse, input: Value, edited: bool) -> Self {
+    pub fn new(tool_use: impl Into<Arc<ToolUse>>, input: Value, edited: bool) -> Self {
         Self {
-            tool_use,
+            tool_use: tool_use.into(),
             input,
             edited,
             routed: None,
@@ -155,18 +158,20 @@ impl Execution {
 
     /// The model's call dispatched again as the model made it (a sub-agent's or a
     /// question's call, or one whose fate the ledger must tell).
-    pub fn again(tool_use: &ToolUse) -> Self {
-        Self::new(tool_use.clone(), tool_use.input.clone(), false)
+    pub fn again(tool_use: &Arc<ToolUse>) -> Self {
+        Self::new(Arc::clone(tool_use), tool_use.input.clone(), false)
     }
 
-    /// The tool use to execute: the model's call with the executed arguments.
-    pub fn effective_use(&self) -> ToolUse {
-        let mut u = self.tool_use.clone();
-        if self.edited {
-            u.input = self.input.clone();
-            u.raw_input = None;
+    /// The tool use to execute: the model's call with the executed arguments (the
+    /// model's call itself, shared, when they were not edited).
+    pub fn effective_use(&self) -> Arc<ToolUse> {
+        if !self.edited {
+            return Arc::clone(&self.tool_use);
         }
-        u
+        let mut u = (*self.tool_use).clone();
+        u.input = self.input.clone();
+        u.raw_input = None;
+        Arc::new(u)
     }
 }
 

@@ -365,7 +365,7 @@ fn repair(
                         None => content.push(block),
                     }
                 }
-                msg.content = content;
+                msg.content = content.into();
                 if msg.content.is_empty() {
                     report.removed_messages.push(msg.id.clone());
                 } else {
