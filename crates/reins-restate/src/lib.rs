@@ -64,6 +64,7 @@
 
 mod client;
 mod error;
+pub mod live;
 pub mod local;
 mod object;
 mod turn;
@@ -71,6 +72,7 @@ mod wire;
 
 pub use client::RestateClient;
 pub use error::{Error, Result};
+pub use live::LiveRelay;
 pub use local::LocalRestate;
 pub use object::{SERVICE_NAME, SessionObject, Timeouts};
 pub use wire::{Delivery, Interrupted, Refused, Submitted, TurnInput, TurnRequest};

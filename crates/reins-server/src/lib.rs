@@ -173,7 +173,11 @@ impl Server {
     /// `?stream=true` streams the stored steps (`message`, `state`) and ends with
     /// `output`. An `Idempotency-Key` header on a run or a decision is passed to the
     /// backend (Restate answers a repeated key with the first answer). The run
-    /// events of steps in progress (text deltas) are not relayed, and AG-UI, A2A and
+    /// events of steps in progress (text deltas, tool calls starting and finishing)
+    /// come from the backend's service processes, which send them to
+    /// `POST /v1/sessions/{id}/live` on each instance (a principal with the admin
+    /// role; reins-restate's `LiveRelay`); they go out on the session stream and on
+    /// the stream of the run, before the step's stored message. AG-UI, A2A and
     /// replay, which run the local driver, answer 501 (`not_supported`). See
     /// `docs/restate.md`.
     pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
@@ -281,7 +285,8 @@ impl Server {
         };
         let protocols = if fronting {
             // They drive runs with the local driver, which a fronting server does not run.
-            Router::new()
+            // The backend's service processes send their live run events here.
+            sessions::live_router()
                 .route("/agui", axum::routing::any(not_on_a_backend))
                 .route("/a2a", axum::routing::any(not_on_a_backend))
                 .route(

@@ -50,6 +50,12 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/sessions/{id}/replay", post(fork::post_replay))
 }
 
+/// The route a backend's service processes send live run events to (only on a server
+/// that fronts a backend).
+pub(crate) fn live_router() -> Router<AppState> {
+    Router::new().route("/v1/sessions/{id}/live", post(backend::post_live))
+}
+
 /// Starts a run on a session (created if new).
 #[utoipa::path(
     post, path = "/v1/sessions/{id}/runs", tag = "sessions",
