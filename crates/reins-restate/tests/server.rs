@@ -43,6 +43,10 @@ impl Http {
         let auth = Auth::new()
             .token("alice-token", Principal::new("alice", [AccessRole::User]))
             .token("bob-token", Principal::new("bob", [AccessRole::Approver]))
+            .token(
+                "carol-token",
+                Principal::new("carol", [AccessRole::User, AccessRole::Approver]),
+            )
             // The Restate service's live relay.
             .token("relay-token", Principal::new("relay", [AccessRole::Admin]));
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -326,8 +330,8 @@ async fn reins_server_fronts_a_restate_deployment_with_the_local_drivers_answers
             .any(|d| d["actor"]["principal"] == "bob" && d["verdict"] == "applied"),
         "{trail}"
     );
-    // Protocols that run the local driver are not served in front of a backend.
-    let (status, body) = http.post("alice-token", "/agui", json!({})).await;
+    // A2A runs the local driver: not served in front of a backend.
+    let (status, body) = http.post("alice-token", "/a2a", json!({})).await;
     assert_eq!((status, code(&body).as_str()), (501, "not_supported"));
 
     let on_local = on_the_local_driver().await;
@@ -881,4 +885,124 @@ async fn after_a_crash_live_events_are_marked_by_attempt_and_a_journaled_step_se
     assert_eq!(named("tool_execution_finished"), 0, "{seen:#?}");
     assert_eq!(h.count("work start"), 1);
     assert_eq!(h.count("work end"), 0);
+}
+
+/// reins-server's AG-UI test folder: the pinned `@ag-ui/client` and `@ag-ui/core`
+/// (installed by `.ci/run`), and the script this test runs with them.
+fn agui_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reins-server/tests/agui")
+}
+
+/// Whether Node.js and the pinned AG-UI client are installed; under CI their absence
+/// fails the test, elsewhere it is reported as skipped.
+fn agui_client_available() -> bool {
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let installed = agui_dir()
+        .join("node_modules/@ag-ui/client/package.json")
+        .exists();
+    if node && installed {
+        return true;
+    }
+    let why = if node {
+        "the AG-UI client is not installed (run `npm ci --prefix crates/reins-server/tests/agui`)"
+    } else {
+        "Node.js is not installed"
+    };
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}; CI must run this test"
+    );
+    eprintln!("SKIPPED: {why}");
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_agui_client_streams_restate_turns_through_reins_server() {
+    if !agui_client_available() {
+        return;
+    }
+    let Some((h, a, _b)) = two_fronts().await else {
+        return;
+    };
+    let child = tokio::process::Command::new("node")
+        .arg(agui_dir().join("restate.mjs"))
+        .arg(&a.base)
+        .env("AGUI_CAROL", "carol-token")
+        .current_dir(agui_dir())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(60), child)
+        .await
+        .expect("the AG-UI client did not finish within 60 s")
+        .expect("node could not be started");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the AG-UI client failed:\n{stderr}\n{stdout}\nservice log:\n{}",
+        h.service_log()
+    );
+    let facts: Value = serde_json::from_str(stdout.trim()).unwrap();
+
+    // Streamed: one TEXT_MESSAGE_CONTENT per chunk the model streamed, in order, then
+    // the stored transcript and the end.
+    let parts: Vec<String> = (0..5).map(|i| format!("part {i}. ")).collect();
+    assert_eq!(facts["stream_deltas"], json!(parts), "{facts}");
+    let types: Vec<&str> = facts["stream_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"RUN_STARTED"));
+    assert_eq!(
+        &types[types.len() - 2..],
+        ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    );
+    let last_content = types
+        .iter()
+        .rposition(|t| *t == "TEXT_MESSAGE_CONTENT")
+        .unwrap();
+    assert!(types[last_content + 1] == "TEXT_MESSAGE_END", "{types:?}");
+    assert_eq!(
+        facts["stream_last_message"]["content"],
+        parts.concat().as_str()
+    );
+
+    // A pause as an interrupt; the resume runs the tool once, its result streamed.
+    assert_eq!(facts["approve_result"], "deleted a.txt", "{facts}");
+    assert!(
+        facts["approve_text"]
+            .as_str()
+            .unwrap()
+            .starts_with("done: deleted a.txt"),
+        "{facts}"
+    );
+    let first: Vec<&str> = facts["approve_types"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        first.contains(&"TOOL_CALL_START") && first.contains(&"TOOL_CALL_END"),
+        "{first:?}"
+    );
+    assert_eq!(h.count("delete_file start"), 1);
+    let trail = h.decisions("carol/agui-approve").await;
+    assert_eq!(trail.len(), 1);
+    assert_eq!(trail[0].record["actor"]["principal"], "carol");
+    assert_eq!(trail[0].record["actor"]["metadata"]["via"], "ag-ui");
+
+    // Client-side tools: refused in AG-UI's own form, nothing stored.
+    assert_eq!(facts["tools_error"]["code"], "not_supported", "{facts}");
+    assert!(
+        h.client
+            .view("carol/agui-tools")
+            .await
+            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "not_found"))
+    );
 }

@@ -114,7 +114,7 @@ pub(super) async fn interrupt(
 
 /// The output of the run recorded in `stored`, when the session has moved past version
 /// `after` and its run no longer runs (paused or ended).
-async fn output_if_settled(
+pub(crate) async fn output_if_settled(
     state: &AppState,
     stored: SessionState,
     after: u64,
@@ -171,7 +171,7 @@ async fn settled(state: &AppState, id: &str, after: u64) -> Result<RunOutput> {
 }
 
 /// Returns on a change notice for session `id`, or after [`REREAD`].
-async fn wait_for_change(
+pub(crate) async fn wait_for_change(
     notices: &mut tokio::sync::broadcast::Receiver<crate::hub::Notice>,
     id: &str,
 ) {

@@ -6,7 +6,7 @@
 //! runs, decisions and interrupts go to it ([`backend`]); reads come from the store
 //! either way.
 
-mod backend;
+pub(crate) mod backend;
 mod decide;
 pub(crate) mod fork;
 mod stream;
