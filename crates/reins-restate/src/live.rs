@@ -60,6 +60,7 @@ impl LiveRelay {
     pub fn new() -> Self {
         Self {
             http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(1))
                 .timeout(Duration::from_secs(5))
                 .build()
                 .unwrap_or_default(),

@@ -69,8 +69,6 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// Restate cancelled the invocation (an interrupt).
     cancelled: bool,
     version: u64,
-    /// Model calls made by this turn so far (`reasoning_started`'s iteration).
-    iteration: u32,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -103,7 +101,6 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             token,
             cancelled: false,
             version: 0,
-            iteration: 0,
         }
     }
 
@@ -117,7 +114,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             relay: self.inner.live.clone(),
             session: self.session.clone(),
             run_id: self.ctx.invocation_id().to_owned(),
-            iteration: self.iteration,
+            iteration: 0,
         }
     }
 
@@ -428,8 +425,10 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             request.tools = agent.toolkit().specs().into();
         }
         let token = self.token.clone();
-        self.iteration += 1;
-        let live = self.live();
+        let live = Live {
+            iteration: step.iteration,
+            ..self.live()
+        };
         let out = self
             .journal("model", OnCancel::Fail, move || {
                 call_model(agent.clone(), request.clone(), token.clone(), live.clone())

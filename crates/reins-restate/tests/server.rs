@@ -514,23 +514,19 @@ fn is_answer(e: &Sse) -> bool {
 /// in the service's live relay: a reins-server on a free port, bound before the service
 /// starts.
 async fn two_fronts() -> Option<(support::Harness, Http, Http)> {
-    let a = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let b = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (url_a, url_b) = (
-        format!("http://{}", a.local_addr().unwrap()),
-        format!("http://{}", b.local_addr().unwrap()),
-    );
-    let h = support::Harness::start(&[
-        "--live",
-        &url_a,
-        "--live",
-        &url_b,
-        "--live-token",
-        "relay-token",
-    ])
+    let (h, listeners) = support::Harness::start_with_listeners(2, |urls| {
+        vec![
+            "--live".to_owned(),
+            urls[0].clone(),
+            "--live".to_owned(),
+            urls[1].clone(),
+            "--live-token".to_owned(),
+            "relay-token".to_owned(),
+        ]
+    })
     .await?;
     let mut fronts = Vec::new();
-    for listener in [a, b] {
+    for listener in listeners {
         let store = SqliteStore::open(h.dir.path().join("reins.sqlite"))
             .await
             .unwrap();
