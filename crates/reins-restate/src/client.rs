@@ -250,7 +250,7 @@ fn refusal_of(status: StatusCode, text: &str) -> Error {
 }
 
 /// Percent-encodes a session id for one path segment.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

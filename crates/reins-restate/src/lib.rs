@@ -19,6 +19,10 @@
 //!   handler, which validates them against the stored session exactly as the local
 //!   driver does and resolves the awakeable. Reading a session (`view`) and
 //!   interrupting it (`interrupt`) are shared handlers too.
+//! - While a step runs, its **live events** (the model's text deltas, tool calls
+//!   starting and finishing) go to the reins-servers fronting the deployment through a
+//!   [`LiveRelay`] ([`SessionObject::live`]), so their listeners see the turn stream;
+//!   best-effort, never the record (see [`live`]).
 //! - The reins store stays the record of messages, requirements, decisions and the
 //!   audit trail, so everything that reads the store (reins-server's inbox, the audit
 //!   trail, snapshots) shows Restate-driven sessions as well.
@@ -64,6 +68,7 @@
 
 mod client;
 mod error;
+pub mod live;
 pub mod local;
 mod object;
 mod turn;
@@ -71,6 +76,7 @@ mod wire;
 
 pub use client::RestateClient;
 pub use error::{Error, Result};
+pub use live::LiveRelay;
 pub use local::LocalRestate;
 pub use object::{SERVICE_NAME, SessionObject, Timeouts};
 pub use wire::{Delivery, Interrupted, Refused, Submitted, TurnInput, TurnRequest};

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use reins_agent::run::{Call, Event, Run, RunState};
+use reins_agent::run::{Call, Event, Phase, Run, RunState};
 use reins_agent::{Agent, AgentError, RunOutput, SessionView};
 use reins_memory::DecisionEntry;
 use restate_sdk::prelude::*;
@@ -27,6 +27,11 @@ pub(crate) const TURN: &str = "turn";
 /// Restate state: the awakeables a paused turn waits on ([`Waiting`]), set before the
 /// pause is written to the store and cleared when the turn wakes.
 pub(crate) const WAITING: &str = "waiting";
+/// Restate state: set (`true`) by a turn that will take no more input, before the
+/// commit that ends it reaches the store, and cleared when the turn ends. `submit`
+/// queues a new turn behind a closing one instead of answering `busy`, so an input
+/// sent as soon as the stored session is settled is always taken.
+pub(crate) const CLOSING: &str = "closing";
 
 /// What a paused turn waits on: one awakeable per requirement, and one for inputs that
 /// name no requirement (resume, a new message).
@@ -75,6 +80,8 @@ pub(crate) struct Inner {
     /// or tool call at once when an interrupt reaches this process.
     running: Mutex<HashMap<String, CancellationToken>>,
     pub(crate) timeouts: Timeouts,
+    /// Where live run events go (no targets: nowhere).
+    pub(crate) live: crate::live::LiveRelay,
 }
 
 impl std::fmt::Debug for SessionObject {
@@ -82,6 +89,7 @@ impl std::fmt::Debug for SessionObject {
         f.debug_struct("SessionObject")
             .field("agent", &self.inner.agent)
             .field("timeouts", &self.inner.timeouts)
+            .field("live", &self.inner.live)
             .finish_non_exhaustive()
     }
 }
@@ -113,8 +121,25 @@ impl SessionObject {
                 agent,
                 running: Mutex::new(HashMap::new()),
                 timeouts,
+                live: crate::live::LiveRelay::new(),
             }),
         })
+    }
+
+    /// Sends the run events of the steps this process executes (the model's text
+    /// deltas, tool calls starting and finishing) to the reins-servers of `relay`, so
+    /// their listeners see a turn as it streams. Best-effort: the journaled steps and
+    /// the store stay the record. See [`crate::live`].
+    #[must_use]
+    pub fn live(self, relay: crate::live::LiveRelay) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                agent: self.inner.agent.clone(),
+                running: Mutex::new(HashMap::new()),
+                timeouts: self.inner.timeouts,
+                live: relay,
+            }),
+        }
     }
 
     /// The service definition to bind to a Restate endpoint, with the turn handler's
@@ -313,6 +338,7 @@ impl SessionObject {
     ) -> HandlerResult<Json<RunOutput>> {
         let session = ctx.key().to_owned();
         ctx.set(TURN, ctx.invocation_id().to_owned());
+        ctx.clear(CLOSING);
         let token = self.inner.register(&session);
         let result = TurnDriver::new(&self.inner, &ctx, session.clone(), token)
             .drive(req.into_inner())
@@ -320,6 +346,7 @@ impl SessionObject {
         self.inner.unregister(&session);
         ctx.clear(TURN);
         ctx.clear(WAITING);
+        ctx.clear(CLOSING);
         Ok(Json(result?))
     }
 
@@ -337,15 +364,25 @@ impl SessionObject {
         let session = ctx.key().to_owned();
         let turn: Option<String> = ctx.get(TURN).await?;
         let waiting: Option<Json<Waiting>> = ctx.get(WAITING).await?;
-        if turn.is_some() && waiting.is_none() {
-            // A turn is running (or consuming another input): the local driver's answer.
-            return Err(refused(
+        let closing = ctx
+            .get::<Json<bool>>(CLOSING)
+            .await?
+            .is_some_and(|Json(c)| c);
+        let busy = || {
+            Err(refused(
                 &session,
                 &AgentError::SessionBusy {
                     session: session.clone(),
                 },
             )
-            .into());
+            .into())
+        };
+        // A turn is running (or consuming another input): the local driver's answer.
+        // One that is closing takes no more input: a new turn queues behind it, once
+        // its last commit is stored (below).
+        let closing = turn.is_some() && waiting.is_none() && closing;
+        if turn.is_some() && waiting.is_none() && !closing {
+            return busy();
         }
         let create = matches!(
             req.input,
@@ -368,6 +405,15 @@ impl SessionObject {
         // Validate on the stored run (nothing is stored here).
         let (now, version) = (loaded.now, loaded.version);
         let mut run = loaded.into_run(&self.inner.agent, &session)?;
+        if closing
+            && matches!(
+                run.phase(),
+                Phase::Reasoning | Phase::Acting | Phase::Summarizing
+            )
+        {
+            // The closing turn's last commit is not stored yet.
+            return busy();
+        }
         let mut call = Call::new(session.clone(), req.input.clone().into_run_input(), now);
         call.actor.clone_from(&req.actor);
         call.view.clone_from(&req.view);
@@ -397,6 +443,8 @@ impl SessionObject {
                 }))
             }
             None => {
+                // Restate runs one `turn` per session at a time: behind a closing one,
+                // this one waits for it to end.
                 ctx.object_client::<SessionObjectClient>(session)
                     .turn(Json(req))
                     .send();
@@ -453,8 +501,13 @@ impl SessionObject {
         let Some(turn) = turn else {
             return Ok(Json(Interrupted { requested: false }));
         };
-        if waiting.is_some() {
-            // Paused: nothing runs, nothing to stop (the local driver's answer too).
+        let closing = ctx
+            .get::<Json<bool>>(CLOSING)
+            .await?
+            .is_some_and(|Json(c)| c);
+        if waiting.is_some() || closing {
+            // Paused: nothing runs, nothing to stop (the local driver's answer too);
+            // closing: the run has ended, its last commit is on its way.
             return Ok(Json(Interrupted { requested: false }));
         }
         self.inner.cancel_local(&session);

@@ -17,17 +17,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use reins_agent::run::{Call, Event, ExecOutcome, Execution, Flush, Reason, Run, Step};
-use reins_agent::{Agent, AgentError, RunOutput, RunStatus, UNKNOWN_OUTCOME};
+use reins_agent::{Agent, AgentError, RunEvent, RunOutput, RunStatus, UNKNOWN_OUTCOME};
 use reins_memory::{Claim, Commit, LedgerState};
 use reins_message::{Msg, ToolResult, Usage};
-use reins_model::{ChatRequest, MessageAccumulator, ToolChoice};
+use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
 use reins_tool::{ToolCallOutcome, ToolContext};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::object::{
-    Inner, Loaded, WAITING, Waiting, is_cancel, load, refused, retry, settle_refusal,
+    CLOSING, Inner, Loaded, WAITING, Waiting, is_cancel, load, refused, retry, settle_refusal,
 };
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
@@ -108,6 +108,16 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         &self.inner.agent
     }
 
+    /// Where this turn's steps send their live events.
+    fn live(&self) -> Live {
+        Live {
+            relay: self.inner.live.clone(),
+            session: self.session.clone(),
+            run_id: self.ctx.invocation_id().to_owned(),
+            iteration: 0,
+        }
+    }
+
     fn interrupted(&self) -> bool {
         self.cancelled || self.token.is_cancelled()
     }
@@ -139,6 +149,16 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Marks the turn as closing — it takes no more input — before the commit that
+    /// ends it is written: `submit` then queues a new turn behind it rather than
+    /// answering `busy`. A round trip makes the mark visible before the commit is.
+    async fn closing(&mut self) -> Result<(), TerminalError> {
+        self.ctx.clear(WAITING);
+        self.ctx.set(CLOSING, Json(true));
+        self.journal("closing", OnCancel::Retry, || async { Ok(Json(())) })
+            .await
     }
 
     /// The time, journaled.
@@ -188,6 +208,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     tracing::info!(session = %self.session, refused = %r.message, "an input was refused after it woke the turn");
                 }
                 Err(r) => {
+                    self.closing().await?;
                     let body = serde_json::to_string(&r).unwrap_or_else(|_| r.message.clone());
                     return Err(TerminalError::new_with_code(r.status(), body));
                 }
@@ -239,6 +260,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 .await?;
             self.commit(&mut run, Flush::All).await?;
             if self.cancelled {
+                self.closing().await?;
                 return run
                     .output(RunStatus::Paused)
                     .map_err(|e| refused(&self.session, &e));
@@ -261,6 +283,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             };
             self.ctx.clear(WAITING);
             let Some(next) = next else {
+                self.closing().await?;
                 // Interrupted while paused: the session stays paused; a later input
                 // starts a new turn.
                 return run
@@ -348,6 +371,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 // Committed once the awakeables are in the object's state.
                 Step::Pause(requirements) => return Ok(Ended::Paused(requirements)),
                 Step::Finish(status) => {
+                    self.closing().await?;
                     self.commit(run, Flush::All).await?;
                     return Ok(Ended::Status(status));
                 }
@@ -357,6 +381,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
 
     async fn interrupt(&mut self, run: &mut Run) -> Result<RunStatus, TerminalError> {
         let _ = run.apply(Event::Interrupted(Vec::new()));
+        self.closing().await?;
         self.commit(run, Flush::All).await?;
         Ok(RunStatus::Cancelled)
     }
@@ -400,9 +425,13 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             request.tools = agent.toolkit().specs().into();
         }
         let token = self.token.clone();
+        let live = Live {
+            iteration: step.iteration,
+            ..self.live()
+        };
         let out = self
             .journal("model", OnCancel::Fail, move || {
-                call_model(agent.clone(), request.clone(), token.clone())
+                call_model(agent.clone(), request.clone(), token.clone(), live.clone())
             })
             .await;
         let out = match out {
@@ -494,10 +523,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 continue;
             }
             let fresh = self.mark_started(&id).await?;
-            let (agent, session, token) = (
+            let (agent, session, token, live) = (
                 self.agent().clone(),
                 self.session.clone(),
                 self.token.clone(),
+                self.live(),
             );
             let step: ToolStep = self
                 .journal(&format!("tool {id}"), OnCancel::Retry, move || {
@@ -507,6 +537,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                         exec.clone(),
                         fresh.load(Ordering::SeqCst),
                         token.clone(),
+                        live.clone(),
                     )
                 })
                 .await?;
@@ -530,10 +561,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             calls.push((exec, fresh));
         }
         let ids: Vec<String> = calls.iter().map(|(e, _)| e.tool_use.id.clone()).collect();
-        let (agent, session, token) = (
+        let (agent, session, token, live) = (
             self.agent().clone(),
             self.session.clone(),
             self.token.clone(),
+            self.live(),
         );
         let steps: Vec<ToolStep> = self
             .journal(
@@ -549,6 +581,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                                 exec.clone(),
                                 fresh.load(Ordering::SeqCst),
                                 token.clone(),
+                                live.clone(),
                             )
                         })
                         .collect();
@@ -580,15 +613,42 @@ impl ToolStep {
     }
 }
 
+/// Where a model step sends its live events (see [`crate::live`]).
+#[derive(Clone)]
+struct Live {
+    relay: crate::live::LiveRelay,
+    session: String,
+    run_id: String,
+    iteration: u32,
+}
+
 /// Streams the model to its final message; an interrupt drops the partial message.
+/// While it streams, its deltas go to the live relay (this execution of the step
+/// under a fresh attempt id); they are delivered before the step returns.
 async fn call_model(
     agent: Agent,
     request: ChatRequest,
     token: CancellationToken,
+    live: Live,
 ) -> HandlerResult<Json<ModelStep>> {
     if token.is_cancelled() {
         return Ok(Json(ModelStep::Interrupted));
     }
+    let sender = live.relay.open(&live.session, &live.run_id);
+    sender.send(&RunEvent::ReasoningStarted {
+        iteration: live.iteration,
+    });
+    let out = stream_model(&agent, request, &token, &sender).await;
+    sender.close().await;
+    out.map(Json)
+}
+
+async fn stream_model(
+    agent: &Agent,
+    request: ChatRequest,
+    token: &CancellationToken,
+    live: &crate::live::LiveSender,
+) -> Result<ModelStep, HandlerError> {
     let model = agent.model();
     let stream = tokio::select! {
         biased;
@@ -596,25 +656,41 @@ async fn call_model(
         s = model.stream(request) => Some(s.map_err(retry)?),
     };
     let Some(mut stream) = stream else {
-        return Ok(Json(ModelStep::Interrupted));
+        return Ok(ModelStep::Interrupted);
     };
     let mut acc = MessageAccumulator::new();
     loop {
         let next = tokio::select! {
             biased;
-            _ = token.cancelled() => return Ok(Json(ModelStep::Interrupted)),
+            _ = token.cancelled() => return Ok(ModelStep::Interrupted),
             c = stream.next() => c,
         };
         let Some(chunk) = next else { break };
         let chunk = chunk.map_err(retry)?;
         acc.push(&chunk).map_err(retry)?;
+        match &chunk {
+            ChatChunk::TextDelta { text } => live.send(&RunEvent::TextDelta { text: text.clone() }),
+            ChatChunk::ThinkingDelta { text } => {
+                live.send(&RunEvent::ThinkingDelta { text: text.clone() });
+            }
+            ChatChunk::ToolCallStart { id, name, .. } => live.send(&RunEvent::ToolCallStarted {
+                id: id.clone(),
+                name: name.clone(),
+            }),
+            _ => {}
+        }
     }
     let done = acc.finish();
-    Ok(Json(ModelStep::Reasoned {
+    for tool_use in done.message.tool_uses() {
+        live.send(&RunEvent::ToolCallReady {
+            tool_use: tool_use.clone(),
+        });
+    }
+    Ok(ModelStep::Reasoned {
         message: done.message,
         usage: done.usage,
         now: Utc::now(),
-    }))
+    })
 }
 
 /// One tool call through the ledger, as the local driver runs it: a finished call
@@ -627,6 +703,7 @@ async fn tool_step(
     exec: Execution,
     fresh: bool,
     token: CancellationToken,
+    live: Live,
 ) -> HandlerResult<Json<ToolStep>> {
     let store = agent.store();
     let original = &exec.tool_use;
@@ -687,10 +764,16 @@ async fn tool_step(
     let ctx =
         ToolContext::new(session.clone(), original.id.clone()).with_cancel(token.child_token());
     let opts = reins_tool::ExecOptions::default();
+    let sender = live.relay.open(&live.session, &live.run_id);
+    sender.send(&RunEvent::ToolExecutionStarted {
+        id: original.id.clone(),
+        name: original.name.clone(),
+    });
     let outcome = agent.toolkit().execute(&to_run, ctx, &opts).await;
     let mut result = match outcome {
         ToolCallOutcome::Done(r) => r,
         ToolCallOutcome::Suspended { reason, .. } => {
+            sender.close().await;
             return Ok(Json(ToolStep::Suspended { reason }));
         }
     };
@@ -705,6 +788,10 @@ async fn tool_step(
         .finish(&session, &original.id, &result)
         .await
         .map_err(retry)?;
+    sender.send(&RunEvent::ToolExecutionFinished {
+        result: result.clone(),
+    });
+    sender.close().await;
     Ok(Json(ToolStep::Done(result)))
 }
 

@@ -304,15 +304,15 @@ async fn the_same_decision_twice_runs_the_tool_once() {
         .unwrap();
     // The same decision again without a key: refused as already decided (as the local
     // driver refuses it), nothing runs.
-    let again = when_settled(|| {
-        h.client.decide(
+    let again = h
+        .client
+        .decide(
             "s6",
             vec![Decision::approve(&id)],
             Some(view.token.clone()),
             None,
         )
-    })
-    .await;
+        .await;
     let refused = again.unwrap_err();
     let r = refused.refused().expect("a typed refusal");
     assert_eq!((r.code.as_str(), r.status()), ("already_decided", 409));
@@ -363,9 +363,7 @@ async fn an_interrupt_mid_stream_ends_the_run_cancelled_and_sanitized() {
     assert_eq!(stored.messages[0].role, Role::User);
     // The session takes the next message as usual.
     let hello = user("hello");
-    let s = when_settled(|| h.client.submit("s7", &hello, None))
-        .await
-        .unwrap();
+    let s = h.client.submit("s7", &hello, None).await.unwrap();
     let end = h
         .client
         .wait_settled("s7", s.version, SETTLE)
@@ -402,12 +400,11 @@ async fn bad_input_gets_the_local_drivers_typed_errors_and_changes_nothing() {
         .wait_settled("s8", s.version, SETTLE)
         .await
         .unwrap();
-    let e = when_settled(|| {
-        h.client
-            .decide("s8", vec![Decision::approve("call_1")], None, None)
-    })
-    .await
-    .unwrap_err();
+    let e = h
+        .client
+        .decide("s8", vec![Decision::approve("call_1")], None, None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             e.refused().unwrap().to_agent_error(),
@@ -520,25 +517,57 @@ async fn three_service_processes_and_100_sessions_run_every_tool_once() {
     assert!(!workers.contains("p1"), "p1 was killed before any tool ran");
 }
 
-/// Calls `f` (a submit or decision) right after a turn settled in the store: the
-/// finished turn's invocation may still be closing in Restate for a moment, and a
-/// submit in that instant is refused as busy (documented in docs/restate.md), so it is
-/// tried again (bounded, 5 s).
-async fn when_settled<F, Fut>(mut f: F) -> Result<reins_restate::Submitted, reins_restate::Error>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<reins_restate::Submitted, reins_restate::Error>>,
-{
-    let mut out = f().await;
-    for _ in 0..50 {
-        if !out
-            .as_ref()
-            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "busy"))
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        out = f().await;
+/// An input sent the moment the stored session is settled is taken, never refused as
+/// busy while the settled turn's invocation closes: the next message after a finished
+/// turn, after an approved one, and after an interrupted one, many times in a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_right_after_a_turn_settles_is_taken() {
+    let Some(h) = Harness::start(&[]).await else {
+        return;
+    };
+    let mut s = h.client.submit("s12", &user("hello"), None).await.unwrap();
+    for i in 0..12 {
+        let end = h
+            .client
+            .wait_settled("s12", s.version, SETTLE)
+            .await
+            .unwrap();
+        assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+        s = h
+            .client
+            .submit("s12", &user(&format!("hello {i}")), None)
+            .await
+            .unwrap_or_else(|e| panic!("message {i} right after the turn settled: {e}"));
+        assert_eq!(s.delivery, Delivery::Started);
     }
-    out
+    h.client
+        .wait_settled("s12", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(h.count("model"), 13);
+
+    // After an approval: the turn ends with the tool's answer, the next message at once.
+    let view = pause(&h, "s13", "delete f.txt").await;
+    let d = h
+        .client
+        .decide(
+            "s13",
+            vec![Decision::approve(&view.requirements[0].id)],
+            Some(view.token),
+            None,
+        )
+        .await
+        .unwrap();
+    h.client
+        .wait_settled("s13", d.version, SETTLE)
+        .await
+        .unwrap();
+    let s = h.client.submit("s13", &user("hello"), None).await.unwrap();
+    let end = h
+        .client
+        .wait_settled("s13", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+    assert_eq!(h.count("delete_file start"), 1);
 }

@@ -173,8 +173,13 @@ impl Server {
     /// `?stream=true` streams the stored steps (`message`, `state`) and ends with
     /// `output`. An `Idempotency-Key` header on a run or a decision is passed to the
     /// backend (Restate answers a repeated key with the first answer). The run
-    /// events of steps in progress (text deltas) are not relayed, and AG-UI, A2A and
-    /// replay, which run the local driver, answer 501 (`not_supported`). See
+    /// events of steps in progress (text deltas, tool calls starting and finishing)
+    /// come from the backend's service processes, which send them to
+    /// `POST /v1/sessions/{id}/live` on each instance (a principal with the admin
+    /// role; reins-restate's `LiveRelay`); they go out on the session stream and on
+    /// the stream of the run, before the step's stored message. AG-UI (`/agui`)
+    /// runs through the backend too (without client-side tools); A2A and replay,
+    /// which run the local driver, answer 501 (`not_supported`). See
     /// `docs/restate.md`.
     pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
         self.backend = Some(backend);
@@ -281,8 +286,10 @@ impl Server {
         };
         let protocols = if fronting {
             // They drive runs with the local driver, which a fronting server does not run.
-            Router::new()
-                .route("/agui", axum::routing::any(not_on_a_backend))
+            // The backend's service processes send their live run events here.
+            // AG-UI streams the backend's runs (their live events, then the stored end).
+            sessions::live_router()
+                .merge(agui::router())
                 .route("/a2a", axum::routing::any(not_on_a_backend))
                 .route(
                     "/.well-known/agent-card.json",
@@ -316,10 +323,10 @@ impl Server {
     }
 }
 
-/// AG-UI and A2A on a server that fronts a backend.
+/// A2A on a server that fronts a backend.
 async fn not_on_a_backend() -> ServerError {
     ServerError::Unsupported(
-        "this server fronts sessions that run in a backend (Server::backend); AG-UI and A2A run the local driver and are not served here"
+        "this server fronts sessions that run in a backend (Server::backend); A2A runs the local driver and is not served here"
             .to_owned(),
     )
 }

@@ -14,7 +14,9 @@
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
 //! model's delay before it answers, default 0), `--start-restate DIR` (also start a
 //! restate-server from the npm package with its data in DIR, register this service
-//! with it and print how to talk to it: what `cargo xtask serve --restate` does).
+//! with it and print how to talk to it: what `cargo xtask serve --restate` does),
+//! `--live URL` (a reins-server fronting the deployment, to send live run events to;
+//! repeat it for each instance) with `--live-token TOKEN` (its bearer token).
 //!
 //! What the model does with the last message of a request:
 //!
@@ -257,6 +259,8 @@ struct Args {
     start_restate: Option<PathBuf>,
     name: String,
     database_url: Option<String>,
+    live: Vec<String>,
+    live_token: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -269,6 +273,8 @@ fn args() -> Result<Args, String> {
         start_restate: None,
         name: "demo".to_owned(),
         database_url: None,
+        live: Vec::new(),
+        live_token: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -288,6 +294,8 @@ fn args() -> Result<Args, String> {
             "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
             "--name" => a.name.clone_from(&value),
             "--database-url" => a.database_url = Some(value.clone()),
+            "--live" => a.live.push(value.clone()),
+            "--live-token" => a.live_token = Some(value.clone()),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -319,7 +327,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     println!("reins-restate-demo: serving ReinsSession on {url}");
-    let object = reins_restate::SessionObject::new(agent)?;
+    let mut relay = reins_restate::LiveRelay::new();
+    for url in &args.live {
+        relay = relay.to(url.clone());
+    }
+    if let Some(t) = &args.live_token {
+        relay = relay.token(t.clone());
+    }
+    let object = reins_restate::SessionObject::new(agent)?.live(relay);
     let Some(dir) = args.start_restate else {
         reins_restate::serve(object, listener).await;
         return Ok(());

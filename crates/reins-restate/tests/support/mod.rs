@@ -152,13 +152,44 @@ impl Harness {
     pub async fn start_cluster(n: usize, extra: &[&str], restate_config: &str) -> Option<Self> {
         let binary = restate_binary()?;
         let serial = SERIAL.lock().await;
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        Some(Self::start_locked(serial, binary, n, &extra, restate_config).await)
+    }
+
+    /// One service process, with `k` loopback listeners bound first (under the same
+    /// lock as the ports of restate-server, so no other test takes them meanwhile) for
+    /// servers the service is told of: `extra` makes its flags from their URLs.
+    pub async fn start_with_listeners(
+        k: usize,
+        extra: impl FnOnce(&[String]) -> Vec<String>,
+    ) -> Option<(Self, Vec<tokio::net::TcpListener>)> {
+        let binary = restate_binary()?;
+        let serial = SERIAL.lock().await;
+        let mut listeners = Vec::new();
+        let mut urls = Vec::new();
+        for _ in 0..k {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            urls.push(format!("http://{}", l.local_addr().unwrap()));
+            listeners.push(l);
+        }
+        let h = Self::start_locked(serial, binary, 1, &extra(&urls), "").await;
+        Some((h, listeners))
+    }
+
+    async fn start_locked(
+        serial: tokio::sync::MutexGuard<'static, ()>,
+        binary: PathBuf,
+        n: usize,
+        extra: &[String],
+        restate_config: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let restate = LocalRestate::start_with(binary, dir.path().join("restate"), restate_config)
             .await
             .unwrap();
         let mut services = Vec::new();
         for i in 0..n {
-            let mut extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            let mut extra = extra.to_vec();
             extra.extend(["--name".to_owned(), format!("p{i}")]);
             let mut service = Service {
                 child: None,
@@ -180,7 +211,7 @@ impl Harness {
         restate.register(&url).await.unwrap();
         let client = RestateClient::new(restate.ingress_url());
         let service = services.remove(0);
-        Some(Self {
+        Self {
             _serial: serial,
             restate,
             service,
@@ -188,7 +219,7 @@ impl Harness {
             client,
             dir,
             proxy,
-        })
+        }
     }
 
     /// The outbox's lines.

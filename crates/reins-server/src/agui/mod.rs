@@ -23,6 +23,12 @@
 //!   /v1/sessions/{id}/interrupt` does; a run interrupted so ends with `outcome:
 //!   cancelled` for whoever still listens).
 //!
+//! On a server that fronts a backend ([`Server::backend`](crate::Server::backend), a
+//! Restate deployment) the same requests go to the backend after the same checks: the
+//! stream translates the live events the backend's processes relay, then ends with the
+//! stored transcript and outcome once the thread has settled; client-side tools are
+//! refused there (`not_supported`).
+//!
 //! Refusals about the caller are HTTP errors, as on the native API: 401 (no token),
 //! 403 (not the caller's thread; deciding without the approver role), 400 (a body
 //! that is not a `RunAgentInput`). Everything about the thread's state is a
@@ -40,7 +46,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use reins_agent::{Actor, Decision, Requirement, ViewToken};
+use reins_agent::{Actor, Decision, Requirement, RunInput, Submission, ViewToken};
 use reins_message::{Msg, ToolSpec};
 use serde_json::{Value, json};
 
@@ -153,6 +159,29 @@ async fn post_agui(
         })
         .collect();
 
+    if let Some(backend) = state.backend.clone()
+        && !matches!(plan, Plan::Show)
+    {
+        if !client_tools.is_empty() {
+            return refuse(Refusal::new(
+                "not_supported",
+                "this server fronts a backend (Restate), whose runs cannot call the client's tools: send the run without `tools`",
+            ));
+        }
+        let mut actor = Actor::new(who.name.clone());
+        actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
+        let mut submission = match plan {
+            Plan::Send(msg) => Submission::new(RunInput::Message(msg)),
+            Plan::Decide(decisions, view) => {
+                let mut s = Submission::new(RunInput::Decisions(decisions));
+                s.view = Some(view);
+                s
+            }
+            Plan::Show => return Err(ServerError::invalid("nothing to run")),
+        };
+        submission.actor = Some(actor);
+        return stream::backend_stream(state, scope, backend, submission).await;
+    }
     let (handle, sub) = match plan {
         Plan::Show => {
             let events = vec![

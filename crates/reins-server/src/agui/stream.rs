@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use axum::response::sse::Event;
-use reins_agent::{Requirement, RequirementKind, RunEvent, RunOutput, RunStatus};
+use reins_agent::{
+    Requirement, RequirementKind, RunEvent, RunOutput, RunStatus, SessionBackend, Submission,
+};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -203,6 +205,102 @@ pub(crate) async fn closing(state: &AppState, scope: &RunScope, out: &RunOutput)
     };
     events.push(scope.finished(outcome));
     events
+}
+
+/// The stream of a run in a backend ([`Server::backend`](crate::Server::backend)):
+/// `RUN_STARTED` once the backend took the input (a refusal is a `RUN_ERROR`), the
+/// live events its processes relay, translated, then — once the thread has moved past
+/// the input and no longer runs — the closing events. The run is interrupted (in the
+/// backend) when the client stops reading.
+pub(crate) async fn backend_stream(
+    state: AppState,
+    scope: RunScope,
+    backend: Arc<dyn SessionBackend>,
+    submission: Submission,
+) -> crate::error::Result<Response> {
+    let id = scope.thread_id.clone();
+    let before = state.agent.store().session_version(&id).await?.unwrap_or(0);
+    let Subscription {
+        mut rx, _channel, ..
+    } = state.hub.channel(&id).subscribe(None);
+    if let Err(e) = backend.submit(&id, submission).await {
+        let e = crate::error::ServerError::from(e);
+        return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
+    }
+    state.hub.notify(&id);
+    let (tx, out) = mpsc::channel(sse::CLIENT_BUFFER);
+    let keep_alive = state.limits.keep_alive;
+    tokio::spawn(async move {
+        let _keep = _channel;
+        let mut notices = state.hub.notices();
+        state.hub.ensure_poller(&state.agent);
+        let mut t = Translator::default();
+        let send_all = |events: Vec<Value>| {
+            let tx = tx.clone();
+            async move {
+                for e in events {
+                    if tx.send(sse_event(&e)).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+        };
+        let gone = || async {
+            // The client went away (aborted): that is an interrupt.
+            let _ = backend.interrupt(&id).await;
+        };
+        if !send_all(vec![scope.started()]).await {
+            gone().await;
+            return;
+        }
+        loop {
+            let settled = match state.agent.store().load_session(&id).await {
+                Ok(stored) => {
+                    crate::sessions::backend::output_if_settled(&state, stored, before).await
+                }
+                Err(e) => Err(e.into()),
+            };
+            match settled {
+                Ok(Some(o)) => {
+                    let mut events = t.close();
+                    events.extend(closing(&state, &scope, &o).await);
+                    send_all(events).await;
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let mut events = t.close();
+                    events.push(run_error(e.code(), e.to_string()));
+                    send_all(events).await;
+                    return;
+                }
+            }
+            // Live events first (they precede the commit that ends their step), until
+            // the store may have moved.
+            loop {
+                tokio::select! {
+                    biased;
+                    () = tx.closed() => {
+                        gone().await;
+                        return;
+                    }
+                    r = rx.recv() => {
+                        let Ok(env) = r else { continue };
+                        let data: Value = serde_json::from_str(&env.data).unwrap_or(Value::Null);
+                        if let Ok(ev) = serde_json::from_value::<RunEvent>(data)
+                            && !send_all(t.on(&ev)).await
+                        {
+                            gone().await;
+                            return;
+                        }
+                    }
+                    () = crate::sessions::backend::wait_for_change(&mut notices, &id) => break,
+                }
+            }
+        }
+    });
+    Ok(sse::respond(out, keep_alive))
 }
 
 /// The stream of a run started here: `RUN_STARTED`, its events, the closing ones. The

@@ -6,22 +6,32 @@
 //! the stored session has moved past the input and is no longer running (paused,
 //! finished), then answers with the output read back from the store, or streams the
 //! committed steps as they are stored (`?stream=true`).
+//!
+//! The run events of steps in progress (text deltas, tool calls starting and
+//! finishing) are not in the store: the backend's service processes send them here
+//! (`POST /v1/sessions/{id}/live`, [`post_live`]), and they go out on the session's
+//! event channel, to the session stream and to the stream of the run that asked for
+//! them, as a local run's do.
 
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use reins_agent::run::Phase;
-use reins_agent::{RunOutput, RunState, RunStatus, SessionBackend, Submission};
+use reins_agent::{RunEvent, RunOutput, RunState, RunStatus, SessionBackend, Submission};
 use reins_memory::SessionState;
 use reins_message::{Msg, Role};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
+use crate::auth::AccessRole;
 use crate::error::{Result, ServerError};
+use crate::extract::{ApiJson, Caller, SessionId};
+use crate::hub::Subscription;
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
 use crate::types::InterruptAnswer;
@@ -66,10 +76,12 @@ pub(super) async fn submit(
         None => 0,
     };
     let before = before.unwrap_or(0);
+    // Subscribed before the input goes in: the run's live events from its first one.
+    let sub = stream.then(|| state.hub.channel(&id).subscribe(None));
     backend.submit(&id, submission).await?;
     state.hub.notify(&id);
-    if stream {
-        return Ok(stream_until_settled(state, id, before, from));
+    if let Some(sub) = sub {
+        return Ok(stream_until_settled(state, id, before, from, sub));
     }
     let out = settled(&state, &id, before).await?;
     Ok(Json(out).into_response())
@@ -102,7 +114,7 @@ pub(super) async fn interrupt(
 
 /// The output of the run recorded in `stored`, when the session has moved past version
 /// `after` and its run no longer runs (paused or ended).
-async fn output_if_settled(
+pub(crate) async fn output_if_settled(
     state: &AppState,
     stored: SessionState,
     after: u64,
@@ -159,7 +171,7 @@ async fn settled(state: &AppState, id: &str, after: u64) -> Result<RunOutput> {
 }
 
 /// Returns on a change notice for session `id`, or after [`REREAD`].
-async fn wait_for_change(
+pub(crate) async fn wait_for_change(
     notices: &mut tokio::sync::broadcast::Receiver<crate::hub::Notice>,
     id: &str,
 ) {
@@ -179,14 +191,29 @@ async fn wait_for_change(
     }
 }
 
-/// The run's stream over a backend: a `message` event per message stored after the
-/// first `from` (`{session_id, index, message}`, as the session stream sends them), a
-/// `state` event (the session view) whenever the stored session moves, and the final
+/// The run's stream over a backend: the live events its service processes send
+/// ([`post_live`]: `reasoning_started`, `text_delta`, … as a local run's, with the
+/// backend's `run_id` and an `attempt` id), a `message` event per message stored after
+/// the first `from` (`{session_id, index, message}`, as the session stream sends them),
+/// a `state` event (the session view) whenever the stored session moves, and the final
 /// `output` (`{output}`) once it has moved past `after` and no longer runs; or `error`.
-fn stream_until_settled(state: AppState, id: String, after: u64, from: usize) -> Response {
+/// Live events that arrived before a step's commit go out before what the commit
+/// stored.
+fn stream_until_settled(
+    state: AppState,
+    id: String,
+    after: u64,
+    from: usize,
+    sub: Subscription,
+) -> Response {
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let keep_alive = state.limits.keep_alive;
     tokio::spawn(async move {
+        let Subscription {
+            rx: mut live,
+            _channel,
+            ..
+        } = sub;
         let mut notices = state.hub.notices();
         state.hub.ensure_poller(&state.agent);
         let mut sent = from;
@@ -240,11 +267,109 @@ fn stream_until_settled(state: AppState, id: String, after: u64, from: usize) ->
                     return;
                 }
             }
-            tokio::select! {
-                () = tx.closed() => return,
-                () = wait_for_change(&mut notices, &id) => {}
+            // Live events as they come (first: they precede the commit that ends
+            // their step), until the store may have moved.
+            loop {
+                tokio::select! {
+                    biased;
+                    () = tx.closed() => return,
+                    r = live.recv() => match r {
+                        Ok(env) => {
+                            let ev = Event::default().event(env.event.clone()).data(env.data.clone());
+                            if tx.send(ev).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(RecvError::Lagged(n)) => {
+                            let ev = Event::default().event("lagged").data(json!({"missed": n}).to_string());
+                            if tx.send(ev).await.is_err() {
+                                return;
+                            }
+                        }
+                        // Not while `_channel` (which holds the sender) lives.
+                        Err(RecvError::Closed) => break,
+                    },
+                    () = wait_for_change(&mut notices, &id) => break,
+                }
             }
         }
     });
     respond(rx, keep_alive)
+}
+
+/// `POST /v1/sessions/{id}/live`: what a backend's service process sends while it runs
+/// a step.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LiveEvents {
+    /// Run events, as reins-agent's `RunEvent` JSON (the `event` tag names them), with
+    /// the backend's `run_id` and `attempt` beside.
+    events: Vec<Value>,
+}
+
+/// The run events a backend may relay: those of a step in progress, never one that
+/// says what the store holds (the store says that).
+fn is_live(event: &RunEvent) -> bool {
+    matches!(
+        event,
+        RunEvent::ReasoningStarted { .. }
+            | RunEvent::TextDelta { .. }
+            | RunEvent::OutputDelta { .. }
+            | RunEvent::ThinkingDelta { .. }
+            | RunEvent::ToolCallStarted { .. }
+            | RunEvent::ToolCallReady { .. }
+            | RunEvent::ToolExecutionStarted { .. }
+            | RunEvent::ToolExecutionChunk { .. }
+            | RunEvent::ToolExecutionFinished { .. }
+    )
+}
+
+/// Publishes a backend's live run events on the session's event channel: the session
+/// stream (`GET /v1/sessions/{id}/events`) and the streams of runs started here relay
+/// them, in the order they were sent. Only with a backend, for a principal with the
+/// admin role (a service process of the backend). Nothing is stored. Every event is
+/// checked before any is published: a batch with one that is not a live run event
+/// (`text_delta`, `reasoning_started`, …) is refused whole (422).
+pub(crate) async fn post_live(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    SessionId(id): SessionId,
+    ApiJson(body): ApiJson<LiveEvents>,
+) -> Result<Response> {
+    if !who.has(AccessRole::Admin) {
+        return Err(ServerError::Forbidden(format!(
+            "`{}` may not publish live events: that needs the admin role (a backend's service process)",
+            who.name
+        )));
+    }
+    let mut checked = Vec::with_capacity(body.events.len());
+    for (i, data) in body.events.into_iter().enumerate() {
+        let invalid = |message: String| ServerError::Invalid {
+            code: "invalid_input",
+            message,
+        };
+        let event: RunEvent = serde_json::from_value(data.clone())
+            .map_err(|e| invalid(format!("event {i} is not a run event: {e}")))?;
+        if !is_live(&event) {
+            return Err(invalid(format!(
+                "event {i} (`{}`) is not a live event: the store says what was committed",
+                event.name()
+            )));
+        }
+        let run_id = data
+            .get("run_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        checked.push((event.name(), data, run_id));
+    }
+    let published = checked.len();
+    let chan = state.hub.channel(&id);
+    for (name, data, run_id) in checked {
+        chan.publish(&state.hub.instance, name, data, run_id.as_deref(), false);
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": id, "published": published})),
+    )
+        .into_response())
 }

@@ -6,7 +6,7 @@
 //! runs, decisions and interrupts go to it ([`backend`]); reads come from the store
 //! either way.
 
-mod backend;
+pub(crate) mod backend;
 mod decide;
 pub(crate) mod fork;
 mod stream;
@@ -48,6 +48,12 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/sessions/{id}/fork", post(fork::post_fork))
         .route("/v1/sessions/{id}/turns", get(fork::get_turns))
         .route("/v1/sessions/{id}/replay", post(fork::post_replay))
+}
+
+/// The route a backend's service processes send live run events to (only on a server
+/// that fronts a backend).
+pub(crate) fn live_router() -> Router<AppState> {
+    Router::new().route("/v1/sessions/{id}/live", post(backend::post_live))
 }
 
 /// Starts a run on a session (created if new).

@@ -71,7 +71,10 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
             return;
         }
         loop {
+            // Run events first: a step's live events were published before the commit
+            // a notice announces, and go out before what the commit stored.
             tokio::select! {
+                biased;
                 () = tx.closed() => return,
                 r = rx.recv() => match r {
                     Ok(env) => {
