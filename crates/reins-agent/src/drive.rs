@@ -100,6 +100,9 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
                 Err(p) => *p.into_inner() = now,
             }
         }
+        // Refused by the commit that was to take the lock: the run never started (as
+        // when the lock is taken before the run).
+        Err(AgentError::SessionBusy { .. }) if !d.lock.is_held() => {}
         Err(e) => {
             d.emit(RunEvent::Failed {
                 error: e.to_string(),
@@ -232,67 +235,13 @@ impl Driver {
     }
 
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
-        // Another worker may have written since this process last looked: the version
-        // read with the lock, and a reload only when it moved.
-        let seen = self.lock.seen_version();
-        sync_to_version(
-            &self.agent.runtime.store,
-            self.agent.config.run,
-            &self.session,
-            core,
-            seen,
-        )
-        .await?;
-        // A paused sub-agent call is decided against what its child session waits for
-        // in the store (someone may have answered the child directly).
-        crate::follow::follow_children(
-            &self.agent.runtime.store,
-            self.agent.config.run,
-            &self.session,
-            &mut core.run,
-        )
-        .await?;
         let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &call.input {
             RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
-
-        // Begin: validate and apply the input; store it. A stale cache (another process
-        // wrote since we loaded) shows as a conflict: reload once and try again.
-        // Paused sub-agent calls a new user message closes: their child sessions are
-        // closed once the message is stored.
-        let waiting_children = match &call.input {
-            RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
-            _ => Vec::new(),
-        };
-        let mut attempt = 0;
-        loop {
-            self.settle_from_ledger(core, &call.input).await?;
-            if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
-                let refusal = self.late(refusal, &call).await;
-                self.record_refusal(refusal.audit).await;
-                return Err(refusal.error);
-            }
-            match self.commit(core).await {
-                Ok(()) => break,
-                Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
-                    attempt += 1;
-                    reload_if_needed(
-                        &self.agent.runtime.store,
-                        self.agent.config.run,
-                        &self.session,
-                        core,
-                        true,
-                    )
-                    .await?;
-                }
-                // `commit` marked the cache stale: the next call reloads what the
-                // store holds.
-                Err(e) => return Err(e),
-            }
-        }
+        let waiting_children = self.begin(core, &call).await?;
 
         self.close_children(&waiting_children, &call).await;
         self.emit(RunEvent::RunStarted {
@@ -383,6 +332,146 @@ impl Driver {
             self.hooks(&mut ev, core.run.state().iteration()).await?;
         }
         Ok(out)
+    }
+
+    /// The start of a run: the lock, the cache brought up to date, the input validated
+    /// and applied (`Begin`), and stored. Returns the paused sub-agent calls the input
+    /// closed (their child sessions are closed once the run goes on).
+    ///
+    /// Where the lock is not taken yet ([`StoreLock::pending`]), the run first tries
+    /// [`Driver::begin_unlocked`]: `Begin` on the cached session, stored by a commit
+    /// that takes the lock. Anything else — and that, when it finds the cache stale —
+    /// takes the lock first, reading the stored version with it.
+    async fn begin(
+        &mut self,
+        core: &mut SessionCore,
+        call: &Call,
+    ) -> Result<Vec<reins_message::ToolUse>> {
+        if !self.lock.is_held() {
+            if let Some(children) = self.begin_unlocked(core, call).await? {
+                return Ok(children);
+            }
+            self.lock.acquire_now().await?;
+        }
+        // Another worker may have written since this process last looked: the version
+        // read with the lock, and a reload only when it moved.
+        let seen = self.lock.seen_version();
+        sync_to_version(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            core,
+            seen,
+        )
+        .await?;
+        // A paused sub-agent call is decided against what its child session waits for
+        // in the store (someone may have answered the child directly).
+        crate::follow::follow_children(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            &mut core.run,
+        )
+        .await?;
+
+        // Begin: validate and apply the input; store it. A stale cache (another process
+        // wrote since we loaded) shows as a conflict: reload once and try again.
+        // Paused sub-agent calls a new user message closes: their child sessions are
+        // closed once the message is stored.
+        let mut attempt = 0;
+        loop {
+            let waiting_children = closed_children(core, call);
+            self.settle_from_ledger(core, &call.input).await?;
+            if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
+                let refusal = self.late(refusal, call).await;
+                self.record_refusal(refusal.audit).await;
+                return Err(refusal.error);
+            }
+            match self.commit(core).await {
+                Ok(()) => return Ok(waiting_children),
+                Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
+                    attempt += 1;
+                    reload_if_needed(
+                        &self.agent.runtime.store,
+                        self.agent.config.run,
+                        &self.session,
+                        core,
+                        true,
+                    )
+                    .await?;
+                }
+                // `commit` marked the cache stale: the next call reloads what the
+                // store holds.
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `Begin` on the cached session before the lock is held, stored by a commit that
+    /// takes the lock: one store call where the locked path makes two. Only what is
+    /// safe without the lock runs here — reading child sessions, and applying the input
+    /// to the cache; nothing is written before that commit. `Ok(None)` when the run
+    /// must take the lock first: the cache is marked stale, a crash left tool calls to
+    /// settle from the ledger (that writes), the input is refused (a refusal is decided
+    /// and recorded under the lock, on a cache known to be current), or the commit found
+    /// the cache stale (another worker wrote; nothing was written, and the cache is
+    /// reloaded under the lock). Another owner's live lock is `SessionBusy`, as it is
+    /// on the locked path.
+    async fn begin_unlocked(
+        &mut self,
+        core: &mut SessionCore,
+        call: &Call,
+    ) -> Result<Option<Vec<reins_message::ToolUse>>> {
+        if core.stale || !core.run.state().settle_before(&call.input).is_empty() {
+            return Ok(None);
+        }
+        crate::follow::follow_children(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            &mut core.run,
+        )
+        .await?;
+        let waiting_children = closed_children(core, call);
+        // A refused input leaves the run as it was.
+        if core.run.apply(Event::Begin(call.clone())).is_err() {
+            return Ok(None);
+        }
+        let Some(request) = self.lock.take_in_commit() else {
+            return Ok(None);
+        };
+        // Written even when `Begin` changed nothing: the commit's version check is what
+        // tells that the cache is current.
+        let mut commit = core
+            .run
+            .take_commit(Flush::All)
+            .unwrap_or_else(|| reins_memory::Commit::at(core.version));
+        commit.expected_version = core.version;
+        commit.acquire_lock = Some(request);
+        let at = std::time::Instant::now();
+        match self.agent.runtime.store.commit(&self.session, commit).await {
+            Ok(v) => {
+                core.version = v;
+                self.lock.taken_by_commit(at);
+                Ok(Some(waiting_children))
+            }
+            Err(e) => {
+                // `Begin` is applied to the cache but not stored.
+                core.stale = true;
+                match e {
+                    StoreError::SessionLocked { .. } => Err(AgentError::SessionBusy {
+                        session: self.session.clone(),
+                    }),
+                    StoreError::Conflict { .. } | StoreError::SessionNotFound { .. } => Ok(None),
+                    e => {
+                        // The outcome is unknown (a lost connection): release what
+                        // may have been taken.
+                        self.lock.taken_by_commit(at);
+                        Err(e.into())
+                    }
+                }
+            }
+        }
     }
 
     /// A refusal of a decision whose requirement someone else already decided, made
@@ -733,5 +822,13 @@ impl Driver {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The paused sub-agent calls `call`'s input closes (a user message closes them).
+fn closed_children(core: &SessionCore, call: &Call) -> Vec<reins_message::ToolUse> {
+    match &call.input {
+        RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
+        _ => Vec::new(),
     }
 }
