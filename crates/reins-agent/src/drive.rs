@@ -89,6 +89,8 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         lock,
         client_tools,
         fresh: std::sync::Mutex::new(Vec::new()),
+        ledgered: std::sync::Mutex::new(Vec::new()),
+        deferred: std::sync::atomic::AtomicBool::new(false),
     };
     let call = d.call(input, actor, view, output);
     let result = d.run(&mut core, call).await;
@@ -139,6 +141,12 @@ struct Driver {
     /// Calls this drive's reasoning found needing confirmation by their tool's policy,
     /// not yet put to the approval policy and the standing grants.
     fresh: std::sync::Mutex<Vec<String>>,
+    /// Calls of the batch in flight whose result is exactly what the ledger recorded
+    /// (finished here and left as they were by `PostActing` hooks, or served from the
+    /// ledger): a crash before their results are stored loses nothing.
+    ledgered: std::sync::Mutex<Vec<String>>,
+    /// The last batch's results wait for the next commit (see [`Driver::act`]).
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl Driver {
@@ -253,6 +261,16 @@ impl Driver {
         let mut ev = HookEvent::PreCall { input: pre_input };
         self.hooks(&mut ev, core.run.state().iteration()).await?;
 
+        let status = self.steps(core).await?;
+        self.finish_run(core, status).await
+    }
+
+    /// The run's steps after `Begin`, to its end.
+    async fn steps(&self, core: &mut SessionCore) -> Result<RunStatus> {
+        let deferred = || {
+            self.deferred
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+        };
         let status = loop {
             self.lock.renew_if_due().await;
             if self.cancel.is_cancelled() {
@@ -264,18 +282,36 @@ impl Driver {
             // message. A run's last commit carries the lock's release.
             match core.run.next() {
                 Step::Compress(step) => {
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     if let Some(status) = self.compress(core, step).await? {
                         break status;
                     }
                 }
                 Step::Reason(step) => {
-                    self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.reason(core, step).await? {
-                        break status;
+                    // A batch whose every result the ledger holds as it is rides with
+                    // the next commit (a crash meanwhile is settled from the ledger).
+                    let carried = deferred();
+                    if !carried {
+                        self.commit_if_recorded(core).await?;
+                    }
+                    match self.reason(core, step).await {
+                        Ok(Some(status)) => break status,
+                        Ok(None) => {}
+                        Err(e) => {
+                            if carried && !core.stale {
+                                // Stored before the error is returned, as they would
+                                // have been before the model call.
+                                if let Err(ce) = self.commit_releasing(core).await {
+                                    tracing::warn!(session = %self.session, error = %ce, "could not store a batch's results after the run failed");
+                                }
+                            }
+                            return Err(e);
+                        }
                     }
                 }
                 Step::Execute(batch) => {
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     if let Some(status) = self.act(core, batch).await? {
                         break status;
@@ -284,6 +320,7 @@ impl Driver {
                 Step::Replayed(results) => {
                     // Served from a fork's record: the results are in the transcript;
                     // nothing runs. They are stored, then announced.
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     for result in results {
                         if self.wants(HookEventKind::ToolReplayed) {
@@ -299,17 +336,23 @@ impl Driver {
                     if self.decide_without_asking(core, &reqs).await? {
                         continue;
                     }
+                    deferred();
                     self.commit_releasing(core).await?;
                     self.emit(RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
                 }
                 Step::Finish(status) => {
+                    deferred();
                     self.commit_releasing(core).await?;
                     break status;
                 }
             }
         };
+        Ok(status)
+    }
 
+    /// The end of a run: its output, the last events and the `PostCall` hooks.
+    async fn finish_run(&self, core: &mut SessionCore, status: RunStatus) -> Result<RunOutput> {
         let out = core.run.output(status)?;
         match status {
             RunStatus::Completed | RunStatus::MaxIterations if self.events.is_some() => {

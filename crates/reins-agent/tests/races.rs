@@ -362,7 +362,10 @@ impl reins_model::ChatModel for Exclusive {
     fn model_name(&self) -> &str {
         "exclusive"
     }
-    async fn stream(&self, req: reins_model::ChatRequest) -> reins_model::Result<reins_model::ChatStream> {
+    async fn stream(
+        &self,
+        req: reins_model::ChatRequest,
+    ) -> reins_model::Result<reins_model::ChatStream> {
         use std::sync::atomic::Ordering::SeqCst;
         if self.in_flight.fetch_add(1, SeqCst) != 0 {
             self.overlaps.fetch_add(1, SeqCst);
@@ -457,14 +460,25 @@ async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
             ok += o;
             busy += b;
         }
-        assert_eq!(overlaps.load(SeqCst), 0, "two runs of one session overlapped");
+        assert_eq!(
+            overlaps.load(SeqCst),
+            0,
+            "two runs of one session overlapped"
+        );
         assert!(ok > 0, "nothing ran");
         assert_eq!(tool_runs.load(SeqCst), ok, "one tool run per accepted call");
         let state = store.load_session("shared").await.unwrap();
-        assert_eq!(state.messages.len(), ok * 4, "every accepted call is stored whole");
+        assert_eq!(
+            state.messages.len(),
+            ok * 4,
+            "every accepted call is stored whole"
+        );
         for turn in state.messages.chunks(4) {
             let roles: Vec<Role> = turn.iter().map(|m| m.role).collect();
-            assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+            assert_eq!(
+                roles,
+                [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+            );
             assert_eq!(turn[3].text(), format!("re: {}", turn[0].text()));
             let tool_use = turn[1].tool_uses().next().unwrap();
             assert_eq!(tool_use.input["path"], turn[0].text());

@@ -220,12 +220,12 @@ async fn a_tool_call_run_commits_each_step_once() {
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 1);
     // The user's message with the lock; the model's tool use (before the tool runs);
-    // the result (before the next model call); the answer with the release.
+    // the result (recorded in the ledger by `finish`) with the answer and the release.
     assert_eq!(
         spy.take(),
         calls(&[
             ("claim", 1),
-            ("commit", 4),
+            ("commit", 3),
             ("commit taking the lock", 1),
             ("finish", 1),
         ])

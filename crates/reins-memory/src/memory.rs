@@ -548,7 +548,12 @@ fn push_decisions(
 
 /// Takes or renews `session`'s run lock for `owner`; false when another owner holds a
 /// live one.
-fn take_lock(locks: &mut HashMap<String, Lock>, session: &str, owner: &str, lease: Duration) -> bool {
+fn take_lock(
+    locks: &mut HashMap<String, Lock>,
+    session: &str,
+    owner: &str,
+    lease: Duration,
+) -> bool {
     let now = Utc::now();
     match locks.get_mut(session) {
         Some(l) if l.owner != owner && l.until > now => false,

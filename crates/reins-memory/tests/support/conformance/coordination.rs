@@ -343,7 +343,10 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
 
     // A free lock is taken with the commit; the owner renews it with the next.
     let v = a
-        .commit(&id, Commit::at(v).append(Msg::user("1")).taking_lock("w1", MIN))
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("1")).taking_lock("w1", MIN),
+        )
         .await
         .unwrap();
     assert!(!lock_is_free(b, &id, "w2").await, "w1 holds it");
@@ -361,7 +364,10 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
 
     // Another owner is refused, and nothing is written.
     let refused = b
-        .commit(&id, Commit::at(v).append(Msg::user("x")).taking_lock("w2", MIN))
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("x")).taking_lock("w2", MIN),
+        )
         .await;
     assert!(
         matches!(refused, Err(Error::SessionLocked { ref session }) if *session == id),
@@ -376,7 +382,10 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
                 .taking_lock("w2", MIN),
         )
         .await;
-    assert!(matches!(refused, Err(Error::SessionLocked { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::SessionLocked { .. })),
+        "{refused:?}"
+    );
     let state = b.load_session(&id).await.unwrap();
     assert_eq!((state.version, state.messages.len()), (v, 2));
     assert!(b.decisions(&id).await.unwrap().is_empty());
@@ -384,12 +393,22 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
 
     // A stale commit is a conflict whoever holds the lock, and takes nothing.
     let stale = b
-        .commit(&id, Commit::at(v + 3).append(Msg::user("z")).taking_lock("w2", MIN))
+        .commit(
+            &id,
+            Commit::at(v + 3)
+                .append(Msg::user("z"))
+                .taking_lock("w2", MIN),
+        )
         .await;
     assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
     a.unlock_session(&id, "w1").await.unwrap();
     let stale = b
-        .commit(&id, Commit::at(v + 3).append(Msg::user("z")).taking_lock("w2", MIN))
+        .commit(
+            &id,
+            Commit::at(v + 3)
+                .append(Msg::user("z"))
+                .taking_lock("w2", MIN),
+        )
         .await;
     assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
     assert!(lock_is_free(a, &id, "w1").await, "a conflict takes nothing");
@@ -403,7 +422,10 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
     let dup = b
         .commit(&id, Commit::at(v).append(taken).taking_lock("w2", MIN))
         .await;
-    assert!(matches!(dup, Err(Error::DuplicateMessage { .. })), "{dup:?}");
+    assert!(
+        matches!(dup, Err(Error::DuplicateMessage { .. })),
+        "{dup:?}"
+    );
     assert!(lock_is_free(a, &id, "w1").await);
 
     // An expired lease is taken over (and its interrupt request dropped).
@@ -414,13 +436,19 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
     );
     tokio::time::sleep(Duration::from_millis(30)).await;
     let v = b
-        .commit(&id, Commit::at(v).append(Msg::user("3")).taking_lock("w2", MIN))
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("3")).taking_lock("w2", MIN),
+        )
         .await
         .unwrap();
     assert!(!lock_is_free(a, &id, "w1").await, "w2 holds it now");
     assert!(a.request_interrupt(&id).await.unwrap());
     let v = b
-        .commit(&id, Commit::at(v).append(Msg::user("4")).taking_lock("w2", MIN))
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("4")).taking_lock("w2", MIN),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -440,7 +468,10 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
                 .releasing_lock("w1"),
         )
         .await;
-    assert!(matches!(refused, Err(Error::SessionLocked { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::SessionLocked { .. })),
+        "{refused:?}"
+    );
     b.unlock_session(&id, "w2").await.unwrap();
     let v = a
         .commit(
@@ -483,14 +514,19 @@ pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
     assert!(restated == v || restated == v + 1, "{restated} {v}");
     let v = restated;
     assert!(!lock_is_free(a, &id, "w1").await, "w2 took it");
-    let stale = a.commit(&id, Commit::at(v + 1).taking_lock("w1", MIN)).await;
+    let stale = a
+        .commit(&id, Commit::at(v + 1).taking_lock("w1", MIN))
+        .await;
     assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
     b.unlock_session(&id, "w2").await.unwrap();
 
     // A session that does not exist is not created.
     let missing = sid("commit-take-missing");
     let err = a
-        .commit(&missing, Commit::at(0).append(Msg::user("x")).taking_lock("w1", MIN))
+        .commit(
+            &missing,
+            Commit::at(0).append(Msg::user("x")).taking_lock("w1", MIN),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
@@ -505,8 +541,14 @@ pub async fn concurrent_lock_taking_commits_have_one_winner<S: MemoryStore>(a: &
         let id = sid(&format!("commit-take-race-{round}"));
         let v = a.open_session(&id).await.unwrap().version;
         let (ra, rb) = tokio::join!(
-            a.commit(&id, Commit::at(v).append(Msg::user("a")).taking_lock("wa", MIN)),
-            b.commit(&id, Commit::at(v).append(Msg::user("b")).taking_lock("wb", MIN)),
+            a.commit(
+                &id,
+                Commit::at(v).append(Msg::user("a")).taking_lock("wa", MIN)
+            ),
+            b.commit(
+                &id,
+                Commit::at(v).append(Msg::user("b")).taking_lock("wb", MIN)
+            ),
         );
         let won = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
         assert_eq!(won, 1, "round {round}: {ra:?} {rb:?}");
@@ -523,9 +565,17 @@ pub async fn concurrent_lock_taking_commits_have_one_winner<S: MemoryStore>(a: &
         assert!(!lock_is_free(b, &id, loser).await, "round {round}");
         // And a later commit of the loser, now at the right version, is refused.
         let refused = b
-            .commit(&id, Commit::at(v + 1).append(Msg::user("late")).taking_lock(loser, MIN))
+            .commit(
+                &id,
+                Commit::at(v + 1)
+                    .append(Msg::user("late"))
+                    .taking_lock(loser, MIN),
+            )
             .await;
-        assert!(matches!(refused, Err(Error::SessionLocked { .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Err(Error::SessionLocked { .. })),
+            "{refused:?}"
+        );
         assert_eq!(a.load_session(&id).await.unwrap().messages.len(), 1);
         a.unlock_session(&id, winner).await.unwrap();
     }
