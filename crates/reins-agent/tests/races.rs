@@ -449,7 +449,7 @@ async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
                         Err(AgentError::SessionBusy { .. }) => busy += 1,
                         Err(e) => panic!("unexpected {e}"),
                     }
-                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..3))).await;
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..12))).await;
                 }
                 (ok, busy)
             }));
