@@ -254,6 +254,38 @@ async fn a_store_that_cannot_take_the_lock_in_a_commit_takes_it_first() {
 }
 
 #[tokio::test]
+async fn a_tool_call_run_on_a_store_that_cannot_take_the_lock_in_a_commit_keeps_four_commits() {
+    let spy = Arc::new(Spy {
+        no_take_in_commit: true,
+        ..Spy::default()
+    });
+    let counter = Counter::default();
+    let agent = agent(
+        ScriptedModel::new([
+            call("c1", "search_web", json!({"query": "rust"})),
+            text("done"),
+        ]),
+        toolkit(&counter, ToolPolicy::auto()),
+    )
+    .store(spy.clone())
+    .build()
+    .unwrap();
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    session.call(Msg::user("search for rust")).await.unwrap();
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("claim", 1),
+            ("commit", 4),
+            ("finish", 1),
+            ("try_lock_session_reading_version", 1),
+        ])
+    );
+    assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
 async fn a_started_run_and_decisions_take_the_lock_first() {
     let spy = Arc::new(Spy::default());
     let agent = text_agent(&spy);
@@ -273,6 +305,32 @@ async fn a_started_run_and_decisions_take_the_lock_first() {
         calls(&[("commit", 2), ("try_lock_session_reading_version", 1)])
     );
     assert!(lock_is_free(&spy, "s").await);
+
+    // Decisions: paused on a confirmation, then approved.
+    let counter = Counter::default();
+    let gated = support::agent(
+        ScriptedModel::new([
+            call("c1", "delete_file", json!({"path": "tmp.txt"})),
+            text("deleted"),
+        ]),
+        toolkit(&counter, ToolPolicy::confirm()),
+    )
+    .store(spy.clone())
+    .build()
+    .unwrap();
+    let session = gated.session("gated").await.unwrap();
+    let paused = session.call(Msg::user("delete tmp.txt")).await.unwrap();
+    assert_eq!(paused.status, RunStatus::Paused);
+    spy.take();
+    let out = session
+        .resolve(vec![reins_agent::Decision::approve("c1")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    let seen = spy.take();
+    assert_eq!(seen.get("try_lock_session_reading_version"), Some(&1), "{seen:?}");
+    assert_eq!(seen.get("commit taking the lock"), None, "{seen:?}");
+    assert_eq!(counter.count("delete_file"), 1);
 }
 
 #[tokio::test]
@@ -335,12 +393,21 @@ async fn a_lock_held_elsewhere_refuses_the_turn_and_writes_nothing() {
         calls(&[("commit", 1), ("commit taking the lock", 1)])
     );
     assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 2);
-    // Once it is free, the turn runs on a reloaded copy.
+    // Once it is free, the turn runs on a reloaded copy (the refused turn left the
+    // cache marked stale: the lock is taken first, with the version).
     spy.store
         .unlock_session("s", "another-worker")
         .await
         .unwrap();
     session.call(Msg::user("two")).await.unwrap();
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("commit", 2),
+            ("load_session", 1),
+            ("try_lock_session_reading_version", 1),
+        ])
+    );
     let texts: Vec<String> = spy
         .store
         .load_session("s")
