@@ -328,7 +328,11 @@ async fn a_started_run_and_decisions_take_the_lock_first() {
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     let seen = spy.take();
-    assert_eq!(seen.get("try_lock_session_reading_version"), Some(&1), "{seen:?}");
+    assert_eq!(
+        seen.get("try_lock_session_reading_version"),
+        Some(&1),
+        "{seen:?}"
+    );
     assert_eq!(seen.get("commit taking the lock"), None, "{seen:?}");
     assert_eq!(counter.count("delete_file"), 1);
 }
