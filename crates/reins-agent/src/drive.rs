@@ -89,6 +89,8 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         lock,
         client_tools,
         fresh: std::sync::Mutex::new(Vec::new()),
+        ledgered: std::sync::Mutex::new(Vec::new()),
+        deferred: std::sync::atomic::AtomicBool::new(false),
     };
     let call = d.call(input, actor, view, output);
     let result = d.run(&mut core, call).await;
@@ -100,6 +102,9 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
                 Err(p) => *p.into_inner() = now,
             }
         }
+        // Refused by the commit that was to take the lock: the run never started (as
+        // when the lock is taken before the run).
+        Err(AgentError::SessionBusy { .. }) if !d.lock.is_held() => {}
         Err(e) => {
             d.emit(|| RunEvent::Failed {
                 error: e.to_string(),
@@ -136,6 +141,12 @@ struct Driver {
     /// Calls this drive's reasoning found needing confirmation by their tool's policy,
     /// not yet put to the approval policy and the standing grants.
     fresh: std::sync::Mutex<Vec<String>>,
+    /// Calls of the batch in flight whose result is exactly what the ledger recorded
+    /// (finished here and left as they were by `PostActing` hooks, or served from the
+    /// ledger): a crash before their results are stored loses nothing.
+    ledgered: std::sync::Mutex<Vec<String>>,
+    /// The last batch's results wait for the next commit (see [`Driver::act`]).
+    deferred: std::sync::atomic::AtomicBool,
 }
 
 impl Driver {
@@ -234,67 +245,13 @@ impl Driver {
     }
 
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
-        // Another worker may have written since this process last looked: the version
-        // read with the lock, and a reload only when it moved.
-        let seen = self.lock.seen_version();
-        sync_to_version(
-            &self.agent.runtime.store,
-            self.agent.config.run,
-            &self.session,
-            core,
-            seen,
-        )
-        .await?;
-        // A paused sub-agent call is decided against what its child session waits for
-        // in the store (someone may have answered the child directly).
-        crate::follow::follow_children(
-            &self.agent.runtime.store,
-            self.agent.config.run,
-            &self.session,
-            &mut core.run,
-        )
-        .await?;
         let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match &call.input {
             RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
-
-        // Begin: validate and apply the input; store it. A stale cache (another process
-        // wrote since we loaded) shows as a conflict: reload once and try again.
-        // Paused sub-agent calls a new user message closes: their child sessions are
-        // closed once the message is stored.
-        let waiting_children = match &call.input {
-            RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
-            _ => Vec::new(),
-        };
-        let mut attempt = 0;
-        loop {
-            self.settle_from_ledger(core, &call.input).await?;
-            if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
-                let refusal = self.late(refusal, &call).await;
-                self.record_refusal(refusal.audit).await;
-                return Err(refusal.error);
-            }
-            match self.commit(core).await {
-                Ok(()) => break,
-                Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
-                    attempt += 1;
-                    reload_if_needed(
-                        &self.agent.runtime.store,
-                        self.agent.config.run,
-                        &self.session,
-                        core,
-                        true,
-                    )
-                    .await?;
-                }
-                // `commit` marked the cache stale: the next call reloads what the
-                // store holds.
-                Err(e) => return Err(e),
-            }
-        }
+        let waiting_children = self.begin(core, &call).await?;
 
         self.close_children(&waiting_children, &call).await;
         self.emit(|| RunEvent::RunStarted {
@@ -306,6 +263,16 @@ impl Driver {
         let mut ev = HookEvent::PreCall { input: pre_input };
         self.hooks(&mut ev, core.run.state().iteration()).await?;
 
+        let status = self.steps(core).await?;
+        self.finish_run(core, status).await
+    }
+
+    /// The run's steps after `Begin`, to its end.
+    async fn steps(&self, core: &mut SessionCore) -> Result<RunStatus> {
+        let deferred = || {
+            self.deferred
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+        };
         let status = loop {
             self.lock.renew_if_due().await;
             if self.cancel.is_cancelled() {
@@ -317,18 +284,36 @@ impl Driver {
             // message. A run's last commit carries the lock's release.
             match core.run.next() {
                 Step::Compress(step) => {
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     if let Some(status) = self.compress(core, step).await? {
                         break status;
                     }
                 }
                 Step::Reason(step) => {
-                    self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.reason(core, step).await? {
-                        break status;
+                    // A batch whose every result the ledger holds as it is rides with
+                    // the next commit (a crash meanwhile is settled from the ledger).
+                    let carried = deferred();
+                    if !carried {
+                        self.commit_if_recorded(core).await?;
+                    }
+                    match self.reason(core, step).await {
+                        Ok(Some(status)) => break status,
+                        Ok(None) => {}
+                        Err(e) => {
+                            if carried && !core.stale {
+                                // Stored before the error is returned, as they would
+                                // have been before the model call.
+                                if let Err(ce) = self.commit_releasing(core).await {
+                                    tracing::warn!(session = %self.session, error = %ce, "could not store a batch's results after the run failed");
+                                }
+                            }
+                            return Err(e);
+                        }
                     }
                 }
                 Step::Execute(batch) => {
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     if let Some(status) = self.act(core, batch).await? {
                         break status;
@@ -337,6 +322,7 @@ impl Driver {
                 Step::Replayed(results) => {
                     // Served from a fork's record: the results are in the transcript;
                     // nothing runs. They are stored, then announced.
+                    deferred();
                     self.commit_if_recorded(core).await?;
                     for result in results {
                         if self.wants(HookEventKind::ToolReplayed) {
@@ -352,17 +338,23 @@ impl Driver {
                     if self.decide_without_asking(core, &reqs).await? {
                         continue;
                     }
+                    deferred();
                     self.commit_releasing(core).await?;
                     self.emit(|| RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
                 }
                 Step::Finish(status) => {
+                    deferred();
                     self.commit_releasing(core).await?;
                     break status;
                 }
             }
         };
+        Ok(status)
+    }
 
+    /// The end of a run: its output, the last events and the `PostCall` hooks.
+    async fn finish_run(&self, core: &mut SessionCore, status: RunStatus) -> Result<RunOutput> {
         let out = core.run.output(status)?;
         match status {
             RunStatus::Completed | RunStatus::MaxIterations if self.events.is_some() => {
@@ -385,6 +377,146 @@ impl Driver {
             self.hooks(&mut ev, core.run.state().iteration()).await?;
         }
         Ok(out)
+    }
+
+    /// The start of a run: the lock, the cache brought up to date, the input validated
+    /// and applied (`Begin`), and stored. Returns the paused sub-agent calls the input
+    /// closed (their child sessions are closed once the run goes on).
+    ///
+    /// Where the lock is not taken yet ([`StoreLock::pending`]), the run first tries
+    /// [`Driver::begin_unlocked`]: `Begin` on the cached session, stored by a commit
+    /// that takes the lock. Anything else — and that, when it finds the cache stale —
+    /// takes the lock first, reading the stored version with it.
+    async fn begin(
+        &mut self,
+        core: &mut SessionCore,
+        call: &Call,
+    ) -> Result<Vec<reins_message::ToolUse>> {
+        if !self.lock.is_held() {
+            if let Some(children) = self.begin_unlocked(core, call).await? {
+                return Ok(children);
+            }
+            self.lock.acquire_now().await?;
+        }
+        // Another worker may have written since this process last looked: the version
+        // read with the lock, and a reload only when it moved.
+        let seen = self.lock.seen_version();
+        sync_to_version(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            core,
+            seen,
+        )
+        .await?;
+        // A paused sub-agent call is decided against what its child session waits for
+        // in the store (someone may have answered the child directly).
+        crate::follow::follow_children(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            &mut core.run,
+        )
+        .await?;
+
+        // Begin: validate and apply the input; store it. A stale cache (another process
+        // wrote since we loaded) shows as a conflict: reload once and try again.
+        // Paused sub-agent calls a new user message closes: their child sessions are
+        // closed once the message is stored.
+        let mut attempt = 0;
+        loop {
+            let waiting_children = closed_children(core, call);
+            self.settle_from_ledger(core, &call.input).await?;
+            if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
+                let refusal = self.late(refusal, call).await;
+                self.record_refusal(refusal.audit).await;
+                return Err(refusal.error);
+            }
+            match self.commit(core).await {
+                Ok(()) => return Ok(waiting_children),
+                Err(AgentError::Store(StoreError::Conflict { .. })) if attempt == 0 => {
+                    attempt += 1;
+                    reload_if_needed(
+                        &self.agent.runtime.store,
+                        self.agent.config.run,
+                        &self.session,
+                        core,
+                        true,
+                    )
+                    .await?;
+                }
+                // `commit` marked the cache stale: the next call reloads what the
+                // store holds.
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `Begin` on the cached session before the lock is held, stored by a commit that
+    /// takes the lock: one store call where the locked path makes two. Only what is
+    /// safe without the lock runs here — reading child sessions, and applying the input
+    /// to the cache; nothing is written before that commit. `Ok(None)` when the run
+    /// must take the lock first: the cache is marked stale, a crash left tool calls to
+    /// settle from the ledger (that writes), the input is refused (a refusal is decided
+    /// and recorded under the lock, on a cache known to be current), or the commit found
+    /// the cache stale (another worker wrote; nothing was written, and the cache is
+    /// reloaded under the lock). Another owner's live lock is `SessionBusy`, as it is
+    /// on the locked path.
+    async fn begin_unlocked(
+        &mut self,
+        core: &mut SessionCore,
+        call: &Call,
+    ) -> Result<Option<Vec<reins_message::ToolUse>>> {
+        if core.stale || !core.run.state().settle_before(&call.input).is_empty() {
+            return Ok(None);
+        }
+        crate::follow::follow_children(
+            &self.agent.runtime.store,
+            self.agent.config.run,
+            &self.session,
+            &mut core.run,
+        )
+        .await?;
+        let waiting_children = closed_children(core, call);
+        // A refused input leaves the run as it was.
+        if core.run.apply(Event::Begin(call.clone())).is_err() {
+            return Ok(None);
+        }
+        let Some(request) = self.lock.take_in_commit() else {
+            return Ok(None);
+        };
+        // Written even when `Begin` changed nothing: the commit's version check is what
+        // tells that the cache is current.
+        let mut commit = core
+            .run
+            .take_commit(Flush::All)
+            .unwrap_or_else(|| reins_memory::Commit::at(core.version));
+        commit.expected_version = core.version;
+        commit.acquire_lock = Some(request);
+        let at = std::time::Instant::now();
+        match self.agent.runtime.store.commit(&self.session, commit).await {
+            Ok(v) => {
+                core.version = v;
+                self.lock.taken_by_commit(at);
+                Ok(Some(waiting_children))
+            }
+            Err(e) => {
+                // `Begin` is applied to the cache but not stored.
+                core.stale = true;
+                match e {
+                    StoreError::SessionLocked { .. } => Err(AgentError::SessionBusy {
+                        session: self.session.clone(),
+                    }),
+                    StoreError::Conflict { .. } | StoreError::SessionNotFound { .. } => Ok(None),
+                    e => {
+                        // The outcome is unknown (a lost connection): release what
+                        // may have been taken.
+                        self.lock.taken_by_commit(at);
+                        Err(e.into())
+                    }
+                }
+            }
+        }
     }
 
     /// A refusal of a decision whose requirement someone else already decided, made
@@ -735,5 +867,13 @@ impl Driver {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The paused sub-agent calls `call`'s input closes (a user message closes them).
+fn closed_children(core: &SessionCore, call: &Call) -> Vec<reins_message::ToolUse> {
+    match &call.input {
+        RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
+        _ => Vec::new(),
     }
 }

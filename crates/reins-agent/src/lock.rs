@@ -5,20 +5,24 @@
 //! streamed chunk, and on a timer while tools run) once a third of the lease has
 //! passed, and releases it when the run ends — no background task per run.
 //!
-//! Taking the lock also reads the session's stored version (one store call), which is
-//! how the run learns whether another worker wrote since this process last looked.
-//! Where the store can ([`MemoryStore::commit_releases_lock`]), the release rides in
-//! the run's last commit, so a turn's store calls are: lock, the user message, the
-//! reply with the release. `PostCall` hooks then run after the release (another
-//! process may already start the next run; this process still refuses one until the
-//! call returns).
+//! Where the store can ([`MemoryStore::commit_takes_lock`]) and this process's copy of
+//! the session is current as far as it knows, the lock is taken by the run's first
+//! commit ([`StoreLock::pending`]): the commit's version check tells whether another
+//! worker wrote since this process last looked (a conflict: the run takes the lock the
+//! usual way, reloads and starts again). Otherwise taking the lock also reads the
+//! session's stored version (one store call, [`StoreLock::acquire`]). Where the store
+//! can ([`MemoryStore::commit_releases_lock`]), the release rides in the run's last
+//! commit, so a turn's store calls are: the user message with the lock, the reply with
+//! the release. `PostCall` hooks then run after the release (another process may
+//! already start the next run; this process still refuses one until the call
+//! returns).
 
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use reins_memory::{MemoryStore, SessionLock};
+use reins_memory::{LockRequest, MemoryStore, SessionLock};
 
 use crate::error::{AgentError, Result};
 
@@ -28,8 +32,12 @@ pub(crate) struct StoreLock {
     owner: String,
     lease: Duration,
     renewed: Mutex<Instant>,
-    /// The session's stored version when the lock was taken (`None`: no session).
+    /// The session's stored version when the lock was taken (`None`: no session, or
+    /// taken by a commit).
     seen_version: Option<u64>,
+    /// Set once the lock may be held: taken, or asked for by a commit whose outcome is
+    /// unknown (so that it is released, which is harmless when it was not taken).
+    held: AtomicBool,
     /// Set once the lock is released (by a commit carrying the release, or
     /// [`StoreLock::release`]).
     released: AtomicBool,
@@ -44,27 +52,78 @@ impl StoreLock {
         lease: Duration,
         session: &str,
     ) -> Result<Self> {
-        let at = Instant::now();
-        let taken = store
-            .try_lock_session_reading_version(session, owner, lease)
-            .await?;
-        let SessionLock::Acquired { version } = taken else {
-            return Err(AgentError::SessionBusy {
-                session: session.to_owned(),
-            });
-        };
-        Ok(Self {
+        let mut lock = Self::pending(store, owner, lease, session);
+        lock.acquire_now().await?;
+        Ok(lock)
+    }
+
+    /// A lock not taken yet: the run's first commit takes it
+    /// ([`StoreLock::take_in_commit`]), or the run takes it itself
+    /// ([`StoreLock::acquire_now`]) when it cannot fold it in.
+    pub(crate) fn pending(
+        store: &Arc<dyn MemoryStore>,
+        owner: &str,
+        lease: Duration,
+        session: &str,
+    ) -> Self {
+        Self {
             store: store.clone(),
             session: session.to_owned(),
             owner: owner.to_owned(),
             lease,
-            renewed: Mutex::new(at),
-            seen_version: version,
+            renewed: Mutex::new(Instant::now()),
+            seen_version: None,
+            held: AtomicBool::new(false),
             released: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes a pending lock, reading the session's stored version with it, or fails
+    /// with `SessionBusy`.
+    pub(crate) async fn acquire_now(&mut self) -> Result<()> {
+        let at = Instant::now();
+        let taken = self
+            .store
+            .try_lock_session_reading_version(&self.session, &self.owner, self.lease)
+            .await?;
+        let SessionLock::Acquired { version } = taken else {
+            return Err(AgentError::SessionBusy {
+                session: self.session.clone(),
+            });
+        };
+        self.seen_version = version;
+        self.mark_held(at);
+        Ok(())
+    }
+
+    /// Whether the lock is held (or may be: see [`StoreLock::taken_by_commit`]).
+    pub(crate) fn is_held(&self) -> bool {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// What a commit names to take the lock (`None` when it is held already).
+    pub(crate) fn take_in_commit(&self) -> Option<LockRequest> {
+        (!self.is_held()).then(|| LockRequest {
+            owner: self.owner.clone(),
+            lease: self.lease,
         })
     }
 
-    /// The session's stored version when the lock was taken (`None`: no session yet).
+    /// Records that a commit took the lock at `at` (when it was sent), or may have
+    /// (its outcome is unknown): either way the run releases it.
+    pub(crate) fn taken_by_commit(&self, at: Instant) {
+        self.mark_held(at);
+    }
+
+    fn mark_held(&self, at: Instant) {
+        if let Ok(mut t) = self.renewed.lock() {
+            *t = at;
+        }
+        self.held.store(true, Ordering::Release);
+    }
+
+    /// The session's stored version when the lock was taken (`None`: no session yet, or
+    /// the lock is not taken yet).
     pub(crate) fn seen_version(&self) -> Option<u64> {
         self.seen_version
     }
@@ -87,8 +146,12 @@ impl StoreLock {
         self.lease / 3
     }
 
-    /// Renews the lease when a third of it has passed (cheap otherwise).
+    /// Renews the lease when a third of it has passed (cheap otherwise; nothing before
+    /// the lock is taken).
     pub(crate) async fn renew_if_due(&self) {
+        if !self.is_held() {
+            return;
+        }
         let due = self
             .renewed
             .lock()
@@ -120,7 +183,7 @@ impl StoreLock {
     /// Releases the lock (unless a commit already did) and waits until the store has
     /// recorded it.
     pub(crate) async fn release(self) {
-        if self.released.swap(true, Ordering::AcqRel) {
+        if !self.is_held() || self.released.swap(true, Ordering::AcqRel) {
             return;
         }
         if let Err(e) = self.store.unlock_session(&self.session, &self.owner).await {
@@ -131,7 +194,7 @@ impl StoreLock {
 
 impl Drop for StoreLock {
     fn drop(&mut self) {
-        if *self.released.get_mut() {
+        if *self.released.get_mut() || !*self.held.get_mut() {
             return;
         }
         // The run ended without `release` (its task was aborted): release in the

@@ -398,19 +398,25 @@ impl Session {
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
+        let fold = events.is_none() && !matches!(input, RunInput::Decisions(_));
         let input = self.stamp_actor(input);
         let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
             return Err(AgentError::SessionBusy {
                 session: self.id().to_owned(),
             });
         };
-        let lock = crate::lock::StoreLock::acquire(
-            &self.agent.runtime.store,
-            &self.agent.runtime.owner,
-            self.agent.config.session_lease,
-            self.id(),
-        )
-        .await?;
+        let (store, owner) = (&self.agent.runtime.store, &self.agent.runtime.owner);
+        let lease = self.agent.config.session_lease;
+        // The lock rides in the run's first commit where the store can take it there
+        // and the cached session is not known to be stale — for an awaited message or
+        // resume. A started run (`.start()`) and decisions take it first, so that a busy
+        // session is refused before a handle exists, and decisions keep their bounded
+        // wait for a run applying the same decision elsewhere.
+        let lock = if fold && !guard.stale && store.commit_takes_lock() {
+            crate::lock::StoreLock::pending(store, owner, lease, self.id())
+        } else {
+            crate::lock::StoreLock::acquire(store, owner, lease, self.id()).await?
+        };
         let cancel = CancellationToken::new();
         let active = crate::remote::ActiveRun::register(
             &self.agent.runtime.remote,

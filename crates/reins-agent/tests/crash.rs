@@ -1,8 +1,10 @@
 //! Crash safety: an agent runs a tool-heavy conversation in a child process (this
 //! test binary, re-executed) and is killed with SIGKILL at many points — while the
-//! model streams, between the ledger claim and finish of a tool, in the middle of a
-//! store write, while paused, and at random moments. After every kill the parent
-//! opens the store with a fresh connection and checks the guarantees:
+//! model streams, between the ledger claim and finish of a tool, right after the
+//! finish, in the middle of a store write, while paused, and at random moments. After every kill the parent
+//! opens the store with a fresh connection and checks the guarantees (the store
+//! wrapper forwards `commit_takes_lock`/`commit_releases_lock`, so runs take the lock
+//! with their first commit and release it with their last, as on the bare store):
 //!
 //! - the session loads, and `sanitize_for_request` makes it provider-valid;
 //! - every message acknowledged to the caller before the kill is stored;
@@ -194,6 +196,13 @@ impl MemoryStore for MarkedStore {
     }
     async fn session_version(&self, id: &str) -> reins_memory::Result<Option<u64>> {
         self.0.session_version(id).await
+    }
+    // The run lock rides in the run's first and last commits, as on the store itself.
+    fn commit_releases_lock(&self) -> bool {
+        self.0.commit_releases_lock()
+    }
+    fn commit_takes_lock(&self) -> bool {
+        self.0.commit_takes_lock()
     }
     async fn append_decisions(
         &self,
@@ -456,15 +465,18 @@ enum KillAt {
     /// While `send_mail` runs, before or after its API call.
     MailSending,
     StoreWrite,
+    /// Right after the ledger recorded a tool's result, before the run stores it.
+    ToolFinished,
     Paused,
     Random,
 }
 
-const KILL_POINTS: [KillAt; 6] = [
+const KILL_POINTS: [KillAt; 7] = [
     KillAt::Streaming,
     KillAt::ToolRunning,
     KillAt::MailSending,
     KillAt::StoreWrite,
+    KillAt::ToolFinished,
     KillAt::Paused,
     KillAt::Random,
 ];
@@ -531,6 +543,7 @@ fn is_target(at: KillAt, line: &str, count: &mut usize, nth: usize) -> bool {
         KillAt::ToolRunning => line.starts_with("TOOL-BEGIN "),
         KillAt::MailSending => line.starts_with(&format!("TOOL-BEGIN {MAIL} ")),
         KillAt::StoreWrite => line.starts_with("STORE-BEGIN "),
+        KillAt::ToolFinished => line == "STORE-END finish",
         KillAt::Paused => line == "PAUSED",
         KillAt::Random => false,
     };

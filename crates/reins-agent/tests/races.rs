@@ -348,3 +348,144 @@ async fn a_second_start_while_a_run_streams_is_busy_and_leaves_it_untouched() {
     assert_eq!(msgs.len(), 2);
     assert_not_interleaved(&msgs);
 }
+
+/// Counts the model calls in flight across agents: two at once means two runs of the
+/// one session overlapped.
+struct Exclusive {
+    inner: ScriptedModel,
+    in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    overlaps: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl reins_model::ChatModel for Exclusive {
+    fn model_name(&self) -> &str {
+        "exclusive"
+    }
+    async fn stream(
+        &self,
+        req: reins_model::ChatRequest,
+    ) -> reins_model::Result<reins_model::ChatStream> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.in_flight.fetch_add(1, SeqCst) != 0 {
+            self.overlaps.fetch_add(1, SeqCst);
+        }
+        // Keep the call in flight for a moment, then let the stream play out.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let out = self.inner.stream(req).await;
+        self.in_flight.fetch_sub(1, SeqCst);
+        out
+    }
+}
+
+/// Two agent instances (two lock owners, two caches) on one store, each holding its
+/// session handle open across calls, so that every call after the other instance wrote
+/// starts on a warm but stale cache: its first commit (which would take the lock)
+/// conflicts, and it takes the lock the usual way and reloads. Each call is a tool-call
+/// run. Never two runs at once, every accepted call stored whole and in order, each
+/// tool run once per accepted call, and nothing but success or `SessionBusy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let dir = tempfile::tempdir().unwrap();
+    let calls_per_task = if is_long() { 60 } else { 12 };
+    for spec in harness_stores(dir.path(), "stale") {
+        let store = spec.open().await;
+        let (in_flight, overlaps) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let tool_runs = Arc::new(AtomicUsize::new(0));
+        let agent = |n: usize| {
+            let runs = tool_runs.clone();
+            let mut t = Toolkit::new();
+            t.add(Toolkit::function(
+                "note",
+                "Note something",
+                move |a: PathArgs, _ctx: ToolContext| {
+                    let runs = runs.clone();
+                    async move {
+                        runs.fetch_add(1, SeqCst);
+                        Ok::<_, ToolError>(format!("noted {}", a.path))
+                    }
+                },
+            ))
+            .unwrap();
+            let model = ScriptedModel::from_fn(|req| {
+                let last = req.messages.iter().rev().find(|m| m.role == Role::User);
+                let text = last.map(Msg::text).unwrap_or_default();
+                if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+                    ScriptedResponse::text(format!("re: {text}"))
+                } else {
+                    ScriptedResponse::tool_call("note", json!({ "path": text }))
+                }
+            })
+            .with_chunk_size(4)
+            .with_recording(false);
+            Agent::builder()
+                .name(format!("instance-{n}"))
+                .model(Exclusive {
+                    inner: model,
+                    in_flight: in_flight.clone(),
+                    overlaps: overlaps.clone(),
+                })
+                .toolkit(t)
+                .store_arc(store.clone())
+                .build()
+                .unwrap()
+        };
+        let agents = [agent(0), agent(1)];
+        let mut tasks = Vec::new();
+        for t in 0..6 {
+            let agent = agents[t % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                let s = agent.session("shared").await.unwrap();
+                let (mut ok, mut busy) = (0, 0);
+                for i in 0..calls_per_task {
+                    match s.call(Msg::user(format!("task {t} message {i}"))).await {
+                        Ok(out) => {
+                            assert_eq!(out.status, RunStatus::Completed);
+                            assert_eq!(out.message.text(), format!("re: task {t} message {i}"));
+                            ok += 1;
+                        }
+                        Err(AgentError::SessionBusy { .. }) => busy += 1,
+                        Err(e) => panic!("unexpected {e}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..12))).await;
+                }
+                (ok, busy)
+            }));
+        }
+        let (mut ok, mut busy) = (0, 0);
+        for t in tasks {
+            let (o, b) = t.await.unwrap();
+            ok += o;
+            busy += b;
+        }
+        assert_eq!(
+            overlaps.load(SeqCst),
+            0,
+            "two runs of one session overlapped"
+        );
+        assert!(ok > 0, "nothing ran");
+        assert_eq!(tool_runs.load(SeqCst), ok, "one tool run per accepted call");
+        let state = store.load_session("shared").await.unwrap();
+        assert_eq!(
+            state.messages.len(),
+            ok * 4,
+            "every accepted call is stored whole"
+        );
+        for turn in state.messages.chunks(4) {
+            let roles: Vec<Role> = turn.iter().map(|m| m.role).collect();
+            assert_eq!(
+                roles,
+                [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+            );
+            assert_eq!(turn[3].text(), format!("re: {}", turn[0].text()));
+            let tool_use = turn[1].tool_uses().next().unwrap();
+            assert_eq!(tool_use.input["path"], turn[0].text());
+        }
+        println!(
+            "[{}] two instances, 6 tasks x {calls_per_task} calls on one session: {ok} ran, {busy} refused with SessionBusy, 0 overlaps",
+            spec.label()
+        );
+    }
+}

@@ -1,6 +1,7 @@
-//! What a run asks of its store: the lock and the stored version in one call, the
-//! release in the run's last commit (where the store supports it), and nothing else —
-//! counted on a real `InMemoryStore` behind a spy that forwards every call.
+//! What a run asks of its store: the lock taken by the run's first commit on a current
+//! cache (or with the stored version in one call otherwise), the release in the run's
+//! last commit (where the store supports it), and nothing else — counted on a real
+//! `InMemoryStore` behind a spy that forwards every call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
 #![allow(deprecated)]
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reins_agent::{Agent, RunStatus};
+use reins_agent::{Agent, AgentError, RunStatus};
 use reins_memory::{
     ChangeFeed, Claim, Commit, DecisionEntry, Error, InMemoryStore, LedgerEntry, MemoryStore,
     Result, SessionLock, SessionState, SessionSummary,
@@ -24,12 +25,13 @@ use serde_json::json;
 use support::*;
 
 /// Forwards to an `InMemoryStore`, counting calls; optionally says it cannot release
-/// locks in commits, or fails commits that carry a release.
+/// or take locks in commits, or fails commits that carry a release.
 #[derive(Default)]
 struct Spy {
     store: InMemoryStore,
     calls: Mutex<BTreeMap<&'static str, usize>>,
     no_release_in_commit: bool,
+    no_take_in_commit: bool,
     fail_releasing_commits: bool,
 }
 
@@ -56,6 +58,10 @@ impl MemoryStore for Spy {
     }
     async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
         self.count("commit");
+        if commit.acquire_lock.is_some() {
+            self.count("commit taking the lock");
+        }
+
         if self.fail_releasing_commits && commit.release_lock.is_some() {
             return Err(Error::Database("the disk is full".to_owned()));
         }
@@ -112,6 +118,9 @@ impl MemoryStore for Spy {
     fn commit_releases_lock(&self) -> bool {
         !self.no_release_in_commit && self.store.commit_releases_lock()
     }
+    fn commit_takes_lock(&self) -> bool {
+        !self.no_release_in_commit && !self.no_take_in_commit && self.store.commit_takes_lock()
+    }
     async fn session_version(&self, id: &str) -> Result<Option<u64>> {
         self.count("session_version");
         self.store.session_version(id).await
@@ -144,12 +153,21 @@ fn calls(pairs: &[(&'static str, usize)]) -> BTreeMap<&'static str, usize> {
     pairs.iter().copied().collect()
 }
 
-/// Whether a worker other than the agent could take the session's lock now.
+/// Whether a worker other than the agent could take the session's lock now (and leaves
+/// it free again).
 async fn lock_is_free(spy: &Spy, session: &str) -> bool {
-    spy.store
+    let free = spy
+        .store
         .try_lock_session(session, "another-worker", Duration::from_secs(60))
         .await
-        .unwrap()
+        .unwrap();
+    if free {
+        spy.store
+            .unlock_session(session, "another-worker")
+            .await
+            .unwrap();
+    }
+    free
 }
 
 fn text_agent(spy: &Arc<Spy>) -> Agent {
@@ -161,7 +179,7 @@ fn text_agent(spy: &Arc<Spy>) -> Agent {
 }
 
 #[tokio::test]
-async fn a_text_turn_is_three_store_calls() {
+async fn a_text_turn_is_two_store_calls() {
     let spy = Arc::new(Spy::default());
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
@@ -174,11 +192,12 @@ async fn a_text_turn_is_three_store_calls() {
         assert_eq!(out.status, RunStatus::Completed);
         assert_eq!(
             spy.take(),
-            calls(&[("commit", 2), ("try_lock_session_reading_version", 1)]),
-            "turn {turn}: lock with the version, the message, the reply with the release"
+            calls(&[("commit", 2), ("commit taking the lock", 1)]),
+            "turn {turn}: the message with the lock, the reply with the release"
         );
     }
     assert!(lock_is_free(&spy, "s").await, "the last commit released it");
+    assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 6);
 }
 
 #[tokio::test]
@@ -200,8 +219,60 @@ async fn a_tool_call_run_commits_each_step_once() {
     let out = session.call(Msg::user("search for rust")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 1);
-    // The user's message; the model's tool use (before the tool runs); the result
-    // (before the next model call); the answer with the release.
+    // The user's message with the lock; the model's tool use (before the tool runs);
+    // the result (recorded in the ledger by `finish`) with the answer and the release.
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("claim", 1),
+            ("commit", 3),
+            ("commit taking the lock", 1),
+            ("finish", 1),
+        ])
+    );
+    assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_take_the_lock_in_a_commit_takes_it_first() {
+    let spy = Arc::new(Spy {
+        no_take_in_commit: true,
+        ..Spy::default()
+    });
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    for turn in 0..2 {
+        session.call(Msg::user(format!("{turn}"))).await.unwrap();
+        assert_eq!(
+            spy.take(),
+            calls(&[("commit", 2), ("try_lock_session_reading_version", 1)]),
+            "turn {turn}"
+        );
+    }
+    assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
+async fn a_tool_call_run_on_a_store_that_cannot_take_the_lock_in_a_commit_keeps_four_commits() {
+    let spy = Arc::new(Spy {
+        no_take_in_commit: true,
+        ..Spy::default()
+    });
+    let counter = Counter::default();
+    let agent = agent(
+        ScriptedModel::new([
+            call("c1", "search_web", json!({"query": "rust"})),
+            text("done"),
+        ]),
+        toolkit(&counter, ToolPolicy::auto()),
+    )
+    .store(spy.clone())
+    .build()
+    .unwrap();
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    session.call(Msg::user("search for rust")).await.unwrap();
     assert_eq!(
         spy.take(),
         calls(&[
@@ -212,6 +283,145 @@ async fn a_tool_call_run_commits_each_step_once() {
         ])
     );
     assert!(lock_is_free(&spy, "s").await);
+}
+
+#[tokio::test]
+async fn a_started_run_and_decisions_take_the_lock_first() {
+    let spy = Arc::new(Spy::default());
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    spy.take();
+    let out = session
+        .send(Msg::user("hi"))
+        .start()
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(
+        spy.take(),
+        calls(&[("commit", 2), ("try_lock_session_reading_version", 1)])
+    );
+    assert!(lock_is_free(&spy, "s").await);
+
+    // Decisions: paused on a confirmation, then approved.
+    let counter = Counter::default();
+    let gated = support::agent(
+        ScriptedModel::new([
+            call("c1", "delete_file", json!({"path": "tmp.txt"})),
+            text("deleted"),
+        ]),
+        toolkit(&counter, ToolPolicy::confirm()),
+    )
+    .store(spy.clone())
+    .build()
+    .unwrap();
+    let session = gated.session("gated").await.unwrap();
+    let paused = session.call(Msg::user("delete tmp.txt")).await.unwrap();
+    assert_eq!(paused.status, RunStatus::Paused);
+    spy.take();
+    let out = session
+        .resolve(vec![reins_agent::Decision::approve("c1")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    let seen = spy.take();
+    assert_eq!(
+        seen.get("try_lock_session_reading_version"),
+        Some(&1),
+        "{seen:?}"
+    );
+    assert_eq!(seen.get("commit taking the lock"), None, "{seen:?}");
+    assert_eq!(counter.count("delete_file"), 1);
+}
+
+#[tokio::test]
+async fn a_cache_another_instance_made_stale_takes_the_lock_and_reloads() {
+    let spy = Arc::new(Spy::default());
+    let (a, b) = (text_agent(&spy), text_agent(&spy));
+    let on_a = a.session("s").await.unwrap();
+    let on_b = b.session("s").await.unwrap();
+    on_a.call(Msg::user("from a")).await.unwrap();
+    spy.take();
+    // B's copy is from before A's turn: its first commit conflicts, writes nothing;
+    // B takes the lock with the version, reloads, and runs the turn.
+    let out = on_b.call(Msg::user("from b")).await.unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("commit", 3),
+            ("commit taking the lock", 1),
+            ("load_session", 1),
+            ("try_lock_session_reading_version", 1),
+        ])
+    );
+    let texts: Vec<String> = spy
+        .store
+        .load_session("s")
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(Msg::text)
+        .collect();
+    assert_eq!(texts, ["from a", "done", "from b", "done"]);
+    assert!(lock_is_free(&spy, "s").await);
+    // Current again: B's next turn folds the lock in.
+    on_b.call(Msg::user("again")).await.unwrap();
+    assert_eq!(
+        spy.take(),
+        calls(&[("commit", 2), ("commit taking the lock", 1)])
+    );
+}
+
+#[tokio::test]
+async fn a_lock_held_elsewhere_refuses_the_turn_and_writes_nothing() {
+    let spy = Arc::new(Spy::default());
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    session.call(Msg::user("one")).await.unwrap();
+    assert!(
+        spy.store
+            .try_lock_session("s", "another-worker", Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    spy.take();
+    let err = session.call(Msg::user("two")).await.unwrap_err();
+    assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");
+    assert_eq!(
+        spy.take(),
+        calls(&[("commit", 1), ("commit taking the lock", 1)])
+    );
+    assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 2);
+    // Once it is free, the turn runs on a reloaded copy (the refused turn left the
+    // cache marked stale: the lock is taken first, with the version).
+    spy.store
+        .unlock_session("s", "another-worker")
+        .await
+        .unwrap();
+    session.call(Msg::user("two")).await.unwrap();
+    assert_eq!(
+        spy.take(),
+        calls(&[
+            ("commit", 2),
+            ("load_session", 1),
+            ("try_lock_session_reading_version", 1),
+        ])
+    );
+    let texts: Vec<String> = spy
+        .store
+        .load_session("s")
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(Msg::text)
+        .collect();
+    assert_eq!(texts, ["one", "done", "two", "done"]);
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! [`Commit`]: one atomic change to a session.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reins_message::Msg;
@@ -63,6 +64,28 @@ pub struct Commit {
     /// whose [`commit_releases_lock`](crate::MemoryStore::commit_releases_lock) is true;
     /// not part of [`Commit::is_empty`].
     pub release_lock: Option<String>,
+    /// Takes (or renews) the session's run lock for this owner in the same
+    /// transaction, so that a run's first write and its lock are one step. The
+    /// version is checked first: a stale commit is [`Error::Conflict`] (and takes
+    /// nothing) whoever holds the lock; a current one whose lock another owner holds
+    /// with a live lease is [`Error::SessionLocked`], and nothing is written. An
+    /// expired lease is taken over. Applies even when the commit writes nothing; on
+    /// any error the lock is not taken. With [`Commit::release_lock`] of the same owner
+    /// the lock is taken, then released (it ends free). Honoured by stores whose
+    /// [`commit_takes_lock`](crate::MemoryStore::commit_takes_lock) is true; not part
+    /// of [`Commit::is_empty`].
+    pub acquire_lock: Option<LockRequest>,
+}
+
+/// The run lock a commit takes ([`Commit::acquire_lock`]): who takes it, and for how
+/// long (as [`MemoryStore::try_lock_session`](crate::MemoryStore::try_lock_session)'s
+/// `owner` and `lease`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRequest {
+    /// Who takes the lock.
+    pub owner: String,
+    /// How long the lease lasts from the commit.
+    pub lease: Duration,
 }
 
 impl Commit {
@@ -154,6 +177,17 @@ impl Commit {
     #[must_use]
     pub fn releasing_lock(mut self, owner: impl Into<String>) -> Self {
         self.release_lock = Some(owner.into());
+        self
+    }
+
+    /// Takes (or renews) `owner`'s run lock for `lease` with the commit (see
+    /// [`Commit::acquire_lock`]).
+    #[must_use]
+    pub fn taking_lock(mut self, owner: impl Into<String>, lease: Duration) -> Self {
+        self.acquire_lock = Some(LockRequest {
+            owner: owner.into(),
+            lease,
+        });
         self
     }
 

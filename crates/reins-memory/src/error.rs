@@ -23,6 +23,16 @@ pub enum Error {
         /// The version actually stored.
         actual: u64,
     },
+    /// A commit that takes the session's run lock ([`Commit::acquire_lock`](crate::Commit::acquire_lock))
+    /// found it held by another owner whose lease is live: nothing was written. Retry
+    /// once that run ended (its lease is at most the runner's session lease).
+    #[error(
+        "session `{session}` is being run by another worker (it holds the session's run lock); nothing was written"
+    )]
+    SessionLocked {
+        /// The session id.
+        session: String,
+    },
     /// A commit named a message id the session does not hold.
     #[error("session `{session}` has no message with id `{id}`")]
     MessageNotFound {

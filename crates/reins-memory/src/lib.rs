@@ -68,7 +68,7 @@ mod store;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 
-pub use commit::Commit;
+pub use commit::{Commit, LockRequest};
 pub use error::{Error, Result};
 pub use grant::{ArgCondition, ArgOp, Grant, GrantFilter};
 pub use memory::InMemoryStore;

@@ -230,15 +230,29 @@ impl MemoryStore for InMemoryStore {
             });
         }
         let release = commit.release_lock.take();
+        let acquire = commit.acquire_lock.take();
+        let now = Utc::now();
+        if let Some(req) = &acquire {
+            if held_by_another(&inner.locks, id, &req.owner, now) {
+                return Err(Error::SessionLocked {
+                    session: id.to_owned(),
+                });
+            }
+        }
         if commit.is_empty() {
             let version = entry.state.version;
+            if let Some(req) = &acquire {
+                take_lock(&mut inner.locks, id, &req.owner, req.lease);
+            }
             release_lock(&mut inner.locks, id, release.as_deref());
             return Ok(version);
         }
-        let now = Utc::now();
         let decisions = std::mem::take(&mut commit.decisions);
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
+        if let Some(req) = &acquire {
+            take_lock(&mut inner.locks, id, &req.owner, req.lease);
+        }
         release_lock(&mut inner.locks, id, release.as_deref());
         drop(guard);
         self.notify(id, false);
@@ -366,7 +380,7 @@ impl MemoryStore for InMemoryStore {
     }
 
     async fn try_lock_session(&self, session: &str, owner: &str, lease: Duration) -> Result<bool> {
-        Ok(take_lock(&mut self.lock(), session, owner, lease))
+        Ok(take_lock(&mut self.lock().locks, session, owner, lease))
     }
 
     async fn try_lock_session_reading_version(
@@ -376,7 +390,7 @@ impl MemoryStore for InMemoryStore {
         lease: Duration,
     ) -> Result<SessionLock> {
         let mut inner = self.lock();
-        if !take_lock(&mut inner, session, owner, lease) {
+        if !take_lock(&mut inner.locks, session, owner, lease) {
             return Ok(SessionLock::Busy);
         }
         Ok(SessionLock::Acquired {
@@ -385,6 +399,10 @@ impl MemoryStore for InMemoryStore {
     }
 
     fn commit_releases_lock(&self) -> bool {
+        true
+    }
+
+    fn commit_takes_lock(&self) -> bool {
         true
     }
 
@@ -530,9 +548,14 @@ fn push_decisions(
 
 /// Takes or renews `session`'s run lock for `owner`; false when another owner holds a
 /// live one.
-fn take_lock(inner: &mut Inner, session: &str, owner: &str, lease: Duration) -> bool {
+fn take_lock(
+    locks: &mut HashMap<String, Lock>,
+    session: &str,
+    owner: &str,
+    lease: Duration,
+) -> bool {
     let now = Utc::now();
-    match inner.locks.get_mut(session) {
+    match locks.get_mut(session) {
         Some(l) if l.owner != owner && l.until > now => false,
         Some(l) if l.owner == owner => {
             l.until = lease_end(now, lease);
@@ -547,7 +570,7 @@ fn take_lock(inner: &mut Inner, session: &str, owner: &str, lease: Duration) -> 
             true
         }
         None => {
-            inner.locks.insert(
+            locks.insert(
                 session.to_owned(),
                 Lock {
                     owner: owner.to_owned(),
@@ -558,6 +581,18 @@ fn take_lock(inner: &mut Inner, session: &str, owner: &str, lease: Duration) -> 
             true
         }
     }
+}
+
+/// Whether another owner than `owner` holds a live run lock on `session`.
+fn held_by_another(
+    locks: &HashMap<String, Lock>,
+    session: &str,
+    owner: &str,
+    now: DateTime<Utc>,
+) -> bool {
+    locks
+        .get(session)
+        .is_some_and(|l| l.owner != owner && l.until > now)
 }
 
 /// Releases `session`'s run lock if `owner` (when given) holds it.

@@ -392,6 +392,17 @@ pub trait MemoryStore: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`commit`](MemoryStore::commit) honours [`Commit::acquire_lock`] (takes
+    /// the run lock in the commit's own transaction, refusing with
+    /// [`Error::SessionLocked`](crate::Error::SessionLocked) when another owner holds
+    /// it). The provided method says no, and callers then take the lock first with
+    /// [`try_lock_session_reading_version`](MemoryStore::try_lock_session_reading_version);
+    /// the built-in stores say yes. A store that says yes must also honour
+    /// [`Commit::release_lock`].
+    fn commit_takes_lock(&self) -> bool {
+        false
+    }
+
     /// The session's stored version, without loading it (`None` when it does not
     /// exist): one cheap read that tells a cached view whether it is still current.
     async fn session_version(&self, id: &str) -> Result<Option<u64>>;
@@ -523,6 +534,9 @@ macro_rules! forward_store {
             }
             fn commit_releases_lock(&self) -> bool {
                 (**self).commit_releases_lock()
+            }
+            fn commit_takes_lock(&self) -> bool {
+                (**self).commit_takes_lock()
             }
             async fn session_version(&self, id: &str) -> Result<Option<u64>> {
                 (**self).session_version(id).await

@@ -102,6 +102,18 @@ impl Driver {
                 }
             }
         }
+        let ledgered =
+            std::mem::take(&mut *self.ledgered.lock().unwrap_or_else(|p| p.into_inner()));
+        // Every result is what the ledger recorded: a crash before they are stored is
+        // settled from the ledger with the same results (a resume reuses them, a new
+        // message closes the turn with them), so they may wait for the next commit.
+        let deferrable = !stop
+            && first_error.is_none()
+            && !results.is_empty()
+            && results.iter().all(|o| match o {
+                ExecOutcome::Done(r) => ledgered.contains(&r.id),
+                _ => false,
+            });
         core.run.apply(Event::Acted {
             outcomes: results,
             stop,
@@ -115,8 +127,21 @@ impl Driver {
         if self.cancel.is_cancelled() {
             return self.interrupt(core, Vec::new()).await.map(Some);
         }
-        self.commit(core).await?;
+        if deferrable && self.agent.runtime.store.commit_takes_lock() {
+            self.deferred
+                .store(true, std::sync::atomic::Ordering::Release);
+        } else {
+            self.commit(core).await?;
+        }
         Ok(None)
+    }
+
+    /// Records that call `id`'s result is exactly what the ledger holds for it.
+    fn ledgered(&self, id: &str) {
+        self.ledgered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(id.to_owned());
     }
 
     /// Runs one call through hooks, the ledger and the toolkit. Returns the outcome
@@ -226,7 +251,10 @@ impl Driver {
         }
         match claim {
             Claim::Granted => {}
-            Claim::Finished(r) => return Ok((ExecOutcome::Done(r), false)),
+            Claim::Finished(r) => {
+                self.ledgered(&r.id);
+                return Ok((ExecOutcome::Done(r), false));
+            }
             Claim::InFlight { lease_until } => {
                 return Err(AgentError::ToolInFlight {
                     id: original.id.clone(),
@@ -320,8 +348,16 @@ impl Driver {
                 .insert("executed_input".to_owned(), to_run.input.clone());
         }
         store.finish(&self.session, &original.id, &result).await?;
-
-        self.post_acting(to_run, result, iteration).await
+        if !self.wants(HookEventKind::PostActing) {
+            self.ledgered(&original.id);
+            return self.post_acting(to_run, result, iteration).await;
+        }
+        let recorded = result.clone();
+        let (outcome, stop) = self.post_acting(to_run, result, iteration).await?;
+        if matches!(&outcome, ExecOutcome::Done(r) if *r == recorded) && !stop {
+            self.ledgered(&original.id);
+        }
+        Ok((outcome, stop))
     }
 
     /// Runs the `PostActing` hooks on a finished call (not after an interrupt): they may

@@ -11,7 +11,8 @@ use crate::view::DecisionRecord;
 
 impl Run {
     /// Takes what [`Flush`] asks for as one store [`Commit`] (the driver sets
-    /// `expected_version` and, on the run's last commit, `release_lock`); `None` when
+    /// `expected_version`, on the run's first commit `acquire_lock` where it folds the
+    /// lock in, and on its last `release_lock`); `None` when
     /// there is nothing to write.
     pub fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
         let due = match flush {
@@ -52,6 +53,7 @@ impl Run {
             run_state: None,
             decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
             release_lock: None,
+            acquire_lock: None,
         };
         if self.state != *self.committed {
             // One copy, shared by the store (kept typed in memory, serialized straight

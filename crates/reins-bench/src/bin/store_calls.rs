@@ -151,6 +151,9 @@ impl<S: MemoryStore> MemoryStore for Timed<S> {
     fn commit_releases_lock(&self) -> bool {
         self.store.commit_releases_lock()
     }
+    fn commit_takes_lock(&self) -> bool {
+        self.store.commit_takes_lock()
+    }
     async fn session_version(&self, id: &str) -> StoreResult<Option<u64>> {
         timed!(self, "session_version", self.store.session_version(id))
     }

@@ -78,8 +78,16 @@ const DIALECT: Dialect = Dialect {
          SELECT $1, s.first + t.o - 1, t.i, t.b::jsonb \
          FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)), \
          u AS (DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $13 \
-         AND EXISTS (SELECT 1 FROM s)) \
-         SELECT s.first, pg_notify($9, $10)::text FROM s",
+         AND EXISTS (SELECT 1 FROM s)), \
+         l AS (INSERT INTO reins_session_locks (session_id, owner, lease_until) \
+         SELECT $1, $14, now() + make_interval(secs => $15) FROM s WHERE $14::text IS NOT NULL \
+         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
+         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
+         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now() \
+         RETURNING 1) \
+         SELECT s.first, pg_notify($9, $10)::text, \
+         (CASE WHEN $14::text IS NULL OR EXISTS (SELECT 1 FROM l) THEN '0' \
+         ELSE 'reins: the session run lock is held by another owner' END)::int FROM s",
     ),
     message_seq: "SELECT seq FROM reins_messages WHERE session_id = $1 AND id = $2",
     clear_requirements: "DELETE FROM reins_requirements WHERE session_id = $1",
@@ -142,6 +150,11 @@ const DIALECT: Dialect = Dialect {
     schema_version: "SELECT MAX(version) FROM reins_schema_version",
     record_version: "INSERT INTO reins_schema_version (version) VALUES ($1)",
 };
+
+/// What the single-statement commit fails with when the run lock it takes is another
+/// owner's: it casts this text to an integer, so that the failure undoes the whole
+/// statement (plain SQL has no `RAISE`).
+const LOCK_HELD: &str = "reins: the session run lock is held by another owner";
 
 /// Options for [`PostgresStore::connect_with`].
 #[derive(Debug, Clone)]
@@ -420,12 +433,19 @@ impl MemoryStore for PostgresStore {
             let mut conn = self.pool.acquire().await?;
             let done =
                 flow::commit_appending(&mut Pg(&mut conn), &DIALECT, id, commit, &self.channel)
-                    .await?;
+                    .await
+                    .map_err(|e| match e {
+                        // The statement failed on purpose, undoing everything it did.
+                        Error::Database(m) if m.contains(LOCK_HELD) => Error::SessionLocked {
+                            session: id.to_owned(),
+                        },
+                        e => e,
+                    })?;
             return Ok(match done {
                 Committed::Unchanged(v) | Committed::Changed(v) => v,
             });
         }
-        let releases = commit.release_lock.is_some();
+        let releases = commit.release_lock.is_some() || commit.acquire_lock.is_some();
         let mut tx = self.pool.begin().await?;
         let done = flow::commit(&mut Pg(&mut tx), &DIALECT, id, commit, &self.channel).await?;
         match done {
@@ -522,6 +542,10 @@ impl MemoryStore for PostgresStore {
     }
 
     fn commit_releases_lock(&self) -> bool {
+        true
+    }
+
+    fn commit_takes_lock(&self) -> bool {
         true
     }
 

@@ -195,8 +195,11 @@ pub(crate) struct Dialect {
     /// Optional: a commit that only appends messages (and maybe sets the run state)
     /// as one statement, so it needs no explicit transaction: `bump_session`'s
     /// parameters, then `(ids, bodies)` as arrays, then the owner whose run lock to
-    /// release when the session row was updated (or NULL) → the first new seq. It
-    /// fails on a unique constraint when an id is taken. PostgreSQL has it (one round
+    /// release when the session row was updated (or NULL), then the owner who takes
+    /// the run lock when the session row was updated (or NULL) and its lease → the
+    /// first new seq. It fails on a unique constraint when an id is taken, and with
+    /// an error the backend recognizes (PostgreSQL: `postgres::LOCK_HELD`) when the lock to take is another owner's (so the
+    /// whole statement is undone). PostgreSQL has it (one round
     /// trip instead of four); SQLite gains nothing from it.
     pub append_commit: Option<&'static str>,
     /// `(session, id)` → seq.

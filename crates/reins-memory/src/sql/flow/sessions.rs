@@ -1,5 +1,7 @@
 //! The session steps: migrations, loading, commits, the decision log.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use super::super::{
@@ -120,7 +122,17 @@ pub(crate) async fn commit<E: Exec>(
     channel: &str,
 ) -> Result<Committed> {
     let release = commit.release_lock.take();
+    let acquire = commit.acquire_lock.take();
     let done = commit_parts(e, d, id, commit, channel).await?;
+    // After the version check (a stale commit is a conflict whoever holds the lock),
+    // before the release (taking and releasing in one commit leaves it free).
+    if let Some(req) = acquire {
+        if !super::try_lock(e, d, id, &req.owner, req.lease).await? {
+            return Err(Error::SessionLocked {
+                session: id.to_owned(),
+            });
+        }
+    }
     if let Some(owner) = release {
         super::unlock(e, d, id, &owner).await?;
     }
@@ -193,9 +205,14 @@ fn bump_args<'a>(
 /// Whether `commit` can go through [`commit_appending`]: the dialect has
 /// [`Dialect::append_commit`] and the commit only appends messages and/or sets the
 /// run state, as an agent's steps do.
+///
+/// A commit taking the run lock goes this way only when it appends messages (so the
+/// statement either writes or fails its version check) and does not also release it.
 pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
     d.append_commit.is_some()
         && (!commit.append.is_empty() || commit.run_state.is_some())
+        && (commit.acquire_lock.is_none()
+            || (!commit.append.is_empty() && commit.release_lock.is_none()))
         && commit.remove.is_empty()
         && commit.replace.is_empty()
         && !commit.clear_requirements
@@ -223,6 +240,7 @@ pub(crate) async fn commit_appending<E: Exec>(
     };
     let expected = commit.expected_version;
     let release = commit.release_lock.take();
+    let acquire = commit.acquire_lock.take();
     let mut seen = std::collections::HashSet::with_capacity(commit.append.len());
     let mut ids = Vec::with_capacity(commit.append.len());
     let mut bodies = Vec::with_capacity(commit.append.len());
@@ -255,13 +273,15 @@ pub(crate) async fn commit_appending<E: Exec>(
     );
     // A statement keeps the parameter list it was first prepared with (sqlx caches
     // it): `bump_session` always gets its own ten.
-    let sql = if only_run_state && release.is_none() {
+    let sql = if only_run_state && release.is_none() && acquire.is_none() {
         d.bump_session
     } else {
         args.extend([
             Arg::Texts(&ids),
             Arg::Texts(&bodies),
             Arg::OptText(release.as_deref()),
+            Arg::OptText(acquire.as_ref().map(|r| r.owner.as_str())),
+            Arg::Lease(acquire.as_ref().map_or(Duration::ZERO, |r| r.lease)),
         ]);
         sql
     };
@@ -269,6 +289,12 @@ pub(crate) async fn commit_appending<E: Exec>(
         Some(rows) if !rows.is_empty() => Ok(Committed::Changed(expected + 1)),
         Some(_) => {
             let v = check_version(e, d, id, expected).await?;
+            if acquire.is_some() {
+                // An appending commit at the stored version always writes.
+                return Err(Error::Database(format!(
+                    "internal: a commit to `{id}` at its stored version {v} wrote nothing"
+                )));
+            }
             if let Some(owner) = &release {
                 super::unlock(e, d, id, owner).await?;
             }

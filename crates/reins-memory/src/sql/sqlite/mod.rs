@@ -518,6 +518,10 @@ impl MemoryStore for SqliteStore {
         true
     }
 
+    fn commit_takes_lock(&self) -> bool {
+        true
+    }
+
     async fn unlock_session(&self, session: &str, owner: &str) -> Result<()> {
         let (s, o) = (owned(session), owned(owner));
         self.on_locks(move |on| run_ready(flow::unlock(on, &DIALECT, &s, &o)))

@@ -336,6 +336,251 @@ pub async fn commit_releases_the_lock<S: MemoryStore>(a: &S, b: &S) {
     assert!(lock_is_free(b, &id, "w2").await);
 }
 
+pub async fn commit_takes_the_lock<S: MemoryStore>(a: &S, b: &S) {
+    assert!(a.commit_takes_lock());
+    let id = sid("commit-take");
+    let v = a.open_session(&id).await.unwrap().version;
+
+    // A free lock is taken with the commit; the owner renews it with the next.
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("1")).taking_lock("w1", MIN),
+        )
+        .await
+        .unwrap();
+    assert!(!lock_is_free(b, &id, "w2").await, "w1 holds it");
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v)
+                .append(Msg::assistant("2"))
+                .run_state(Some(json!({ "phase": "reasoning" })))
+                .taking_lock("w1", MIN),
+        )
+        .await
+        .unwrap();
+    assert!(!lock_is_free(b, &id, "w2").await);
+
+    // Another owner is refused, and nothing is written.
+    let refused = b
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("x")).taking_lock("w2", MIN),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(Error::SessionLocked { ref session }) if *session == id),
+        "{refused:?}"
+    );
+    let refused = b
+        .commit(
+            &id,
+            Commit::at(v)
+                .append(Msg::user("y"))
+                .log_decision(DecisionEntry::new("r9", json!({"by": "w2"})))
+                .taking_lock("w2", MIN),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(Error::SessionLocked { .. })),
+        "{refused:?}"
+    );
+    let state = b.load_session(&id).await.unwrap();
+    assert_eq!((state.version, state.messages.len()), (v, 2));
+    assert!(b.decisions(&id).await.unwrap().is_empty());
+    assert!(!lock_is_free(b, &id, "w2").await, "still w1's");
+
+    // A stale commit is a conflict whoever holds the lock, and takes nothing.
+    let stale = b
+        .commit(
+            &id,
+            Commit::at(v + 3)
+                .append(Msg::user("z"))
+                .taking_lock("w2", MIN),
+        )
+        .await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
+    a.unlock_session(&id, "w1").await.unwrap();
+    let stale = b
+        .commit(
+            &id,
+            Commit::at(v + 3)
+                .append(Msg::user("z"))
+                .taking_lock("w2", MIN),
+        )
+        .await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
+    assert!(lock_is_free(a, &id, "w1").await, "a conflict takes nothing");
+
+    // A commit failing on its contents takes nothing either.
+    let taken = Msg::user("dup");
+    let v = a
+        .commit(&id, Commit::at(v).append(taken.clone()))
+        .await
+        .unwrap();
+    let dup = b
+        .commit(&id, Commit::at(v).append(taken).taking_lock("w2", MIN))
+        .await;
+    assert!(
+        matches!(dup, Err(Error::DuplicateMessage { .. })),
+        "{dup:?}"
+    );
+    assert!(lock_is_free(a, &id, "w1").await);
+
+    // An expired lease is taken over (and its interrupt request dropped).
+    assert!(
+        a.try_lock_session(&id, "w1", Duration::from_millis(1))
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let v = b
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("3")).taking_lock("w2", MIN),
+        )
+        .await
+        .unwrap();
+    assert!(!lock_is_free(a, &id, "w1").await, "w2 holds it now");
+    assert!(a.request_interrupt(&id).await.unwrap());
+    let v = b
+        .commit(
+            &id,
+            Commit::at(v).append(Msg::user("4")).taking_lock("w2", MIN),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        b.interrupt_requests("w2").await.unwrap(),
+        vec![id.clone()],
+        "renewing keeps the request"
+    );
+
+    // Taking and releasing in one commit: refused while another holds it; else the
+    // commit applies and the lock ends free.
+    let refused = a
+        .commit(
+            &id,
+            Commit::at(v)
+                .append(Msg::user("5"))
+                .taking_lock("w1", MIN)
+                .releasing_lock("w1"),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(Error::SessionLocked { .. })),
+        "{refused:?}"
+    );
+    b.unlock_session(&id, "w2").await.unwrap();
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v)
+                .append(Msg::user("5"))
+                .taking_lock("w1", MIN)
+                .releasing_lock("w1"),
+        )
+        .await
+        .unwrap();
+    assert!(lock_is_free(b, &id, "w2").await);
+
+    // A commit that writes nothing (empty, or restating the run state) still takes
+    // it, after the version check.
+    let same = a
+        .commit(&id, Commit::at(v).taking_lock("w1", MIN))
+        .await
+        .unwrap();
+    assert_eq!(same, v);
+    assert!(!lock_is_free(b, &id, "w2").await);
+    a.unlock_session(&id, "w1").await.unwrap();
+    let v = a
+        .commit(
+            &id,
+            Commit::at(v).run_state(Some(json!({ "phase": "done" }))),
+        )
+        .await
+        .unwrap();
+    // (The SQL stores skip the write; the in-memory store makes it.)
+    let restated = b
+        .commit(
+            &id,
+            Commit::at(v)
+                .run_state(Some(json!({ "phase": "done" })))
+                .taking_lock("w2", MIN),
+        )
+        .await
+        .unwrap();
+    assert!(restated == v || restated == v + 1, "{restated} {v}");
+    let v = restated;
+    assert!(!lock_is_free(a, &id, "w1").await, "w2 took it");
+    let stale = a
+        .commit(&id, Commit::at(v + 1).taking_lock("w1", MIN))
+        .await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
+    b.unlock_session(&id, "w2").await.unwrap();
+
+    // A session that does not exist is not created.
+    let missing = sid("commit-take-missing");
+    let err = a
+        .commit(
+            &missing,
+            Commit::at(0).append(Msg::user("x")).taking_lock("w1", MIN),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
+    assert!(lock_is_free(b, &missing, "w2").await);
+    assert_eq!(b.load_session(&id).await.unwrap().version, v);
+}
+
+/// Two owners race to take one session's lock with a commit each, many times: exactly
+/// one of them writes each round, the other is refused or conflicts.
+pub async fn concurrent_lock_taking_commits_have_one_winner<S: MemoryStore>(a: &S, b: &S) {
+    for round in 0..ITERATIONS {
+        let id = sid(&format!("commit-take-race-{round}"));
+        let v = a.open_session(&id).await.unwrap().version;
+        let (ra, rb) = tokio::join!(
+            a.commit(
+                &id,
+                Commit::at(v).append(Msg::user("a")).taking_lock("wa", MIN)
+            ),
+            b.commit(
+                &id,
+                Commit::at(v).append(Msg::user("b")).taking_lock("wb", MIN)
+            ),
+        );
+        let won = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: {ra:?} {rb:?}");
+        for r in [&ra, &rb] {
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, Error::Conflict { .. } | Error::SessionLocked { .. }),
+                    "round {round}: {e}"
+                );
+            }
+        }
+        let winner = if ra.is_ok() { "wa" } else { "wb" };
+        let loser = if ra.is_ok() { "wb" } else { "wa" };
+        assert!(!lock_is_free(b, &id, loser).await, "round {round}");
+        // And a later commit of the loser, now at the right version, is refused.
+        let refused = b
+            .commit(
+                &id,
+                Commit::at(v + 1)
+                    .append(Msg::user("late"))
+                    .taking_lock(loser, MIN),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(Error::SessionLocked { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(a.load_session(&id).await.unwrap().messages.len(), 1);
+        a.unlock_session(&id, winner).await.unwrap();
+    }
+}
+
 pub async fn decision_log_is_append_only<S: MemoryStore>(a: &S, b: &S) {
     let id = sid("decisions");
     assert!(a.decisions(&id).await.unwrap().is_empty());

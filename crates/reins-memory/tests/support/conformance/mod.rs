@@ -46,6 +46,8 @@ macro_rules! conformance_tests {
             session_lock,
             lock_reads_the_version,
             commit_releases_the_lock,
+            commit_takes_the_lock,
+            concurrent_lock_taking_commits_have_one_winner,
             repaired_turn_persists,
             version_reads_without_loading,
             decision_log_is_append_only,
