@@ -9,7 +9,8 @@
 //!   (a program of `crates/reins-bench`) and `shared/peer/agno_bench.py` in turn, `N`
 //!   rounds each (default 3),
 //!   prints the per-key medians, the Agno / reins ratios and whether each target of
-//!   the benchmark issue is met; then runs `concurrency_bench`. `shared/` is
+//!   the benchmark issue is met; then runs `concurrency_bench` and the server round
+//!   (`--server` below, with its targets). `shared/` is
 //!   `REINS_SHARED_DIR`, or `../shared` beside the repository. Raw JSON goes to
 //!   `target/peer-bench/`.
 //! - `cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]` —
@@ -45,7 +46,8 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
   --peer        reins' `peer_bench` (crates/reins-bench) against Agno's
                 `shared/peer/agno_bench.py`, N rounds each (default 3), medians, ratios
                 and the benchmark issue's targets; then `concurrency_bench`, also with
-                100,000 sessions. Sets up Agno in target/agno-venv from PyPI when missing;
+                100,000 sessions; then the server round (`--server`: reins-server
+                against AgentOS, in memory and on SQLite) and its targets. Sets up Agno in target/agno-venv from PyPI when missing;
                 `shared/` is REINS_SHARED_DIR or ../shared. Raw JSON: target/peer-bench/
   --server      reins-server's `server_bench`: N concurrent sessions (default 1,000) over
                 HTTP and directly, with Agno's AgentOS beside it unless --no-agentos

@@ -10,12 +10,14 @@
 //! cargo xtask bench --server        # 1,000 sessions; in-memory and SQLite stores; AgentOS too
 //! cargo xtask bench --restate       # PostgreSQL store, beside reins-restate's restate_bench
 //! cargo run --release -p reins-server --example server_bench -- --sessions 1000 --store sqlite \
-//!     [--agentos PYTHON --agentos-script crates/reins-server/bench/agentos_server.py]
+//!     [--agentos PYTHON --agentos-script crates/reins-server/bench/agentos_server.py] [--json FILE]
 //! ```
 //!
 //! Each server runs in its own process (reins: this program run again with
 //! `--serve-child`; AgentOS: `bench/agentos_server.py`), so the RSS and CPU figures are
 //! the server's alone; this process is the load generator for both, over loopback.
+//! A server that cannot start or fails a run is reported as one line (`failed: ...`)
+//! and the other rows still print; `--json FILE` writes one JSON object per row.
 //! Each in-flight request holds a connection, so the open-files limit must allow
 //! 2 × sessions sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -174,29 +176,43 @@ impl Drop for ServerProcess {
     }
 }
 
-fn spawn_server(mut cmd: Command, port_file: &Path, what: &str) -> ServerProcess {
+/// Starts a server process and waits for the port it writes; a server that cannot
+/// start is a one-line error naming it and the last line it wrote to stderr (kept in
+/// `stderr.log` beside the port file).
+fn spawn_server(mut cmd: Command, port_file: &Path, what: &str) -> Result<ServerProcess, String> {
     let _ = std::fs::remove_file(port_file);
+    let log = port_file.with_file_name("stderr.log");
+    let stderr = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
+        .stderr(stderr)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
     let mut proc = ServerProcess { child, port: 0 };
     let start = Instant::now();
+    let last_line = || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned))
+            .unwrap_or_default()
+    };
     loop {
         if let Ok(p) = std::fs::read_to_string(port_file)
             && let Ok(p) = p.trim().parse::<u16>()
         {
             proc.port = p;
-            return proc;
+            return Ok(proc);
         }
         if let Ok(Some(status)) = proc.child.try_wait() {
-            panic!("{what} exited before listening ({status})");
+            return Err(format!(
+                "{what} exited before listening ({status}): {}",
+                last_line()
+            ));
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "{what} did not start"
-        );
+        if start.elapsed() > Duration::from_secs(120) {
+            return Err(format!("{what} did not listen within 120 s: {}", last_line()));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -208,7 +224,12 @@ enum Target {
     AgentOs,
 }
 
-async fn one_run(client: &reqwest::Client, target: Target, port: u16, session: &str) {
+async fn one_run(
+    client: &reqwest::Client,
+    target: Target,
+    port: u16,
+    session: &str,
+) -> Result<(), String> {
     let res = match target {
         Target::Reins => client
             .post(format!(
@@ -227,32 +248,43 @@ async fn one_run(client: &reqwest::Client, target: Target, port: u16, session: &
     }
     .send()
     .await
-    .expect("request");
+    .map_err(|e| format!("request: {e}"))?;
     let status = res.status();
     let text = res.text().await.unwrap_or_default();
-    assert_eq!(status, 200, "{text}");
-    let out: Value = serde_json::from_str(&text).unwrap();
-    match target {
+    if status != 200 {
+        return Err(format!("answered {status}: {}", first_line(&text)));
+    }
+    let out: Value =
+        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e}): {}", first_line(&text)))?;
+    let ok = match target {
         Target::Reins => {
-            assert_eq!(out["status"], "completed", "{out}");
-            assert_eq!(out["message"]["content"][0]["text"], "done", "{out}");
+            out["status"] == "completed" && out["message"]["content"][0]["text"] == "done"
         }
         Target::AgentOs => {
-            assert_eq!(out["status"], "COMPLETED", "{out}");
-            assert_eq!(out["content"], "done", "{out}");
-            assert_eq!(out["tools"][0]["result"], "found x", "{out}");
+            out["status"] == "COMPLETED"
+                && out["content"] == "done"
+                && out["tools"][0]["result"] == "found x"
         }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("unexpected answer: {}", first_line(&out.to_string())))
     }
 }
 
-async fn over_http(server: &ServerProcess, target: Target, n: usize) -> Figures {
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").chars().take(200).collect()
+}
+
+async fn over_http(server: &ServerProcess, target: Target, n: usize) -> Result<Figures, String> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(n)
         .timeout(Duration::from_secs(600))
         .build()
         .unwrap();
     // One run first, so that lazy set-up on either side is not timed.
-    one_run(&client, target, server.port, "warm/up").await;
+    one_run(&client, target, server.port, "warm/up").await?;
     let before = usage(server.child.id());
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(n);
@@ -261,22 +293,22 @@ async fn over_http(server: &ServerProcess, target: Target, n: usize) -> Figures 
         let port = server.port;
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            one_run(&client, target, port, &format!("bench/{i}")).await;
-            t.elapsed()
+            one_run(&client, target, port, &format!("bench/{i}")).await?;
+            Ok::<_, String>(t.elapsed())
         }));
     }
     let mut lat = Vec::with_capacity(n);
     for t in tasks {
-        lat.push(t.await.unwrap());
+        lat.push(t.await.map_err(|e| format!("run task: {e}"))??);
     }
     let wall = start.elapsed();
     let after = usage(server.child.id());
     lat.sort();
-    Figures {
+    Ok(Figures {
         wall,
         lat,
         server: Some((after.0, after.1 - before.1)),
-    }
+    })
 }
 
 async fn direct(store: Arc<dyn MemoryStore>, n: usize) -> Figures {
@@ -316,6 +348,7 @@ fn main() {
     let mut agentos: Option<(PathBuf, PathBuf)> = None;
     let mut python: Option<PathBuf> = None;
     let mut script: Option<PathBuf> = None;
+    let mut json_path: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -335,6 +368,7 @@ fn main() {
             "--store" => stores = vec![args.next().expect("--store memory|sqlite|postgres")],
             "--agentos" => python = Some(args.next().expect("--agentos PYTHON").into()),
             "--agentos-script" => script = Some(args.next().expect("--agentos-script PATH").into()),
+            "--json" => json_path = Some(PathBuf::from(args.next().expect("--json FILE"))),
             "--bench" => {}
             other => panic!("unknown argument `{other}`"),
         }
@@ -392,21 +426,23 @@ fn main() {
         "CPU s"
     );
     let exe = std::env::current_exe().unwrap();
+    // One JSON object per row (written with `--json FILE`, for `cargo xtask bench --peer`).
+    let mut json_rows: Vec<Value> = Vec::new();
     for kind in &stores {
-        let mut rows: Vec<(&str, Figures)> = Vec::new();
+        let mut rows: Vec<(&str, Result<Figures, String>)> = Vec::new();
         let f = rt.block_on(async {
             let store = store_of(kind, dir.path(), &format!("{kind}-direct")).await;
             direct(store, n).await
         });
-        rows.push(("reins direct", f));
+        rows.push(("reins direct", Ok(f)));
         {
             let sub = dir.path().join(format!("reins-{kind}"));
             std::fs::create_dir_all(&sub).unwrap();
             let port_file = sub.join("port");
             let mut cmd = Command::new(&exe);
             cmd.arg("--serve-child").arg(kind).arg(&port_file).arg(&sub);
-            let server = spawn_server(cmd, &port_file, "the reins server");
-            let f = rt.block_on(over_http(&server, Target::Reins, n));
+            let f = spawn_server(cmd, &port_file, "the reins server")
+                .and_then(|server| rt.block_on(over_http(&server, Target::Reins, n)));
             rows.push(("reins HTTP", f));
         }
         if let Some((python, script)) = &agentos {
@@ -422,20 +458,29 @@ fn main() {
                 .arg("--dir")
                 .arg(&sub)
                 .env("AGNO_TELEMETRY", "false");
-            let server = spawn_server(cmd, &port_file, "AgentOS");
-            let f = rt.block_on(over_http(&server, Target::AgentOs, n));
+            let f = spawn_server(cmd, &port_file, "AgentOS")
+                .and_then(|server| rt.block_on(over_http(&server, Target::AgentOs, n)));
             rows.push(("AgentOS HTTP", f));
         }
         for (name, f) in rows {
+            let f = match f {
+                Ok(f) => f,
+                Err(e) => {
+                    println!("{kind:<8} {name:<14} failed: {e}");
+                    json_rows.push(json!({"store": kind, "server": name, "error": e}));
+                    continue;
+                }
+            };
             let (rss, cpu) = match f.server {
                 Some((rss, cpu)) => (format!("{rss:.0} MiB"), format!("{cpu:.2}")),
                 None => ("-".to_owned(), "-".to_owned()),
             };
+            let runs_per_s = n as f64 / f.wall.as_secs_f64();
             println!(
                 "{:<8} {:<14} {:>8.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} ms {:>10.1} ms {:>9} {:>8}",
                 kind,
                 name,
-                n as f64 / f.wall.as_secs_f64(),
+                runs_per_s,
                 ms(f.pct(0.5)),
                 ms(f.pct(0.99)),
                 ms(*f.lat.last().unwrap()),
@@ -444,6 +489,24 @@ fn main() {
                 rss,
                 cpu,
             );
+            json_rows.push(json!({
+                "store": kind,
+                "server": name,
+                "runs_per_s": runs_per_s,
+                "p50_ms": ms(f.pct(0.5)),
+                "p99_ms": ms(f.pct(0.99)),
+                "rss_mib": f.server.map(|(rss, _)| rss),
+            }));
+        }
+    }
+    if let Some(path) = &json_path {
+        let text = json_rows
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("server_bench: cannot write {}: {e}", path.display());
         }
     }
     println!(

@@ -220,6 +220,61 @@ pub(super) fn peer(quick: bool, rounds: usize) -> Result<(), String> {
 
     print_peer_table(&reins, &agno, &rig, rounds, &conc);
     scale_run(&bin, &out_dir)?;
+    server_round(&out_dir, quick)
+}
+
+/// The server round: reins-server against Agno's AgentOS (`bench --server`, in memory
+/// and on SQLite), then the target per store: reins-server's runs/s at least
+/// 100x AgentOS's, at a lower p99. A side that failed shows as not met, with its
+/// one-line reason above the table.
+fn server_round(out_dir: &Path, quick: bool) -> Result<(), String> {
+    let file = out_dir.join("server.jsonl");
+    let _ = std::fs::remove_file(&file);
+    let mut args = vec!["--server".to_owned(), "--json".to_owned()];
+    args.push(file.display().to_string());
+    if quick {
+        args.extend(["--sessions".to_owned(), "200".to_owned()]);
+    }
+    if let Err(e) = super::server(&args) {
+        eprintln!("xtask: the server round failed: {e}");
+    }
+    let rows: Vec<Obj> = std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| parse_object(l).ok())
+        .collect();
+    let row = |store: &str, server: &str| {
+        rows.iter().find(|r| {
+            r.get("store").and_then(Value::as_str) == Some(store)
+                && r.get("server").and_then(Value::as_str) == Some(server)
+        })
+    };
+    let num = |r: Option<&Obj>, k: &str| r.and_then(|r| r.get(k)).and_then(Value::as_f64);
+    for store in ["memory", "sqlite"] {
+        let (reins, agentos) = (row(store, "reins HTTP"), row(store, "AgentOS HTTP"));
+        let ratio = match (num(reins, "runs_per_s"), num(agentos, "runs_per_s")) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let p99 = (num(reins, "p99_ms"), num(agentos, "p99_ms"));
+        let met = ratio.is_some_and(|r| r >= 100.0) && matches!(p99, (Some(a), Some(b)) if a < b);
+        println!(
+            "{:<40} {:>12} {:>12} {:>6}",
+            format!("server ({store}): reins / AgentOS runs/s"),
+            ratio.map_or("-".to_owned(), |r| format!("{r:.1}x")),
+            ">= 100x",
+            if met { "yes" } else { "NO" }
+        );
+        println!(
+            "{:<40} {:>12} {:>12}",
+            format!("server ({store}): p99 ms reins / AgentOS"),
+            match p99 {
+                (Some(a), Some(b)) => format!("{a:.0} / {b:.0}"),
+                _ => "-".to_owned(),
+            },
+            "lower",
+        );
+    }
     Ok(())
 }
 
