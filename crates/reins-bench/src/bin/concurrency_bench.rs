@@ -9,7 +9,8 @@
 //!
 //! A multi-thread tokio runtime with one worker per core; the `InMemoryStore`; the
 //! model does not record requests. The tool (`add`) is timed on its own first: its
-//! median is the "tool time" in the ideal.
+//! median is the "tool time" in the ideal. `--features mimalloc` builds it on mimalloc
+//! (the JSON's `allocator` says which).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -19,6 +20,20 @@ use reins::prelude::*;
 use reins::tool::ExecOptions;
 use reins_bench::scenario::{Res, add_toolkit};
 use serde_json::json;
+
+/// Built with `--features mimalloc`, the program runs on mimalloc instead of the
+/// system allocator (glibc malloc): the same workload, to measure the allocator's
+/// share of the concurrent cost (see docs/performance.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator this build runs on.
+const ALLOCATOR: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "system"
+};
 
 fn arg(name: &str, default: u64) -> Res<u64> {
     let args: Vec<String> = std::env::args().collect();
@@ -109,6 +124,7 @@ fn main() -> Res<()> {
             "wall_over_ideal": wall_us / ideal_us,
             "peak_rss_mb": peak_rss_kib().map(|k| k as f64 / 1024.0),
             "worker_threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "allocator": ALLOCATOR,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         if completed != sessions {
