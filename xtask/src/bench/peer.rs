@@ -196,6 +196,16 @@ pub(super) fn peer(quick: bool, rounds: usize) -> Result<(), String> {
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
 
+    // The PostgreSQL rows: a throwaway cluster on loopback (fsync off, as the floor it
+    // is compared with) unless a server is named in the environment; without one
+    // installed the rows show `?` and say why.
+    let mut pg = None;
+    if std::env::var_os("REINS_BENCH_POSTGRES_URL").is_none() {
+        match crate::postgres::Cluster::start_if_available(false) {
+            Ok(cluster) => pg = cluster,
+            Err(e) => eprintln!("xtask: PostgreSQL rows left out: {e}"),
+        }
+    }
     let mut reins_runs = Vec::new();
     let mut agno = Peer::new("Agno", agno_command(&shared));
     let mut rig = Peer::new("rig", rig_command(&shared));
@@ -204,6 +214,9 @@ pub(super) fn peer(quick: bool, rounds: usize) -> Result<(), String> {
         let mut cmd = Command::new(bin.join("peer_bench"));
         if quick {
             cmd.arg("--quick");
+        }
+        if let Some(pg) = &pg {
+            cmd.env("REINS_BENCH_POSTGRES_URL", pg.url());
         }
         let (obj, text) = run_json(&mut cmd)?;
         write(&out_dir.join(format!("reins-{round}.json")), &text)?;
