@@ -194,7 +194,12 @@ fn spawn_server(mut cmd: Command, port_file: &Path, what: &str) -> Result<Server
     let last_line = || {
         std::fs::read_to_string(&log)
             .ok()
-            .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned))
+            .and_then(|t| {
+                t.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_owned)
+            })
             .unwrap_or_default()
     };
     loop {
@@ -211,7 +216,10 @@ fn spawn_server(mut cmd: Command, port_file: &Path, what: &str) -> Result<Server
             ));
         }
         if start.elapsed() > Duration::from_secs(120) {
-            return Err(format!("{what} did not listen within 120 s: {}", last_line()));
+            return Err(format!(
+                "{what} did not listen within 120 s: {}",
+                last_line()
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -254,8 +262,8 @@ async fn one_run(
     if status != 200 {
         return Err(format!("answered {status}: {}", first_line(&text)));
     }
-    let out: Value =
-        serde_json::from_str(&text).map_err(|e| format!("not JSON ({e}): {}", first_line(&text)))?;
+    let out: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("not JSON ({e}): {}", first_line(&text)))?;
     let ok = match target {
         Target::Reins => {
             out["status"] == "completed" && out["message"]["content"][0]["text"] == "done"
@@ -269,12 +277,20 @@ async fn one_run(
     if ok {
         Ok(())
     } else {
-        Err(format!("unexpected answer: {}", first_line(&out.to_string())))
+        Err(format!(
+            "unexpected answer: {}",
+            first_line(&out.to_string())
+        ))
     }
 }
 
 fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or("").chars().take(200).collect()
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect()
 }
 
 async fn over_http(server: &ServerProcess, target: Target, n: usize) -> Result<Figures, String> {
