@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub mod mail_api;
+pub mod subagents;
 
 /// Counts executions per tool name, and what each ran with.
 #[derive(Clone, Default)]
