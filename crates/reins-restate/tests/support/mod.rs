@@ -3,6 +3,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
