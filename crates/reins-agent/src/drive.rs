@@ -477,14 +477,14 @@ impl Driver {
             &mut core.run,
         )
         .await?;
+        let Some(request) = self.lock.take_in_commit() else {
+            return Ok(None);
+        };
         let waiting_children = closed_children(core, call);
         // A refused input leaves the run as it was.
         if core.run.apply(Event::Begin(call.clone())).is_err() {
             return Ok(None);
         }
-        let Some(request) = self.lock.take_in_commit() else {
-            return Ok(None);
-        };
         // Written even when `Begin` changed nothing: the commit's version check is what
         // tells that the cache is current.
         let mut commit = core

@@ -239,21 +239,22 @@ impl MemoryStore for InMemoryStore {
                 });
             }
         }
+        // The lock taken, then released (a commit doing both leaves it free).
+        let lock_ops = |locks: &mut HashMap<String, Lock>| {
+            if let Some(req) = &acquire {
+                take_lock(locks, id, &req.owner, req.lease);
+            }
+            release_lock(locks, id, release.as_deref());
+        };
         if commit.is_empty() {
             let version = entry.state.version;
-            if let Some(req) = &acquire {
-                take_lock(&mut inner.locks, id, &req.owner, req.lease);
-            }
-            release_lock(&mut inner.locks, id, release.as_deref());
+            lock_ops(&mut inner.locks);
             return Ok(version);
         }
         let decisions = std::mem::take(&mut commit.decisions);
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
-        if let Some(req) = &acquire {
-            take_lock(&mut inner.locks, id, &req.owner, req.lease);
-        }
-        release_lock(&mut inner.locks, id, release.as_deref());
+        lock_ops(&mut inner.locks);
         drop(guard);
         self.notify(id, false);
         Ok(version)

@@ -70,12 +70,12 @@ pub(super) async fn submit(
     submission: Submission,
     stream: bool,
 ) -> Result<Response> {
-    let before = state.agent.store().session_version(&id).await?;
-    let from = match before {
-        Some(_) => state.agent.store().load_session(&id).await?.messages.len(),
-        None => 0,
+    // Where the session stands before the input goes in (a new one: nothing stored).
+    let (before, from) = match state.agent.store().load_session(&id).await {
+        Ok(s) => (s.version, s.messages.len()),
+        Err(reins_memory::Error::SessionNotFound { .. }) => (0, 0),
+        Err(e) => return Err(e.into()),
     };
-    let before = before.unwrap_or(0);
     // Subscribed before the input goes in: the run's live events from its first one.
     let sub = stream.then(|| state.hub.channel(&id).subscribe(None));
     backend.submit(&id, submission).await?;
