@@ -32,8 +32,10 @@ pub enum AgentError {
         /// The session id.
         session: String,
     },
-    /// A fork (or an import) names a session id that is already taken.
-    #[error("session `{session}` already exists: choose another id for the fork")]
+    /// A fork ([`Session::fork`](crate::Session::fork)) or an import
+    /// ([`Agent::restore`](crate::Agent::restore)) names a session id that is already
+    /// taken (it has messages or a run state): nothing is written over it.
+    #[error("session `{session}` already exists: delete it first or choose another id")]
     SessionExists {
         /// The session id.
         session: String,

@@ -35,7 +35,12 @@ impl RequirementKind {
 }
 
 /// One thing a paused run waits for. Its id is the tool use's id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Its JSON carries, besides the fields below, `fingerprint`: the digest of the
+/// arguments it shows ([`Requirement::fingerprint`]), so that whoever shows a
+/// requirement to a person can bind the approval to it ([`Decision::shown`]) without
+/// another request. The field is derived on every serialization and ignored when read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Requirement {
     /// The id (equal to the tool use's id).
     pub id: String,
@@ -67,6 +72,55 @@ pub struct Requirement {
     /// approved so far. The requirement stays pending until the count is reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<QuorumState>,
+}
+
+/// The JSON of a [`Requirement`]: its fields, borrowed, and its derived fingerprint.
+#[derive(Serialize)]
+struct RequirementJson<'a> {
+    id: &'a str,
+    tool_use: &'a ToolUse,
+    #[serde(flatten)]
+    kind: &'a RequirementKind,
+    reason: &'a str,
+    created_at: &'a DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<&'a DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quorum: Option<&'a QuorumState>,
+    fingerprint: String,
+}
+
+impl Serialize for Requirement {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Self {
+            id,
+            tool_use,
+            kind,
+            reason,
+            created_at,
+            expires_at,
+            path,
+            agent,
+            quorum,
+        } = self;
+        RequirementJson {
+            id,
+            tool_use,
+            kind,
+            reason,
+            created_at,
+            expires_at: expires_at.as_ref(),
+            path: (!path.is_empty()).then_some(path.as_slice()),
+            agent: agent.as_ref(),
+            quorum: quorum.as_ref(),
+            fingerprint: self.fingerprint(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// How many distinct people must approve a call of a tool, and optionally which roles
@@ -366,5 +420,49 @@ impl Decision {
                 | (Self::Input { .. }, RequirementKind::UserInput { .. })
                 | (Self::ExternalResult { .. }, RequirementKind::External)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn requirement() -> Requirement {
+        Requirement {
+            id: "t1".into(),
+            tool_use: ToolUse::new("t1", "delete_file", serde_json::json!({"path": "a.txt"})),
+            kind: RequirementKind::Confirmation,
+            reason: "`delete_file` needs confirmation".into(),
+            created_at: DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
+            expires_at: None,
+            path: Vec::new(),
+            agent: None,
+            quorum: None,
+        }
+    }
+
+    #[test]
+    fn json_carries_the_fingerprint_of_the_arguments_and_reads_back() {
+        let r = requirement();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["fingerprint"], r.fingerprint());
+        assert_eq!(v["kind"], "confirmation");
+        assert!(v.get("path").is_none() && v.get("expires_at").is_none());
+        let back: Requirement = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_stale_fingerprint_in_the_json_is_not_believed() {
+        let mut v = serde_json::to_value(requirement()).unwrap();
+        v["fingerprint"] = "forged".into();
+        v["tool_use"]["input"] = serde_json::json!({"path": "/etc/passwd"});
+        let back: Requirement = serde_json::from_value(v).unwrap();
+        assert_ne!(back.fingerprint(), "forged");
+        assert_eq!(
+            serde_json::to_value(&back).unwrap()["fingerprint"],
+            back.fingerprint()
+        );
     }
 }

@@ -144,13 +144,12 @@ async fn restore(agent: &Agent, snap: SessionSnapshot) -> Result<Session> {
     }
     let store = &agent.runtime.store;
     let existing = store.open_session(&snap.session_id).await?;
-    if !existing.messages.is_empty() {
-        return Err(AgentError::Snapshot(format!(
-            "session `{}` already exists in this store with {} messages; delete it first or \
-             restore under another id",
-            snap.session_id,
-            existing.messages.len()
-        )));
+    // Taken: it has a transcript, or a run state (a session whose turn never stored a
+    // message still has one). An empty session, just opened, may be filled.
+    if !existing.messages.is_empty() || existing.run_state.is_some() {
+        return Err(AgentError::SessionExists {
+            session: snap.session_id,
+        });
     }
     // Requirements are re-derived from the run state, not trusted from the file.
     let run = Run::restore(agent.config.run, snap.messages, Some(snap.run_state));

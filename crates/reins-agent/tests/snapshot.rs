@@ -73,7 +73,46 @@ async fn a_paused_session_moves_to_another_store_and_resumes() {
         .restore(SessionSnapshot::from_json(&json).unwrap())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("already exists"), "{err}");
+    assert!(
+        matches!(err, reins_agent::AgentError::SessionExists { ref session } if session == &snap_id(&json)),
+        "{err}"
+    );
+}
+
+fn snap_id(json: &str) -> String {
+    SessionSnapshot::from_json(json).unwrap().session_id
+}
+
+#[tokio::test]
+async fn an_import_over_a_session_with_only_a_run_state_is_refused_and_writes_nothing() {
+    use reins_memory::{Commit, MemoryStore};
+    let snap = paused_snapshot().await;
+    let store = std::sync::Arc::new(InMemoryStore::new());
+    // A session whose turn stored its run state and no message yet.
+    let existing = store.open_session(&snap.session_id).await.unwrap();
+    let state = json!({"phase": "reasoning"});
+    store
+        .commit(
+            &snap.session_id,
+            Commit::at(existing.version).run_state(Some(state.clone())),
+        )
+        .await
+        .unwrap();
+    let before = store.load_session(&snap.session_id).await.unwrap();
+    let agent = reins_agent::Agent::builder()
+        .model(ScriptedModel::new([]))
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    let err = agent.restore(snap.clone()).await.unwrap_err();
+    assert!(
+        matches!(err, reins_agent::AgentError::SessionExists { ref session } if *session == snap.session_id),
+        "{err}"
+    );
+    let after = store.load_session(&snap.session_id).await.unwrap();
+    assert_eq!(after.version, before.version);
+    assert!(after.messages.is_empty());
+    assert_eq!(after.run_state, Some(state));
 }
 
 #[tokio::test]

@@ -114,16 +114,10 @@ pub(crate) async fn of(
         version: state.version,
         status,
         paused,
-        // Each with the fingerprint of its arguments, for `shown_fingerprint`.
+        // Each with the fingerprint of its arguments (part of a requirement's JSON).
         requirements: shown
             .iter()
-            .filter_map(|r| {
-                let mut v = serde_json::to_value(r).ok()?;
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("fingerprint".to_owned(), r.fingerprint().into());
-                }
-                Some(v)
-            })
+            .filter_map(|r| serde_json::to_value(r).ok())
             .collect(),
         view_token: ViewToken::of(paused, &shown).to_string(),
         messages: if with_messages {

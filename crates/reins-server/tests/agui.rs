@@ -131,7 +131,8 @@ async fn the_real_agui_client_pauses_resumes_and_validates_every_event() {
             "delete:a.txt",
             "delete:c.txt",
             "book:dinner@friday",
-            "search-start:news"
+            "search-start:news",
+            "delete:race.txt"
         ],
         "{ran:?}"
     );
@@ -166,6 +167,21 @@ async fn the_real_agui_client_pauses_resumes_and_validates_every_event() {
             .contains("forbidden")
     );
     assert_eq!(facts["invalid_events"], json!([]));
+    // Two identical resumes at once: both answered with the outcome, one decision.
+    assert_eq!(facts["race"], json!(["success", "success"]), "{facts}");
+    let (_, trail) = server
+        .get(
+            ADMIN,
+            &format!("/v1/sessions/{}/decisions", enc("carol/race")),
+        )
+        .await;
+    let applied: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["verdict"] == "applied")
+        .collect();
+    assert_eq!(applied.len(), 1, "{trail}");
 
     let mut names = HashMap::new();
     let scenarios = normalise(&report["scenarios"], &mut names);

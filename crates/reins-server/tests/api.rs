@@ -19,6 +19,14 @@ async fn pause(s: &TestServer, session: &str, text: &str) -> Value {
         .await;
     assert_eq!(st, 200, "{out}");
     assert_eq!(out["status"], "paused", "{out}");
+    // Every requirement of a run's answer carries the fingerprint of its arguments.
+    for r in out["requirements"].as_array().unwrap() {
+        assert_eq!(
+            r["fingerprint"].as_str().map(str::len),
+            Some(64),
+            "no fingerprint: {r}"
+        );
+    }
     out
 }
 
@@ -495,4 +503,61 @@ async fn the_audit_trail_names_the_approver() {
     assert_eq!(d[0]["actor"]["principal"], "ana");
     assert_eq!(d[0]["tool_name"], "delete_file");
     assert_eq!(d[0]["decision"], "reject");
+}
+
+#[tokio::test]
+async fn an_approval_binds_to_the_fingerprint_of_the_run_answer() {
+    let s = start().await;
+    let out = pause(&s, "alice/fp", "delete fp.txt").await;
+    let req = &out["requirements"][0];
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ffp").await;
+    assert_eq!(view["requirements"][0]["fingerprint"], req["fingerprint"]);
+    // A fingerprint of other arguments is refused; the one from the answer is taken.
+    let decide = |fp: &str| json!({"decisions": [{"requirement_id": req["id"], "action": "approve", "shown_fingerprint": fp}]});
+    let (st, err) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Ffp/decisions",
+            decide(&"0".repeat(64)),
+        )
+        .await;
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "fingerprint_mismatch", "{err}");
+    assert!(s.ran().is_empty());
+    let (st, out) = s
+        .post(
+            ANA,
+            "/v1/sessions/alice%2Ffp/decisions",
+            decide(req["fingerprint"].as_str().unwrap()),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(s.ran(), ["delete:fp.txt"]);
+}
+
+#[tokio::test]
+async fn a_late_second_approval_is_refused_and_listed_in_the_audit_trail() {
+    let s = start().await;
+    let out = pause(&s, "alice/late", "delete late.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let body = json!({"decisions": [{"requirement_id": rid, "action": "approve"}]});
+    let (st, _) = s
+        .post(ANA, "/v1/sessions/alice%2Flate/decisions", body.clone())
+        .await;
+    assert_eq!(st, 200);
+    let (st, err) = s
+        .post(ADMIN, "/v1/sessions/alice%2Flate/decisions", body)
+        .await;
+    assert_eq!(st, 409, "{err}");
+    assert_eq!(err["error"]["code"], "already_decided", "{err}");
+    assert_eq!(err["error"]["decided"]["by"], "ana", "{err}");
+    assert_eq!(s.ran(), ["delete:late.txt"]);
+    let (st, list) = s.get(ALICE, "/v1/sessions/alice%2Flate/decisions").await;
+    assert_eq!(st, 200, "{list}");
+    let d = list["decisions"].as_array().unwrap();
+    assert_eq!(d.len(), 2, "{list}");
+    assert_eq!(d[0]["verdict"], "applied", "{list}");
+    assert_eq!(d[1]["verdict"], "refused", "{list}");
+    assert_eq!(d[1]["reason"], "already_decided", "{list}");
+    assert_eq!(d[1]["actor"]["principal"], "ops", "{list}");
 }

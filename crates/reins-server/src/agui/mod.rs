@@ -107,28 +107,24 @@ async fn post_agui(
     };
     let refuse = |r: Refusal| Ok(fixed(&state, vec![run_error(r.code, r.message)]));
 
-    // The thread as stored (a new thread has nothing).
-    let stored = match state.agent.store().load_session(&thread).await {
-        Ok(s) => Some(s),
-        Err(reins_memory::Error::SessionNotFound { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let running_here = state.hub.local_run(&thread).is_some();
-    let (transcript, pending, running) = match stored {
-        Some(s) => {
-            let messages = s.messages.clone();
-            let (detail, pending) = view::of(&state.agent, s, running_here, false).await?;
-            let running = detail.status == crate::types::SessionStatus::Running;
-            (messages, pending, running)
+    let mut read = read_thread(&state, &thread).await?;
+    if read.running {
+        // A resume that repeats what was applied (a retry, or the slower of two
+        // identical resumes) is answered with the outcome of the run it started;
+        // anything else waits for no one.
+        if !replays_applied(&state, &thread, &input).await? {
+            return refuse(busy(&thread));
         }
-        None => (Vec::new(), Vec::new(), false),
-    };
-    if running {
-        return refuse(Refusal::new(
-            "busy",
-            format!("thread `{thread}` has a run in flight; wait for it or interrupt it"),
-        ));
+        match settled(&state, &thread).await? {
+            Some(now) => read = now,
+            None => return refuse(busy(&thread)),
+        }
     }
+    let Thread {
+        transcript,
+        pending,
+        ..
+    } = read;
     let known = known_ids(&transcript);
     let news: Vec<NewMessage> = input
         .messages
@@ -184,15 +180,12 @@ async fn post_agui(
     }
     let (handle, sub) = match plan {
         Plan::Show => {
-            let events = vec![
-                scope.started(),
-                wire::event(
-                    "MESSAGES_SNAPSHOT",
-                    json!({"messages": messages_of(&transcript)}),
-                ),
-                scope.finished(scope.outcome(&pending, &state)),
-            ];
-            return Ok(fixed(&state, events));
+            let now = Thread {
+                transcript,
+                pending,
+                running: false,
+            };
+            return Ok(fixed(&state, show(&state, &scope, &now)));
         }
         Plan::Send(msg) => {
             let session = actor_session(&state, &who, &scope).await?;
@@ -218,6 +211,16 @@ async fn post_agui(
     };
     let handle = match handle {
         Ok(h) => h,
+        // The same answer raced with this one and was applied first: a replay.
+        Err(
+            reins_agent::AgentError::AlreadyDecided { .. }
+            | reins_agent::AgentError::SessionBusy { .. },
+        ) if replays_applied(&state, &thread, &input).await? => {
+            return match settled(&state, &thread).await? {
+                Some(now) => Ok(fixed(&state, show(&state, &scope, &now))),
+                None => refuse(busy(&thread)),
+            };
+        }
         Err(e) => {
             // Refused before anything was written: say why in AG-UI's own form.
             let e = ServerError::from(e);
@@ -226,6 +229,99 @@ async fn post_agui(
     };
     let run = state.hub.start_run(&thread, handle);
     Ok(stream::run_stream(state, scope, run, sub))
+}
+
+/// A thread as stored: its transcript, what it waits for, whether a run of it is in
+/// flight (here or on another instance).
+struct Thread {
+    transcript: Vec<Msg>,
+    pending: Vec<Requirement>,
+    running: bool,
+}
+
+/// Reads the thread (a new thread has nothing).
+async fn read_thread(state: &AppState, thread: &str) -> Result<Thread> {
+    let stored = match state.agent.store().load_session(thread).await {
+        Ok(s) => s,
+        Err(reins_memory::Error::SessionNotFound { .. }) => {
+            return Ok(Thread {
+                transcript: Vec::new(),
+                pending: Vec::new(),
+                running: false,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let running_here = state.hub.local_run(thread).is_some();
+    let transcript = stored.messages.clone();
+    let (detail, pending) = view::of(&state.agent, stored, running_here, false).await?;
+    Ok(Thread {
+        transcript,
+        pending,
+        running: detail.status == crate::types::SessionStatus::Running,
+    })
+}
+
+/// How long a replayed resume waits for the run its original started.
+const REPLAY_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits until no run of the thread is in flight, then reads it (`None` when it still
+/// runs after [`REPLAY_WAIT`]). A run here is awaited through the hub; one on another
+/// instance through the store's change feed.
+async fn settled(state: &AppState, thread: &str) -> Result<Option<Thread>> {
+    use futures::StreamExt;
+    let wait = async {
+        if let Some(run) = state.hub.local_run(thread) {
+            // Its outcome, or its error, is the thread's to show: read below.
+            let _ = run.wait().await;
+        }
+        let mut watch = state.agent.session(thread).await?.watch().await?;
+        loop {
+            let read = read_thread(state, thread).await?;
+            if !read.running {
+                return Ok(read);
+            }
+            if watch.next().await.transpose()?.is_none() {
+                return Err(ServerError::Internal(
+                    "the store's change feed closed while a replayed resume waited".to_owned(),
+                ));
+            }
+        }
+    };
+    match tokio::time::timeout(REPLAY_WAIT, wait).await {
+        Ok(read) => read.map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The answer to a request with nothing new: the thread as it stands.
+fn show(state: &AppState, scope: &RunScope, now: &Thread) -> Vec<Value> {
+    vec![
+        scope.started(),
+        wire::event(
+            "MESSAGES_SNAPSHOT",
+            json!({"messages": messages_of(&now.transcript)}),
+        ),
+        scope.finished(scope.outcome(&now.pending, state)),
+    ]
+}
+
+fn busy(thread: &str) -> Refusal {
+    Refusal::new(
+        "busy",
+        format!("thread `{thread}` has a run in flight; wait for it or interrupt it"),
+    )
+}
+
+/// Whether the request is a resume whose every entry repeats what the thread's audit
+/// trail says was applied (and carries nothing else new).
+async fn replays_applied(state: &AppState, thread: &str, input: &RunAgentInput) -> Result<bool> {
+    let resume = input.resume.as_deref().unwrap_or_default();
+    if resume.is_empty() {
+        return Ok(false);
+    }
+    let trail = state.agent.session(thread).await?.decisions().await?;
+    Ok(resume.iter().all(|e| replays(e, &trail) == Some(true)))
 }
 
 /// The session, acting as the caller (recorded on its decisions, with `via: ag-ui`).

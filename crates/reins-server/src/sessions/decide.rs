@@ -8,7 +8,9 @@ use crate::error::{Result, ServerError};
 use crate::types::{Action, DecisionItem};
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
-pub(super) fn to_decision(item: &DecisionItem, req: &Requirement) -> Result<Decision> {
+/// `req`: the pending requirement it answers (`None` when it is not pending: the run
+/// refuses the decision then).
+pub(super) fn to_decision(item: &DecisionItem, req: Option<&Requirement>) -> Result<Decision> {
     let id = item.requirement_id.clone();
     let stray = |field: &str, what: &str| {
         ServerError::invalid(format!(
@@ -44,7 +46,7 @@ pub(super) fn to_decision(item: &DecisionItem, req: &Requirement) -> Result<Deci
     })
 }
 
-fn to_reins(item: &DecisionItem, req: &Requirement, id: String) -> Result<Decision> {
+fn to_reins(item: &DecisionItem, req: Option<&Requirement>, id: String) -> Result<Decision> {
     Ok(match item.action {
         Action::Approve => match &item.edited_args {
             None => Decision::approve(id),
@@ -54,8 +56,10 @@ fn to_reins(item: &DecisionItem, req: &Requirement, id: String) -> Result<Decisi
                         "`edited_args` for `{id}` must be a JSON object (the tool's arguments)"
                     )));
                 }
-                if matches!(req.kind, RequirementKind::Confirmation) && *args == req.tool_use.input
-                {
+                // Approving the arguments as shown is a plain approval.
+                if req.is_some_and(|r| {
+                    matches!(r.kind, RequirementKind::Confirmation) && *args == r.tool_use.input
+                }) {
                     Decision::approve(id)
                 } else {
                     Decision::approve_with(id, args.clone())

@@ -192,30 +192,34 @@ pub(crate) async fn post_decisions(
     let session = state.agent.owner_of(&id).await?.session(&id).await?;
     let mut decisions = Vec::with_capacity(body.decisions.len());
     for item in &body.decisions {
-        let Some(req) = pending.iter().find(|r| r.id == item.requirement_id) else {
-            // Decided by someone else: the same answer whatever the timing.
-            if let Some(decided) = session.decided(&item.requirement_id).await? {
-                return Err(ServerError::already_decided(&item.requirement_id, &decided));
+        let req = pending.iter().find(|r| r.id == item.requirement_id);
+        match req {
+            Some(req) if !who.may_decide(&req.tool_use.name) => {
+                return Err(ServerError::Forbidden(format!(
+                    "`{}` may not decide on `{}` calls",
+                    who.name, req.tool_use.name
+                )));
             }
-            return Err(ServerError::UnknownRequirement(format!(
-                "`{}` is not pending on session `{id}` (it may already have been decided: reload); pending: {}",
-                item.requirement_id,
-                if pending.is_empty() {
-                    "none".to_owned()
-                } else {
-                    pending
-                        .iter()
-                        .map(|r| r.id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            )));
-        };
-        if !who.may_decide(&req.tool_use.name) {
-            return Err(ServerError::Forbidden(format!(
-                "`{}` may not decide on `{}` calls",
-                who.name, req.tool_use.name
-            )));
+            Some(_) => {}
+            // Decided by someone else: handed to the run all the same, which refuses
+            // it with the same answer whatever the timing and records the late
+            // decision in the audit trail, as every driver does.
+            None if session.decided(&item.requirement_id).await?.is_some() => {}
+            None => {
+                return Err(ServerError::UnknownRequirement(format!(
+                    "`{}` is not pending on session `{id}`; pending: {}",
+                    item.requirement_id,
+                    if pending.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        pending
+                            .iter()
+                            .map(|r| r.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                )));
+            }
         }
         decisions.push(decide::to_decision(item, req)?);
     }

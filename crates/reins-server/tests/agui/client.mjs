@@ -280,6 +280,25 @@ async function session(thread) {
   out.facts.malformed_body = await res.json();
 }
 
+// 11. Two identical resumes at once (a double click, a retry racing the original): one
+// applies, the other is a harmless replay answered with the same outcome, never an error.
+{
+  const a = agent("carol/race", "carol");
+  say(a, "delete race.txt");
+  const r1 = await run(a);
+  expect(r1.finished?.outcome === "interrupt", `race: first run ${JSON.stringify(r1)}`);
+  const i = a.pendingInterrupts[0];
+  const b = agent("carol/race", "carol");
+  b.messages = structuredClone(a.messages);
+  const answer = { resume: [{ interruptId: i.id, status: "resolved", payload: { approved: true } }] };
+  const [ra, rb] = await Promise.all([run(a, answer), run(b, answer)]);
+  for (const r of [ra, rb]) {
+    expect(r.error === null && r.failed === null, `race: an identical resume got ${JSON.stringify(r)}`);
+    expect(r.finished?.outcome === "success", `race: ${JSON.stringify(r)}`);
+  }
+  out.facts.race = [ra, rb].map((r) => r.finished?.outcome);
+}
+
 out.facts.invalid_events = invalid;
 expect(invalid.length === 0, `events that fail @ag-ui/core's schemas: ${JSON.stringify(invalid)}`);
 console.log(JSON.stringify(out));
