@@ -160,10 +160,24 @@ async fn typed_user_input_in_a_real_browser() {
     let r = pause(&s, "alice/order", "order tea").await;
     let driver = start_driver(&chromedriver);
     let c = browser(&driver, &chromium).await;
+    // Tall enough for the whole form in the screenshot.
+    c.set_window_size(1280, 1200).await.unwrap();
     c.goto(&format!("{}/#token={ANA}", s.base)).await.unwrap();
     c.wait().for_element(Locator::Css(&card(&r))).await.unwrap();
 
-    // A control per kind, defaults filled in, required fields marked.
+    // A control per kind, defaults filled in, required fields marked and first (in the
+    // order of the schema's `required`).
+    let order: Value = c
+        .execute(
+            "return [...document.querySelectorAll(arguments[0])].map(f => f.dataset.name)",
+            vec![json!(format!("{} .field", card(&r)))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        order,
+        json!(["quantity", "price", "gift", "size", "color", "note", "tags"])
+    );
     let gift = format!("{} input[type=\"checkbox\"]", field(&r, "gift"));
     assert_eq!(count(&c, &gift).await, 1, "a boolean is a checkbox");
     let size = format!("{} select", field(&r, "size"));

@@ -51,7 +51,9 @@ function renderInputForm(fields) {
   form.className = "input-form";
   const props = root.properties && typeof root.properties === "object" ? root.properties : {};
   const required = new Set(Array.isArray(root.required) ? root.required : []);
-  const names = [...new Set([...Object.keys(props), ...required])];
+  // Required fields first, in the order the schema lists them (`required` is an
+  // array: its order survives where an object's key order may not).
+  const names = [...new Set([...required, ...Object.keys(props)])];
   // No named fields: the whole answer is one JSON object.
   if (!names.length) form.appendChild(fieldRow(null, { type: "object" }, true, root));
   for (const name of names) form.appendChild(fieldRow(name, props[name], required.has(name), root));
