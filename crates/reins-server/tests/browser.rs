@@ -307,6 +307,8 @@ async fn fork_from_the_timeline_in_a_real_browser() {
     assert_eq!(s.ran(), ["mail:bob@example.com"], "nothing ran twice");
     let (_, fork) = s.get(ALICE, &format!("/v1/sessions/{}", enc(&id))).await;
     assert_eq!(fork["status"], "idle", "{fork}");
+    // The audit note's `code` span shows as code.
+    wait_text(&c, "#audit .note-text code", |t| t == "alice/trip").await;
     shots.take(&c, "fork.png").await;
     let err: serde_json::Value = c
         .execute("return window.__err || null", vec![])

@@ -206,7 +206,8 @@ function renderAuditEntry(d) {
   div.innerHTML = `<div><span class="meta">#${esc(d.seq)} · ${esc(when(d.at))}</span> ${tags.join("")}</div>
     <div><span class="who">${esc(who)}</span> — ${esc(d.decision)} <span class="tool">${esc(d.tool_name)}</span>
       <span class="meta">(${esc(String(d.kind).replace("_", " "))}, via ${esc(d.via)}, ${esc(d.requirement_id)})</span></div>
-    ${args}${fps}${d.note ? `<div class="meta">note: ${esc(d.note)}</div>` : ""}`;
+    ${args}${fps}${d.note ? `<div class="meta">note: <span class="note-text"></span></div>` : ""}`;
+  if (d.note) setInlineCode($(".note-text", div), d.note);
   return div;
 }
 
