@@ -479,7 +479,40 @@ async fn health_readiness_and_openapi() {
     );
     let page = s.client.get(s.url("/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
-    assert!(page.text().await.unwrap().contains("<html"));
+    // No inline script may run: the page's scripts are files of its own.
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self';"), "{csp}");
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<html"));
+    let scripts: Vec<&str> = html
+        .split("<script src=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap())
+        .collect();
+    assert_eq!(scripts.len(), 7, "{scripts:?}");
+    for src in scripts {
+        let res = s.client.get(s.url(src)).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{src}");
+        assert_eq!(
+            res.headers()["content-type"],
+            "text/javascript; charset=utf-8",
+            "{src}"
+        );
+        assert!(
+            res.text().await.unwrap().contains("\"use strict\";"),
+            "{src}"
+        );
+    }
+    let res = s
+        .client
+        .get(s.url("/inbox/js/nope.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    let err: Value = res.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "not_found", "{err}");
+    assert!(!html.contains("<script>"), "no inline script");
 }
 
 #[tokio::test]

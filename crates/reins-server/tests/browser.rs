@@ -2,7 +2,9 @@
 //! `chromium-driver`, driven over WebDriver with fantoccini): a pause made through the
 //! API appears; arguments are edited (the diff shows) and approved, and the result
 //! streams into the session view; a call is rejected with a note; a slow run is
-//! stopped with the Stop button. Screenshots of the key screens are taken on every
+//! stopped with the Stop button. `browser/sign_in.rs` signs in (the form, links with
+//! good and bad tokens); `browser/input_form.rs` answers a typed user-input form and
+//! shows reasons with code spans. Screenshots of the key screens are taken on every
 //! run; they replace the ones in `docs/screenshots/` only when
 //! `REINS_WRITE_SCREENSHOTS=1` asks (otherwise they go to a temporary directory, so
 //! a test run leaves the checkout as it found it).
@@ -24,6 +26,11 @@ use support::*;
 #[path = "browser/harness.rs"]
 mod harness;
 use harness::*;
+
+#[path = "browser/input_form.rs"]
+mod input_form;
+#[path = "browser/sign_in.rs"]
+mod sign_in;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_in_a_real_browser() {
@@ -273,7 +280,11 @@ async fn fork_from_the_timeline_in_a_real_browser() {
     .unwrap();
     let id = wait_text(&c, "#sv-id", |t| t.starts_with("alice/trip-fork1-")).await;
     wait_text(&c, "#sv-origin", |t| t.contains("Forked from alice/trip")).await;
-    wait_text(&c, "#sv-msg", |t| t.contains("1 call(s)")).await;
+    // One call: said in the singular.
+    wait_text(&c, "#sv-msg", |t| {
+        t.contains(": 1 call it made from there on is served from its record")
+    })
+    .await;
 
     // Ask the same thing in the fork: served from the record, not sent again.
     c.find(Locator::Css("#say"))
@@ -290,12 +301,14 @@ async fn fork_from_the_timeline_in_a_real_browser() {
         .unwrap();
     wait_text(&c, "#transcript", |t| t.contains("replayed")).await;
     wait_text(&c, "#sv-origin", |t| {
-        t.contains("1 of 1 recorded call(s) replayed")
+        t.contains("after 0 messages · 1 of 1 recorded call replayed")
     })
     .await;
     assert_eq!(s.ran(), ["mail:bob@example.com"], "nothing ran twice");
     let (_, fork) = s.get(ALICE, &format!("/v1/sessions/{}", enc(&id))).await;
     assert_eq!(fork["status"], "idle", "{fork}");
+    // The audit note's `code` span shows as code.
+    wait_text(&c, "#audit .note-text code", |t| t == "alice/trip").await;
     shots.take(&c, "fork.png").await;
     let err: serde_json::Value = c
         .execute("return window.__err || null", vec![])
@@ -361,7 +374,15 @@ async fn sessions_and_their_audit_trail_in_a_real_browser() {
         t == "paused"
     })
     .await;
-    wait_text(&c, &row("alice/mail"), |t| t.contains("send_email")).await;
+    wait_text(&c, &row("alice/mail"), |t| {
+        t.contains("waits on 1 call: send_email")
+    })
+    .await;
+    let list = wait_text(&c, "#sessions", |t| t.contains("2 messages")).await;
+    assert!(
+        !list.contains("(s)"),
+        "counts agree with their nouns: {list}"
+    );
     wait_text(&c, &format!("{} .pill", row("bob/chat")), |t| t == "idle").await;
     wait_text(&c, &format!("{} .pill", row("alice/audited")), |t| {
         t == "idle"

@@ -1,4 +1,5 @@
-//! The approval inbox: the page a person decides on (`/`, `/inbox`), the pending
+//! The approval inbox: the page a person decides on (`/`, `/inbox`, its scripts under
+//! `/inbox/js/`), the pending
 //! requirements across sessions (`GET /v1/requirements`, newest first, paginated with
 //! a [`cursor`]), the sessions with their status ([`list`], `GET /v1/sessions`), the stream of inbox changes (`GET /v1/events`) and who the caller is
 //! (`GET /v1/me`).
@@ -8,8 +9,8 @@ pub(crate) mod list;
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::Event;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -30,11 +31,24 @@ use crate::view;
 /// The inbox page (plain HTML, CSS and JavaScript; no build step).
 const INBOX_HTML: &str = include_str!("inbox.html");
 
+/// The page's scripts, by name, in the order the page loads them (each file says what
+/// it does).
+const SCRIPTS: [(&str, &str); 7] = [
+    ("core.js", include_str!("js/core.js")),
+    ("schema.js", include_str!("js/schema.js")),
+    ("form.js", include_str!("js/form.js")),
+    ("cards.js", include_str!("js/cards.js")),
+    ("session.js", include_str!("js/session.js")),
+    ("lists.js", include_str!("js/lists.js")),
+    ("start.js", include_str!("js/start.js")),
+];
+
 /// The inbox's routes: its page and `/v1/requirements`, `/v1/events`, `/v1/me`.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(inbox_page))
         .route("/inbox", get(inbox_page))
+        .route("/inbox/js/{name}", get(inbox_script))
         .route("/v1/me", get(get_me))
         .route("/v1/requirements", get(get_requirements))
         .route("/v1/sessions", get(list::get_sessions))
@@ -46,10 +60,41 @@ async fn inbox_page() -> Response {
     res.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline' 'self'",
+            "default-src 'self'; script-src 'self'; style-src 'unsafe-inline' 'self'",
         ),
     );
     res
+}
+
+/// One of the page's scripts; 404 for any other name.
+async fn inbox_script(Path(name): Path<String>) -> Response {
+    let Some((_, body)) = SCRIPTS.iter().find(|(n, _)| *n == name) else {
+        let message = format!(
+            "no inbox script `{name}`; the page has: {}",
+            SCRIPTS.map(|(n, _)| n).join(", ")
+        );
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": {"code": "not_found", "message": message}})),
+        )
+            .into_response();
+    };
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/javascript; charset=utf-8"),
+            ),
+            // Revalidated on every load, so a page never runs scripts of two versions.
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        *body,
+    )
+        .into_response()
 }
 
 /// The inbox: pending requirements across the sessions the caller may see, newest
