@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use reins_hook::{Hook, Hooks};
 use reins_memory::{InMemoryStore, MemoryStore};
-use reins_model::{ChatModel, ChatOptions};
+use reins_message::Msg;
+use reins_model::{ChatModel, ChatOptions, ChatRequest};
 use reins_tool::{Concurrency, Toolkit};
 
 use crate::delegate::SubAgents;
 use crate::error::{AgentError, Result};
 use crate::live::LiveCalls;
 use crate::remote::RemoteInterrupts;
-use crate::run::RunConfig;
+use crate::run::{AgentRules, Call, Compression, RunConfig};
 use crate::runtime::Runtime;
 use crate::state::LiveSessions;
 
@@ -169,6 +170,93 @@ impl Agent {
     /// that has some).
     pub fn hook_count(&self) -> usize {
         self.runtime.hooks.len()
+    }
+
+    /// The agent's context policy, when it keeps requests within a token budget (a
+    /// driver that cannot summarize refuses an agent that has one).
+    pub fn context_policy(&self) -> Option<&crate::compression::ContextPolicy> {
+        self.config.context.as_ref()
+    }
+
+    /// The structured answer every run started by a message must end with, when the
+    /// agent asks for one.
+    pub fn output_spec(&self) -> Option<&crate::structured::OutputSpec> {
+        self.config.output.as_ref()
+    }
+
+    /// The start of a call on `session` with the caller's `input`, at `now`: the one
+    /// place a [`Call`] is made. It carries every rule of this agent the run applies
+    /// (per-tool quorums and approval lifetimes, the structured answer, the context
+    /// budget, the model's capabilities); the caller adds who acts, the view acted
+    /// on and a structured answer of its own ([`Call::with_actor`],
+    /// [`Call::with_view`], [`Call::with_output`]). Every driver starts its calls
+    /// with this, so none can run one with fewer rules.
+    ///
+    /// ```
+    /// use chrono::Utc;
+    /// use reins_agent::run::{Event, Run, RunInput};
+    /// use reins_agent::{Agent, Quorum};
+    /// use reins_message::Msg;
+    /// # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("hi")]);
+    ///
+    /// let agent = Agent::builder().model(model).quorum("wire_money", Quorum::of(2)).build()?;
+    /// let call = agent.begin("chat-1", RunInput::Message(Msg::user("pay the rent")), Utc::now());
+    /// assert_eq!(call.quorums()["wire_money"], Quorum::of(2));
+    /// let mut run = Run::new(agent.run_config());
+    /// run.apply(Event::Begin(call)).expect("a message is accepted");
+    /// # Ok::<(), reins_agent::AgentError>(())
+    /// ```
+    pub fn begin(
+        &self,
+        session: impl Into<String>,
+        input: crate::run::RunInput,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Call {
+        let cfg = &*self.config;
+        Call::of_agent(
+            session.into(),
+            input,
+            now,
+            AgentRules {
+                output: cfg.output.clone(),
+                model: self.runtime.model.capabilities(),
+                compression: self.compression(),
+                approval_ttls: Arc::clone(&cfg.approval_ttls),
+                quorums: Arc::clone(&cfg.quorums),
+            },
+        )
+    }
+
+    /// The agent's context budget, when it keeps one: its policy, the counter for its
+    /// model and what a request carries besides the transcript. All of that is fixed
+    /// when the agent is built, so it is counted once, on the first call that needs it.
+    pub(crate) fn compression(&self) -> Option<Arc<Compression>> {
+        let (cfg, rt) = (&*self.config, &*self.runtime);
+        let policy = cfg.context.as_ref()?;
+        let budget = rt.compression.get_or_init(|| {
+            let counter = policy.counter_for(rt.model.model_name());
+            let skeleton = |summary: bool| {
+                let mut msgs = Vec::new();
+                if let Some(p) = &cfg.system_prompt {
+                    msgs.push(Msg::system(p.clone()));
+                }
+                if summary {
+                    msgs.push(Msg::system(cfg.summary_prompt.clone()));
+                }
+                let mut request = ChatRequest::new(msgs).with_options(cfg.options.clone());
+                if !summary {
+                    request.tools = rt.tool_specs();
+                }
+                request
+            };
+            Arc::new(Compression {
+                overhead: policy.overhead(&*counter, &skeleton(false)),
+                summary_overhead: policy.overhead(&*counter, &skeleton(true)),
+                policy: policy.clone(),
+                counter,
+            })
+        });
+        Some(Arc::clone(budget))
     }
 }
 

@@ -2,7 +2,8 @@
 //! [`Grant`]s.
 //!
 //! When the tool's own policy says a call needs a person (`ToolPolicy::Confirm`), the
-//! driver asks, in this order:
+//! run hands every driver a `Step::Consult` before it pauses, and the driver answers it
+//! with `reins_agent::effects::consult`, which asks, in this order:
 //!
 //! 1. the agent's [`ApprovalPolicy`], when one is set
 //!    ([`AgentBuilder::approval_policy`](crate::AgentBuilder::approval_policy)):

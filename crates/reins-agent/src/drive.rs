@@ -6,8 +6,7 @@
 use chrono::Utc;
 use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
 use reins_memory::{Error as StoreError, LedgerState};
-use reins_message::{Msg, Role, ToolResult};
-use reins_model::ChatRequest;
+use reins_message::{Role, ToolResult};
 use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -17,14 +16,13 @@ use crate::error::{AgentError, Result};
 use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
-use crate::run::{Call, Compression, Event, Flush, RunInput, Step};
+use crate::run::{Call, Event, Flush, RunInput, Step};
 use crate::state::{SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::OutputSpec;
 use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
 
 mod act;
-mod approve;
 mod ask;
 mod compress;
 mod reason;
@@ -88,7 +86,6 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         events,
         lock,
         client_tools,
-        fresh: std::sync::Mutex::new(Vec::new()),
         ledgered: std::sync::Mutex::new(Vec::new()),
         deferred: std::sync::atomic::AtomicBool::new(false),
     };
@@ -138,9 +135,6 @@ struct Driver {
     /// with an `External` requirement for each call; the caller answers with its
     /// result).
     client_tools: Vec<reins_message::ToolSpec>,
-    /// Calls this drive's reasoning found needing confirmation by their tool's policy,
-    /// not yet put to the approval policy and the standing grants.
-    fresh: std::sync::Mutex<Vec<String>>,
     /// Calls of the batch in flight whose result is exactly what the ledger recorded
     /// (finished here and left as they were by `PostActing` hooks, or served from the
     /// ledger): a crash before their results are stored loses nothing.
@@ -192,7 +186,8 @@ impl Driver {
         Ok(hooks.run(event, &self.ctx(iteration)).await?)
     }
 
-    /// The start of a call, with what the run needs to know about the agent.
+    /// The start of a call: the agent's (every rule it carries), with the caller's
+    /// part.
     fn call(
         &self,
         input: RunInput,
@@ -200,54 +195,21 @@ impl Driver {
         view: Option<ViewToken>,
         output: Option<OutputSpec>,
     ) -> Call {
-        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
-        let mut call = Call::new(self.session.clone(), input, Utc::now());
-        call.actor = actor;
-        call.view = view;
-        call.output = output.or_else(|| cfg.output.clone());
-        call.model = rt.model.capabilities();
-        call.compression = self.compression();
-        call.approval_ttls = Arc::clone(&cfg.approval_ttls);
-        call.quorums = Arc::clone(&cfg.quorums);
-        call
-    }
-
-    /// The agent's context budget, when it keeps one: its policy, the counter for its
-    /// model and what a request carries besides the transcript. All of that is fixed
-    /// when the agent is built, so it is counted once, on the first call that needs it.
-    fn compression(&self) -> Option<Arc<Compression>> {
-        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
-        let policy = cfg.context.as_ref()?;
-        let budget = rt.compression.get_or_init(|| {
-            let counter = policy.counter_for(rt.model.model_name());
-            let skeleton = |summary: bool| {
-                let mut msgs = Vec::new();
-                if let Some(p) = &cfg.system_prompt {
-                    msgs.push(Msg::system(p.clone()));
-                }
-                if summary {
-                    msgs.push(Msg::system(cfg.summary_prompt.clone()));
-                }
-                let mut request = ChatRequest::new(msgs).with_options(cfg.options.clone());
-                if !summary {
-                    request.tools = rt.tool_specs();
-                }
-                request
-            };
-            Arc::new(Compression {
-                overhead: policy.overhead(&*counter, &skeleton(false)),
-                summary_overhead: policy.overhead(&*counter, &skeleton(true)),
-                policy: policy.clone(),
-                counter,
-            })
-        });
-        Some(Arc::clone(budget))
+        let call = self
+            .agent
+            .begin(self.session.clone(), input, Utc::now())
+            .with_actor(actor)
+            .with_view(view);
+        match output {
+            Some(spec) => call.with_output(spec),
+            None => call,
+        }
     }
 
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
-        let resumed = !matches!(call.input, RunInput::Message(ref m) if m.role != Role::Tool);
+        let resumed = !matches!(call.input(), RunInput::Message(m) if m.role != Role::Tool);
         // Copied for the `PreCall` hooks only when one listens.
-        let pre_input = match &call.input {
+        let pre_input = match call.input() {
             RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
@@ -334,10 +296,12 @@ impl Driver {
                         self.emit(|| RunEvent::ToolReplayed { result });
                     }
                 }
+                Step::Consult(step) => {
+                    let consulted =
+                        crate::effects::consult(&self.agent, &self.session, &step).await;
+                    core.run.apply(consulted.into())?;
+                }
                 Step::Pause(reqs) => {
-                    if self.decide_without_asking(core, &reqs).await? {
-                        continue;
-                    }
                     deferred();
                     self.commit_releasing(core).await?;
                     self.emit(|| RunEvent::Paused { requirements: reqs });
@@ -426,7 +390,7 @@ impl Driver {
         let mut attempt = 0;
         loop {
             let waiting_children = closed_children(core, call);
-            self.settle_from_ledger(core, &call.input).await?;
+            self.settle_from_ledger(core, call.input()).await?;
             if let Err(refusal) = core.run.apply(Event::Begin(call.clone())) {
                 let refusal = self.late(refusal, call).await;
                 self.record_refusal(refusal.audit).await;
@@ -467,7 +431,7 @@ impl Driver {
         core: &mut SessionCore,
         call: &Call,
     ) -> Result<Option<Vec<reins_message::ToolUse>>> {
-        if core.stale || !core.run.state().settle_before(&call.input).is_empty() {
+        if core.stale || !core.run.state().settle_before(call.input()).is_empty() {
             return Ok(None);
         }
         crate::follow::follow_children(
@@ -555,7 +519,7 @@ impl Driver {
         if children.is_empty() {
             return;
         }
-        let note = match &call.input {
+        let note = match call.input() {
             RunInput::Message(m) => format!(
                 "a new message was sent instead: {}",
                 crate::error::clip(&m.text(), 200)
@@ -567,7 +531,7 @@ impl Driver {
                 continue;
             };
             if let Err(e) = sub
-                .close(&self.session, child, &note, call.actor.clone())
+                .close(&self.session, child, &note, call.actor().cloned())
                 .await
             {
                 tracing::warn!(session = %self.session, call = %child.id, error = %e, "could not close a sub-agent's child session");
@@ -685,7 +649,7 @@ impl Driver {
 
 /// The paused sub-agent calls `call`'s input closes (a user message closes them).
 fn closed_children(core: &SessionCore, call: &Call) -> Vec<reins_message::ToolUse> {
-    match &call.input {
+    match call.input() {
         RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
         _ => Vec::new(),
     }

@@ -190,7 +190,7 @@ pub async fn late_refusal(
     }
     // `resume()` names no requirement: it approves what its view showed, and a
     // stale view stays `StaleView`.
-    let named: Vec<(String, String, Option<String>)> = match &call.input {
+    let named: Vec<(String, String, Option<String>)> = match call.input() {
         RunInput::Decisions(ds) => ds
             .iter()
             .map(|d| {
@@ -226,7 +226,7 @@ pub async fn late_refusal(
         }
     };
     let (error, applied) = found;
-    let via = match &call.input {
+    let via = match call.input() {
         RunInput::Message(_) => "tool_results",
         _ => "resolve",
     };
@@ -234,14 +234,14 @@ pub async fn late_refusal(
         .into_iter()
         .filter(|(id, _, _)| gone.contains(id))
         .map(|(id, decision, by)| {
-            let actor = match (by, &call.actor) {
+            let actor = match (by, call.actor()) {
                 (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
                 (Some(p), _) => Some(Actor::new(p)),
-                (None, a) => a.clone(),
+                (None, a) => a.cloned(),
             };
             DecisionRecord {
                 seq: 0,
-                at: call.now,
+                at: call.now(),
                 requirement_id: id,
                 tool_name: applied.tool_name.clone(),
                 kind: applied.kind.clone(),
@@ -255,7 +255,7 @@ pub async fn late_refusal(
                 shown_input: applied.shown_input.clone(),
                 executed_input: None,
                 note: None,
-                view: call.view.clone(),
+                view: call.view().cloned(),
                 shown_fingerprint: applied.shown_fingerprint.clone(),
                 executed_fingerprint: None,
                 grant_id: None,

@@ -62,6 +62,7 @@ mod backend;
 pub mod compression;
 mod delegate;
 mod drive;
+pub mod effects;
 mod error;
 mod follow;
 mod fork;

@@ -13,10 +13,10 @@ use std::collections::{HashMap, HashSet};
 use chrono::Utc;
 use proptest::prelude::*;
 use reins_agent::run::{
-    AfterReasoning, Call as RunCall, Event, ExecOutcome, GateDecision, Phase, Run, RunConfig,
+    AfterReasoning, AutoDecision, Event, ExecOutcome, GateDecision, Phase, Run, RunConfig,
     RunInput, Step,
 };
-use reins_agent::{Decision, RunStatus};
+use reins_agent::{Agent, Decision, RequirementKind, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
 use serde_json::json;
 
@@ -167,6 +167,8 @@ struct Sim {
     approved: HashSet<String>,
     executed: HashSet<String>,
     used_ids: Vec<String>,
+    /// Calls paused by a hook's `stop_agent()` (never put to the policy or the grants).
+    stopped: HashSet<String>,
 }
 
 impl Sim {
@@ -282,6 +284,9 @@ impl Sim {
                         .collect();
                     for (u, c) in stored.iter().zip(calls.iter()) {
                         let g = if stop { Gate::Confirm } else { c.gate.clone() };
+                        if stop {
+                            self.stopped.insert(u.id.clone());
+                        }
                         self.gates.insert(u.id.clone(), g);
                         if c.suspend {
                             self.suspends.insert(u.id.clone());
@@ -326,6 +331,32 @@ impl Sim {
                         })
                         .unwrap();
                 }
+                Step::Consult(step) => {
+                    // The policy and the grants see only confirmations; every other
+                    // consultation decides its first call by a grant.
+                    prop_assert!(!step.requirements.is_empty());
+                    for r in &step.requirements {
+                        prop_assert_eq!(&r.kind, &RequirementKind::Confirmation);
+                        prop_assert!(
+                            matches!(self.gates.get(&r.id), Some(Gate::Confirm))
+                                && !self.stopped.contains(&r.id),
+                            "{} was consulted without a confirming gate",
+                            r.id
+                        );
+                    }
+                    let mut decisions = Vec::new();
+                    if step_no % 2 == 1 {
+                        let id = step.requirements[0].id.clone();
+                        self.approved.insert(id.clone());
+                        decisions.push((id, AutoDecision::Grant { id: "g".into() }));
+                    }
+                    self.run
+                        .apply(Event::DecidedWithoutAsking {
+                            decisions,
+                            now: Utc::now(),
+                        })
+                        .unwrap();
+                }
                 Step::Pause(_) => return Ok(None),
                 Step::Finish(s) => return Ok(Some(s)),
             }
@@ -352,7 +383,12 @@ proptest! {
             approved: HashSet::new(),
             executed: HashSet::new(),
             used_ids: Vec::new(),
+            stopped: HashSet::new(),
         };
+        let agent = Agent::builder()
+            .model(reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("unused")]))
+            .build()
+            .unwrap();
         for (input, interrupt_at) in sc.inputs {
             let now = Utc::now();
             let pending = sim.pending();
@@ -393,7 +429,7 @@ proptest! {
                 _ => vec![],
             };
             let resume = matches!(run_input, RunInput::Resume);
-            match sim.run.apply(Event::Begin(RunCall::new("s", run_input, now))) {
+            match sim.run.apply(Event::Begin(agent.begin("s", run_input, now))) {
                 Ok(()) => {
                     for d in &decisions {
                         if let Decision::Approve { id, .. } = d {

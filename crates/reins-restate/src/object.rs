@@ -98,8 +98,10 @@ impl SessionObject {
     /// The object for this agent, with the default [`Timeouts`].
     ///
     /// # Errors
-    /// [`crate::Error::Unsupported`] when the agent has hooks: this driver does not run
-    /// them yet (see docs/restate.md).
+    /// [`crate::Error::Unsupported`] when the agent has hooks or a context policy
+    /// (`AgentBuilder::context`): this driver does not run hooks or summarize context
+    /// yet, and refuses the agent rather than run it without them (see
+    /// docs/restate.md).
     pub fn new(agent: Agent) -> crate::Result<Self> {
         Self::with_timeouts(agent, Timeouts::default())
     }
@@ -114,6 +116,14 @@ impl SessionObject {
                 "agent `{}` has {} hook(s); the Restate driver does not run hooks yet",
                 agent.name(),
                 agent.hook_count()
+            )));
+        }
+        if agent.context_policy().is_some() {
+            return Err(crate::Error::Unsupported(format!(
+                "agent `{}` has a context policy (`AgentBuilder::context`); the Restate driver \
+                 does not summarize context yet, so it would send requests over the policy's \
+                 budget",
+                agent.name()
             )));
         }
         Ok(Self {
@@ -414,10 +424,12 @@ impl SessionObject {
             // The closing turn's last commit is not stored yet.
             return busy();
         }
-        let mut call = Call::new(session.clone(), req.input.clone().into_run_input(), now);
-        call.actor.clone_from(&req.actor);
-        call.view.clone_from(&req.view);
-        call.model = self.inner.agent.model().capabilities();
+        let call = self
+            .inner
+            .agent
+            .begin(session.clone(), req.input.clone().into_run_input(), now)
+            .with_actor(req.actor.clone())
+            .with_view(req.view.clone());
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, key) = (self.inner.agent.clone(), session.clone());
             let first = Refused::of(&session, &refusal.error);

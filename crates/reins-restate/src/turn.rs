@@ -5,6 +5,7 @@
 //! | step | journal entries |
 //! |---|---|
 //! | start | `load` (the stored session, once per turn), `clock` before each input |
+//! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
 //! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
 //! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
@@ -15,11 +16,12 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use reins_agent::run::{Call, Event, Flush, Reason, Run, Step};
+use reins_agent::effects;
+use reins_agent::run::{Consulted, Event, Flush, Reason, Run, Step};
 use reins_agent::{Agent, RunEvent, RunOutput, RunStatus};
 use reins_memory::Commit;
 use reins_message::{Msg, ToolResult, Usage};
-use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
+use reins_model::{ChatChunk, ChatRequest, MessageAccumulator};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -318,10 +320,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 let _ = run.apply(Event::Settled { results, now });
             }
         }
-        let mut call = Call::new(self.session.clone(), input, now);
-        call.actor = req.actor;
-        call.view = req.view;
-        call.model = self.agent().model().capabilities();
+        let call = self
+            .agent()
+            .begin(self.session.clone(), input, now)
+            .with_actor(req.actor)
+            .with_view(req.view);
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
             let first = Refused::of(&self.session, &refusal.error);
@@ -350,6 +353,20 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 return self.interrupt(run).await.map(Ended::Status);
             }
             match run.next() {
+                Step::Consult(step) => {
+                    // The approval policy and the standing grants, as the local driver
+                    // asks them (the same function), journaled with what they decided.
+                    let (agent, session) = (self.agent().clone(), self.session.clone());
+                    let consulted: Consulted = self
+                        .journal("consult", OnCancel::Retry, move || {
+                            let (agent, session, step) =
+                                (agent.clone(), session.clone(), step.clone());
+                            async move { Ok(Json(effects::consult(&agent, &session, &step).await)) }
+                        })
+                        .await?;
+                    run.apply(consulted.into())
+                        .map_err(|r| refused(&self.session, &r.error))?;
+                }
                 Step::Compress(_) => {
                     return Err(TerminalError::new_with_code(
                         501,
@@ -410,25 +427,14 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         step: Reason,
     ) -> Result<Option<RunStatus>, TerminalError> {
         let agent = self.agent().clone();
-        let mut messages = Vec::with_capacity(step.messages.len() + 2);
-        if let Some(p) = agent.system_prompt() {
-            messages.push(Msg::system(p.to_owned()).with_id("system-prompt"));
-        }
-        messages.extend(step.messages);
-        let mut request = ChatRequest::new(messages).with_options(agent.chat_options().clone());
-        if step.summary {
-            request
-                .messages
-                .push(Msg::user(agent.summary_prompt().to_owned()).with_id("summary-prompt"));
-            request.tool_choice = ToolChoice::None;
-        } else {
-            request.tools = agent.toolkit().specs().into();
-        }
-        let token = self.token.clone();
         let live = Live {
             iteration: step.iteration,
             ..self.live()
         };
+        // The request as the local driver makes it (the same function): tools, the
+        // structured answer asked for, or the summary prompt.
+        let request = effects::request(&agent, step, &[]);
+        let token = self.token.clone();
         let out = self
             .journal("model", OnCancel::Fail, move || {
                 call_model(agent.clone(), request.clone(), token.clone(), live.clone())

@@ -23,7 +23,7 @@ impl Driver {
         core: &mut SessionCore,
         step: Compress,
     ) -> Result<Option<RunStatus>> {
-        let Some(budget) = self.compression() else {
+        let Some(budget) = self.agent.compression() else {
             return Err(AgentError::Internal(
                 "the run asked for a summary but the agent has no context policy".to_owned(),
             ));

@@ -8,7 +8,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use reins_hook::{HookEvent, HookEventKind, SummaryReason};
 use reins_message::Msg;
-use reins_model::{ChatChunk, ChatRequest, MessageAccumulator, ToolChoice};
+use reins_model::{ChatChunk, MessageAccumulator};
 
 use super::Driver;
 use crate::error::{AgentError, Result};
@@ -24,55 +24,26 @@ impl Driver {
     pub(super) async fn reason(
         &self,
         core: &mut SessionCore,
-        step: Reason,
+        mut step: Reason,
     ) -> Result<Option<RunStatus>> {
         let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
-        let Reason {
-            iteration,
-            summary,
-            messages,
-            repairs,
-            output,
-            context,
-        } = step;
-        if let Some(check) = context {
+        let (iteration, summary) = (step.iteration, step.summary);
+        let output_mode = step.output.as_ref().map(|(mode, _)| *mode);
+        if let Some(check) = step.context.take() {
             self.announce_context(check);
         }
+        let repairs = std::mem::take(&mut step.repairs);
         if !repairs.is_empty() {
             tracing::warn!(session = %self.session, report = ?repairs, "transcript repaired before the model request");
             self.emit(|| RunEvent::Repaired { report: repairs });
         }
-        let mut request_messages = Vec::with_capacity(messages.len() + 2);
-        if let Some(p) = &cfg.system_prompt {
-            request_messages.push(Msg::system(p.clone()).with_id("system-prompt"));
-        }
-        request_messages.extend(messages);
-        let mut request = ChatRequest::new(request_messages).with_options(cfg.options.clone());
-        let mut output_mode = None;
+        let request = crate::effects::request(&self.agent, step, &self.client_tools);
         let mut event = if summary {
-            request
-                .messages
-                .push(Msg::user(cfg.summary_prompt.clone()).with_id("summary-prompt"));
-            request.tool_choice = ToolChoice::None;
             HookEvent::PreSummary {
                 request,
                 reason: SummaryReason::IterationLimit,
             }
         } else {
-            request.tools = rt.tool_specs();
-            // Only when there are client tools: changing the specs copies them.
-            if !self.client_tools.is_empty() {
-                request.tools.extend(
-                    self.client_tools
-                        .iter()
-                        .filter(|t| !rt.toolkit.contains(&t.name))
-                        .cloned(),
-                );
-            }
-            if let Some((mode, spec)) = output {
-                crate::structured::ask_for_output(&mut request, mode, &spec);
-                output_mode = Some(mode);
-            }
             HookEvent::PreReasoning { request }
         };
         self.hooks(&mut event, iteration).await?;
@@ -187,17 +158,6 @@ impl Driver {
             stop: control.is_stopped(),
             goto: control.goto().map(<[Msg]>::to_vec).unwrap_or_default(),
         };
-        if !after.stop {
-            let confirm = message
-                .tool_uses()
-                .zip(&gates)
-                .filter(|(_, g)| matches!(g, crate::run::GateDecision::Confirm { .. }))
-                .map(|(u, _)| u.id.clone());
-            match self.fresh.lock() {
-                Ok(mut f) => f.extend(confirm),
-                Err(p) => p.into_inner().extend(confirm),
-            }
-        }
         core.run.apply(Event::Reasoned {
             message,
             gates,

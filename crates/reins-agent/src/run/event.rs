@@ -2,6 +2,7 @@
 //! [`Call`] that starts a call with everything the run needs to know about the agent
 //! for it (how to ask for a structured answer, the context budget).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use reins_model::ModelCapabilities;
 use super::{AfterReasoning, ExecOutcome, GateDecision, RunInput};
 use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
 use crate::error::AgentError;
+use crate::requirement::Quorum;
 use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
@@ -82,50 +84,155 @@ pub enum Event {
 
 /// The start of a call: the caller's input, who acts, on which view, and what the run
 /// needs to know about the agent for this call.
+///
+/// Only the agent makes one ([`Agent::begin`](crate::Agent::begin)): every rule it
+/// carries (quorums, approval lifetimes, the structured answer, the context budget,
+/// what the model can do) comes from the agent's configuration, so no driver can
+/// start a call with fewer of them. The caller's part is set with
+/// [`Call::with_actor`], [`Call::with_view`] and [`Call::with_output`].
 #[derive(Debug, Clone)]
 pub struct Call {
-    /// The session the run belongs to (named in errors and in the output).
-    pub session: String,
-    /// The caller's input.
-    pub input: RunInput,
-    /// Who the call acts for (recorded with every decision it makes).
-    pub actor: Option<Actor>,
-    /// The view the caller acts on: a different one is refused
-    /// ([`AgentError::StaleView`]) before anything changes.
-    pub view: Option<ViewToken>,
-    /// The structured answer a run started by this call's message must end with
-    /// (`None`: free text). Ignored for other inputs: a run in progress keeps its own.
-    pub output: Option<OutputSpec>,
-    /// What the model can do (how a structured answer is asked for).
-    pub model: ModelCapabilities,
-    /// The context budget, when the agent keeps one (shared by the agent's calls).
-    pub compression: Option<Arc<Compression>>,
-    /// How long requirements of these tools stay answerable, in seconds (overrides
-    /// [`RunConfig::requirement_ttl_secs`](super::RunConfig::requirement_ttl_secs) for
-    /// them; empty: the default for every tool).
-    pub approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
-    /// Tools whose confirmations need approvals from several people (empty: none).
-    pub quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
-    /// When.
-    pub now: DateTime<Utc>,
+    pub(super) session: String,
+    pub(super) input: RunInput,
+    pub(super) actor: Option<Actor>,
+    pub(super) view: Option<ViewToken>,
+    pub(super) output: Option<OutputSpec>,
+    pub(super) model: ModelCapabilities,
+    pub(super) compression: Option<Arc<Compression>>,
+    pub(super) approval_ttls: Arc<BTreeMap<String, u64>>,
+    pub(super) quorums: Arc<BTreeMap<String, Quorum>>,
+    pub(super) now: DateTime<Utc>,
+}
+
+/// The agent's part of a [`Call`] (what [`Agent::begin`](crate::Agent::begin) fills in).
+pub(crate) struct AgentRules {
+    /// The structured answer every run started by a message must end with.
+    pub(crate) output: Option<OutputSpec>,
+    /// What the model can do.
+    pub(crate) model: ModelCapabilities,
+    /// The context budget.
+    pub(crate) compression: Option<Arc<Compression>>,
+    /// Per-tool requirement lifetimes (seconds).
+    pub(crate) approval_ttls: Arc<BTreeMap<String, u64>>,
+    /// Per-tool quorums.
+    pub(crate) quorums: Arc<BTreeMap<String, Quorum>>,
 }
 
 impl Call {
-    /// A call with this input and nothing else set: no actor, no view, free text, a
-    /// model of default capabilities, no context budget.
-    pub fn new(session: impl Into<String>, input: RunInput, now: DateTime<Utc>) -> Self {
+    /// A call of an agent with these rules (see [`Agent::begin`](crate::Agent::begin)).
+    pub(crate) fn of_agent(
+        session: String,
+        input: RunInput,
+        now: DateTime<Utc>,
+        rules: AgentRules,
+    ) -> Self {
         Self {
-            session: session.into(),
+            session,
             input,
             actor: None,
             view: None,
-            output: None,
-            model: ModelCapabilities::default(),
-            compression: None,
-            approval_ttls: Arc::default(),
-            quorums: Arc::default(),
+            output: rules.output,
+            model: rules.model,
+            compression: rules.compression,
+            approval_ttls: rules.approval_ttls,
+            quorums: rules.quorums,
             now,
         }
+    }
+
+    /// A call with this input and no agent rules at all (the run's unit tests).
+    #[cfg(test)]
+    pub(crate) fn bare(session: impl Into<String>, input: RunInput, now: DateTime<Utc>) -> Self {
+        Self::of_agent(
+            session.into(),
+            input,
+            now,
+            AgentRules {
+                output: None,
+                model: ModelCapabilities::default(),
+                compression: None,
+                approval_ttls: Arc::default(),
+                quorums: Arc::default(),
+            },
+        )
+    }
+
+    /// Who the call acts for (recorded with every decision it makes; what quorums
+    /// count and grants scoped to a principal match).
+    #[must_use]
+    pub fn with_actor(mut self, actor: Option<Actor>) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// The view the caller acts on: a different one is refused
+    /// ([`AgentError::StaleView`]) before anything changes.
+    #[must_use]
+    pub fn with_view(mut self, view: Option<ViewToken>) -> Self {
+        self.view = view;
+        self
+    }
+
+    /// The structured answer a run started by this call's message must end with,
+    /// instead of the agent's (ignored for other inputs: a run in progress keeps its
+    /// own).
+    #[must_use]
+    pub fn with_output(mut self, spec: OutputSpec) -> Self {
+        self.output = Some(spec);
+        self
+    }
+
+    /// The session the run belongs to.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// The caller's input.
+    pub fn input(&self) -> &RunInput {
+        &self.input
+    }
+
+    /// Who the call acts for.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
+    }
+
+    /// The view the caller acts on.
+    pub fn view(&self) -> Option<&ViewToken> {
+        self.view.as_ref()
+    }
+
+    /// The structured answer a run started by this call's message must end with
+    /// (`None`: free text).
+    pub fn output(&self) -> Option<&OutputSpec> {
+        self.output.as_ref()
+    }
+
+    /// What the model can do (how a structured answer is asked for).
+    pub fn model(&self) -> ModelCapabilities {
+        self.model
+    }
+
+    /// The agent's context budget, when it keeps one.
+    pub fn compression(&self) -> Option<&Arc<Compression>> {
+        self.compression.as_ref()
+    }
+
+    /// How long requirements of these tools stay answerable, in seconds (overrides
+    /// [`RunConfig::requirement_ttl_secs`](super::RunConfig::requirement_ttl_secs) for
+    /// them).
+    pub fn approval_ttls(&self) -> &BTreeMap<String, u64> {
+        &self.approval_ttls
+    }
+
+    /// Tools whose confirmations need approvals from several people.
+    pub fn quorums(&self) -> &BTreeMap<String, Quorum> {
+        &self.quorums
+    }
+
+    /// When.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
     }
 }
 

@@ -13,13 +13,16 @@
 //!
 //! ```
 //! use chrono::Utc;
-//! use reins_agent::run::{AfterReasoning, Call, Event, ExecOutcome, GateDecision, Run, RunConfig, RunInput, Step};
-//! use reins_agent::RunStatus;
+//! use reins_agent::run::{AfterReasoning, Event, ExecOutcome, GateDecision, Run, RunInput, Step};
+//! use reins_agent::{Agent, RunStatus};
 //! use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
 //! use serde_json::json;
+//! # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("unused")]);
 //!
-//! let mut run = Run::new(RunConfig::default());
-//! let begin = Call::new("user-7/chat-1", RunInput::Message(Msg::user("delete temp.txt")), Utc::now());
+//! // The agent makes every call's start (its rules travel in it); the run is sans-IO.
+//! let agent = Agent::builder().model(model).build().expect("an agent");
+//! let mut run = Run::new(agent.run_config());
+//! let begin = agent.begin("user-7/chat-1", RunInput::Message(Msg::user("delete temp.txt")), Utc::now());
 //! run.apply(Event::Begin(begin)).expect("a new message is accepted");
 //!
 //! // The model is asked; its answer is one call of a tool that needs a person.
@@ -35,10 +38,18 @@
 //! })
 //! .expect("an outcome is never refused");
 //!
+//! // Before a person is asked, the approval policy and the standing grants are: the
+//! // driver answers with what they decided (`reins_agent::effects::consult`); here,
+//! // nothing.
+//! let Step::Consult(consult) = run.next() else { unreachable!() };
+//! assert_eq!(consult.requirements[0].id, "call_1");
+//! run.apply(Event::DecidedWithoutAsking { decisions: vec![], now: Utc::now() })
+//!     .expect("the consultation is answered");
+//!
 //! // The run pauses with the requirement; `resume()` approves it.
 //! let Step::Pause(reqs) = run.next() else { unreachable!() };
 //! assert_eq!(reqs[0].id, "call_1");
-//! run.apply(Event::Begin(Call::new("user-7/chat-1", RunInput::Resume, Utc::now())))
+//! run.apply(Event::Begin(agent.begin("user-7/chat-1", RunInput::Resume, Utc::now())))
 //!     .expect("the pending call is approved");
 //! let Step::Execute(batch) = run.next() else { unreachable!() };
 //! let done = ToolResult::success(&batch[0].tool_use.id, "delete_file", "deleted");
@@ -78,16 +89,17 @@ mod types;
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
-pub use quorum::AutoDecision;
+pub use quorum::{AutoDecision, Consulted};
 
+pub(crate) use event::AgentRules;
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to the run with [`Event::Reasoned`].
 pub use reins_tool::GateDecision;
 pub use replay::{NOT_IN_RECORD, Record, RecordedCall};
 pub use types::{
-    AfterReasoning, ChildInput, Compress, Compressed, ContextCheck, ExecOutcome, Execution, Phase,
-    Reason, RunConfig, RunInput, RunState, Step,
+    AfterReasoning, ChildInput, Compress, Compressed, Consult, ContextCheck, ExecOutcome,
+    Execution, Phase, Reason, RunConfig, RunInput, RunState, Step,
 };
 pub(crate) use types::{OutputState, SlotStatus, ToolSlot};
 
@@ -179,6 +191,11 @@ struct CallTally {
     approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
     /// Per-tool quorums.
     quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
+    /// Confirmations this call's reasoning raised, not yet put to the approval policy
+    /// and the standing grants (the next [`Step::Consult`]).
+    consult: Vec<String>,
+    /// The requirements of the [`Step::Consult`] handed out and not yet answered.
+    consulting: Option<Vec<String>>,
 }
 
 impl Run {
@@ -210,7 +227,7 @@ impl Run {
         input: RunInput,
         now: DateTime<Utc>,
     ) -> crate::error::Result<()> {
-        self.apply(Event::Begin(Call::new("test", input, now)))
+        self.apply(Event::Begin(Call::bare("test", input, now)))
             .map_err(|r| r.error)
     }
 
@@ -300,6 +317,9 @@ impl Run {
                     if self.state.slots.has_waiting() {
                         self.state.phase = Phase::Paused;
                         self.record_requirements(&waiting);
+                        if let Some(step) = self.consult_step(&waiting) {
+                            return step;
+                        }
                         return Step::Pause(waiting);
                     }
                     let unreported = self.state.slots.undispatch();
@@ -317,12 +337,51 @@ impl Run {
                 Phase::Paused => {
                     let waiting = self.requirements();
                     self.record_requirements(&waiting);
+                    if let Some(step) = self.consult_step(&waiting) {
+                        return step;
+                    }
                     return Step::Pause(waiting);
                 }
                 Phase::Idle => return Step::Finish(RunStatus::Completed),
                 Phase::Finished(status) => return Step::Finish(status),
             }
         }
+    }
+
+    /// The [`Step::Consult`] for the confirmations this call's reasoning raised that
+    /// still wait, before the run pauses for them (the same one again while it is not
+    /// answered); `None` when there is nothing to consult.
+    fn consult_step(&mut self, waiting: &[Requirement]) -> Option<Step> {
+        if self.call.consulting.is_none() {
+            let fresh = std::mem::take(&mut self.call.consult);
+            let asked: Vec<String> = waiting
+                .iter()
+                .filter(|r| {
+                    fresh.contains(&r.id)
+                        && r.kind == RequirementKind::Confirmation
+                        && !r.is_nested()
+                })
+                .map(|r| r.id.clone())
+                .collect();
+            if asked.is_empty() {
+                return None;
+            }
+            self.call.consulting = Some(asked);
+        }
+        let asked = self.call.consulting.as_ref()?;
+        let requirements: Vec<Requirement> = waiting
+            .iter()
+            .filter(|r| asked.contains(&r.id))
+            .cloned()
+            .collect();
+        if requirements.is_empty() {
+            self.call.consulting = None;
+            return None;
+        }
+        Some(Step::Consult(Consult {
+            requirements,
+            principal: self.state.principal.clone(),
+        }))
     }
 
     fn record_requirements(&mut self, waiting: &[Requirement]) {
@@ -423,6 +482,7 @@ impl Run {
         };
         let mut gates = gates.into_iter();
         let mut served = self.serve_from_record(&uses, after.stop, now).into_iter();
+        let mut consult = Vec::new();
         self.state.slots = uses
             .into_iter()
             .map(|u| {
@@ -465,6 +525,8 @@ impl Run {
                             dispatched: false,
                         },
                         GateDecision::Confirm { reason } => {
+                            // Put to the policy and the grants before anyone is asked.
+                            consult.push(u.id.clone());
                             waiting(RequirementKind::Confirmation, reason)
                         }
                         GateDecision::UserInput { fields } => waiting(
@@ -483,6 +545,7 @@ impl Run {
                 }
             })
             .collect();
+        self.call.consult.extend(consult);
         self.state.phase = Phase::Acting;
     }
 
@@ -753,9 +816,7 @@ impl Run {
         match event {
             Event::Begin(call) => return self.begin_call(call),
             Event::DecidedWithoutAsking { decisions, now } => {
-                return self
-                    .decide_automatically(decisions, now)
-                    .map_err(Refusal::from);
+                return self.answer_consult(decisions, now).map_err(Refusal::from);
             }
             Event::Settled { results, now } => self.settle(results, now),
             Event::Reasoned {

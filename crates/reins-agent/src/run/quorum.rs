@@ -8,16 +8,18 @@
 //! refused ([`AgentError::AlreadyApproved`]); one rejection closes the requirement.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Run, SlotStatus};
+use super::{Event, Run, SlotStatus};
 use crate::error::{AgentError, Result};
 use crate::requirement::{Approval, Decision, QuorumState, Requirement};
 use crate::view::QuorumCount;
 
 /// How a call was decided without a person
 /// ([`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AutoDecision {
     /// A standing grant allowed it.
     Grant {
@@ -34,6 +36,28 @@ pub enum AutoDecision {
         /// For the model.
         note: String,
     },
+}
+
+/// The answer to a [`Step::Consult`](super::Step::Consult): what the approval policy
+/// and the standing grants decided without asking a person (by requirement id; the
+/// requirements they left undecided are asked), and when. Serializable, so a driver
+/// that journals its steps can journal it; fed back as
+/// [`Event::DecidedWithoutAsking`] (`From`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consulted {
+    /// (requirement id, how it was decided); empty: people are asked.
+    pub decisions: Vec<(String, AutoDecision)>,
+    /// When.
+    pub now: DateTime<Utc>,
+}
+
+impl From<Consulted> for Event {
+    fn from(c: Consulted) -> Self {
+        Event::DecidedWithoutAsking {
+            decisions: c.decisions,
+            now: c.now,
+        }
+    }
 }
 
 impl AutoDecision {
@@ -150,6 +174,40 @@ impl Run {
         }
         self.log_decision(&req, "approve", "resolve", d.decided_by(), None, None, now);
         None
+    }
+
+    /// Takes the answer to the [`Step::Consult`](super::Step::Consult) handed out:
+    /// what it decides is applied ([`Run::decide_automatically`]); nothing decided
+    /// lets the run pause. A decision for a requirement the step did not ask about is
+    /// refused and the step stays unanswered.
+    pub(super) fn answer_consult(
+        &mut self,
+        decisions: Vec<(String, AutoDecision)>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let Some(asked) = self.call.consulting.take() else {
+            if decisions.is_empty() {
+                return Ok(());
+            }
+            return Err(AgentError::InvalidInput(
+                "decisions made without asking answer a `Step::Consult`, and none waits for \
+                 an answer"
+                    .to_owned(),
+            ));
+        };
+        if let Some((id, _)) = decisions.iter().find(|(id, _)| !asked.contains(id)) {
+            let error = AgentError::InvalidInput(format!(
+                "`{id}` was not put to the approval policy and the standing grants; the \
+                 `Consult` step asked about {}",
+                asked.join(", ")
+            ));
+            self.call.consulting = Some(asked);
+            return Err(error);
+        }
+        if decisions.is_empty() {
+            return Ok(());
+        }
+        self.decide_automatically(decisions, now)
     }
 
     /// Decides requirements without a person: a standing grant or the application's

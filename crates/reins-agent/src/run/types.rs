@@ -213,6 +213,14 @@ pub enum ExecOutcome {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
+    /// Confirmations this call's reasoning raised, to put to the application's
+    /// approval policy and the standing grants before anyone is asked (see
+    /// [`crate::approval`]): answer with
+    /// [`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking) carrying
+    /// what they decided (nothing: people are asked). Until it is answered,
+    /// [`Run::next`](super::Run::next) hands out the same step again; the run stays
+    /// paused meanwhile.
+    Consult(Consult),
     /// The next request is over the context budget: summarize these messages, then
     /// feed [`Event::Summarized`](super::Event::Summarized) (and the summarizer's
     /// [`Event::Usage`](super::Event::Usage)).
@@ -232,6 +240,17 @@ pub enum Step {
     Pause(Vec<Requirement>),
     /// The run ended.
     Finish(RunStatus),
+}
+
+/// What a [`Step::Consult`] puts to the approval policy and the standing grants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consult {
+    /// The confirmations to decide (top-level, raised by this call's reasoning; not
+    /// those a hook's `stop_agent()` raised), in the model's order.
+    pub requirements: Vec<Requirement>,
+    /// Who the session acts for in this turn ([`RunState::principal`]): what grants
+    /// scoped to a principal, and the policy, are asked about.
+    pub principal: Option<String>,
 }
 
 /// A model call: the transcript part of the request and how to ask for the answer.

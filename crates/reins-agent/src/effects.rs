@@ -1,0 +1,119 @@
+//! The effects of a [`Run`](crate::run::Run)'s steps, written once: every driver
+//! performs them through these functions, so a step does the same thing whichever
+//! driver runs it. The local driver calls them directly; a driver that journals its
+//! steps (reins-restate) calls them inside its journaled steps and journals what they
+//! return.
+//!
+//! | step | effect |
+//! |---|---|
+//! | [`Step::Consult`](crate::run::Step::Consult) | [`consult`]: the approval policy, then the standing grants; answered with [`Event::DecidedWithoutAsking`](crate::run::Event::DecidedWithoutAsking) (`Consulted` converts into it) |
+//! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt) |
+
+use chrono::Utc;
+use reins_memory::{Error as StoreError, GrantFilter};
+use reins_message::{Msg, ToolSpec};
+use reins_model::{ChatRequest, ToolChoice};
+
+use crate::agent::Agent;
+use crate::approval::{PolicyRequest, PolicyVerdict};
+use crate::run::{AutoDecision, Consult, Consulted, Reason};
+
+/// Answers a [`Consult`] step: each confirmation is put to the agent's approval
+/// policy (allow or deny decide it; ask goes on), then — unless its tool needs a
+/// quorum, which always asks people — to the standing grants (the first grant that
+/// matches the tool, the turn's principal, the session and the arguments allows it).
+/// What neither decides is left to people. Grants that cannot be read leave the call
+/// to a person (logged). See [`crate::approval`] for the order.
+pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted {
+    let rt = &*agent.runtime;
+    let principal = step.principal.as_deref();
+    let mut decisions = Vec::new();
+    for r in &step.requirements {
+        if let Some(policy) = &rt.policy {
+            let verdict = policy
+                .decide(PolicyRequest {
+                    tool: &r.tool_use.name,
+                    arguments: &r.tool_use.input,
+                    tool_use_id: &r.id,
+                    session,
+                    principal,
+                })
+                .await;
+            match verdict {
+                PolicyVerdict::Ask => {}
+                PolicyVerdict::Allow { reason } => {
+                    decisions.push((r.id.clone(), AutoDecision::PolicyAllow { reason }));
+                    continue;
+                }
+                PolicyVerdict::Deny { note } => {
+                    decisions.push((r.id.clone(), AutoDecision::PolicyDeny { note }));
+                    continue;
+                }
+            }
+        }
+        // A quorum asks people.
+        if r.quorum.is_some() {
+            continue;
+        }
+        let grants = match rt
+            .store
+            .list_grants(&GrantFilter::all().tool(&r.tool_use.name))
+            .await
+        {
+            Ok(g) => g,
+            Err(StoreError::Unsupported { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(session = %session, error = %e, "could not read the standing grants; asking a person");
+                continue;
+            }
+        };
+        let now = Utc::now();
+        if let Some(g) = grants
+            .iter()
+            .find(|g| g.matches(&r.tool_use.name, principal, session, &r.tool_use.input, now))
+        {
+            decisions.push((r.id.clone(), AutoDecision::Grant { id: g.id.clone() }));
+        }
+    }
+    Consulted {
+        decisions,
+        now: Utc::now(),
+    }
+}
+
+/// The model request of a [`Reason`] step, as every driver sends it: the agent's
+/// system prompt, the step's messages and the agent's options; for the summary at the
+/// iteration limit, the summary prompt and no tools; otherwise the agent's tools, then
+/// `extra_tools` the caller brought for this call (a toolkit tool of the same name
+/// wins), and the structured answer the run asks for (the `final_answer` tool, or
+/// the provider's JSON Schema format).
+pub fn request(agent: &Agent, step: Reason, extra_tools: &[ToolSpec]) -> ChatRequest {
+    let (cfg, rt) = (&*agent.config, &*agent.runtime);
+    let mut messages = Vec::with_capacity(step.messages.len() + 2);
+    if let Some(p) = &cfg.system_prompt {
+        messages.push(Msg::system(p.clone()).with_id("system-prompt"));
+    }
+    messages.extend(step.messages);
+    let mut request = ChatRequest::new(messages).with_options(cfg.options.clone());
+    if step.summary {
+        request
+            .messages
+            .push(Msg::user(cfg.summary_prompt.clone()).with_id("summary-prompt"));
+        request.tool_choice = ToolChoice::None;
+        return request;
+    }
+    request.tools = rt.tool_specs();
+    // Only when there are extra tools: changing the specs copies them.
+    if !extra_tools.is_empty() {
+        request.tools.extend(
+            extra_tools
+                .iter()
+                .filter(|t| !rt.toolkit.contains(&t.name))
+                .cloned(),
+        );
+    }
+    if let Some((mode, spec)) = &step.output {
+        crate::structured::ask_for_output(&mut request, *mode, spec);
+    }
+    request
+}
