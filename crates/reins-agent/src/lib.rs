@@ -53,7 +53,7 @@
 //! |------------|---------|--------------|
 //! | `sqlite`   | yes     | `reins_memory::SqliteStore` (the embedded default store) |
 //! | `postgres` | no      | `reins_memory::PostgresStore` |
-//! | `testing`  | no      | `reins_model::ScriptedModel`, for tests and offline demos |
+//! | `testing`  | no      | `reins_model::ScriptedModel`, for tests and offline demos; the `testing` module: behaviour scenarios every driver's tests run |
 //! | `tiktoken` | yes     | exact token counts for OpenAI models in [`ContextPolicy`] (`tiktoken-rs`) |
 
 mod agent;
@@ -79,6 +79,8 @@ mod snapshot;
 mod state;
 mod structured;
 pub mod subagent;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod transcript;
 mod view;
 mod watch;

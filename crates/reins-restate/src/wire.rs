@@ -2,7 +2,9 @@
 //! inputs a turn starts or goes on with, what `submit` answers, and the refusals (the
 //! same errors the local driver raises, as JSON).
 
-use reins_agent::{Actor, AgentError, Decided, Decision, Requirement, RunInput, ViewToken};
+use reins_agent::{
+    Actor, AgentError, Decided, Decision, QuorumCount, Requirement, RunInput, ViewToken,
+};
 use reins_message::Msg;
 use serde::{Deserialize, Serialize};
 
@@ -151,7 +153,8 @@ pub struct Interrupted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Refused {
     /// `not_found`, `not_paused`, `unknown_requirement`, `stale_view`, `busy`,
-    /// `already_decided`, `invalid_decision`, `expired`, `invalid_input` or `internal`.
+    /// `already_decided`, `already_approved`, `not_eligible`, `invalid_decision`,
+    /// `expired`, `invalid_input` or `internal` (the codes reins-server answers with).
     pub code: String,
     /// A sentence for a person.
     pub message: String,
@@ -171,6 +174,18 @@ pub struct Refused {
     /// For `already_decided`: the decision that took effect (who, what, when, how).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided: Option<Decided>,
+    /// For `expired`: when the requirement expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// For `already_approved`: who approved again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// For `already_approved`: the quorum's approvals so far and approvals needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<QuorumCount>,
+    /// For `not_eligible`: why the approval cannot count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Refused {
@@ -178,8 +193,9 @@ impl Refused {
     /// the terminal error's code).
     pub fn status(&self) -> u16 {
         match self.code.as_str() {
+            "not_eligible" => 403,
             "not_found" | "unknown_requirement" => 404,
-            "not_paused" | "stale_view" | "busy" | "already_decided" => 409,
+            "not_paused" | "stale_view" | "busy" | "already_decided" | "already_approved" => 409,
             "invalid_decision" | "expired" | "invalid_input" => 422,
             _ => 500,
         }
@@ -195,6 +211,10 @@ impl Refused {
             ids: Vec::new(),
             pending: Vec::new(),
             decided: None,
+            expired_at: None,
+            by: None,
+            quorum: None,
+            reason: None,
         };
         r.code = match error {
             AgentError::SessionBusy { .. } => "busy",
@@ -221,7 +241,30 @@ impl Refused {
                 r.decided = Some((**decided).clone());
                 "already_decided"
             }
-            AgentError::RequirementExpired { .. } => "expired",
+            AgentError::RequirementExpired { id, expired_at } => {
+                r.id = Some(id.clone());
+                r.expired_at = Some(*expired_at);
+                "expired"
+            }
+            AgentError::AlreadyApproved {
+                id,
+                by,
+                needed,
+                count,
+            } => {
+                r.id = Some(id.clone());
+                r.by = Some(by.clone());
+                r.quorum = Some(QuorumCount {
+                    approvals: *count,
+                    needed: *needed,
+                });
+                "already_approved"
+            }
+            AgentError::NotEligible { id, reason } => {
+                r.id = Some(id.clone());
+                r.reason = Some(reason.clone());
+                "not_eligible"
+            }
             AgentError::InvalidInput(_) => "invalid_input",
             AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => "not_found",
             _ => "internal",
@@ -256,6 +299,23 @@ impl Refused {
                 id: self.id.clone().unwrap_or_default(),
                 decided: Box::new(self.decided.clone()?),
             },
+            "expired" => AgentError::RequirementExpired {
+                id: self.id.clone().unwrap_or_default(),
+                expired_at: self.expired_at?,
+            },
+            "already_approved" => {
+                let q = self.quorum?;
+                AgentError::AlreadyApproved {
+                    id: self.id.clone().unwrap_or_default(),
+                    by: self.by.clone().unwrap_or_default(),
+                    needed: q.needed,
+                    count: q.approvals,
+                }
+            }
+            "not_eligible" => AgentError::NotEligible {
+                id: self.id.clone().unwrap_or_default(),
+                reason: self.reason.clone()?,
+            },
             _ => return None,
         })
     }
@@ -277,6 +337,44 @@ mod tests {
         let back: Refused = serde_json::from_str(&json).unwrap();
         let again = back.to_agent_error().unwrap();
         assert_eq!(again.to_string(), e.to_string());
+    }
+
+    #[test]
+    fn consent_refusals_round_trip_with_reins_servers_codes() {
+        let cases = [
+            (
+                AgentError::RequirementExpired {
+                    id: "call_1".into(),
+                    expired_at: chrono::Utc::now(),
+                },
+                "expired",
+                422,
+            ),
+            (
+                AgentError::AlreadyApproved {
+                    id: "call_1".into(),
+                    by: "ana".into(),
+                    needed: 2,
+                    count: 1,
+                },
+                "already_approved",
+                409,
+            ),
+            (
+                AgentError::NotEligible {
+                    id: "call_1".into(),
+                    reason: "only approvers with one of the roles finance count".into(),
+                },
+                "not_eligible",
+                403,
+            ),
+        ];
+        for (e, code, status) in cases {
+            let r = Refused::of("s1", &e);
+            assert_eq!((r.code.as_str(), r.status()), (code, status));
+            let back: Refused = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+            assert_eq!(back.to_agent_error().unwrap().to_string(), e.to_string());
+        }
     }
 
     #[test]

@@ -1,0 +1,56 @@
+//! The consent table of issue #36 on the local driver: every scenario of
+//! `reins_agent::testing`, each on its own SQLite store, through the local driver as a
+//! `SessionBackend`. reins-restate's `tests/consent.rs` runs the same scenarios, with
+//! the same checks, on a real restate-server.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::sync::Arc;
+
+use reins_agent::testing::Scenario;
+use reins_memory::{MemoryStore, SqliteStore};
+
+async fn on_local(scenario: Scenario) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(
+        SqliteStore::open(dir.path().join("reins.sqlite"))
+            .await
+            .unwrap(),
+    );
+    let outbox = dir.path().join("outbox.txt");
+    let agent = scenario.agent(store.clone(), &outbox).unwrap();
+    if let Err(e) = scenario.check(&agent, &*store, &outbox).await {
+        panic!("local driver: {e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_of_two_with_one_approval_stays_paused() {
+    on_local(Scenario::Quorum).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denying_policy_rejects_without_asking() {
+    on_local(Scenario::PolicyDenies).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_approval_of_a_short_lived_requirement_is_refused() {
+    on_local(Scenario::ApprovalTtl).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standing_grant_runs_without_asking() {
+    on_local(Scenario::StandingGrant).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_spec_ends_with_a_structured_answer() {
+    on_local(Scenario::OutputSpec).await;
+}
+
+#[test]
+fn every_scenario_has_a_name_that_reads_back() {
+    for s in Scenario::ALL {
+        assert_eq!(Scenario::from_name(s.name()), Some(s));
+    }
+}

@@ -1,0 +1,171 @@
+//! The consent table of issue #36 on Restate: every scenario of `reins_agent::testing`
+//! (the same checks reins-agent's `tests/consent_table.rs` runs on the local driver),
+//! through `RestateClient` as the `SessionBackend`, against a real restate-server (from
+//! npm) and the scenario's agent served in a process of its own — this test binary
+//! started again as `consent_service`, so the service is built from the scenario's
+//! own `Scenario::agent`.
+//!
+//! Fails under `CI=true` when restate-server is not installed; elsewhere it is
+//! reported SKIPPED.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reins_agent::testing::Scenario;
+use reins_memory::{MemoryStore, SqliteStore};
+use reins_restate::{LocalRestate, RestateClient, SessionObject};
+use tokio::process::{Child, Command};
+
+/// One restate-server at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+/// The service process: the scenario's agent as the session object, until killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "started by the consent tests as the service process"]
+async fn consent_service() {
+    let scenario = Scenario::from_name(&env("REINS_CONSENT_SCENARIO")).unwrap();
+    let store: Arc<dyn MemoryStore> =
+        Arc::new(SqliteStore::open(env("REINS_CONSENT_DB")).await.unwrap());
+    let agent = scenario
+        .agent(store, Path::new(&env("REINS_CONSENT_OUTBOX")))
+        .unwrap();
+    let object = SessionObject::new(agent).unwrap();
+    let listener = tokio::net::TcpListener::bind(env("REINS_CONSENT_LISTEN"))
+        .await
+        .unwrap();
+    reins_restate::serve(object, listener).await;
+}
+
+/// A restate-server, the scenario's service process and a client of the ingress.
+struct Deployment {
+    _restate: LocalRestate,
+    service: Child,
+    client: RestateClient,
+    db: PathBuf,
+    outbox: PathBuf,
+    log: PathBuf,
+}
+
+impl Deployment {
+    async fn start(binary: PathBuf, dir: &Path, scenario: Scenario) -> Self {
+        let restate = LocalRestate::start_with(binary, dir.join("restate"), "")
+            .await
+            .unwrap();
+        let (db, outbox, log) = (
+            dir.join("reins.sqlite"),
+            dir.join("outbox.txt"),
+            dir.join("service.log"),
+        );
+        // The store exists (and is migrated) before either process opens it.
+        drop(SqliteStore::open(&db).await.unwrap());
+        let port = reins_restate::local::free_port().unwrap();
+        let out = std::fs::File::create(&log).unwrap();
+        let service = Command::new(std::env::current_exe().unwrap())
+            .args(["consent_service", "--exact", "--ignored", "--nocapture"])
+            .env("REINS_CONSENT_SCENARIO", scenario.name())
+            .env("REINS_CONSENT_DB", &db)
+            .env("REINS_CONSENT_OUTBOX", &outbox)
+            .env("REINS_CONSENT_LISTEN", format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the service process did not listen:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        restate
+            .register(&format!("http://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let client = RestateClient::new(restate.ingress_url());
+        Self {
+            _restate: restate,
+            service,
+            client,
+            db,
+            outbox,
+            log,
+        }
+    }
+}
+
+async fn on_restate(scenario: Scenario) {
+    let Some(binary) = support::restate_binary() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Deployment::start(binary, dir.path(), scenario).await;
+    let store = SqliteStore::open(&d.db).await.unwrap();
+    let result = scenario.check(&d.client, &store, &d.outbox).await;
+    d.service.kill().await.unwrap();
+    if let Err(e) = result {
+        panic!(
+            "Restate driver: {e}\nservice log:\n{}",
+            std::fs::read_to_string(&d.log).unwrap_or_default()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_of_two_with_one_approval_stays_paused() {
+    on_restate(Scenario::Quorum).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denying_policy_rejects_without_asking() {
+    on_restate(Scenario::PolicyDenies).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_approval_of_a_short_lived_requirement_is_refused() {
+    on_restate(Scenario::ApprovalTtl).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standing_grant_runs_without_asking() {
+    on_restate(Scenario::StandingGrant).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_spec_ends_with_a_structured_answer() {
+    on_restate(Scenario::OutputSpec).await;
+}
+
+/// What the Restate driver cannot do yet it refuses when the service is built,
+/// naming the setting, instead of running the agent without it.
+#[test]
+fn an_agent_with_a_context_policy_is_refused_at_registration() {
+    let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("hi")]);
+    let agent = reins_agent::Agent::builder()
+        .model(model)
+        .context(reins_agent::ContextPolicy::new(10_000))
+        .build()
+        .unwrap();
+    let err = SessionObject::new(agent).unwrap_err();
+    assert!(
+        matches!(&err, reins_restate::Error::Unsupported(m) if m.contains("context policy") && m.contains("AgentBuilder::context")),
+        "{err}"
+    );
+}
