@@ -27,11 +27,13 @@ pub enum Event {
     /// A call starts with the caller's input. Validated first: a refused input
     /// changes nothing and comes back as a [`Refusal`].
     Begin(Call),
-    /// The confirmations of a [`Step::Pause`](super::Step::Pause) that the
+    /// The answer to a [`Step::Consult`](super::Step::Consult): the confirmations the
     /// application's approval policy or a standing grant decided without asking a
-    /// person (see [`crate::approval`]), by requirement id: applied as a person's
-    /// decisions would be, within the current call, and recorded in the audit trail
-    /// with how they were made. The run goes on instead of pausing.
+    /// person (see [`crate::approval`]), by requirement id (`Consulted` converts into
+    /// it): applied as a person's decisions would be, within the current call, and
+    /// recorded in the audit trail with how they were made; the run goes on instead of
+    /// pausing for them. Empty: nothing was decided, the run pauses. A decision for a
+    /// requirement the step did not ask about is refused.
     DecidedWithoutAsking {
         /// (requirement id, how it was decided).
         decisions: Vec<(String, super::AutoDecision)>,

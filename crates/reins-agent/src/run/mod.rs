@@ -348,42 +348,6 @@ impl Run {
         }
     }
 
-    /// The [`Step::Consult`] for the confirmations this call's reasoning raised that
-    /// still wait, before the run pauses for them (the same one again while it is not
-    /// answered); `None` when there is nothing to consult.
-    fn consult_step(&mut self, waiting: &[Requirement]) -> Option<Step> {
-        if self.call.consulting.is_none() {
-            let fresh = std::mem::take(&mut self.call.consult);
-            let asked: Vec<String> = waiting
-                .iter()
-                .filter(|r| {
-                    fresh.contains(&r.id)
-                        && r.kind == RequirementKind::Confirmation
-                        && !r.is_nested()
-                })
-                .map(|r| r.id.clone())
-                .collect();
-            if asked.is_empty() {
-                return None;
-            }
-            self.call.consulting = Some(asked);
-        }
-        let asked = self.call.consulting.as_ref()?;
-        let requirements: Vec<Requirement> = waiting
-            .iter()
-            .filter(|r| asked.contains(&r.id))
-            .cloned()
-            .collect();
-        if requirements.is_empty() {
-            self.call.consulting = None;
-            return None;
-        }
-        Some(Step::Consult(Consult {
-            requirements,
-            principal: self.state.principal.clone(),
-        }))
-    }
-
     fn record_requirements(&mut self, waiting: &[Requirement]) {
         let ids: Vec<String> = waiting.iter().map(|r| r.id.clone()).collect();
         if ids == self.state.stored_requirements {
@@ -690,72 +654,6 @@ impl Run {
         true
     }
 
-    /// Serves the calls of a fork's model message that its record holds (each result
-    /// goes into the transcript now, with an audit entry, and is announced by the next
-    /// [`Step::Replayed`]); in a replay, a call that is not in the record gets
-    /// [`NOT_IN_RECORD`] instead of running. One entry per call, `None` for calls that
-    /// go through their policy as usual. Nothing is served when a hook stopped the run.
-    fn serve_from_record(
-        &mut self,
-        uses: &[ToolUse],
-        stopped: bool,
-        now: DateTime<Utc>,
-    ) -> Vec<Option<ToolResult>> {
-        let Some(record) = self.state.replay.as_mut().filter(|_| !stopped) else {
-            return Vec::new();
-        };
-        let mut served = Vec::with_capacity(uses.len());
-        let mut results = Vec::new();
-        for u in uses {
-            let fingerprint = reins_memory::fingerprint(&u.input);
-            let result = record.serve(&u.id, &u.name, &fingerprint).or_else(|| {
-                record
-                    .strict
-                    .then(|| ToolResult::cancelled(&u.id, &u.name, NOT_IN_RECORD))
-            });
-            if let Some(r) = &result {
-                let replayed = r.metadata.contains_key("replayed_from");
-                self.req_ops.log.push(DecisionRecord {
-                    seq: 0,
-                    at: now,
-                    requirement_id: u.id.clone(),
-                    tool_name: u.name.clone(),
-                    kind: "record".to_owned(),
-                    decision: if replayed {
-                        "replayed"
-                    } else {
-                        "not_in_record"
-                    }
-                    .to_owned(),
-                    via: if record.strict { "replay" } else { "fork" }.to_owned(),
-                    verdict: crate::view::Verdict::Applied,
-                    actor: None,
-                    shown_input: u.input.clone(),
-                    executed_input: None,
-                    note: Some(match r.metadata.get("replayed_from") {
-                        Some(from) => format!(
-                            "served from the record of session `{}` (call {from}); not run again",
-                            record.source
-                        ),
-                        None => NOT_IN_RECORD.to_owned(),
-                    }),
-                    view: None,
-                    shown_fingerprint: Some(fingerprint.clone()),
-                    executed_fingerprint: None,
-                    grant_id: None,
-                    quorum: None,
-                });
-                results.push(r.clone());
-            }
-            served.push(result);
-        }
-        if !results.is_empty() {
-            self.call.replayed.extend(results.iter().cloned());
-            self.push(Msg::tool_results(results));
-        }
-        served
-    }
-
     fn finish(&mut self, status: RunStatus) {
         self.end_turn_slots();
         self.state.phase = Phase::Finished(status);
@@ -809,9 +707,10 @@ impl Run {
     }
 
     /// Feeds one outcome. Only [`Event::Begin`] (and a
-    /// [`Event::DecidedWithoutAsking`] that no longer fits what is pending) can be
-    /// refused: a refused input changes nothing and comes back fully formed, with the
-    /// audit records of what it attempted.
+    /// [`Event::DecidedWithoutAsking`] that answers no [`Step::Consult`], or decides
+    /// what it did not ask about or what no longer fits) can be refused: a refused
+    /// input changes nothing and comes back fully formed, with the audit records of
+    /// what it attempted.
     pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => return self.begin_call(call),

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Event, Run, SlotStatus};
+use super::{Consult, Event, Run, SlotStatus, Step};
 use crate::error::{AgentError, Result};
-use crate::requirement::{Approval, Decision, QuorumState, Requirement};
+use crate::requirement::{Approval, Decision, QuorumState, Requirement, RequirementKind};
 use crate::view::QuorumCount;
 
 /// How a call was decided without a person
@@ -176,6 +176,42 @@ impl Run {
         None
     }
 
+    /// The [`Step::Consult`] for the confirmations this call's reasoning raised that
+    /// still wait, before the run pauses for them (the same one again while it is not
+    /// answered); `None` when there is nothing to consult.
+    pub(super) fn consult_step(&mut self, waiting: &[Requirement]) -> Option<Step> {
+        if self.call.consulting.is_none() {
+            let fresh = std::mem::take(&mut self.call.consult);
+            let asked: Vec<String> = waiting
+                .iter()
+                .filter(|r| {
+                    fresh.contains(&r.id)
+                        && r.kind == RequirementKind::Confirmation
+                        && !r.is_nested()
+                })
+                .map(|r| r.id.clone())
+                .collect();
+            if asked.is_empty() {
+                return None;
+            }
+            self.call.consulting = Some(asked);
+        }
+        let asked = self.call.consulting.as_ref()?;
+        let requirements: Vec<Requirement> = waiting
+            .iter()
+            .filter(|r| asked.contains(&r.id))
+            .cloned()
+            .collect();
+        if requirements.is_empty() {
+            self.call.consulting = None;
+            return None;
+        }
+        Some(Step::Consult(Consult {
+            requirements,
+            principal: self.state.principal.clone(),
+        }))
+    }
+
     /// Takes the answer to the [`Step::Consult`](super::Step::Consult) handed out:
     /// what it decides is applied ([`Run::decide_automatically`]); nothing decided
     /// lets the run pause. A decision for a requirement the step did not ask about is
@@ -207,7 +243,12 @@ impl Run {
         if decisions.is_empty() {
             return Ok(());
         }
-        self.decide_automatically(decisions, now)
+        // Validated before anything changes: a refusal leaves the step unanswered.
+        let refused = self.decide_automatically(decisions, now);
+        if refused.is_err() {
+            self.call.consulting = Some(asked);
+        }
+        refused
     }
 
     /// Decides requirements without a person: a standing grant or the application's
@@ -242,5 +283,135 @@ impl Run {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use crate::run::{AfterReasoning, Call, GateDecision, RunConfig, RunInput};
+    use crate::view::Actor;
+    use reins_message::{ContentBlock, Msg, Role, ToolUse};
+    use serde_json::json;
+
+    /// A run whose model called `n` tools gated as `gate`, begun by `alice` (stopped by
+    /// a hook when `stop`).
+    fn reasoned(gate: GateDecision, n: usize, stop: bool) -> Run {
+        let mut run = Run::new(RunConfig::default());
+        let call = Call::bare("s", RunInput::Message(Msg::user("go")), Utc::now())
+            .with_actor(Some(Actor::new("alice")));
+        run.apply(Event::Begin(call)).unwrap();
+        let _ = run.next();
+        let uses = (0..n)
+            .map(|i| ContentBlock::ToolUse(ToolUse::new(format!("c{i}"), "send", json!({}))))
+            .collect();
+        run.on_model_message(
+            Msg::new(Role::Assistant, uses),
+            vec![gate; n],
+            AfterReasoning {
+                stop,
+                goto: Vec::new(),
+            },
+            Default::default(),
+            Utc::now(),
+        );
+        run
+    }
+
+    fn confirm() -> GateDecision {
+        GateDecision::Confirm {
+            reason: "sends".into(),
+        }
+    }
+
+    fn ids(step: &Step) -> Vec<String> {
+        match step {
+            Step::Consult(c) => c.requirements.iter().map(|r| r.id.clone()).collect(),
+            Step::Pause(reqs) => reqs.iter().map(|r| r.id.clone()).collect(),
+            other => panic!("unexpected step {other:?}"),
+        }
+    }
+
+    #[test]
+    fn confirmations_are_consulted_before_the_run_pauses_and_asked_again_until_answered() {
+        let mut run = reasoned(confirm(), 2, false);
+        let step = run.next();
+        let Step::Consult(c) = &step else {
+            panic!("expected a consultation, got {step:?}");
+        };
+        assert_eq!(c.principal.as_deref(), Some("alice"));
+        assert_eq!(ids(&step), ["c0", "c1"]);
+        assert!(
+            run.is_paused(),
+            "the run counts as paused while it is consulted"
+        );
+        // Unanswered: the same step again.
+        assert_eq!(run.next(), step);
+        run.apply(Event::DecidedWithoutAsking {
+            decisions: Vec::new(),
+            now: Utc::now(),
+        })
+        .unwrap();
+        let step = run.next();
+        assert!(matches!(step, Step::Pause(_)));
+        assert_eq!(ids(&step), ["c0", "c1"]);
+        // Consulted once per call: the pause stays a pause.
+        assert!(matches!(run.next(), Step::Pause(_)));
+    }
+
+    #[test]
+    fn what_the_consultation_decides_is_applied_and_the_rest_waits() {
+        let mut run = reasoned(confirm(), 2, false);
+        let _ = run.next();
+        run.apply(Event::DecidedWithoutAsking {
+            decisions: vec![("c0".into(), AutoDecision::Grant { id: "g1".into() })],
+            now: Utc::now(),
+        })
+        .unwrap();
+        let rec = run.req_ops.log.iter().find(|r| r.requirement_id == "c0");
+        assert_eq!(rec.map(|r| r.via.as_str()), Some("grant"));
+        assert_eq!(run.requirements().len(), 1, "c1 still waits for a person");
+    }
+
+    #[test]
+    fn a_decision_the_consultation_did_not_ask_about_is_refused() {
+        let mut run = reasoned(confirm(), 1, false);
+        // None handed out yet.
+        let grant = |id: &str| {
+            vec![(
+                id.to_owned(),
+                AutoDecision::PolicyAllow {
+                    reason: "fine".into(),
+                },
+            )]
+        };
+        let refused = run.apply(Event::DecidedWithoutAsking {
+            decisions: grant("c0"),
+            now: Utc::now(),
+        });
+        assert!(matches!(
+            refused.map_err(|r| r.error),
+            Err(AgentError::InvalidInput(_))
+        ));
+        let step = run.next();
+        assert_eq!(ids(&step), ["c0"]);
+        let refused = run.apply(Event::DecidedWithoutAsking {
+            decisions: grant("other"),
+            now: Utc::now(),
+        });
+        assert!(refused.is_err());
+        // The step still waits for its answer.
+        assert_eq!(run.next(), step);
+    }
+
+    #[test]
+    fn calls_a_hook_stopped_and_other_requirements_are_not_consulted() {
+        let mut run = reasoned(confirm(), 1, true);
+        assert!(matches!(run.next(), Step::Pause(_)));
+        let mut run = reasoned(GateDecision::External, 1, false);
+        assert!(matches!(run.next(), Step::Pause(_)));
+        let mut run = reasoned(GateDecision::Run, 1, false);
+        assert!(matches!(run.next(), Step::Execute(_)));
     }
 }

@@ -7,8 +7,12 @@
 //! all. Pure data, stored with the run state, so a fork resumed in another process
 //! still serves from it.
 
-use reins_message::ToolResult;
+use chrono::{DateTime, Utc};
+use reins_message::{Msg, ToolResult, ToolUse};
 use serde::{Deserialize, Serialize};
+
+use super::Run;
+use crate::view::DecisionRecord;
 
 /// The text a call gets in a replay when it is not in the record: a replay never runs
 /// a tool.
@@ -75,6 +79,74 @@ impl Record {
             .iter()
             .find(|c| c.served.as_deref() == Some(served_id))
             .map(|c| (c, &c.result))
+    }
+}
+
+impl Run {
+    /// Serves the calls of a fork's model message that its record holds (each result
+    /// goes into the transcript now, with an audit entry, and is announced by the next
+    /// [`Step::Replayed`]); in a replay, a call that is not in the record gets
+    /// [`NOT_IN_RECORD`] instead of running. One entry per call, `None` for calls that
+    /// go through their policy as usual. Nothing is served when a hook stopped the run.
+    pub(super) fn serve_from_record(
+        &mut self,
+        uses: &[ToolUse],
+        stopped: bool,
+        now: DateTime<Utc>,
+    ) -> Vec<Option<ToolResult>> {
+        let Some(record) = self.state.replay.as_mut().filter(|_| !stopped) else {
+            return Vec::new();
+        };
+        let mut served = Vec::with_capacity(uses.len());
+        let mut results = Vec::new();
+        for u in uses {
+            let fingerprint = reins_memory::fingerprint(&u.input);
+            let result = record.serve(&u.id, &u.name, &fingerprint).or_else(|| {
+                record
+                    .strict
+                    .then(|| ToolResult::cancelled(&u.id, &u.name, NOT_IN_RECORD))
+            });
+            if let Some(r) = &result {
+                let replayed = r.metadata.contains_key("replayed_from");
+                self.req_ops.log.push(DecisionRecord {
+                    seq: 0,
+                    at: now,
+                    requirement_id: u.id.clone(),
+                    tool_name: u.name.clone(),
+                    kind: "record".to_owned(),
+                    decision: if replayed {
+                        "replayed"
+                    } else {
+                        "not_in_record"
+                    }
+                    .to_owned(),
+                    via: if record.strict { "replay" } else { "fork" }.to_owned(),
+                    verdict: crate::view::Verdict::Applied,
+                    actor: None,
+                    shown_input: u.input.clone(),
+                    executed_input: None,
+                    note: Some(match r.metadata.get("replayed_from") {
+                        Some(from) => format!(
+                            "served from the record of session `{}` (call {from}); not run again",
+                            record.source
+                        ),
+                        None => NOT_IN_RECORD.to_owned(),
+                    }),
+                    view: None,
+                    shown_fingerprint: Some(fingerprint.clone()),
+                    executed_fingerprint: None,
+                    grant_id: None,
+                    quorum: None,
+                });
+                results.push(r.clone());
+            }
+            served.push(result);
+        }
+        if !results.is_empty() {
+            self.call.replayed.extend(results.iter().cloned());
+            self.push(Msg::tool_results(results));
+        }
+        served
     }
 }
 
