@@ -9,15 +9,16 @@
 //!   the extended card are not offered (their methods answer with A2A's errors).
 //!
 //! A context is a reins session (`contextId` = session id, under the same ownership
-//! rules as `/v1/sessions/{id}`; a new one is `<prefix>a2a-<uuid>`), and a task is the
-//! turn one A2A message started in it (see [`task`] for the states). A pause is
-//! `TASK_STATE_INPUT_REQUIRED`; its status message carries the requirements and a view
-//! token as a data part, and a message on the task whose data part is `{"decisions":
-//! [...], "view_token": "..."}` (the native API's decision objects) decides, as its
+//! rules as `/v1/sessions/{id}`; a new one is `<prefix>a2a-<digest of the message
+//! id>`), and a task is the turn one A2A message started in it (see [`task`] for the
+//! states). A pause is `TASK_STATE_INPUT_REQUIRED`; its status message carries the
+//! requirements and a view token as a data part, and a message on the task whose JSON
+//! part is `{"decisions": [...], "view_token": "..."}` (the native API's decision
+//! objects; see [`incoming`] for what JSON input is) decides, as its
 //! sender, under the native API's roles and consent rules (a stale view is refused).
 //! `CancelTask` interrupts the run (a paused task: its calls are rejected and the
 //! run stops before the model is asked again). Tasks are read from the store, so any
-//! instance sharing it answers for any task.
+//! instance sharing it answers for any task; [`list`] pages them with a keyset cursor.
 //!
 //! A message is stored under the client's `messageId` (a message without a
 //! `contextId` gets a context derived from its id): sent again — a client's retry, on

@@ -34,16 +34,23 @@ pub fn client_available(test: &str) -> Option<PathBuf> {
     None
 }
 
-/// Two stores on one database: PostgreSQL when the test harness gives one, else one
-/// SQLite file.
+/// Two stores on one database: PostgreSQL when the test harness gives one (a schema
+/// of the test's own, since tests run at once and an approver lists every task), else
+/// one SQLite file.
 pub async fn two_stores() -> (
     Option<tempfile::TempDir>,
     Arc<dyn MemoryStore>,
     Arc<dyn MemoryStore>,
 ) {
     if let Ok(url) = std::env::var("REINS_TEST_POSTGRES_URL") {
-        let a = reins_memory::PostgresStore::connect(&url).await.unwrap();
-        let b = reins_memory::PostgresStore::connect(&url).await.unwrap();
+        let options = reins_memory::PostgresOptions::default()
+            .schema(format!("a2a_{}", uuid::Uuid::new_v4().simple()));
+        let a = reins_memory::PostgresStore::connect_with(&url, options.clone())
+            .await
+            .unwrap();
+        let b = reins_memory::PostgresStore::connect_with(&url, options)
+            .await
+            .unwrap();
         return (None, Arc::new(a), Arc::new(b));
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
