@@ -257,6 +257,20 @@ async fn retried_messages_and_racing_approvals_get_their_task_or_a_documented_er
             l["message"].as_str().unwrap().contains("already decided"),
             "{l}"
         );
+        // The late approval went to the run, which refused it into the audit trail.
+        let context = l["context"].as_str().unwrap();
+        let (_, trail) = a
+            .get(ADMIN, &format!("/v1/sessions/{}/decisions", enc(context)))
+            .await;
+        let refused_late = trail["decisions"].as_array().unwrap().iter().any(|d| {
+            d["verdict"] == "refused"
+                && d["reason"] == "already_decided"
+                && d["actor"]["principal"] == "ana"
+                && d["actor"]["metadata"]["message_id"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("late-"))
+        });
+        assert!(refused_late, "{trail}");
     }
 }
 

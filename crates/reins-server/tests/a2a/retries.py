@@ -181,7 +181,7 @@ async def racing_approvals(c):
         expect("already decided" in e.message, f"round {n}: {e.message}")
         expect(e.data and e.data.get("decidedBy") in ("carol", "ana") and e.data.get("decision") == "approve",
                f"round {n}: the error names the decision that took effect: {e.data!r}")
-        losers.append({"message": e.message, "data": e.data})
+        losers.append({"message": e.message, "data": e.data, "context": paused["contextId"]})
         # Late: after the winner's run ended.
         try:
             await collect(c["approver_b"], decision_message(paused, new_id("late")))
