@@ -405,7 +405,7 @@ impl Auth {
             })
             .filter(|t| !t.is_empty())
             .ok_or(ServerError::Unauthorized)?;
-        self.principal_for(token).ok_or(ServerError::Unauthorized)
+        self.principal_for(token).ok_or(ServerError::InvalidToken)
     }
 }
 

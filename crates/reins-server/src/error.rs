@@ -25,9 +25,14 @@ pub enum ServerError {
     /// A path or query parameter is not acceptable (400).
     #[error("bad request: {0}")]
     BadRequest(String),
-    /// No bearer token, or an unknown one (401).
+    /// No bearer token (401). The answer carries the challenge `WWW-Authenticate:
+    /// Bearer realm="reins"` (RFC 6750).
     #[error("missing or unknown bearer token")]
     Unauthorized,
+    /// A bearer token this server does not know (401). The challenge adds
+    /// `error="invalid_token"` (RFC 6750).
+    #[error("missing or unknown bearer token")]
+    InvalidToken,
     /// The principal may not do this (403).
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -154,7 +159,7 @@ impl ServerError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadBody(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::InvalidToken => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotEligible(_) => StatusCode::FORBIDDEN,
             Self::UnknownSession(_) | Self::UnknownRequirement(_) | Self::UnknownGrant(_) => {
                 StatusCode::NOT_FOUND
@@ -181,7 +186,7 @@ impl ServerError {
         match self {
             Self::BadBody(_) => "bad_body",
             Self::BadRequest(_) => "bad_request",
-            Self::Unauthorized => "unauthorized",
+            Self::Unauthorized | Self::InvalidToken => "unauthorized",
             Self::Forbidden(_) => "forbidden",
             Self::UnknownSession(_) => "not_found",
             Self::UnknownRequirement(_) => "unknown_requirement",
@@ -256,7 +261,22 @@ impl IntoResponse for ServerError {
         if matches!(self, Self::Store(_) | Self::Internal(_) | Self::Model(_)) {
             tracing::warn!(error = %self, "request failed");
         }
-        (self.status(), Json(self.body())).into_response()
+        // RFC 6750, section 3: how to authenticate, and (a token was given) why it failed.
+        let challenge = match self {
+            Self::Unauthorized => Some(r#"Bearer realm="reins""#),
+            Self::InvalidToken => Some(
+                r#"Bearer realm="reins", error="invalid_token", error_description="unknown bearer token""#,
+            ),
+            _ => None,
+        };
+        let mut res = (self.status(), Json(self.body())).into_response();
+        if let Some(c) = challenge {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static(c),
+            );
+        }
+        res
     }
 }
 

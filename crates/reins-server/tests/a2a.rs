@@ -9,61 +9,15 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+#[path = "a2a/harness.rs"]
+mod harness;
 
+use std::sync::Arc;
+
+use harness::{client_available, run_client, two_servers, two_stores};
 use reins_memory::MemoryStore;
 use serde_json::{Value, json};
 use support::*;
-
-fn client_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a")
-}
-
-fn python() -> Option<PathBuf> {
-    let p = client_dir().join(".venv/bin/python");
-    p.exists().then_some(p)
-}
-
-/// The venv's Python, or `None` (the test is skipped; under `CI=true` it fails).
-fn client_available(test: &str) -> Option<PathBuf> {
-    if let Some(p) = python() {
-        return Some(p);
-    }
-    let why = "the A2A client is not installed (python3 -m venv crates/reins-server/tests/a2a/.venv && \
-               crates/reins-server/tests/a2a/.venv/bin/pip install -r crates/reins-server/tests/a2a/requirements.txt)";
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}; CI must run this test");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    None
-}
-
-/// Two stores on one database: PostgreSQL when the test harness gives one, else one
-/// SQLite file.
-async fn two_stores() -> (
-    Option<tempfile::TempDir>,
-    Arc<dyn MemoryStore>,
-    Arc<dyn MemoryStore>,
-) {
-    if let Ok(url) = std::env::var("REINS_TEST_POSTGRES_URL") {
-        let a = reins_memory::PostgresStore::connect(&url).await.unwrap();
-        let b = reins_memory::PostgresStore::connect(&url).await.unwrap();
-        return (None, Arc::new(a), Arc::new(b));
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("a2a: REINS_TEST_POSTGRES_URL is not set under CI (run `cargo xtask test`)");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let a = reins_memory::SqliteStore::open(dir.path().join("s.db"))
-        .await
-        .unwrap();
-    let b = reins_memory::SqliteStore::open(dir.path().join("s.db"))
-        .await
-        .unwrap();
-    (Some(dir), Arc::new(a), Arc::new(b))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_a2a_client_pauses_decides_cancels_and_reads_from_a_second_instance() {
@@ -75,25 +29,14 @@ async fn the_real_a2a_client_pauses_decides_cancels_and_reads_from_a_second_inst
     let a = serve(agent(store_a, &ran), ran.clone(), dir, |s| s).await;
     let b = serve(agent(store_b, &ran), ran.clone(), None, |s| s).await;
 
-    let child = tokio::process::Command::new(python)
-        .arg(client_dir().join("client.py"))
-        .arg(&a.base)
-        .arg(&b.base)
-        .env("A2A_TOKEN", CAROL)
-        .env("A2A_OTHER", BOB)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("the A2A client did not finish within 120 s")
-        .expect("python could not be started");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the A2A client failed:\n{stderr}\n{stdout}"
-    );
-    let report: Value = serde_json::from_str(stdout.trim()).expect("the client's report");
+    let report = run_client(
+        &python,
+        "client.py",
+        &a,
+        &b,
+        &[("A2A_TOKEN", CAROL), ("A2A_OTHER", BOB)],
+    )
+    .await;
 
     // What ran: the edited delete once; the slow search started and never finished;
     // the cancelled paused task's delete never ran.
@@ -249,4 +192,211 @@ async fn bad_a2a_requests_get_json_rpc_errors_and_change_nothing() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// A message sent again with the same `messageId` — on either instance, blocking or
+/// streamed, and raced — is answered with the task it started and runs nothing again;
+/// the client's id is the history's. A decision message sent again is answered with its
+/// task. Two approvers racing on two instances: the loser (and a late third) gets
+/// `-32004` naming the decision that took effect, never an internal error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retried_messages_and_racing_approvals_get_their_task_or_a_documented_error() {
+    let Some(python) = client_available("a2a retries") else {
+        return;
+    };
+    let (a, b) = two_servers().await;
+    let report = run_client(
+        &python,
+        "retries.py",
+        &a,
+        &b,
+        &[("A2A_TOKEN", CAROL), ("A2A_APPROVER", ANA)],
+    )
+    .await;
+    let ran = a.ran();
+    let count = |what: &str| ran.iter().filter(|r| *r == what).count();
+    // Retried, raced three ways: each tool ran once.
+    assert_eq!(count("search:cats"), 1, "{ran:?}");
+    assert_eq!(count("search:dogs"), 1, "{ran:?}");
+    // The paused retry added no call; the raced message on the paused context closed
+    // r.txt and paused once on q.txt; the retried decision ran d.txt once.
+    for (what, times) in [
+        ("delete:p.txt", 0),
+        ("delete:r.txt", 0),
+        ("delete:q.txt", 0),
+    ] {
+        assert_eq!(count(what), times, "{what}: {ran:?}");
+    }
+    assert_eq!(count("delete:d.txt"), 1, "{ran:?}");
+    for n in 0..3 {
+        assert_eq!(count(&format!("delete:race{n}.txt")), 1, "{ran:?}");
+    }
+    // One user message per message id: the retries stored nothing.
+    for (context, ids) in [
+        ("paused_context", vec!["pause-"]),
+        ("raced_context", vec!["race-base-", "race-paused-"]),
+    ] {
+        let context = report[context].as_str().unwrap();
+        let stored = a.agent.store().load_session(context).await.unwrap();
+        let users: Vec<&str> = stored
+            .messages
+            .iter()
+            .filter(|m| m.role == reins_message::Role::User)
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(users.len(), ids.len(), "{users:?}");
+        for (id, prefix) in users.iter().zip(ids) {
+            assert!(id.starts_with(prefix), "{users:?}");
+        }
+    }
+    // The racing losers were told who decided.
+    let losers = report["losers"].as_array().unwrap();
+    assert_eq!(losers.len(), 3);
+    for l in losers {
+        assert!(
+            l["message"].as_str().unwrap().contains("already decided"),
+            "{l}"
+        );
+        // The late approval went to the run, which refused it into the audit trail.
+        let context = l["context"].as_str().unwrap();
+        let (_, trail) = a
+            .get(ADMIN, &format!("/v1/sessions/{}/decisions", enc(context)))
+            .await;
+        let refused_late = trail["decisions"].as_array().unwrap().iter().any(|d| {
+            d["verdict"] == "refused"
+                && d["reason"] == "already_decided"
+                && d["actor"]["principal"] == "ana"
+                && d["actor"]["metadata"]["message_id"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("late-"))
+        });
+        assert!(refused_late, "{trail}");
+    }
+}
+
+/// ListTasks applies `statusTimestampAfter`, pages with a cursor that stays right when
+/// tasks are added between pages and refuses tokens it did not give this caller; the
+/// card's `application/json` input is accepted on a new message and as a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_tasks_filters_by_time_and_pages_with_a_cursor_and_json_input_is_honoured() {
+    let Some(python) = client_available("a2a tasks") else {
+        return;
+    };
+    let (a, b) = two_servers().await;
+    let report = run_client(
+        &python,
+        "tasks.py",
+        &a,
+        &b,
+        &[("A2A_TOKEN", CAROL), ("A2A_OTHER", BOB)],
+    )
+    .await;
+    assert_eq!(
+        report["input_modes"],
+        json!(["text/plain", "application/json"])
+    );
+    assert_eq!(report["refused_page_tokens"].as_object().unwrap().len(), 4);
+    assert_eq!(a.ran().iter().filter(|r| *r == "delete:j.txt").count(), 1);
+}
+
+async fn post_rpc(server: &TestServer, body: Value, token: Option<&str>) -> reqwest::Response {
+    let mut req = server.client.post(server.url("/a2a")).json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap()
+}
+
+/// A JSON-RPC `id` that is not a string, a number or null (JSON-RPC 2.0 allows no
+/// other) makes the request invalid: `-32600` with `id: null`, and nothing runs. The
+/// SDK cannot send one.
+#[tokio::test]
+async fn a_json_rpc_id_that_is_an_object_array_or_bool_is_an_invalid_request() {
+    let server = start().await;
+    for id in [json!({"a": 1}), json!([1]), json!(true)] {
+        let res = post_rpc(
+            &server,
+            json!({"jsonrpc": "2.0", "id": id, "method": "SendMessage", "params": {"message":
+                {"messageId": "m-bad-id", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}),
+            Some(CAROL),
+        )
+        .await;
+        assert_eq!(res.status(), 200);
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], -32600, "id {id}: {v}");
+        assert_eq!(v["id"], Value::Null, "id {id}: {v}");
+        assert!(v.get("result").is_none(), "{v}");
+    }
+    assert!(
+        server
+            .agent
+            .store()
+            .list_sessions()
+            .await
+            .unwrap()
+            .is_empty(),
+        "a request with a bad id was processed"
+    );
+}
+
+/// `statusTimestampAfter` that is not an RFC 3339 time is refused with `-32602`
+/// naming the parameter (the SDK only sends well-formed timestamps).
+#[tokio::test]
+async fn list_tasks_refuses_a_status_timestamp_that_is_not_a_time() {
+    let server = start().await;
+    for bad in [
+        json!("-1"),
+        json!("not-a-time"),
+        json!(12),
+        json!("2026-13-01T00:00:00Z"),
+    ] {
+        let res = post_rpc(
+            &server,
+            json!({"jsonrpc": "2.0", "id": "l", "method": "ListTasks",
+                   "params": {"statusTimestampAfter": bad}}),
+            Some(CAROL),
+        )
+        .await;
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], -32602, "{bad}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("statusTimestampAfter"),
+            "{v}"
+        );
+    }
+}
+
+/// A 401 carries the bearer challenge of RFC 6750, with `invalid_token` when a token
+/// was given but is unknown; on the A2A endpoint as on the native API.
+#[tokio::test]
+async fn a_401_carries_a_bearer_challenge() {
+    let server = start().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks"});
+    for (token, invalid) in [(None, false), (Some("nope"), true)] {
+        let res = post_rpc(&server, body.clone(), token).await;
+        let native = server
+            .client
+            .get(server.url("/v1/sessions"))
+            .bearer_auth(token.unwrap_or_default())
+            .send()
+            .await
+            .unwrap();
+        for res in [res, native] {
+            assert_eq!(res.status(), 401);
+            let challenge = res
+                .headers()
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            assert!(challenge.starts_with("Bearer realm="), "{challenge:?}");
+            assert_eq!(
+                challenge.contains(r#"error="invalid_token""#),
+                invalid,
+                "{challenge}"
+            );
+        }
+    }
 }

@@ -9,26 +9,39 @@
 //!   the extended card are not offered (their methods answer with A2A's errors).
 //!
 //! A context is a reins session (`contextId` = session id, under the same ownership
-//! rules as `/v1/sessions/{id}`; a new one is `<prefix>a2a-<uuid>`), and a task is the
-//! turn one A2A message started in it (see [`task`] for the states). A pause is
-//! `TASK_STATE_INPUT_REQUIRED`; its status message carries the requirements and a view
-//! token as a data part, and a message on the task whose data part is `{"decisions":
-//! [...], "view_token": "..."}` (the native API's decision objects) decides, as its
+//! rules as `/v1/sessions/{id}`; a new one is `<prefix>a2a-<digest of the message
+//! id>`), and a task is the turn one A2A message started in it (see [`task`] for the
+//! states). A pause is `TASK_STATE_INPUT_REQUIRED`; its status message carries the
+//! requirements and a view token as a data part, and a message on the task whose JSON
+//! part is `{"decisions": [...], "view_token": "..."}` (the native API's decision
+//! objects; see [`incoming`] for what JSON input is) decides, as its
 //! sender, under the native API's roles and consent rules (a stale view is refused).
 //! `CancelTask` interrupts the run (a paused task: its calls are rejected and the
 //! run stops before the model is asked again). Tasks are read from the store, so any
-//! instance sharing it answers for any task.
+//! instance sharing it answers for any task; [`list`] pages them with a keyset cursor.
+//!
+//! A message is stored under the client's `messageId` (a message without a
+//! `contextId` gets a context derived from its id): sent again — a client's retry, on
+//! any instance, or two identical sends at once — it is answered with the task it
+//! started and runs nothing again, the way AG-UI recognises the ids of messages a
+//! thread holds; a decision message sent again is answered with its task (see
+//! [`decide`]).
 //!
 //! Errors are JSON-RPC error objects with A2A's codes (`-32001` task not found, which
 //! is also what another principal's task looks like; `-32002` not cancelable; `-32003`
-//! push notifications; `-32004` unsupported operation; `-32009` version; `-32600`,
-//! `-32601`, `-32602`, `-32700`); a missing or unknown token is HTTP 401, as on the
-//! native API. A refused request changes nothing.
+//! push notifications; `-32004` unsupported operation, also a decision on a
+//! requirement someone else decided; `-32009` version; `-32600`, `-32601`, `-32602`,
+//! `-32700`); A2A's errors carry a `google.rpc.ErrorInfo` in `data`. A missing or
+//! unknown token is HTTP 401, as on the native API. A refused request changes nothing.
 
 mod card;
+mod decide;
+mod incoming;
+mod list;
 mod send;
 mod task;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Router;
@@ -47,6 +60,9 @@ use crate::state::AppState;
 
 use task::{TaskState, TaskView, parse_task_id, task_json, tasks_of};
 
+/// The `domain` of the `google.rpc.ErrorInfo` A2A's errors carry.
+const ERROR_DOMAIN: &str = "a2a-protocol.org";
+
 /// The A2A routes.
 pub(crate) fn router() -> Router<AppState> {
     Router::new()
@@ -54,11 +70,14 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/a2a", post(post_rpc))
 }
 
-/// A JSON-RPC error: A2A's code and a sentence.
+/// A JSON-RPC error: A2A's code, a sentence, and what a program may want to read
+/// (sent as a `google.rpc.ErrorInfo` in `data`).
 #[derive(Debug, Clone)]
 struct RpcError {
     code: i64,
     message: String,
+    /// `ErrorInfo.metadata`: string values only.
+    info: BTreeMap<String, String>,
 }
 
 impl RpcError {
@@ -66,6 +85,7 @@ impl RpcError {
         Self {
             code,
             message: message.into(),
+            info: BTreeMap::new(),
         }
     }
     fn params(message: impl Into<String>) -> Self {
@@ -76,30 +96,110 @@ impl RpcError {
             -32001,
             format!("task `{id}` does not exist or is not yours"),
         )
+        .with("taskId", id)
     }
     fn unsupported(message: impl Into<String>) -> Self {
         Self::new(-32004, message)
+    }
+    fn with(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.info.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// A decision on requirement `id`, which `decided` decided first: A2A's
+    /// `UnsupportedOperationError` (the task no longer takes it, as a message on an ended
+    /// task), saying what took effect, by whom, when and how, as the native API's
+    /// `already_decided` does (see the `From<ServerError>` conversion). The same answer
+    /// whatever the timing.
+    fn already_decided(id: &str, decided: &reins_agent::Decided) -> Self {
+        ServerError::already_decided(id, decided).into()
+    }
+
+    /// The `ErrorInfo.reason` of the error's code, as A2A names it.
+    fn reason(&self) -> &'static str {
+        match self.code {
+            -32001 => "TASK_NOT_FOUND",
+            -32002 => "TASK_NOT_CANCELABLE",
+            -32003 => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            -32004 => "UNSUPPORTED_OPERATION",
+            -32005 => "CONTENT_TYPE_NOT_SUPPORTED",
+            -32009 => "VERSION_NOT_SUPPORTED",
+            -32600 => "INVALID_REQUEST",
+            -32601 => "METHOD_NOT_FOUND",
+            -32602 => "INVALID_PARAMS",
+            -32700 => "PARSE_ERROR",
+            _ => "INTERNAL_ERROR",
+        }
+    }
+
+    /// `error.data`: an `ErrorInfo` for A2A's own errors (`-32001`…`-32099`) and for
+    /// any error that has something to say in it.
+    fn data(&self) -> Option<Value> {
+        let a2a = (-32099..=-32001).contains(&self.code);
+        (a2a || !self.info.is_empty()).then(|| {
+            json!([{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": self.reason(),
+                "domain": ERROR_DOMAIN,
+                "metadata": self.info,
+            }])
+        })
     }
 }
 
 impl From<ServerError> for RpcError {
     fn from(e: ServerError) -> Self {
         let code = match &e {
-            ServerError::UnknownSession(_) | ServerError::Forbidden(_) => -32001,
+            ServerError::UnknownSession(_)
+            | ServerError::Forbidden(_)
+            | ServerError::NotEligible(_) => -32001,
             ServerError::BadBody(_)
             | ServerError::BadRequest(_)
             | ServerError::Invalid { .. }
             | ServerError::UnknownRequirement(_)
-            | ServerError::StaleView { .. } => -32602,
-            ServerError::Busy(_) | ServerError::NotPaused(_) => -32004,
+            | ServerError::StaleView { .. }
+            | ServerError::FingerprintMismatch(_) => -32602,
+            ServerError::Busy(_)
+            | ServerError::NotPaused(_)
+            | ServerError::AlreadyDecided { .. }
+            | ServerError::AlreadyApproved(_)
+            | ServerError::Unsupported(_) => -32004,
             _ => -32603,
         };
-        Self::new(code, format!("{} ({})", e, e.code()))
+        let mut rpc = Self::new(code, format!("{} ({})", e, e.code())).with("reinsCode", e.code());
+        if let ServerError::AlreadyDecided { decided, .. } = &e {
+            for (key, field) in [
+                ("decision", "decision"),
+                ("decidedBy", "by"),
+                ("decidedAt", "at"),
+                ("decidedVia", "via"),
+            ] {
+                if let Some(v) = decided.get(field).and_then(Value::as_str) {
+                    rpc = rpc.with(key, v);
+                }
+            }
+        }
+        rpc
+    }
+}
+
+impl From<reins_agent::AgentError> for RpcError {
+    fn from(e: reins_agent::AgentError) -> Self {
+        match e {
+            reins_agent::AgentError::AlreadyDecided { id, decided } => {
+                Self::already_decided(&id, &decided)
+            }
+            e => ServerError::from(e).into(),
+        }
     }
 }
 
 fn rpc_error(id: &Value, e: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+    let mut error = json!({"code": e.code, "message": e.message});
+    if let Some(data) = e.data() {
+        error["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
 fn rpc_result(id: &Value, result: Value) -> Value {
@@ -126,7 +226,21 @@ async fn post_rpc(
             ));
         }
     };
-    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    // JSON-RPC 2.0: an id is a string, a number or null; anything else makes the
+    // request invalid, answered with a null id.
+    let id = match req.get("id") {
+        None => Value::Null,
+        Some(v @ (Value::Null | Value::String(_) | Value::Number(_))) => v.clone(),
+        Some(_) => {
+            return json_response(rpc_error(
+                &Value::Null,
+                &RpcError::new(
+                    -32600,
+                    "not a JSON-RPC 2.0 request: `id` must be a string, a number or null",
+                ),
+            ));
+        }
+    };
     let method = match (
         req.get("jsonrpc").and_then(Value::as_str),
         req.get("method"),
@@ -165,7 +279,9 @@ async fn post_rpc(
         "SendMessage" => send::send_message(&state, &who, &params, &id, false).await,
         "SendStreamingMessage" => send::send_message(&state, &who, &params, &id, true).await,
         "GetTask" => get_task(&state, &who, &params).await.map(|t| rpc(&id, t)),
-        "ListTasks" => list_tasks(&state, &who, &params).await.map(|t| rpc(&id, t)),
+        "ListTasks" => list::list_tasks(&state, &who, &params)
+            .await
+            .map(|t| rpc(&id, t)),
         "CancelTask" => cancel_task(&state, &who, &params)
             .await
             .map(|t| rpc(&id, t)),
@@ -237,91 +353,21 @@ async fn get_task(state: &AppState, who: &Principal, params: &Value) -> Result<V
     Ok(task_json(&task, history, true))
 }
 
-async fn list_tasks(state: &AppState, who: &Principal, params: &Value) -> Result<Value, RpcError> {
-    let context = params.get("contextId").and_then(Value::as_str);
-    let status = match params.get("status").and_then(Value::as_str) {
-        None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
-        Some(s) => Some(TaskState::from_wire(s).ok_or_else(|| {
-            RpcError::params(format!(
-                "`status` `{s}` is not a task state this agent uses"
-            ))
-        })?),
-    };
-    let page_size = match params.get("pageSize") {
-        None | Some(Value::Null) => 50,
-        Some(v) => match v.as_u64() {
-            Some(n @ 1..=100) => n as usize,
-            _ => return Err(RpcError::params("`pageSize` must be between 1 and 100")),
-        },
-    };
-    let offset = match params.get("pageToken").and_then(Value::as_str) {
-        None | Some("") => 0,
-        Some(t) => t.parse::<usize>().map_err(|_| {
-            RpcError::params(format!("`pageToken` `{t}` is not one this agent gave"))
-        })?,
-    };
-    let history = history_length(params)?;
-    let artifacts = params
-        .get("includeArtifacts")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let sessions = state
-        .agent
-        .store()
-        .list_sessions()
-        .await
-        .map_err(|e| RpcError::from(ServerError::from(e)))?;
-    let mut all = Vec::new();
-    for s in sessions {
-        if !who.may_read(&s.id) || context.is_some_and(|c| c != s.id) {
-            continue;
-        }
-        let Ok(stored) = state.agent.store().load_session(&s.id).await else {
-            continue;
-        };
-        let running = state.hub.local_run(&s.id).is_some();
-        all.extend(
-            tasks_of(&state.agent, stored, running)
-                .await
-                .map_err(RpcError::from)?
-                .into_iter()
-                .filter(|t| status.is_none_or(|st| t.state == st)),
-        );
-    }
-    all.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(a.id.cmp(&b.id)));
-    let total = all.len();
-    let page: Vec<Value> = all
-        .iter()
-        .skip(offset)
-        .take(page_size)
-        .map(|t| task_json(t, history, artifacts))
-        .collect();
-    let next = if offset + page_size < total {
-        (offset + page_size).to_string()
-    } else {
-        String::new()
-    };
-    Ok(json!({
-        "tasks": page,
-        "nextPageToken": next,
-        "pageSize": page_size,
-        "totalSize": total,
-    }))
-}
-
-/// The session acting as the caller (recorded on its decisions, with `via: a2a`).
+/// The session acting as the caller (recorded on its decisions, with `via: a2a` and
+/// the A2A `message_id` the decisions came in, which is how a decision message sent
+/// again is recognised).
 async fn actor_session(
     state: &AppState,
     who: &Principal,
     session: &str,
+    message_id: Option<&str>,
 ) -> Result<reins_agent::Session, RpcError> {
-    let s = state
-        .agent
-        .session(session)
-        .await
-        .map_err(|e| RpcError::from(ServerError::from(e)))?;
+    let s = state.agent.session(session).await?;
     let mut actor = Actor::new(who.name.clone());
-    actor.metadata = Some(json!({"via": "a2a"}));
+    actor.metadata = Some(match message_id {
+        Some(m) => json!({"via": "a2a", "message_id": m}),
+        None => json!({"via": "a2a"}),
+    });
     Ok(s.as_actor(actor))
 }
 
@@ -347,11 +393,8 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 run.interrupter.interrupt();
                 let _ = run.wait().await;
             } else {
-                let s = actor_session(state, who, &session).await?;
-                let stored = s
-                    .request_interrupt()
-                    .await
-                    .map_err(|e| RpcError::from(ServerError::from(e)))?;
+                let s = actor_session(state, who, &session, None).await?;
+                let stored = s.request_interrupt().await?;
                 if !stored {
                     return Err(RpcError::new(
                         -32002,
@@ -368,14 +411,9 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 .iter()
                 .map(|r| Decision::reject(r.id.clone(), "the task was canceled"))
                 .collect();
-            let s = actor_session(state, who, &session).await?;
+            let s = actor_session(state, who, &session, None).await?;
             let view = ViewToken::of(true, &task.pending);
-            let handle = s
-                .resolve(decisions)
-                .at(&view)
-                .start()
-                .await
-                .map_err(|e| RpcError::from(ServerError::from(e)))?;
+            let handle = s.resolve(decisions).at(&view).start().await?;
             handle.interrupt();
             let run = state.hub.start_run(&session, handle);
             let _ = run.wait().await;

@@ -1,138 +1,46 @@
 //! `SendMessage`, `SendStreamingMessage` and `SubscribeToTask`: an incoming A2A
-//! message read as a user message or as decisions (the native API's decision objects
-//! in a data part), the run it starts or continues, and its task followed to an
-//! answer — at once, once the message is stored (`returnImmediately`), or as a stream
-//! of task events.
+//! message read as a new task's user message or as decisions on a task ([`decide`]),
+//! and its task followed to an answer — at once, once the message is stored
+//! (`returnImmediately`), or as a stream of task events.
+//!
+//! A new task's message is stored under the client's `messageId`, so that the same
+//! message sent again is recognised, as AG-UI recognises the message ids a thread
+//! holds: before anything runs, the context is read for a message with that id (the
+//! same text: the task it started is the answer; other text: `-32602`); two identical
+//! sends at once meet at the session's lock and the store, which holds each message id
+//! once per session — the one that did not run answers with its twin's task. A message
+//! without `contextId` gets a context derived from its id, so that a retry finds it.
+//!
+//! [`decide`]: super::decide
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::response::Response;
 use axum::response::sse::Event;
-use reins_agent::{Decision, RequirementKind, RunHandle, ViewToken};
-use reins_message::Msg;
+use reins_agent::{AgentError, RunHandle};
+use reins_message::{Msg, Role};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use super::task::{TASK_MARK, TaskState, task_json};
-use super::{RpcError, actor_session, id_param, load_task, rpc, rpc_result, task};
-use crate::auth::{AccessRole, Principal};
+use super::incoming::{Incoming, incoming};
+use super::task::{TASK_MARK, TaskState, TaskView, task_json};
+use super::{RpcError, actor_session, decide, id_param, load_task, rpc, rpc_result, task};
+use crate::auth::Principal;
 use crate::error::ServerError;
 use crate::extract::validate_session_id;
+use crate::hub::{LocalRun, Subscription};
 use crate::state::AppState;
-use crate::types::{Action, DecisionItem};
 
-/// The text and the decisions of an incoming A2A message.
-struct Incoming {
-    message_id: String,
-    context_id: Option<String>,
-    task_id: Option<String>,
-    text: String,
-    decisions: Option<(Vec<DecisionItem>, Option<String>)>,
-}
-
-fn incoming(params: &Value) -> Result<(Incoming, bool), RpcError> {
-    let m = params
-        .get("message")
-        .filter(|m| m.is_object())
-        .ok_or_else(|| RpcError::params("`message` is required"))?;
-    let message_id = m
-        .get("messageId")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| RpcError::params("`message.messageId` is required"))?
-        .to_owned();
-    match m.get("role").and_then(Value::as_str) {
-        Some("ROLE_USER") => {}
-        other => {
-            return Err(RpcError::params(format!(
-                "`message.role` must be `ROLE_USER`, not {other:?}"
-            )));
-        }
-    }
-    let parts = m
-        .get("parts")
-        .and_then(Value::as_array)
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| RpcError::params("`message.parts` needs at least one part"))?;
-    let mut texts = Vec::new();
-    let mut decisions = None;
-    for p in parts {
-        if let Some(t) = p.get("text").and_then(Value::as_str) {
-            texts.push(t.to_owned());
-        } else if let Some(d) = p.get("data") {
-            let Some(list) = d.get("decisions") else {
-                return Err(RpcError::params(
-                    "a data part must be `{\"decisions\": [...], \"view_token\"?: ...}`",
-                ));
-            };
-            let items: Vec<DecisionItem> = serde_json::from_value(list.clone())
-                .map_err(|e| RpcError::params(format!("`decisions`: {e}")))?;
-            let token = d
-                .get("view_token")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            decisions = Some((items, token));
-        } else {
-            return Err(RpcError::new(
-                -32005,
-                "only text and data parts are understood by this agent",
-            ));
-        }
-    }
-    let return_immediately = params
-        .get("configuration")
-        .and_then(|c| c.get("returnImmediately"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    Ok((
-        Incoming {
-            message_id,
-            context_id: m
-                .get("contextId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            task_id: m.get("taskId").and_then(Value::as_str).map(str::to_owned),
-            text: texts.join("\n"),
-            decisions,
-        },
-        return_immediately,
-    ))
-}
-
-/// A native API decision object as a reins decision.
-fn to_decision(item: &DecisionItem, kind: &RequirementKind) -> Result<Decision, RpcError> {
-    let id = item.requirement_id.clone();
-    let d = match item.action {
-        Action::Approve => match &item.edited_args {
-            Some(args) if args.is_object() => Decision::approve_with(id, args.clone()),
-            Some(_) => return Err(RpcError::params("`edited_args` must be an object")),
-            None => Decision::approve(id),
-        },
-        Action::Reject => Decision::reject(id, item.note.clone().unwrap_or_default()),
-        Action::Input => Decision::input(
-            id,
-            item.values
-                .clone()
-                .ok_or_else(|| RpcError::params("`input` needs `values`"))?,
-        ),
-        Action::ExternalResult => Decision::external_result(
-            id,
-            item.output
-                .clone()
-                .ok_or_else(|| RpcError::params("`external_result` needs `output`"))?,
-            item.is_error.unwrap_or(false),
-        ),
-    };
-    if !d.fits(kind) {
-        return Err(RpcError::params(format!(
-            "`{}` does not answer a `{}` requirement",
-            d.label(),
-            kind.label()
-        )));
-    }
-    Ok(d)
-}
+/// How long a request waits for the twin it raced (the same message, sent at once) to
+/// store the message, before it answers that the context is busy.
+const TWIN_WAIT: Duration = Duration::from_secs(2);
+/// How long an answer follows a task that works (a run elsewhere) at most.
+const FOLLOW_LIMIT: Duration = Duration::from_secs(15 * 60);
+/// How often the store is read while following a task whose run executes elsewhere.
+const REREAD: Duration = Duration::from_millis(50);
 
 /// `SendMessage` / `SendStreamingMessage`.
 pub(super) async fn send_message(
@@ -142,8 +50,13 @@ pub(super) async fn send_message(
     rpc_id: &Value,
     streaming: bool,
 ) -> Result<Response, RpcError> {
-    let (msg, return_immediately) = incoming(params)?;
-    let (session, handle, task_id, initial) = match &msg.task_id {
+    let msg = incoming(params)?;
+    let reply = Reply {
+        rpc_id: rpc_id.clone(),
+        streaming,
+        return_immediately: msg.return_immediately,
+    };
+    match &msg.task_id {
         Some(task_id) => {
             let task = load_task(state, who, task_id).await?;
             if msg
@@ -155,182 +68,213 @@ pub(super) async fn send_message(
                     "`contextId` differs from the task's context",
                 ));
             }
-            if task.state.is_terminal() {
-                return Err(RpcError::unsupported(format!(
-                    "task `{task_id}` has ended ({}); send a new message without `taskId`",
-                    task.state.wire()
-                )));
-            }
-            if task.state != TaskState::InputRequired {
-                return Err(RpcError::unsupported(format!(
-                    "task `{task_id}` is working; wait for it or cancel it"
-                )));
-            }
-            let Some((items, token)) = &msg.decisions else {
-                return Err(RpcError::params(
-                    "the task waits for decisions: send a data part `{\"decisions\": [...]}`",
-                ));
-            };
-            if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
-                return Err(RpcError::new(
-                    -32001,
-                    format!(
-                        "`{}` may not decide: that needs the approver or admin role",
-                        who.name
-                    ),
-                ));
-            }
-            let mut decisions = Vec::with_capacity(items.len());
-            for item in items {
-                let Some(req) = task.pending.iter().find(|r| r.id == item.requirement_id) else {
-                    return Err(RpcError::params(format!(
-                        "`{}` is not pending on this task (pending: {})",
-                        item.requirement_id,
-                        task.pending
-                            .iter()
-                            .map(|r| r.id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                };
-                if !who.may_decide(&req.tool_use.name) {
-                    return Err(RpcError::new(
-                        -32001,
-                        format!(
-                            "`{}` may not decide on `{}` calls",
-                            who.name, req.tool_use.name
-                        ),
-                    ));
-                }
-                decisions.push(to_decision(item, &req.kind)?);
-            }
-            if decisions.is_empty() {
-                return Err(RpcError::params("no decisions given"));
-            }
-            let s = actor_session(state, who, &task.context_id).await?;
-            let builder = s.resolve(decisions);
-            let started = match token {
-                Some(t) => {
-                    let view: ViewToken = t
-                        .parse()
-                        .map_err(|_| RpcError::params("`view_token` is not a view token"))?;
-                    builder.at(&view).start().await
-                }
-                None => builder.start().await,
-            };
-            let handle = started.map_err(|e| RpcError::from(ServerError::from(e)))?;
-            let mut initial = task_json(&task, None, false);
-            initial["status"] = json!({"state": TaskState::Working.wire()});
-            (task.context_id.clone(), handle, task_id.clone(), initial)
+            decide::on_task(state, who, &msg, task, reply).await
         }
-        None => {
-            if msg.decisions.is_some() {
-                return Err(RpcError::params(
-                    "decisions go on the task that waits for them (`taskId`)",
-                ));
-            }
-            if msg.text.trim().is_empty() {
-                return Err(RpcError::params("the message has no text"));
-            }
-            let session = match &msg.context_id {
-                Some(c) => {
-                    validate_session_id(c).map_err(RpcError::from)?;
-                    c.clone()
-                }
-                None => format!("{}a2a-{}", who.prefix(), uuid::Uuid::new_v4().simple()),
-            };
-            if !who.owns(&session) {
-                return Err(RpcError::params(format!(
-                    "context `{session}` is not yours (yours start with `{}`)",
-                    who.prefix()
-                )));
-            }
-            let user = Msg::user(msg.text.clone()).with_metadata(TASK_MARK, json!(msg.message_id));
-            let task_id = task::task_id(&session, &user.id);
-            // The run stores the message when it begins: the first answer is built here.
-            let initial = json!({
-                "id": task_id,
-                "contextId": session,
-                "status": {"state": TaskState::Working.wire()},
-                "history": [{
-                    "messageId": user.id, "contextId": session, "taskId": task_id,
-                    "role": "ROLE_USER", "parts": [{"text": msg.text}],
-                }],
-            });
-            let s = actor_session(state, who, &session).await?;
-            let handle = s
-                .send(user)
-                .start()
-                .await
-                .map_err(|e| RpcError::from(ServerError::from(e)))?;
-            (session, handle, task_id, initial)
-        }
-    };
-    let answer = Answer {
-        task_id,
-        initial,
-        rpc_id: rpc_id.clone(),
-        streaming,
-        return_immediately,
-    };
-    run_answer(state, who, session, handle, answer).await
+        None => new_task(state, who, &msg, reply).await,
+    }
 }
 
-/// How to answer a message that started (or continued) a run.
-struct Answer {
-    task_id: String,
-    /// The task as it starts (`TASK_STATE_WORKING`).
-    initial: Value,
-    rpc_id: Value,
-    streaming: bool,
-    return_immediately: bool,
+/// The context of a message sent without one: `<prefix>a2a-<digest of its id>`, the
+/// same for the same message sent again.
+fn derived_context(who: &Principal, message_id: &str) -> String {
+    let digest = Sha256::digest(message_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}a2a-{hex}", who.prefix())
 }
 
-/// Answers a message that started (or continued) a run: the task when the run ends
-/// (or at once), or an SSE stream of it.
-async fn run_answer(
+/// The task `msg` started in `session` already, if the session holds it: the same
+/// message sent again. A message of the session with that id that is not the same A2A
+/// message is refused.
+async fn started_before(
+    state: &AppState,
+    session: &str,
+    msg: &Incoming,
+) -> Result<Option<String>, RpcError> {
+    let stored = match state.agent.store().load_session(session).await {
+        Ok(s) => s,
+        Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(ServerError::from(e).into()),
+    };
+    let mark = |m: &Msg| m.metadata.get(TASK_MARK).and_then(Value::as_str) == Some(&msg.message_id);
+    let Some(m) = stored
+        .messages
+        .iter()
+        .find(|m| m.id == msg.message_id || (m.role == Role::User && mark(m)))
+    else {
+        return Ok(None);
+    };
+    if m.role == Role::User && mark(m) && m.text() == msg.text {
+        return Ok(Some(task::task_id(session, &m.id)));
+    }
+    Err(RpcError::params(format!(
+        "`messageId` `{}` already names another message in context `{session}`: a new message needs a new `messageId` (a retry repeats the message unchanged)",
+        msg.message_id
+    ))
+    .with("contextId", session))
+}
+
+/// A message that starts a task.
+async fn new_task(
     state: &AppState,
     who: &Principal,
-    session: String,
-    handle: RunHandle,
-    answer: Answer,
+    msg: &Incoming,
+    reply: Reply,
 ) -> Result<Response, RpcError> {
-    let Answer {
-        task_id,
-        initial,
+    if msg.decisions.is_some() {
+        return Err(RpcError::params(
+            "decisions go on the task that waits for them (`taskId`)",
+        ));
+    }
+    if msg.text.trim().is_empty() {
+        return Err(RpcError::params("the message has no text"));
+    }
+    let session = match &msg.context_id {
+        Some(c) => {
+            validate_session_id(c).map_err(RpcError::from)?;
+            c.clone()
+        }
+        None => derived_context(who, &msg.message_id),
+    };
+    if !who.owns(&session) {
+        return Err(RpcError::params(format!(
+            "context `{session}` is not yours (yours start with `{}`)",
+            who.prefix()
+        )));
+    }
+    // Sent before (a retry, on this instance or another): the task it started.
+    if let Some(task_id) = started_before(state, &session, msg).await? {
+        return answer(state, who, &task_id, Follow::Stored, reply).await;
+    }
+    let user = Msg::user(msg.text.clone())
+        .with_id(msg.message_id.clone())
+        .with_metadata(TASK_MARK, json!(msg.message_id));
+    let task_id = task::task_id(&session, &user.id);
+    // The run stores the message when it begins: the first answer is built here.
+    let initial = json!({
+        "id": task_id,
+        "contextId": session,
+        "status": {"state": TaskState::Working.wire()},
+        "history": [{
+            "messageId": user.id, "contextId": session, "taskId": task_id,
+            "role": "ROLE_USER", "parts": [{"text": msg.text}],
+        }],
+    });
+    let s = actor_session(state, who, &session, Some(&msg.message_id)).await?;
+    match s.send(user).start().await {
+        Ok(handle) => match begin(state, &session, handle).await {
+            Ok((run, sub)) => {
+                let follow = Follow::Run { run, sub, initial };
+                answer(state, who, &task_id, follow, reply).await
+            }
+            // Refused before anything was stored. The same message sent at once by
+            // another request may have been stored in between (the store holds each
+            // message id once per session): then this is a retry of it.
+            Err(e) => match started_before(state, &session, msg).await? {
+                Some(task_id) => answer(state, who, &task_id, Follow::Stored, reply).await,
+                None => Err(e.into()),
+            },
+        },
+        Err(e @ AgentError::SessionBusy { .. }) => {
+            // The same message sent at once by another request (a retry racing the
+            // first send) holds the session: once it has stored the message, this is
+            // a retry of it.
+            let deadline = Instant::now() + TWIN_WAIT;
+            while Instant::now() < deadline {
+                if let Some(task_id) = started_before(state, &session, msg).await? {
+                    return answer(state, who, &task_id, Follow::Stored, reply).await;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Starts a run in the hub and waits for its first event: the run's input is stored
+/// then, or the run was refused (its error: nothing changed). Gives the run and the
+/// subscription that follows it.
+pub(super) async fn begin(
+    state: &AppState,
+    session: &str,
+    handle: RunHandle,
+) -> Result<(Arc<LocalRun>, Subscription), ServerError> {
+    let mut sub = state.hub.channel(session).subscribe(None);
+    let run = state.hub.start_run(session, handle);
+    loop {
+        match sub.rx.recv().await {
+            Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
+                if env.event == "failed" || env.event == "error" {
+                    run.wait().await?;
+                }
+                return Ok((run, sub));
+            }
+            Ok(_) => {}
+            // Behind or closed: the run's own outcome tells.
+            Err(_) => return Ok((run, sub)),
+        }
+    }
+}
+
+/// How to answer a message: its JSON-RPC id and form.
+pub(super) struct Reply {
+    pub(super) rpc_id: Value,
+    pub(super) streaming: bool,
+    pub(super) return_immediately: bool,
+}
+
+/// What an answer follows.
+pub(super) enum Follow {
+    /// The run this request started ([`begin`]); `initial` is its task as it starts
+    /// (`TASK_STATE_WORKING`).
+    Run {
+        run: Arc<LocalRun>,
+        sub: Subscription,
+        initial: Value,
+    },
+    /// A task as stored: what a message sent again started or continued.
+    Stored,
+}
+
+/// Answers with task `task_id`: when it stops working (or at once with
+/// `returnImmediately`), or as an SSE stream of it.
+pub(super) async fn answer(
+    state: &AppState,
+    who: &Principal,
+    task_id: &str,
+    follow: Follow,
+    reply: Reply,
+) -> Result<Response, RpcError> {
+    let Reply {
         rpc_id,
         streaming,
         return_immediately,
-    } = answer;
-    let sub = state.hub.channel(&session).subscribe(None);
-    let run = state.hub.start_run(&session, handle);
+    } = reply;
+    let (initial, run, working) = match follow {
+        Follow::Run { run, sub, initial } => (initial, Some((run, sub)), true),
+        Follow::Stored => {
+            let task = load_task(state, who, task_id).await?;
+            let working = task.state == TaskState::Working;
+            (task_json(&task, None, true), None, working)
+        }
+    };
     if !streaming {
-        if return_immediately {
-            // Answered once the task's message is stored (or the run ended), so that a
-            // `tasks/get` that follows at once, on any instance, finds the task.
-            let stored = async {
-                while load_task(state, who, &task_id).await.is_err() {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-            };
-            tokio::select! {
-                () = stored => {}
-                _ = run.wait() => {}
-                () = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
-            }
+        // The run's input is stored (see `begin`): a `GetTask` that follows at once,
+        // on any instance, finds the task.
+        if return_immediately || !working {
             return Ok(rpc(&rpc_id, json!({"task": initial})));
         }
-        let _ = run.wait().await;
-        let task = load_task(state, who, &task_id).await?;
+        if let Some((run, _)) = &run {
+            let _ = run.wait().await;
+        }
+        let task = settle(state, who, task_id, || false).await?;
         return Ok(rpc(&rpc_id, json!({"task": task_json(&task, None, true)})));
     }
     let (tx, rx) = mpsc::channel(crate::sse::CLIENT_BUFFER);
     let state = state.clone();
     let who = who.clone();
+    let task_id = task_id.to_owned();
     tokio::spawn(async move {
-        let crate::hub::Subscription {
-            mut rx, _channel, ..
-        } = sub;
         let send = |v: Value| {
             let tx = tx.clone();
             let rpc_id = rpc_id.clone();
@@ -340,23 +284,30 @@ async fn run_answer(
                     .is_ok()
             }
         };
-        if !send(json!({"task": initial})).await {
+        if !send(json!({"task": initial})).await || !working {
             return;
         }
-        // The run's end (its events go to the native streams; A2A gets the outcome).
-        loop {
-            match rx.recv().await {
-                Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) && env.terminal => {
-                    break;
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
-                    let _ = run.wait().await;
-                    break;
+        if let Some((run, sub)) = run {
+            // The run's end (its events go to the native streams; A2A gets the outcome).
+            let crate::hub::Subscription {
+                mut rx, _channel, ..
+            } = sub;
+            loop {
+                match rx.recv().await {
+                    Ok(env)
+                        if env.run_id.as_deref() == Some(run.run_id.as_str()) && env.terminal =>
+                    {
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => {
+                        let _ = run.wait().await;
+                        break;
+                    }
                 }
             }
         }
-        let Ok(task) = load_task(&state, &who, &task_id).await else {
+        let Ok(task) = settle(&state, &who, &task_id, || tx.is_closed()).await else {
             return;
         };
         if let Some(a) = task::answer_of(&task) {
@@ -375,6 +326,31 @@ async fn run_answer(
         .await;
     });
     Ok(crate::sse::respond(rx, state_keep_alive()))
+}
+
+/// The task once it no longer works: followed through the run executing here, or read
+/// from the store while its run executes elsewhere (a message sent again to another
+/// instance than the one running it). Gives up, with the task as it stands, after
+/// [`FOLLOW_LIMIT`] or once `gone()` says nobody waits any more.
+async fn settle(
+    state: &AppState,
+    who: &Principal,
+    task_id: &str,
+    gone: impl Fn() -> bool,
+) -> Result<TaskView, RpcError> {
+    let deadline = Instant::now() + FOLLOW_LIMIT;
+    loop {
+        let task = load_task(state, who, task_id).await?;
+        if task.state != TaskState::Working || Instant::now() >= deadline || gone() {
+            return Ok(task);
+        }
+        match state.hub.local_run(&task.context_id) {
+            Some(run) => {
+                let _ = run.wait().await;
+            }
+            None => tokio::time::sleep(REREAD).await,
+        }
+    }
 }
 
 fn state_keep_alive() -> Duration {

@@ -1,23 +1,25 @@
-//! The inbox's page cursor: the sort key of the last item of a page (newest first,
-//! then session, then requirement id), as hex-encoded JSON. Opaque to clients; a
-//! cursor this server did not give out decodes to nothing.
+//! The page cursor of the inbox's lists and of A2A's `ListTasks`: the sort key of the
+//! last item of a page — newest first, then two strings (a session and a requirement
+//! id; a session and the tag `sessions`; a task id and a tag bound to the listing) —
+//! as hex-encoded JSON. Opaque to clients; a cursor this server did not give out
+//! decodes to nothing.
 
 use std::cmp::Reverse;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-/// Where an item sorts in the inbox: newest first; ties by session, then id.
-pub(super) type Key = (Reverse<DateTime<Utc>>, String, String);
+/// Where an item sorts: newest first; ties by the first string, then the second.
+pub(crate) type Key = (Reverse<DateTime<Utc>>, String, String);
 
 /// The cursor of the page that follows the item with this key.
-pub(super) fn encode(k: &Key) -> String {
+pub(crate) fn encode(k: &Key) -> String {
     let raw = json!([k.0.0.to_rfc3339(), k.1, k.2]).to_string();
     raw.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The key a cursor names, if it is one [`encode`] made.
-pub(super) fn decode(c: &str) -> Option<Key> {
+pub(crate) fn decode(c: &str) -> Option<Key> {
     if c.len() % 2 != 0 || c.len() > 4096 {
         return None;
     }

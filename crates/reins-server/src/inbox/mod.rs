@@ -4,7 +4,7 @@
 //! a [`cursor`]), the sessions with their status ([`list`], `GET /v1/sessions`), the stream of inbox changes (`GET /v1/events`) and who the caller is
 //! (`GET /v1/me`).
 
-mod cursor;
+pub(crate) mod cursor;
 pub(crate) mod list;
 
 use std::sync::Arc;

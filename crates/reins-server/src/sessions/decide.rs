@@ -10,7 +10,7 @@ use crate::types::{Action, DecisionItem};
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
 /// `req`: the pending requirement it answers (`None` when it is not pending: the run
 /// refuses the decision then).
-pub(super) fn to_decision(item: &DecisionItem, req: Option<&Requirement>) -> Result<Decision> {
+pub(crate) fn to_decision(item: &DecisionItem, req: Option<&Requirement>) -> Result<Decision> {
     let id = item.requirement_id.clone();
     let stray = |field: &str, what: &str| {
         ServerError::invalid(format!(
@@ -102,7 +102,7 @@ pub(super) async fn start(
 }
 
 /// A view token from the API (400 when it is not one).
-pub(super) fn parse_view(token: &str) -> Result<ViewToken> {
+pub(crate) fn parse_view(token: &str) -> Result<ViewToken> {
     token.parse().map_err(|_| {
         ServerError::BadRequest(format!(
             "`{}` is not a view token (read it from GET /v1/sessions/{{id}})",

@@ -7,7 +7,7 @@
 //! either way.
 
 pub(crate) mod backend;
-mod decide;
+pub(crate) mod decide;
 pub(crate) mod fork;
 mod stream;
 

@@ -7,15 +7,13 @@ what the Rust test asserts on; any failed expectation exits with status 1.
 """
 
 import asyncio
-import json
+import os
 import sys
 
-import httpx
 from google.protobuf import json_format
 
-from a2a.client import ClientConfig, create_client
 from a2a.utils.errors import A2AError
-from a2a.helpers.proto_helpers import get_data_parts, new_data_part, new_text_message
+from a2a.helpers.proto_helpers import new_data_part, new_text_message
 from a2a.types.a2a_pb2 import (
     SendMessageConfiguration,
     CancelTaskRequest,
@@ -24,48 +22,12 @@ from a2a.types.a2a_pb2 import (
     Message,
     Role,
     SendMessageRequest,
-    TaskState,
 )
 
+from common import client, collect, expect, fail, last_state, out, report, state_name
+
 base, second = sys.argv[1], sys.argv[2]
-token, other = __import__("os").environ["A2A_TOKEN"], __import__("os").environ["A2A_OTHER"]
-out = {}
-
-
-def fail(why):
-    print(f"a2a client: {why}", file=sys.stderr)
-    print(json.dumps(out))
-    sys.exit(1)
-
-
-def expect(cond, why):
-    if not cond:
-        fail(why)
-
-
-async def client(url, tok, streaming=True):
-    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {tok}"}, timeout=30)
-    return await create_client(url, client_config=ClientConfig(streaming=streaming, httpx_client=http))
-
-
-def state_name(s):
-    return TaskState.Name(s)
-
-
-async def collect(c, request):
-    """Every StreamResponse of a send, as dicts, and the last task state seen."""
-    events = []
-    async for ev in c.send_message(request):
-        events.append(json_format.MessageToDict(ev))
-    return events
-
-
-def last_state(events):
-    for ev in reversed(events):
-        for key in ("statusUpdate", "task"):
-            if key in ev:
-                return ev[key]["status"]["state"]
-    return None
+token, other = os.environ["A2A_TOKEN"], os.environ["A2A_OTHER"]
 
 
 async def main():
@@ -108,9 +70,12 @@ async def main():
     expect("deleted b.txt" in answer, f"answer: {answer}")
     out["decide_events"] = events
 
-    # A follow-up on an ended task: the protocol's error.
+    # A new message on an ended task: the protocol's error. (The same message sent
+    # again would be a retry, answered with the task.)
     try:
-        await collect(a, SendMessageRequest(message=follow))
+        late = Message(role=Role.ROLE_USER, message_id="late-1", task_id=task_id, context_id=context_id,
+                       parts=[new_data_part({"note": "anything else?"})])
+        await collect(a, SendMessageRequest(message=late))
         fail("a message on a completed task was accepted")
     except A2AError as e:
         out["ended_task_error"] = type(e).__name__
@@ -154,7 +119,6 @@ async def main():
             fail(f"get_task({tid}) as another principal was answered")
         except A2AError as e:
             out.setdefault("not_found_errors", []).append(type(e).__name__)
-    print(json.dumps(out))
 
 
-asyncio.run(main())
+report(main)
