@@ -34,6 +34,11 @@ pub(crate) struct Inner {
     pub(crate) principal: String,
     #[cfg(feature = "http")]
     pub(crate) authenticate: Option<Authenticate>,
+    /// Browser origins allowed besides the served hosts' own.
+    #[cfg(feature = "http")]
+    pub(crate) allowed_origins: Vec<String>,
+    /// Where a paused call tells a client that cannot answer to decide.
+    pub(crate) inbox_url: Option<String>,
     /// Runs executing in this process, by session id.
     pub(crate) running: Mutex<HashMap<String, Interrupter>>,
 }
@@ -61,6 +66,9 @@ impl McpAgentServer {
             principal: "local".to_owned(),
             #[cfg(feature = "http")]
             authenticate: None,
+            #[cfg(feature = "http")]
+            allowed_origins: Vec::new(),
+            inbox_url: None,
         }
     }
 
@@ -101,6 +109,9 @@ pub struct McpAgentServerBuilder {
     principal: String,
     #[cfg(feature = "http")]
     authenticate: Option<Authenticate>,
+    #[cfg(feature = "http")]
+    allowed_origins: Vec<String>,
+    inbox_url: Option<String>,
 }
 
 impl McpAgentServerBuilder {
@@ -182,6 +193,28 @@ impl McpAgentServerBuilder {
         self
     }
 
+    /// Browser origins allowed to call the HTTP endpoint besides the served hosts' own
+    /// (`scheme://host[:port]`, `:*` for any port; `null` for `Origin: null`). A request
+    /// whose `Origin` header names any other origin is refused with 403 before anything
+    /// runs (the transport's defence against DNS rebinding); requests without `Origin`
+    /// (programs, not browsers) are not affected. Adding none keeps the check on.
+    #[cfg(feature = "http")]
+    pub fn allowed_origins(mut self, origins: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allowed_origins
+            .extend(origins.into_iter().map(Into::into));
+        self
+    }
+
+    /// Where a person decides the requirements of a paused call when the MCP client
+    /// cannot be asked (no `elicitation` capability, or it dismissed the question): the
+    /// URL of reins-server's approval inbox, e.g. `http://127.0.0.1:8080/`. The paused
+    /// result then links the session there (`<url>?session=<id>`) and carries the link
+    /// as `structuredContent.decide_at`.
+    pub fn inbox_url(mut self, url: impl Into<String>) -> Self {
+        self.inbox_url = Some(url.into());
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<McpAgentServer> {
         let key = self.signing_key.ok_or_else(|| {
@@ -205,6 +238,13 @@ impl McpAgentServerBuilder {
         {
             return Err(Error::Config(format!(
                 "`{tool_name}` is not a valid MCP tool name (1-128 of A-Z a-z 0-9 _ - .)"
+            )));
+        }
+        if let Some(url) = &self.inbox_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(Error::Config(format!(
+                "inbox_url `{url}` must be an http:// or https:// URL (reins-server's inbox page)"
             )));
         }
         if self.principal.is_empty() || self.principal.contains('/') {
@@ -242,6 +282,9 @@ impl McpAgentServerBuilder {
                 principal: self.principal,
                 #[cfg(feature = "http")]
                 authenticate: self.authenticate,
+                #[cfg(feature = "http")]
+                allowed_origins: self.allowed_origins,
+                inbox_url: self.inbox_url,
                 running: Mutex::new(HashMap::new()),
                 agent,
             }),

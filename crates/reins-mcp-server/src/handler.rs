@@ -13,7 +13,7 @@ use reins_message::Msg;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult,
     ElicitRequestParams, GetTaskParams, GetTaskResult, Implementation, InputRequest,
     InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations, UpdateTaskParams,
@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::McpAgentServer;
 use crate::question;
+use crate::result::{invalid_arguments, result_of};
 use crate::state::Paused;
 use crate::task;
 
@@ -75,6 +76,11 @@ impl McpAgentServer {
         format!("mcp/{principal}/")
     }
 
+    /// Whether a session id is in the caller's namespace.
+    fn owns(&self, id: &str, caller: &Caller) -> bool {
+        id.starts_with(&Self::prefix(&caller.principal)) && id.len() <= 300
+    }
+
     /// Opens a session the caller owns, or refuses (an unknown id and a foreign one
     /// look the same, so ids are not probed).
     pub(crate) async fn owned_session(
@@ -83,7 +89,7 @@ impl McpAgentServer {
         caller: &Caller,
         what: &str,
     ) -> Result<Session, McpError> {
-        if !id.starts_with(&Self::prefix(&caller.principal)) || id.len() > 300 {
+        if !self.owns(id, caller) {
             return Err(McpError::invalid_params(
                 format!("unknown {what} `{}`", clip(id)),
                 None,
@@ -93,8 +99,9 @@ impl McpAgentServer {
         Ok(session.as_actor(Actor::new(caller.principal.clone())))
     }
 
-    fn tool(&self) -> Tool {
-        let schema = json!({
+    /// The exposed tool's input schema.
+    fn input_schema() -> Value {
+        json!({
             "type": "object",
             "properties": {
                 "message": { "type": "string", "description": "What to ask the agent" },
@@ -105,8 +112,14 @@ impl McpAgentServer {
             },
             "required": ["message"],
             "additionalProperties": false
-        });
-        let schema: Map<String, Value> = schema.as_object().cloned().unwrap_or_default();
+        })
+    }
+
+    fn tool(&self) -> Tool {
+        let schema: Map<String, Value> = Self::input_schema()
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let mut annotations = ToolAnnotations::new();
         annotations.read_only_hint = Some(false);
         annotations.destructive_hint = Some(self.inner.destructive);
@@ -137,32 +150,43 @@ impl McpAgentServer {
             ));
         }
         let args = params.arguments.clone().unwrap_or_default();
+        // Arguments the tool cannot take are the caller's to fix: a tool result with
+        // `isError`, not a JSON-RPC error (the spec's tools page, "Error Handling").
+        if let Err(problems) =
+            reins_tool::validate(&Self::input_schema(), &Value::Object(args.clone()))
+        {
+            return Ok(CallToolResponse::Complete(invalid_arguments(
+                &problems.join("; "),
+            )));
+        }
         if let Some(state) = &params.request_state {
             return self.retry(state, &params, &args, &caller, ctx).await;
         }
         let Some(message) = args.get("message").and_then(Value::as_str) else {
-            return Err(McpError::invalid_params(
+            return Ok(CallToolResponse::Complete(invalid_arguments(
                 "`message` (a string) is required",
-                None,
-            ));
+            )));
         };
-        let session = match args.get(SESSION_FIELD) {
-            None | Some(Value::Null) => {
-                let id = format!(
-                    "{}{}",
-                    Self::prefix(&caller.principal),
-                    uuid::Uuid::now_v7()
-                );
-                self.owned_session(&id, &caller, "session").await?
+        let id = match args.get(SESSION_FIELD) {
+            None | Some(Value::Null) => format!(
+                "{}{}",
+                Self::prefix(&caller.principal),
+                uuid::Uuid::now_v7()
+            ),
+            Some(Value::String(id)) if self.owns(id, &caller) => id.clone(),
+            Some(Value::String(id)) => {
+                return Ok(CallToolResponse::Complete(invalid_arguments(&format!(
+                    "unknown session `{}` (pass the `session` of one of your earlier results, or none to start one)",
+                    clip(id)
+                ))));
             }
-            Some(Value::String(id)) => self.owned_session(id, &caller, "session").await?,
             Some(other) => {
-                return Err(McpError::invalid_params(
-                    format!("`session` must be a string, got {other}"),
-                    None,
-                ));
+                return Ok(CallToolResponse::Complete(invalid_arguments(&format!(
+                    "`session` must be a string, got {other}"
+                ))));
             }
         };
+        let session = self.owned_session(&id, &caller, "session").await?;
         let handle = session
             .send(Msg::user(message))
             .start()
@@ -251,16 +275,25 @@ impl McpAgentServer {
     ) -> Result<CallToolResponse, McpError> {
         loop {
             if out.status != RunStatus::Paused || out.requirements.is_empty() {
-                return Ok(CallToolResponse::Complete(result_of(&out)));
+                return Ok(CallToolResponse::Complete(result_of(
+                    &out,
+                    self.inner.inbox_url.as_deref(),
+                )));
             }
             if caller.modern {
                 if caller.elicitation {
                     return self.ask(&session, &out.requirements, args, caller);
                 }
-                return Ok(CallToolResponse::Complete(result_of(&out)));
+                return Ok(CallToolResponse::Complete(result_of(
+                    &out,
+                    self.inner.inbox_url.as_deref(),
+                )));
             }
             if !caller.elicitation {
-                return Ok(CallToolResponse::Complete(result_of(&out)));
+                return Ok(CallToolResponse::Complete(result_of(
+                    &out,
+                    self.inner.inbox_url.as_deref(),
+                )));
             }
             // Before 2026-07-28: ask with elicitation/create while the call waits.
             let view = session.current_view();
@@ -273,7 +306,7 @@ impl McpAgentServer {
                     })?;
                 let asked = tokio::select! {
                     a = ctx.peer.create_elicitation(params) => a,
-                    () = ctx.ct.cancelled() => return Ok(CallToolResponse::Complete(result_of(&out))),
+                    () = ctx.ct.cancelled() => return Ok(CallToolResponse::Complete(result_of(&out, self.inner.inbox_url.as_deref()))),
                 };
                 match asked {
                     Ok(result) => {
@@ -284,13 +317,19 @@ impl McpAgentServer {
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "elicitation failed; the run stays paused");
-                        return Ok(CallToolResponse::Complete(result_of(&out)));
+                        return Ok(CallToolResponse::Complete(result_of(
+                            &out,
+                            self.inner.inbox_url.as_deref(),
+                        )));
                     }
                 }
             }
             let (decisions, _) = decide(&out.requirements, &answers, &caller.principal);
             if decisions.is_empty() {
-                return Ok(CallToolResponse::Complete(result_of(&out)));
+                return Ok(CallToolResponse::Complete(result_of(
+                    &out,
+                    self.inner.inbox_url.as_deref(),
+                )));
             }
             let handle = session
                 .resolve(decisions)
@@ -385,52 +424,6 @@ pub(crate) fn decide(
         }
     }
     (decisions, problems)
-}
-
-/// The `tools/call` result for a run's output.
-pub(crate) fn result_of(out: &RunOutput) -> CallToolResult {
-    let (text, is_error, status) = match out.status {
-        RunStatus::Completed => (out.message.text(), false, "completed"),
-        RunStatus::MaxIterations => (out.message.text(), false, "max_iterations"),
-        RunStatus::Cancelled => (
-            "the run was interrupted before it finished".to_owned(),
-            true,
-            "cancelled",
-        ),
-        RunStatus::Paused => {
-            let waits: Vec<String> = out
-                .requirements
-                .iter()
-                .map(|r| format!("`{}` ({})", r.tool_use.name, r.reason))
-                .collect();
-            (
-                if waits.is_empty() {
-                    format!(
-                        "the run paused; resume session `{}` in reins",
-                        out.session_id
-                    )
-                } else {
-                    format!(
-                        "the run waits for a decision on {}; decide in the reins inbox (session `{}`)",
-                        waits.join(", "),
-                        out.session_id
-                    )
-                },
-                true,
-                "paused",
-            )
-        }
-    };
-    let value = json!({
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": { SESSION_FIELD: out.session_id, "status": status },
-        "isError": is_error,
-    });
-    let mut result: CallToolResult =
-        serde_json::from_value(value).unwrap_or_else(|_| CallToolResult::success(Vec::new()));
-    // Required from 2026-07-28; rmcp strips it for older peers.
-    result.result_type = Some(rmcp::model::ResultType::COMPLETE);
-    result
 }
 
 pub(crate) fn agent_error(e: AgentError) -> McpError {

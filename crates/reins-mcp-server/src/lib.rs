@@ -92,6 +92,7 @@ mod config;
 mod error;
 mod handler;
 mod question;
+mod result;
 mod state;
 mod task;
 mod transport;
