@@ -146,6 +146,8 @@ pub struct McpServer {
     pub(crate) elicitation: Option<ElicitationHandler>,
     /// Whether questions without a callback go to the asking call's run.
     pub(crate) elicit_in_runs: bool,
+    /// The one protocol revision to speak, instead of probing.
+    pub(crate) protocol_version: Option<String>,
 }
 
 impl fmt::Debug for McpServer {
@@ -160,6 +162,7 @@ impl fmt::Debug for McpServer {
             .field("call_timeout", &self.call_timeout)
             .field("answers_elicitation", &self.elicitation.is_some())
             .field("elicitation_in_runs", &self.elicit_in_runs)
+            .field("protocol_version", &self.protocol_version)
             .finish_non_exhaustive()
     }
 }
@@ -180,6 +183,7 @@ impl McpServer {
             connect_timeout: Duration::from_secs(30),
             elicitation: None,
             elicit_in_runs: true,
+            protocol_version: None,
         }
     }
 
@@ -323,6 +327,18 @@ impl McpServer {
     /// How long starting the server and the MCP handshake may take (default 30 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Speaks only this protocol revision instead of probing: `2026-07-28` opens with
+    /// `server/discover` and never falls back; `2025-11-25`, `2025-06-18`, `2025-03-26`
+    /// or `2024-11-05` open with `initialize` announcing it. For a server whose
+    /// revision is known (or a test suite that names one). Without it, a connection
+    /// probes with `server/discover` for 2026-07-28 and falls back to `initialize` with
+    /// 2025-11-25, the newest revision that has it. `connect` refuses a revision this
+    /// crate does not know.
+    pub fn protocol_version(mut self, version: impl Into<String>) -> Self {
+        self.protocol_version = Some(version.into());
         self
     }
 

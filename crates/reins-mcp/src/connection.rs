@@ -31,15 +31,49 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How a connection opens: probe with `server/discover` for revision 2026-07-28 and
-/// fall back to `initialize` (the newest legacy revision both sides know) when the
-/// server is older, as the spec's backward-compatibility rules describe (rmcp's
-/// `Auto` lifecycle).
-pub(crate) fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: None,
-    }
+/// How a connection opens, and the revision a legacy `initialize` announces.
+///
+/// By default: probe with `server/discover` for revision 2026-07-28 and fall back to
+/// `initialize` with the newest revision that still has it (2025-11-25; 2026-07-28 has
+/// no `initialize`, so announcing it there would name a revision the handshake cannot
+/// speak), as the spec's backward-compatibility rules describe (rmcp's `Auto`
+/// lifecycle). [`McpServer::protocol_version`] pins one revision instead.
+pub(crate) fn lifecycle(
+    config: &McpServer,
+) -> std::result::Result<(ClientLifecycleMode, ProtocolVersion), String> {
+    let legacy = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    let Some(wanted) = &config.protocol_version else {
+        return Ok((
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(legacy.clone()),
+            },
+            legacy,
+        ));
+    };
+    let Some(version) = ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .find(|v| v.as_str() == wanted)
+    else {
+        let known: Vec<&str> = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .map(ProtocolVersion::as_str)
+            .collect();
+        return Err(format!(
+            "protocol version `{wanted}` is not one this client speaks ({})",
+            known.join(", ")
+        ));
+    };
+    Ok(if version.has_initialize() {
+        (ClientLifecycleMode::Initialize, version.clone())
+    } else {
+        (
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![version.clone()],
+            },
+            legacy,
+        )
+    })
 }
 
 /// State the client handler shares with calls in flight.
@@ -91,6 +125,8 @@ pub(crate) struct Handler {
     routes: Arc<Routes>,
     elicitation: Option<ElicitationHandler>,
     elicit_in_runs: bool,
+    /// The revision an `initialize` announces.
+    legacy_version: ProtocolVersion,
 }
 
 /// `[progress 2/5] message` for a progress notification.
@@ -222,10 +258,14 @@ impl ClientHandler for Handler {
             caps["elicitation"] = serde_json::json!({ "form": {} });
         }
         let capabilities: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
-        ClientConfig::new(
+        let mut config = ClientConfig::new(
             capabilities,
             Implementation::new("reins-mcp", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        // What a legacy `initialize` announces (rmcp's default is its newest revision,
+        // which has no `initialize`).
+        config.protocol_version = self.legacy_version.clone();
+        config
     }
 }
 
@@ -340,11 +380,17 @@ impl Connection {
     }
 
     async fn open_inner(&self) -> Result<Live> {
+        let (lifecycle, legacy_version) =
+            lifecycle(&self.config).map_err(|message| Error::Config {
+                server: self.name().to_owned(),
+                message,
+            })?;
         let handler = Handler {
             server: self.name().to_owned(),
             routes: self.routes.clone(),
             elicitation: self.config.elicitation.clone(),
             elicit_in_runs: self.config.elicit_in_runs,
+            legacy_version,
         };
         let handshake = |e: &dyn std::fmt::Display| Error::Handshake {
             server: self.name().to_owned(),
@@ -376,7 +422,7 @@ impl Connection {
                     self.drain_stderr(stderr);
                 }
                 let service = handler
-                    .serve_with_lifecycle(child, lifecycle())
+                    .serve_with_lifecycle(child, lifecycle)
                     .await
                     .map_err(|e| Error::Handshake {
                         server: self.name().to_owned(),
@@ -397,9 +443,15 @@ impl Connection {
                 headers,
                 bearer,
             } => {
-                let service =
-                    crate::http::serve(handler, self.name(), url, headers, bearer.as_deref())
-                        .await?;
+                let service = crate::http::serve(
+                    handler,
+                    lifecycle,
+                    self.name(),
+                    url,
+                    headers,
+                    bearer.as_deref(),
+                )
+                .await?;
                 (service, None)
             }
             #[cfg(not(feature = "http"))]
@@ -413,7 +465,7 @@ impl Connection {
                 let stream = open().await.map_err(|e| handshake(&e))?;
                 (
                     handler
-                        .serve_with_lifecycle(stream, lifecycle())
+                        .serve_with_lifecycle(stream, lifecycle)
                         .await
                         .map_err(|e| handshake(&e))?,
                     None,

@@ -3,17 +3,18 @@
 use std::collections::HashMap;
 
 use http::{HeaderName, HeaderValue};
-use rmcp::service::{ClientServiceExt, RoleClient, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use crate::connection::Handler;
 use crate::error::{Error, Result};
 
-/// Opens a session with `url`, sending `headers` (and `bearer` as
+/// Opens a session with `url` (`lifecycle`: how it opens), sending `headers` (and `bearer` as
 /// `Authorization: Bearer ..`) with every request.
 pub(crate) async fn serve(
     handler: Handler,
+    lifecycle: ClientLifecycleMode,
     server: &str,
     url: &str,
     headers: &[(String, String)],
@@ -44,7 +45,7 @@ pub(crate) async fn serve(
     handler
         .serve_with_lifecycle(
             StreamableHttpClientTransport::from_config(config),
-            crate::connection::lifecycle(),
+            lifecycle,
         )
         .await
         .map_err(|e| Error::Handshake {
