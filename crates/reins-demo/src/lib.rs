@@ -8,7 +8,7 @@
 //!   script (`scripts/`, the format in `scripts/README.md`). Sessions live in SQLite,
 //!   so a pause survives quitting.
 //! - `serve` ([`serve()`]): the same agent as an HTTP service with reins-server's API
-//!   and approval inbox.
+//!   and approval inbox; with `--mcp stdio|http`, also as an MCP server ([`mcp`]).
 //!
 //! ```text
 //! cargo xtask demo                    # chat (offline model unless an API key is set)
@@ -16,6 +16,8 @@
 //! cargo xtask demo --script builtin   # replay the built-in script (what CI checks)
 //! cargo xtask demo --help             # every flag
 //! cargo xtask serve                   # http://127.0.0.1:8080
+//! cargo xtask serve --mcp http        # + MCP at http://127.0.0.1:8080/mcp
+//! cargo xtask serve --mcp stdio       # MCP on stdin/stdout (inbox on a free port)
 //! ```
 //!
 //! This module holds the set-up both modes of the chat share, and its entry point.
@@ -23,6 +25,7 @@
 mod cli;
 mod intent;
 mod interactive;
+pub mod mcp;
 mod offline;
 mod provider;
 mod render;

@@ -6,12 +6,15 @@
 //! data directory, or in PostgreSQL with `--database-url`. The model is the offline
 //! one unless an API key is set, as in the terminal demo. A fresh token with every
 //! role is printed at start (`token: ...`); more principals come from `--auth FILE`
-//! (see `reins_server::auth`).
+//! (see `reins_server::auth`). `--mcp stdio|http` also serves the agent over MCP
+//! (see [`crate::mcp`]).
 //!
 //! ```text
 //! cargo xtask serve                                  # http://127.0.0.1:8080
 //! cargo xtask serve --port 9000
 //! cargo xtask serve --database-url postgres://user@localhost/reins
+//! cargo xtask serve --mcp http                       # + MCP at http://127.0.0.1:8080/mcp
+//! cargo xtask serve --mcp stdio                      # MCP on stdin/stdout, inbox on a free port
 //! ```
 
 use std::net::SocketAddr;
@@ -23,43 +26,69 @@ use std::time::Duration;
 use reins::prelude::*;
 use reins_server::{AccessRole, Auth, Principal, Server};
 
+use crate::mcp::McpMode;
 use crate::{AGENT, provider, sandbox, system_prompt};
 
-const USAGE: &str = "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
+const USAGE: &str =
+    "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
+             [--mcp stdio|http] [--inbox-url URL]
 
-  --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port)
+  --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
+                      with --mcp stdio the default is a free port)
   --database-url URL  keep sessions in PostgreSQL instead of SQLite
   --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo)
-  --auth FILE         more principals (JSON, see reins_server::auth); the dev token is always added";
+  --auth FILE         more principals (JSON, see reins_server::auth); the dev token is always added
+  --mcp http          also serve the agent as an MCP server (streamable HTTP) at /mcp,
+                      beside the API and the inbox
+  --mcp stdio         serve the agent as an MCP server on stdin/stdout (for a host that
+                      starts this program); the API and the inbox run on --port, and
+                      everything this program prints goes to stderr
+  --inbox-url URL     where a paused MCP call tells the client to decide (default: this
+                      server's own inbox)";
 
 struct Options {
-    port: u16,
+    port: Option<u16>,
     database_url: Option<String>,
     data_dir: PathBuf,
     auth: Option<PathBuf>,
+    mcp: Option<McpMode>,
+    inbox_url: Option<String>,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
     let mut o = Options {
-        port: 8080,
+        port: None,
         database_url: None,
         data_dir: PathBuf::from(".reins-demo"),
         auth: None,
+        mcp: None,
+        inbox_url: None,
     };
-    let mut args = args.peekable();
+    let args: Vec<String> = args.collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return Ok(None);
+    }
+    let mut args = args.into_iter().peekable();
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
             "--port" => {
                 let v = value("--port")?;
-                o.port = v
-                    .parse()
-                    .map_err(|_| format!("--port: `{v}` is not a port number"))?;
+                o.port = Some(
+                    v.parse()
+                        .map_err(|_| format!("--port: `{v}` is not a port number"))?,
+                );
             }
             "--database-url" => o.database_url = Some(value("--database-url")?),
             "--data-dir" => o.data_dir = PathBuf::from(value("--data-dir")?),
             "--auth" => o.auth = Some(PathBuf::from(value("--auth")?)),
-            "-h" | "--help" => return Ok(None),
+            "--mcp" => {
+                let v = args
+                    .next_if(|v| !v.starts_with('-'))
+                    .ok_or("--mcp needs `stdio` (MCP on stdin/stdout) or `http` (MCP at /mcp)")?;
+                o.mcp = Some(McpMode::parse(&v)?);
+            }
+            "--inbox-url" => o.inbox_url = Some(value("--inbox-url")?),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -80,7 +109,9 @@ pub fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Logs go to stderr: with `--mcp stdio`, stdout carries the MCP messages.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "warn,reins_server=info".into()),
@@ -101,6 +132,21 @@ pub fn serve() -> ExitCode {
         Err(e) => {
             eprintln!("serve: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// What [`run`] prints at start: on stdout, or on stderr when stdout carries MCP.
+struct Banner {
+    to_stderr: bool,
+}
+
+impl Banner {
+    fn line(&self, text: impl std::fmt::Display) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
         }
     }
 }
@@ -161,34 +207,74 @@ async fn run(opts: Options) -> Result<(), String> {
             [AccessRole::User, AccessRole::Approver, AccessRole::Admin],
         ),
     );
-    let app = Server::new(agent).auth(auth).router();
+    let mut app = Server::new(agent.clone()).auth(auth).router();
 
-    let addr = SocketAddr::from(([127, 0, 0, 1], opts.port));
+    let port = opts.port.unwrap_or(match opts.mcp {
+        Some(McpMode::Stdio) => 0,
+        _ => 8080,
+    });
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let addr = listener
         .local_addr()
         .map_err(|e| format!("no local address: {e}"))?;
-    println!("reins-server: {} on http://{addr}", AGENT);
-    println!("store:   {store_label}");
-    println!("model:   {}", choice.label);
-    println!("sandbox: {}", sandbox.root().display());
-    println!("inbox:   http://{addr}/#token={token}");
-    println!("token: {token}");
-    println!(
-        "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
-    );
-    println!("(Ctrl-C stops the server)");
-    // reins-server's accept loop: a header read timeout against slow clients.
-    reins_server::serve_with_shutdown(
+    let inbox = opts
+        .inbox_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}/"));
+    let mcp = match opts.mcp {
+        Some(mode) => Some((mode, crate::mcp::server(agent, &inbox)?)),
+        None => None,
+    };
+    if let Some((McpMode::Http, server)) = &mcp {
+        app = app.route_service("/mcp", crate::mcp::http_service(server));
+    }
+    let out = Banner {
+        to_stderr: matches!(opts.mcp, Some(McpMode::Stdio)),
+    };
+    out.line(format_args!("reins-server: {AGENT} on http://{addr}"));
+    out.line(format_args!("store:   {store_label}"));
+    out.line(format_args!("model:   {}", choice.label));
+    out.line(format_args!("sandbox: {}", sandbox.root().display()));
+    out.line(format_args!("inbox:   http://{addr}/#token={token}"));
+    out.line(format_args!("token: {token}"));
+    match &mcp {
+        Some((McpMode::Http, _)) => {
+            out.line(format_args!("mcp:     http://{addr}/mcp (streamable HTTP)"));
+        }
+        Some((McpMode::Stdio, _)) => out.line("mcp:     on stdin/stdout"),
+        None => {}
+    }
+    if mcp.is_some() {
+        out.line(format_args!(
+            "paused MCP calls are decided at {inbox} (clients without elicitation are told so)"
+        ));
+    }
+    if !matches!(opts.mcp, Some(McpMode::Stdio)) {
+        out.line(format_args!(
+            "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
+        ));
+        out.line("(Ctrl-C stops the server)");
+    }
+    let http = reins_server::serve_with_shutdown(
         listener,
         app,
         reins_server::ServeOptions::default(),
         async {
             let _ = tokio::signal::ctrl_c().await;
         },
-    )
-    .await
-    .map_err(|e| format!("the server failed: {e}"))
+    );
+    match mcp {
+        // The host ends the conversation by closing stdin; the inbox stops with it.
+        Some((McpMode::Stdio, server)) => {
+            let inbox = tokio::spawn(http);
+            let served = server.serve_stdio().await;
+            inbox.abort();
+            served.map_err(|e| format!("MCP over stdio failed: {e}"))
+        }
+        // reins-server's accept loop: a header read timeout against slow clients.
+        _ => http.await.map_err(|e| format!("the server failed: {e}")),
+    }
 }

@@ -90,6 +90,7 @@
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
+//! | `mcp-server` | no     | [`mcp_server`]: an agent as an MCP server, its pauses as the host's questions (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `tiktoken`  | yes     | exact token counts for OpenAI models in `ContextPolicy` (context compression) |
 
 /// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
@@ -106,6 +107,8 @@ pub use reins_anthropic as anthropic;
 pub use reins_hook as hook;
 #[cfg(feature = "mcp")]
 pub use reins_mcp as mcp;
+#[cfg(feature = "mcp-server")]
+pub use reins_mcp_server as mcp_server;
 pub use reins_memory as memory;
 pub use reins_message as message;
 pub use reins_model as model;
