@@ -1,5 +1,6 @@
-//! A small JSON reader: flat objects, enough for the benchmarks' output and
-//! criterion's estimates (xtask keeps few dependencies, so no serde_json here).
+//! A small JSON reader: flat objects (and arrays of them), enough for the benchmarks'
+//! output, criterion's estimates and the MCP conformance suite's `checks.json` (xtask
+//! keeps few dependencies, so no serde_json here).
 
 use std::collections::BTreeMap;
 
@@ -139,26 +140,58 @@ impl Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    /// One object's top-level members (nested values are skipped).
+    fn object(&mut self) -> Result<Obj, String> {
+        let mut out = Obj::new();
+        self.expect(b'{')?;
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok(out);
+        }
+        loop {
+            let k = self.string()?;
+            self.expect(b':')?;
+            let v = self.value()?;
+            out.insert(k, v);
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(out);
+                }
+                _ => return Err(format!("expected `,` or `}}` at byte {}", self.i)),
+            }
+        }
+    }
+}
+
 /// Parses one JSON object's top-level members.
 pub(crate) fn parse_object(text: &str) -> Result<Obj, String> {
+    Reader {
+        s: text.as_bytes(),
+        i: 0,
+    }
+    .object()
+}
+
+/// Parses an array of objects (each one's top-level members).
+pub(crate) fn parse_objects(text: &str) -> Result<Vec<Obj>, String> {
     let mut r = Reader {
         s: text.as_bytes(),
         i: 0,
     };
-    let mut out = Obj::new();
-    r.expect(b'{')?;
-    if r.peek() == Some(b'}') {
+    let mut out = Vec::new();
+    r.expect(b'[')?;
+    if r.peek() == Some(b']') {
         return Ok(out);
     }
     loop {
-        let k = r.string()?;
-        r.expect(b':')?;
-        let v = r.value()?;
-        out.insert(k, v);
+        out.push(r.object()?);
         match r.peek() {
             Some(b',') => r.i += 1,
-            Some(b'}') => return Ok(out),
-            _ => return Err(format!("expected `,` or `}}` at byte {}", r.i)),
+            Some(b']') => return Ok(out),
+            _ => return Err(format!("expected `,` or `]` at byte {}", r.i)),
         }
     }
 }
@@ -225,6 +258,21 @@ mod tests {
         assert_eq!(o["nested"], Value::Other);
         assert_eq!(o["ok"], Value::Bool(true));
         assert!(parse_object("{\"a\": }").is_err());
+    }
+
+    #[test]
+    fn reads_an_array_of_objects() {
+        let text = r#"[
+  {"id": "a", "status": "SUCCESS", "details": {"x": [1, "]"]}},
+  {"id": "b", "status": "FAILURE", "errorMessage": "said \"no\""}
+]"#;
+        let v = parse_objects(text).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0]["id"].as_str(), Some("a"));
+        assert_eq!(v[1]["status"].as_str(), Some("FAILURE"));
+        assert_eq!(v[1]["errorMessage"].as_str(), Some("said \"no\""));
+        assert!(parse_objects("[]").unwrap().is_empty());
+        assert!(parse_objects("[{\"a\": 1} {}]").is_err());
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //!
 //! - `cargo xtask test`  — every test of the workspace (all features), with a throwaway
 //!   PostgreSQL cluster on a loopback port when PostgreSQL is installed.
-//! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`, and
-//!   the demo's scripted (non-interactive) run.
+//! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`,
+//!   `conformance`, and the demo's scripted (non-interactive) run.
+//! - `cargo xtask conformance` — the official MCP conformance suite against reins's MCP
+//!   server (`serve --mcp http`) and client, checked against its baseline.
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (`crates/reins-demo`).
 //! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
 //!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`);
 //!   `--restate`: as a Restate service beside a local restate-server
-//!   (`crates/reins-restate`).
+//!   (`crates/reins-restate`); `--mcp stdio|http`: also as an MCP server.
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
 //! - `cargo xtask live`  — the live conformance scenarios (`crates/reins-live`)
@@ -16,6 +18,7 @@
 //!   loopback).
 
 mod bench;
+mod conformance;
 mod json;
 mod live;
 mod postgres;
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "demo" => demo(&rest),
         "serve" => serve(&rest),
+        "conformance" => conformance::run(&rest),
         "bench" => bench::run(&rest),
         "live" => live::live(&rest),
         "help" | "--help" | "-h" => {
@@ -57,9 +61,13 @@ commands:
                 `--script FILE` replays a scripted session, `--resume` continues a pause
   serve [ARGS]  the demo agent as an HTTP service + approval inbox on 127.0.0.1:8080;
                 `--port N`, `--database-url postgres://..`, `--help`;
-                `--restate`: as a Restate service beside a local restate-server
+                `--restate`: as a Restate service beside a local restate-server;
+                `--mcp stdio|http`: also as an MCP server (see `serve --help`)
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
-  ci            fmt, clippy, docs, tests and the scripted demo, as CI runs them
+  conformance   the official MCP conformance suite against reins's MCP server and
+                client, checked against its baseline; `--help`
+  ci            fmt, clippy, docs, tests, the MCP conformance suite and the
+                scripted demo, as CI runs them
   bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
                 `--server` runs reins-server's HTTP benchmark; `--help`
   live ARGS     conformance scenarios against a real server, as a table:
@@ -132,6 +140,7 @@ fn ci() -> Result<(), String> {
         .args(["doc", "--workspace", "--no-deps", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     test(&[])?;
+    conformance::run(&[])?;
     demo_script_check()?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated
     // inputs (the coverage-guided runs are by hand: see fuzz/README.md).
