@@ -26,6 +26,27 @@ fn stdio_child() {
     });
 }
 
+/// Invalid arguments are tool results with `isError` that say what to fix, and nothing
+/// ran or was stored for them; an unknown tool is a JSON-RPC error (`-32602`).
+fn check_invalid_arguments(out: &Value) {
+    for (case, says) in [
+        ("missingMessage", "message"),
+        ("wrongType", "message"),
+        ("foreignSession", "unknown session"),
+    ] {
+        let r = &out[case];
+        assert_eq!(r["ok"], true, "{case} must be a result, not an error: {out}");
+        assert_eq!(r["isError"], true, "{case}: {out}");
+        let text = r["text"].as_str().unwrap();
+        assert!(
+            text.contains("invalid arguments") && text.contains(says),
+            "{case}: {text}"
+        );
+    }
+    assert_eq!(out["unknownTool"]["ok"], false, "{out}");
+    assert_eq!(out["unknownTool"]["code"], -32602, "{out}");
+}
+
 /// The command that starts [`stdio_child`]: libtest writes its own text on stdout
 /// (`test stdio_child ... ` even precedes the first message on its line), so a filter
 /// passes on only what starts at a `{`: the JSON-RPC messages.
@@ -45,6 +66,7 @@ fn stdio_command(db: &std::path::Path) -> Vec<String> {
 
 fn check_modern(out: &Value, ran: &[String]) {
     assert_eq!(out["era"], "2026-07-28", "{out}");
+    check_invalid_arguments(out);
     let tool = &out["tools"][0];
     assert_eq!(tool["name"], "files");
     assert_eq!(tool["annotations"]["destructiveHint"], true);
@@ -161,6 +183,7 @@ async fn modern_sdk_over_stdio() {
 
 fn check_legacy(out: &Value, ran: &[String]) {
     assert_eq!(out["tools"][0]["name"], "files", "{out}");
+    check_invalid_arguments(out);
     assert_eq!(out["plain"]["text"], "echo: hello there", "{out}");
     assert!(
         out["approve"]["text"]

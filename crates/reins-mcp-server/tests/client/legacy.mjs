@@ -35,6 +35,14 @@ r = await call({ message: 'tag c.txt' });
 out.input = { text: text(r) };
 out.asked = answers.asked;
 
+// Arguments the tool cannot take come back as a tool result with isError (a tool
+// execution error the caller can fix); an unknown tool is a JSON-RPC error.
+const invalid = async args => { const r = await failure(call(args)); return r.ok ? { ok: true, isError: r.value.isError ?? false, text: text(r.value) } : r; };
+out.missingMessage = await invalid({ text: 'no message' });
+out.wrongType = await invalid({ message: 42 });
+out.foreignSession = await invalid({ message: 'hi', session: 'mcp/mallory/0001' });
+out.unknownTool = await failure(client.callTool({ name: 'no_such_tool', arguments: { message: 'hi' } }));
+
 const ac = new AbortController();
 setTimeout(() => ac.abort(), 700);
 out.cancel = await failure(call({ message: 'slow g.txt' }, { signal: ac.signal }));

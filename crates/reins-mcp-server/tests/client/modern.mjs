@@ -65,6 +65,14 @@ const lk = Object.keys(late.inputRequests)[0];
 out.expired = await failure(client.callTool({ name, arguments: { message: 'delete f.txt' }, inputResponses: { [lk]: { action: 'accept', content: { decision: 'approve' } } }, requestState: late.requestState }, { allowInputRequired: true }));
 
 // Cancel mid-run: abort the call while the slow tool runs.
+// Arguments the tool cannot take come back as a tool result with isError (a tool
+// execution error the caller can fix); an unknown tool is a JSON-RPC error.
+const invalid = async args => { const r = await failure(call(args)); return r.ok ? { ok: true, isError: r.value.isError ?? false, text: text(r.value) } : r; };
+out.missingMessage = await invalid({ text: 'no message' });
+out.wrongType = await invalid({ message: 42 });
+out.foreignSession = await invalid({ message: 'hi', session: 'mcp/mallory/0001' });
+out.unknownTool = await failure(client.callTool({ name: 'no_such_tool', arguments: { message: 'hi' } }));
+
 const ac = new AbortController();
 setTimeout(() => ac.abort(), 700);
 out.cancel = await failure(call({ message: 'slow g.txt' }, { signal: ac.signal }));
