@@ -35,7 +35,10 @@ fn check_invalid_arguments(out: &Value) {
         ("foreignSession", "unknown session"),
     ] {
         let r = &out[case];
-        assert_eq!(r["ok"], true, "{case} must be a result, not an error: {out}");
+        assert_eq!(
+            r["ok"], true,
+            "{case} must be a result, not an error: {out}"
+        );
         assert_eq!(r["isError"], true, "{case}: {out}");
         let text = r["text"].as_str().unwrap();
         assert!(

@@ -391,3 +391,57 @@ async fn run_use(tk: &Toolkit, call: &ToolUse) -> ToolResult {
     .into_result()
     .unwrap()
 }
+
+/// What the client wrote to a logged server, as JSON messages.
+async fn wire(log: &std::path::Path, until: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut msgs = Vec::new();
+    for _ in 0..100 {
+        msgs = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect();
+        if until(&msgs) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    msgs
+}
+
+#[tokio::test]
+async fn the_fallback_initialize_announces_the_newest_legacy_revision() {
+    if !support::servers_available("the_fallback_initialize_announces_the_newest_legacy_revision") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // server-everything speaks revisions up to 2025-11-25: the `server/discover` probe
+    // fails, and the `initialize` that follows must name a revision that has one.
+    let log = dir.path().join("probe.jsonl");
+    let set = McpToolset::connect(support::everything_logged(&log))
+        .await
+        .unwrap();
+    let msgs = wire(&log, |m| m.iter().any(|m| m["method"] == "initialize")).await;
+    let methods: Vec<&str> = msgs.iter().filter_map(|m| m["method"].as_str()).collect();
+    assert_eq!(methods[..2], ["server/discover", "initialize"], "{msgs:?}");
+    let init = msgs.iter().find(|m| m["method"] == "initialize").unwrap();
+    assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
+    set.close().await;
+
+    // A pinned legacy revision skips the probe and announces itself.
+    let log = dir.path().join("pinned.jsonl");
+    let set = McpToolset::connect(support::everything_logged(&log).protocol_version("2025-06-18"))
+        .await
+        .unwrap();
+    assert!(!set.tools().is_empty());
+    let msgs = wire(&log, |m| m.iter().any(|m| m["method"] == "initialize")).await;
+    assert_eq!(msgs[0]["method"], "initialize", "{msgs:?}");
+    assert_eq!(msgs[0]["params"]["protocolVersion"], "2025-06-18");
+    set.close().await;
+
+    // A revision the client does not know is refused before anything starts.
+    let e = McpToolset::connect(support::everything().protocol_version("2099-01-01"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("2099-01-01"), "{e}");
+}
