@@ -4,8 +4,9 @@
 //! The suite starts a test server for a scenario, then runs this program with the
 //! server's URL as its last argument, the scenario's name in
 //! `MCP_CONFORMANCE_SCENARIO`, the revision to speak in
-//! `MCP_CONFORMANCE_PROTOCOL_VERSION` (and, for some scenarios, the calls to make in
-//! `MCP_CONFORMANCE_CONTEXT`). The program connects the way any reins program does
+//! `MCP_CONFORMANCE_PROTOCOL_VERSION` (2025-11-25 when unset, as suite releases before
+//! 0.2 leave it) and, for some scenarios, the calls to make in
+//! `MCP_CONFORMANCE_CONTEXT`. The program connects the way any reins program does
 //! (`McpToolset::connect`: `server/discover` for 2026-07-28, falling back to
 //! `initialize` for older servers; for a revision before 2026-07-28 the suite's test
 //! servers expect `initialize` right away, so that revision is pinned with
@@ -112,9 +113,10 @@ async fn run(scenario: &str, url: &str) -> Result<(), String> {
         .connect_timeout(Duration::from_secs(20))
         .call_timeout(Duration::from_secs(20))
         .on_elicitation(accept_as_shown);
-    if let Ok(version) = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
-        && version.as_str() < "2026-07-28"
-    {
+    // Suite releases before 0.2 name no revision: they test 2025-11-25 clients.
+    let version = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        .unwrap_or_else(|_| "2025-11-25".to_owned());
+    if version.as_str() < "2026-07-28" {
         server = server.protocol_version(version);
     }
     let set = McpToolset::connect(server)
