@@ -38,8 +38,27 @@
 //! | a long run | a task (`resultType: "task"`) when the client declares `io.modelcontextprotocol/tasks`: `tasks/get`, `tasks/update`, `tasks/cancel` | the call waits |
 //! | cancel | `tasks/cancel`, closing the HTTP response, or `notifications/cancelled` (stdio) interrupts the run | `notifications/cancelled` interrupts the run |
 //!
-//! A client that cannot be asked (no `elicitation` capability) gets an error result
-//! naming the session, which a person can decide in reins-server's inbox.
+//! A client that cannot be asked (no `elicitation` capability, as the MCP Inspector)
+//! gets a paused result (`isError: true`) naming what waits and where a person decides:
+//! the session's link in reins-server's inbox when
+//! [`inbox_url`](McpAgentServerBuilder::inbox_url) is set (also as
+//! `structuredContent.decide_at`); it calls again with the `session` to continue.
+//!
+//! ## Errors
+//!
+//! Arguments the tool cannot take (no `message`, a `session` that is not a string,
+//! unknown fields, another principal's session) are a tool result with `isError: true`
+//! saying what to fix, and nothing runs: the spec's tools page classes input validation
+//! errors as tool execution errors. An unknown tool and a refused `requestState` are
+//! JSON-RPC `-32602`.
+//!
+//! ## HTTP and DNS rebinding
+//!
+//! [`http_service`](McpAgentServer::http_service) accepts loopback `Host` names, and a
+//! request that carries `Origin` only from a loopback origin or one of
+//! [`allowed_origins`](McpAgentServerBuilder::allowed_origins); any other origin gets
+//! 403 before anything runs (the streamable HTTP transport's security rule). Requests
+//! without `Origin` (programs, not browser pages) pass.
 //!
 //! ## Questions and decisions
 //!

@@ -82,7 +82,11 @@
 //!
 //! A connection opens with `server/discover` for revision 2026-07-28 and falls back to
 //! `initialize` when the server is older (rmcp's `Auto` lifecycle, as the spec's
-//! backward-compatibility rules say). On 2026-07-28:
+//! backward-compatibility rules say); the fallback announces 2025-11-25, the newest
+//! revision that has `initialize`. [`McpServer::protocol_version`] pins one revision
+//! instead. On a legacy server over streamable HTTP, a response stream that ends
+//! before its answer is resumed (`GET` with `Last-Event-ID`, as 2025-11-25 asks), so
+//! the request is not sent again. On 2026-07-28:
 //!
 //! - a `tools/call` answered `input_required` (multi round-trip requests): each
 //!   `elicitation/create` in `inputRequests` becomes a question of the call's own run,
