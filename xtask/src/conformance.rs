@@ -555,7 +555,11 @@ Runs the official MCP conformance suite (npm @modelcontextprotocol/conformance, 
 `serve --mcp http` (server scenarios) and crates/reins-mcp/examples/conformance_client.rs
 (client scenarios). Prints passed/failed per suite; fails on a failure that
 crates/reins-mcp-server/tests/conformance/baseline.txt does not list, and on a listed
-entry that no longer fails.";
+entry that no longer fails.
+
+REINS_CONFORMANCE_KEEP=1 keeps the suite's result folders (checks.json per scenario);
+REINS_CONFORMANCE_SERVE=PATH with REINS_CONFORMANCE_CLIENT=PATH runs those builds of
+the two programs instead of building them.";
 
 #[cfg(test)]
 mod tests {
