@@ -9,7 +9,7 @@
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (`crates/reins-demo`).
 //! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
 //!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`);
-//!   `--restate`: as a Restate service beside a local restate-server
+//!   `--restate`: the same, its sessions run on a local restate-server
 //!   (`crates/reins-restate`); `--mcp stdio|http`: also as an MCP server.
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
@@ -61,8 +61,9 @@ commands:
                 `--script FILE` replays a scripted session, `--resume` continues a pause
   serve [ARGS]  the demo agent as an HTTP service + approval inbox on 127.0.0.1:8080;
                 `--port N`, `--database-url postgres://..`, `--help`;
-                `--restate`: as a Restate service beside a local restate-server;
-                `--mcp stdio|http`: also as an MCP server (see `serve --help`)
+                `--restate`: the same agent, API and inbox, its sessions run on a
+                local restate-server; `--mcp stdio|http`: also as an MCP server
+                (see `serve --help`)
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   conformance   the official MCP conformance suite against reins's MCP server and
                 client, checked against its baseline; `--help`
@@ -167,35 +168,23 @@ fn demo(args: &[String]) -> Result<(), String> {
         .args(args))
 }
 
-/// The demo agent as a service (`crates/reins-demo`, binary `serve`).
+/// The demo agent as a service (`crates/reins-demo`, binary `serve`; `--restate`: on
+/// Restate, beside a local restate-server). On Unix this process becomes the service
+/// (`exec`, and `cargo run` execs the binary in turn): one process to stop, and a
+/// `kill -9` of it is a kill of the service, which its restate-server follows.
 fn serve(args: &[String]) -> Result<(), String> {
-    if args.iter().any(|a| a == "--restate") {
-        // The demo agent as a Restate service, beside a local restate-server from the
-        // npm package (crates/reins-restate; see docs/restate.md).
-        let rest: Vec<&String> = args.iter().filter(|a| *a != "--restate").collect();
-        return run(cargo()
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "reins-restate",
-                "--bin",
-                "reins-restate-demo",
-                "--",
-            ])
-            .args([
-                "--start-restate",
-                ".reins-demo/restate",
-                "--db",
-                ".reins-demo/restate-sessions.sqlite",
-                "--outbox",
-                ".reins-demo/restate-outbox.txt",
-            ])
-            .args(rest));
+    let mut cmd = cargo();
+    cmd.args(["run", "--quiet", "-p", "reins-demo", "--bin", "serve", "--"])
+        .args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        eprintln!("$ {}", describe(&cmd));
+        let e = cmd.exec();
+        Err(format!("could not start `{}`: {e}", describe(&cmd)))
     }
-    run(cargo()
-        .args(["run", "--quiet", "-p", "reins-demo", "--bin", "serve", "--"])
-        .args(args))
+    #[cfg(not(unix))]
+    run(&mut cmd)
 }
 
 /// The demo's built-in script, with every `expect` line checked, in a temporary data

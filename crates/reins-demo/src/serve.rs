@@ -9,13 +9,19 @@
 //! (see `reins_server::auth`). `--mcp stdio|http` also serves the agent over MCP
 //! (see [`crate::mcp`]).
 //!
+//! With `--restate` the same agent runs on Restate ([`restate`](self::restate)):
+//! the same API, inbox and AG-UI, with reins-server fronting a local restate-server.
+//!
 //! ```text
 //! cargo xtask serve                                  # http://127.0.0.1:8080
 //! cargo xtask serve --port 9000
 //! cargo xtask serve --database-url postgres://user@localhost/reins
 //! cargo xtask serve --mcp http                       # + MCP at http://127.0.0.1:8080/mcp
 //! cargo xtask serve --mcp stdio                      # MCP on stdin/stdout, inbox on a free port
+//! cargo xtask serve --restate                        # the same, on Restate
 //! ```
+
+mod restate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,12 +37,13 @@ use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
     "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
-             [--mcp stdio|http] [--inbox-url URL]
+             [--mcp stdio|http] [--inbox-url URL] [--restate [--restate-ports N]]
 
   --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
                       with --mcp stdio the default is a free port)
   --database-url URL  keep sessions in PostgreSQL instead of SQLite
-  --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo)
+  --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo;
+                      created when missing)
   --auth FILE         more principals (JSON, see reins_server::auth); the dev token is always added
   --mcp http          also serve the agent as an MCP server (streamable HTTP) at /mcp,
                       beside the API and the inbox
@@ -44,8 +51,16 @@ const USAGE: &str =
                       starts this program); the API and the inbox run on --port, and
                       everything this program prints goes to stderr
   --inbox-url URL     where a paused MCP call tells the client to decide (default: this
-                      server's own inbox)";
+                      server's own inbox)
+  --restate           run the sessions on Restate: the same agent, API, inbox and AG-UI, with
+                      reins-server fronting a local restate-server that this command starts
+                      (installed by `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate`;
+                      its data in DIR/restate, the sessions in DIR/restate.db); after a crash or
+                      kill -9 of any of its processes, run the same command again
+  --restate-ports N   with --restate: restate-server's ingress on 127.0.0.1:N, its admin API on
+                      N+1, its node on N+2, the agent's Restate endpoint on N+3 (default 9080)";
 
+/// The command line of `serve`.
 struct Options {
     port: Option<u16>,
     database_url: Option<String>,
@@ -53,6 +68,10 @@ struct Options {
     auth: Option<PathBuf>,
     mcp: Option<McpMode>,
     inbox_url: Option<String>,
+    /// `--restate`: the sessions run on Restate.
+    restate: bool,
+    /// `--restate-ports`: the first of the four ports `--restate` uses.
+    restate_ports: Option<u16>,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
@@ -63,6 +82,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         auth: None,
         mcp: None,
         inbox_url: None,
+        restate: false,
+        restate_ports: None,
     };
     let args: Vec<String> = args.collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
@@ -71,13 +92,15 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
     let mut args = args.into_iter().peekable();
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        let port = |name: &str, v: String| {
+            v.parse::<u16>()
+                .map_err(|_| format!("{name}: `{v}` is not a port number"))
+        };
         match a.as_str() {
-            "--port" => {
-                let v = value("--port")?;
-                o.port = Some(
-                    v.parse()
-                        .map_err(|_| format!("--port: `{v}` is not a port number"))?,
-                );
+            "--port" => o.port = Some(port("--port", value("--port")?)?),
+            "--restate" => o.restate = true,
+            "--restate-ports" => {
+                o.restate_ports = Some(port("--restate-ports", value("--restate-ports")?)?);
             }
             "--database-url" => o.database_url = Some(value("--database-url")?),
             "--data-dir" => o.data_dir = PathBuf::from(value("--data-dir")?),
@@ -91,6 +114,13 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
             "--inbox-url" => o.inbox_url = Some(value("--inbox-url")?),
             other => return Err(format!("unknown argument `{other}`")),
         }
+    }
+    if o.restate_ports.is_some() && !o.restate {
+        return Err("--restate-ports needs --restate".to_owned());
+    }
+    if o.restate && (o.mcp.is_some() || o.inbox_url.is_some()) {
+        // The MCP server runs the agent in this process, on the local driver.
+        return Err("--restate does not combine with --mcp or --inbox-url".to_owned());
     }
     Ok(Some(o))
 }
@@ -158,6 +188,13 @@ async fn run(opts: Options) -> Result<(), String> {
             opts.data_dir.display()
         )
     })?;
+    // Sessions run on Restate are kept apart from the local driver's: a session is
+    // driven by one of them.
+    let (db_file, sandbox_name) = if opts.restate {
+        ("restate.db", "restate")
+    } else {
+        ("server.db", "server")
+    };
     let (store, store_label): (Arc<dyn MemoryStore>, String) = match &opts.database_url {
         Some(url) => (
             Arc::new(
@@ -168,14 +205,14 @@ async fn run(opts: Options) -> Result<(), String> {
             "PostgreSQL".to_owned(),
         ),
         None => {
-            let path = opts.data_dir.join("server.db");
+            let path = opts.data_dir.join(db_file);
             let store = SqliteStore::open(&path)
                 .await
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             (Arc::new(store), format!("SQLite {}", path.display()))
         }
     };
-    let sandbox = sandbox::Sandbox::open(opts.data_dir.join("sandboxes").join("server"))
+    let sandbox = sandbox::Sandbox::open(opts.data_dir.join("sandboxes").join(sandbox_name))
         .map_err(|e| format!("cannot create the sandbox: {e}"))?;
     let choice = provider::choose(
         None,
@@ -207,6 +244,35 @@ async fn run(opts: Options) -> Result<(), String> {
             [AccessRole::User, AccessRole::Approver, AccessRole::Admin],
         ),
     );
+    if opts.restate {
+        let addr = SocketAddr::from(([127, 0, 0, 1], opts.port.unwrap_or(8080)));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| format!("no local address: {e}"))?;
+        let banner = |how: &str| {
+            println!("reins-server: {AGENT} on http://{addr}{how}");
+            println!("store:   {store_label}");
+            println!("model:   {}", choice.label);
+            println!("sandbox: {}", sandbox.root().display());
+            println!("inbox:   http://{addr}/#token={token}");
+            println!("token: {token}");
+            println!(
+                "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
+            );
+        };
+        return restate::serve(restate::Setup {
+            agent,
+            auth,
+            listener,
+            data_dir: opts.data_dir,
+            first_port: opts.restate_ports.unwrap_or(restate::DEFAULT_PORTS),
+            banner: &banner,
+        })
+        .await;
+    }
     let mut app = Server::new(agent.clone()).auth(auth).router();
 
     let port = opts.port.unwrap_or(match opts.mcp {
@@ -276,5 +342,34 @@ async fn run(opts: Options) -> Result<(), String> {
         }
         // reins-server's accept loop: a header read timeout against slow clients.
         _ => http.await.map_err(|e| format!("the server failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Result<Option<Options>, String> {
+        parse(a.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn help_is_a_flag_anywhere_and_names_restate() {
+        assert!(matches!(args(&["--help"]), Ok(None)));
+        assert!(matches!(args(&["--restate", "--help"]), Ok(None)));
+        assert!(USAGE.contains("--restate"));
+    }
+
+    #[test]
+    fn restate_ports_need_restate() {
+        let o = args(&["--restate", "--restate-ports", "9100"])
+            .unwrap()
+            .unwrap();
+        assert!(o.restate);
+        assert_eq!(o.restate_ports, Some(9100));
+        assert!(args(&["--restate-ports", "9100"]).is_err());
+        assert!(args(&["--restate", "--restate-ports", "x"]).is_err());
+        assert!(args(&["--restate", "--mcp", "http"]).is_err());
     }
 }

@@ -1,8 +1,8 @@
 //! The SafeAgent demo as a Restate service: a reins session object on an HTTP/2
 //! endpoint, with a rule-following offline model (no API key) and tools whose every
-//! effect is one line in an outbox file. reins-restate's tests start it as a real child
-//! process (and kill -9 it); `cargo xtask serve --restate` starts it beside a local
-//! restate-server.
+//! effect is one line in an outbox file. reins-restate's tests and benchmark start it as
+//! a real child process (and kill -9 it). (`cargo xtask serve --restate` serves the
+//! SafeAgent demo agent of `crates/reins-demo` instead, behind reins-server.)
 //!
 //! ```text
 //! reins-restate-demo --listen 127.0.0.1:9080 --db /tmp/reins.sqlite --outbox /tmp/outbox.txt
@@ -12,11 +12,8 @@
 //! `reins-restate-demo.sqlite`), `--outbox PATH` (default `outbox.txt`),
 //! `--database-url postgres://..` (a PostgreSQL store instead; feature `postgres`),
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
-//! model's delay before it answers, default 0), `--start-restate DIR` (also start a
-//! restate-server from the npm package with its data in DIR, register this service
-//! with it and print how to talk to it: what `cargo xtask serve --restate` does),
-//! `--live URL` (a reins-server fronting the deployment, to send live run events to;
-//! repeat it for each instance) with `--live-token TOKEN` (its bearer token).
+//! model's delay before it answers, default 0), `--live URL` (a reins-server fronting the deployment, to send live run events to;
+//! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--help`.
 //!
 //! What the model does with the last message of a request:
 //!
@@ -256,21 +253,29 @@ struct Args {
     outbox: PathBuf,
     tool_lease: Duration,
     latency: Duration,
-    start_restate: Option<PathBuf>,
     name: String,
     database_url: Option<String>,
     live: Vec<String>,
     live_token: Option<String>,
 }
 
-fn args() -> Result<Args, String> {
+const USAGE: &str =
+    "usage: reins-restate-demo [--listen ADDR] [--db PATH] [--outbox PATH] [--database-url URL]
+                          [--tool-lease-ms N] [--latency-ms N] [--name NAME]
+                          [--live URL].. [--live-token TOKEN]
+
+The rule-following demo service as a Restate endpoint (HTTP/2) on ADDR (default
+127.0.0.1:9080); register it with restate-server's admin API. For the SafeAgent demo
+behind reins-server and a local restate-server, run `cargo xtask serve --restate`.";
+
+/// The command line; `None` for `--help`.
+fn args() -> Result<Option<Args>, String> {
     let mut a = Args {
         listen: "127.0.0.1:9080".to_owned(),
         db: PathBuf::from("reins-restate-demo.sqlite"),
         outbox: PathBuf::from("outbox.txt"),
         tool_lease: Duration::from_secs(600),
         latency: Duration::ZERO,
-        start_restate: None,
         name: "demo".to_owned(),
         database_url: None,
         live: Vec::new(),
@@ -278,6 +283,9 @@ fn args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Ok(None);
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || {
             value
@@ -291,20 +299,29 @@ fn args() -> Result<Args, String> {
             "--outbox" => a.outbox = PathBuf::from(&value),
             "--tool-lease-ms" => a.tool_lease = ms()?,
             "--latency-ms" => a.latency = ms()?,
-            "--start-restate" => a.start_restate = Some(PathBuf::from(&value)),
             "--name" => a.name.clone_from(&value),
             "--database-url" => a.database_url = Some(value.clone()),
             "--live" => a.live.push(value.clone()),
             "--live-token" => a.live_token = Some(value.clone()),
-            other => return Err(format!("unknown flag {other}")),
+            other => return Err(format!("unknown flag {other}\n\n{USAGE}")),
         }
     }
-    Ok(a)
+    Ok(Some(a))
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = args()?;
+    let args = match args() {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        Err(e) => {
+            eprintln!("reins-restate-demo: {e}");
+            std::process::exit(2);
+        }
+    };
     let outbox = Outbox(Arc::new(args.outbox.clone()), Arc::from(args.name.as_str()));
     let store: Arc<dyn MemoryStore> = match &args.database_url {
         None => Arc::new(SqliteStore::open(&args.db).await?),
@@ -335,42 +352,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         relay = relay.token(t.clone());
     }
     let object = reins_restate::SessionObject::new(agent)?.live(relay);
-    let Some(dir) = args.start_restate else {
-        reins_restate::serve(object, listener).await;
-        return Ok(());
-    };
-    let binary = reins_restate::LocalRestate::find_binary().ok_or(
-        "restate-server is not installed: run `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate` \
-         (or set REINS_RESTATE_SERVER to its path)",
-    )?;
-    let restate = reins_restate::LocalRestate::start(binary, &dir).await?;
-    let serving = tokio::spawn(reins_restate::serve(object, listener));
-    restate.register(&url).await?;
-    let ingress = restate.ingress_url();
-    println!(
-        "restate-server: ingress {ingress}, admin {} (data and log in {})
-
-Talk to session `chat-1` through the ingress:
-
-  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
-       -d '{{\"input\": {{\"type\": \"text\", \"text\": \"delete notes.txt\"}}}}'
-  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # paused: the requirement and its view token
-  curl -s -X POST {ingress}/ReinsSession/chat-1/submit -H 'content-type: application/json' \\
-       -H 'idempotency-key: approve-1' \\
-       -d '{{\"input\": {{\"type\": \"resume\"}}, \"actor\": {{\"principal\": \"me\"}}}}'
-  curl -s -X POST {ingress}/ReinsSession/chat-1/view          # finished; the tool ran once
-  curl -s -X POST {ingress}/ReinsSession/chat-1/interrupt     # stops a turn in progress
-
-Tool effects go to {outbox}; the sessions live in {db}. Ctrl-C stops both processes.",
-        restate.admin_url(),
-        dir.display(),
-        outbox = args.outbox.display(),
-        db = args.db.display(),
-    );
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = serving => {}
-    }
-    drop(restate);
+    reins_restate::serve(object, listener).await;
     Ok(())
 }

@@ -1,14 +1,18 @@
 //! [`LocalRestate`]: a restate-server process on loopback, for tests, demos and
 //! `cargo xtask serve --restate`. Production deployments run restate-server their own
 //! way; nothing else in this crate needs this module.
+//!
+//! The process is tied to the one that started it and found again after a crash (see
+//! [`process`]): a rerun after a `kill -9` starts on the same data, the same ports.
+
+mod process;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use tokio::process::{Child, Command};
-
 use crate::error::{Error, Result};
+use process::ServerProcess;
 
 /// The npm package (per platform) that carries the restate-server binary.
 fn platform_package() -> Option<&'static str> {
@@ -21,16 +25,42 @@ fn platform_package() -> Option<&'static str> {
     }
 }
 
+/// The loopback ports of a [`LocalRestate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestatePorts {
+    /// The ingress, where sessions are called.
+    pub ingress: u16,
+    /// The admin API (deployments, invocations).
+    pub admin: u16,
+    /// The node's own port (its internal RPC).
+    pub node: u16,
+}
+
+impl RestatePorts {
+    /// Three ports free on 127.0.0.1 right now.
+    ///
+    /// # Errors
+    /// When no port can be bound.
+    pub fn free() -> Result<Self> {
+        Ok(Self {
+            ingress: free_port()?,
+            admin: free_port()?,
+            node: free_port()?,
+        })
+    }
+}
+
 /// A restate-server process with its admin, ingress and node ports on 127.0.0.1,
-/// telemetry off, its data in a directory of the caller's. Killed when dropped.
+/// telemetry off, its data in a directory of the caller's. Killed when dropped, and
+/// when the process that started it dies (Linux, with util-linux's `setpriv`); one
+/// that a killed run left on the same directory is stopped before a new one starts
+/// (see the module docs).
 #[derive(Debug)]
 pub struct LocalRestate {
-    child: Option<Child>,
+    child: Option<ServerProcess>,
     binary: PathBuf,
     dir: PathBuf,
-    ingress: u16,
-    admin: u16,
-    node: u16,
+    ports: RestatePorts,
     extra: String,
 }
 
@@ -56,7 +86,7 @@ impl LocalRestate {
     /// # Errors
     /// [`Error::Server`] when it does not start or answer within 30 s.
     pub async fn start(binary: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Result<Self> {
-        Self::start_with(binary, dir, "").await
+        Self::start_on(binary, dir, RestatePorts::free()?, "").await
     }
 
     /// [`LocalRestate::start`] with more configuration: `extra` is TOML appended to
@@ -70,32 +100,84 @@ impl LocalRestate {
         dir: impl Into<PathBuf>,
         extra: &str,
     ) -> Result<Self> {
+        Self::start_on(binary, dir, RestatePorts::free()?, extra).await
+    }
+
+    /// Starts restate-server on these ports, with its data under `dir` and `extra`
+    /// appended to its configuration (as [`LocalRestate::start_with`]). Started again
+    /// on the same directory and ports after any crash, it finds its data (sessions,
+    /// paused turns, the deployments registered) as it was: first it stops a
+    /// restate-server that a killed run left running on `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Server`] when a port is taken, or the server does not start or answer
+    /// within 30 s.
+    pub async fn start_on(
+        binary: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        ports: RestatePorts,
+        extra: &str,
+    ) -> Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        // Absolute, so that the configuration path on its command line names it
+        // whatever the working directory.
+        let dir = std::fs::canonicalize(&dir)?;
         let mut me = Self {
             child: None,
             binary: binary.into(),
-            dir: dir.into(),
-            ingress: free_port()?,
-            admin: free_port()?,
-            node: free_port()?,
+            dir,
+            ports,
             extra: extra.to_owned(),
         };
+        let (dir, config) = (me.dir.clone(), me.config_path());
+        let stale = tokio::task::spawn_blocking(move || process::stop_stale(&dir, &config))
+            .await
+            .map_err(|e| Error::Server(format!("checking for a stale restate-server: {e}")))??;
+        if let Some(pid) = stale {
+            tracing::warn!(pid, dir = %me.dir.display(), "stopped a restate-server an earlier run left running");
+        }
         me.spawn().await?;
         Ok(me)
     }
 
     /// The ingress (where sessions are called), e.g. `http://127.0.0.1:8080`.
     pub fn ingress_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.ingress)
+        format!("http://127.0.0.1:{}", self.ports.ingress)
     }
 
     /// The admin API (deployments, invocations), e.g. `http://127.0.0.1:9070`.
     pub fn admin_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.admin)
+        format!("http://127.0.0.1:{}", self.ports.admin)
+    }
+
+    /// Its ports.
+    pub fn ports(&self) -> RestatePorts {
+        self.ports
     }
 
     /// The server process's id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.child
+            .as_ref()
+            .filter(|c| c.try_exit().is_none())
+            .map(ServerProcess::pid)
+    }
+
+    /// Waits until the server process ends (a crash, a kill from outside); its exit
+    /// status. Pending forever after [`LocalRestate::kill`].
+    ///
+    /// # Errors
+    /// [`Error::Server`] when its status cannot be read.
+    pub async fn wait(&mut self) -> Result<ExitStatus> {
+        match self.child.as_mut() {
+            Some(child) => child.wait().await.map_err(Error::Server),
+            None => std::future::pending().await,
+        }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("restate.toml")
     }
 
     /// The server's log file.
@@ -127,31 +209,40 @@ bind-address = "127.0.0.1:{ingress}"
 
 {extra}"#,
             data = data.display(),
-            node = self.node,
-            admin = self.admin,
-            ingress = self.ingress,
+            node = self.ports.node,
+            admin = self.ports.admin,
+            ingress = self.ports.ingress,
             extra = self.extra,
         )
     }
 
     async fn spawn(&mut self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let config = self.dir.join("restate.toml");
+        for (what, port) in [
+            ("ingress", self.ports.ingress),
+            ("admin", self.ports.admin),
+            ("node", self.ports.node),
+        ] {
+            if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                return Err(Error::Server(format!(
+                    "cannot use 127.0.0.1:{port} for restate-server's {what} port: {e}"
+                )));
+            }
+        }
+        let config = self.config_path();
         std::fs::write(&config, self.config())?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path())?;
-        let child = Command::new(&self.binary)
-            .arg("--no-logo")
-            .arg("--config-file")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
+        let args = [
+            "--no-logo".as_ref(),
+            "--config-file".as_ref(),
+            config.as_os_str(),
+        ];
+        let child = ServerProcess::spawn(&self.binary, &args, log)
             .map_err(|e| Error::Server(format!("cannot start {}: {e}", self.binary.display())))?;
+        std::fs::write(process::pid_file(&self.dir), format!("{}\n", child.pid()))?;
         self.child = Some(child);
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -161,11 +252,13 @@ bind-address = "127.0.0.1:{ingress}"
         ];
         for url in &health {
             loop {
-                if let Some(child) = self.child.as_mut()
-                    && let Ok(Some(status)) = child.try_wait()
-                {
+                if let Some(exit) = self.child.as_ref().and_then(ServerProcess::try_exit) {
+                    let status = match exit {
+                        Ok(s) => s.to_string(),
+                        Err(e) => e,
+                    };
                     return Err(Error::Server(format!(
-                        "restate-server exited with {status}; see {}",
+                        "restate-server exited ({status}); see {}",
                         self.log_path().display()
                     )));
                 }
@@ -192,7 +285,9 @@ bind-address = "127.0.0.1:{ingress}"
     /// When the process cannot be signalled.
     pub async fn kill(&mut self) -> Result<()> {
         if let Some(mut child) = self.child.take() {
-            child.kill().await?;
+            child.kill()?;
+            let _ = child.wait().await;
+            let _ = std::fs::remove_file(process::pid_file(&self.dir));
         }
         Ok(())
     }
