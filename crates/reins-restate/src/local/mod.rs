@@ -218,15 +218,21 @@ bind-address = "127.0.0.1:{ingress}"
 
     async fn spawn(&mut self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)?;
+        // A server killed a moment ago (with its parent, or by `kill`) may still hold
+        // its ports while the kernel tears it down: a taken port is tried again for 5 s.
+        let deadline = Instant::now() + Duration::from_secs(5);
         for (what, port) in [
             ("ingress", self.ports.ingress),
             ("admin", self.ports.admin),
             ("node", self.ports.node),
         ] {
-            if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-                return Err(Error::Server(format!(
-                    "cannot use 127.0.0.1:{port} for restate-server's {what} port: {e}"
-                )));
+            while let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                if Instant::now() > deadline {
+                    return Err(Error::Server(format!(
+                        "cannot use 127.0.0.1:{port} for restate-server's {what} port: {e}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
         let config = self.config_path();
