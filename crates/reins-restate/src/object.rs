@@ -43,6 +43,39 @@ pub(crate) struct Waiting {
     pub(crate) by_requirement: BTreeMap<String, String>,
 }
 
+/// What a paused turn's awakeable carries: the input, and the awakeable the turn
+/// answers on once it has applied the input (stored) or refused it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Wake {
+    pub(crate) request: TurnRequest,
+    /// Resolved with [`Taken`].
+    pub(crate) reply: String,
+}
+
+/// What a turn did with an input it woke with: the stored version after applying it,
+/// or the refusal (settled: audited, a late decision made `already_decided`).
+pub(crate) type Taken = Result<u64, Refused>;
+
+/// `deliver`'s request: hand `request` to the paused turn `turn` through `awakeable`,
+/// on behalf of the `submit` invocation `by`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Handoff {
+    request: TurnRequest,
+    turn: String,
+    awakeable: String,
+    by: String,
+}
+
+/// `deliver`'s answer. An awakeable takes one input: `deliver` is called with the
+/// awakeable as its idempotency key, so a second `submit` through the same awakeable
+/// gets the first one's answer — `by` names the `submit` whose input went in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Handed {
+    by: String,
+    /// `None`: the turn ended without taking the input (an interrupt).
+    taken: Option<Taken>,
+}
+
 /// How long Restate lets a turn go without progress before it asks it to suspend, and
 /// then before it aborts it. A tool call is one journaled step: a step that outlives
 /// both is aborted and its attempt retried, which reins answers with `Unknown` for a
@@ -157,12 +190,15 @@ impl SessionObject {
     pub fn service(self) -> restate_sdk::service::ServiceDefinition {
         let t = self.inner.timeouts;
         self.into_service_definition().options(
-            ServiceOptions::new().handler(
-                "turn",
-                HandlerOptions::new()
-                    .inactivity_timeout(t.inactivity)
-                    .abort_timeout(t.abort),
-            ),
+            ServiceOptions::new()
+                .handler(
+                    "turn",
+                    HandlerOptions::new()
+                        .inactivity_timeout(t.inactivity)
+                        .abort_timeout(t.abort),
+                )
+                // Called by `submit` only: it validates the input first.
+                .handler("deliver", HandlerOptions::new().ingress_private(true)),
         )
     }
 }
@@ -336,6 +372,68 @@ pub(crate) async fn record_audit(
     Ok(Json(()))
 }
 
+/// Validates `req` on the session as stored (read in the journaled step `step`): the
+/// run's own `Begin` check, nothing stored; the stored version. A refused input is
+/// settled ([`settle_refusal`]: a decision someone already took made
+/// `already_decided`, the refusal audited) and is the error to answer with. With
+/// `closing` (a turn is closing), an input that finds the run still running is `busy`.
+async fn validate(
+    agent: &Agent,
+    ctx: &SharedObjectContext<'_>,
+    session: &str,
+    req: &TurnRequest,
+    closing: bool,
+    step: &str,
+) -> HandlerResult<u64> {
+    let create = matches!(
+        req.input,
+        TurnInput::Message { .. } | TurnInput::Text { .. }
+    );
+    let (a, key) = (agent.clone(), session.to_owned());
+    let Json(loaded) = ctx.run(move || load(a, key, create)).name(step).await?;
+    let Some(loaded) = loaded else {
+        return Err(refused(
+            session,
+            &AgentError::Store(reins_memory::Error::SessionNotFound {
+                id: session.to_owned(),
+            }),
+        )
+        .into());
+    };
+    let (now, version) = (loaded.now, loaded.version);
+    let mut run = loaded.into_run(agent, session)?;
+    if closing
+        && matches!(
+            run.phase(),
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing
+        )
+    {
+        // The closing turn's last commit is not stored yet.
+        return Err(refused(
+            session,
+            &AgentError::SessionBusy {
+                session: session.to_owned(),
+            },
+        )
+        .into());
+    }
+    let call = agent
+        .begin(session.to_owned(), req.input.clone().into_run_input(), now)
+        .with_actor(req.actor.clone())
+        .with_view(req.view.clone());
+    if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
+        let (a, key) = (agent.clone(), session.to_owned());
+        let first = Refused::of(session, &refusal.error);
+        let audit = refusal.audit;
+        let Json(r) = ctx
+            .run(move || settle_refusal(a, key, first, audit, call))
+            .name("refusal")
+            .await?;
+        return Err(terminal(&r).into());
+    }
+    Ok(version)
+}
+
 #[restate_sdk::object(name = "ReinsSession")]
 impl SessionObject {
     /// Drives one turn of the session's run: from the input to the end of the run,
@@ -394,78 +492,101 @@ impl SessionObject {
         if turn.is_some() && waiting.is_none() && !closing {
             return busy();
         }
-        let create = matches!(
-            req.input,
-            TurnInput::Message { .. } | TurnInput::Text { .. }
-        );
-        let (agent, key) = (self.inner.agent.clone(), session.clone());
-        let Json(loaded) = ctx
-            .run(move || load(agent, key, create))
-            .name("load")
-            .await?;
-        let Some(loaded) = loaded else {
-            return Err(refused(
-                &session,
-                &AgentError::Store(reins_memory::Error::SessionNotFound {
-                    id: session.clone(),
-                }),
-            )
-            .into());
+        let agent = &self.inner.agent;
+        let version = validate(agent, &ctx, &session, &req, closing, "load").await?;
+        let (Some(Json(w)), Some(turn)) = (waiting, turn) else {
+            // Restate runs one `turn` per session at a time: behind a closing one,
+            // this one waits for it to end.
+            ctx.object_client::<SessionObjectClient>(session)
+                .turn(Json(req))
+                .send();
+            return Ok(Json(Submitted {
+                delivery: Delivery::Started,
+                version,
+            }));
         };
-        // Validate on the stored run (nothing is stored here).
-        let (now, version) = (loaded.now, loaded.version);
-        let mut run = loaded.into_run(&self.inner.agent, &session)?;
-        if closing
-            && matches!(
-                run.phase(),
-                Phase::Reasoning | Phase::Acting | Phase::Summarizing
-            )
-        {
-            // The closing turn's last commit is not stored yet.
+        // The paused turn takes the input through an awakeable, and answers once it
+        // has applied (stored) or refused it.
+        let target = req
+            .input
+            .first_decided()
+            .and_then(|id| w.by_requirement.get(id))
+            .unwrap_or(&w.general)
+            .clone();
+        let me = ctx.invocation_id().to_owned();
+        let Json(handed) = ctx
+            .object_client::<SessionObjectClient>(session.clone())
+            .deliver(Json(Handoff {
+                request: req.clone(),
+                turn,
+                awakeable: target.clone(),
+                by: me.clone(),
+            }))
+            .idempotency_key(format!("deliver {target}"))
+            .call()
+            .await?;
+        if handed.by == me {
+            match handed.taken {
+                Some(Ok(version)) => {
+                    return Ok(Json(Submitted {
+                        delivery: Delivery::Resumed,
+                        version,
+                    }));
+                }
+                Some(Err(r)) => return Err(terminal(&r).into()),
+                None => {}
+            }
+        }
+        // Another input went in through this awakeable first and is stored now, or the
+        // turn ended without taking this one: the input is checked again on the stored
+        // session, and refused as the local driver refuses it (a decision someone
+        // already took: `already_decided`, audited). If it still fits, a turn holds
+        // the session (`busy`), or none does and a new one takes it.
+        let version = validate(agent, &ctx, &session, &req, false, "reload").await?;
+        if handed.by != me || handed.taken.is_some() {
             return busy();
         }
-        let call = self
-            .inner
-            .agent
-            .begin(session.clone(), req.input.clone().into_run_input(), now)
-            .with_actor(req.actor.clone())
-            .with_view(req.view.clone());
-        if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
-            let (agent, key) = (self.inner.agent.clone(), session.clone());
-            let first = Refused::of(&session, &refusal.error);
-            let audit = refusal.audit;
-            let Json(r) = ctx
-                .run(move || settle_refusal(agent, key, first, audit, call))
-                .name("refusal")
-                .await?;
-            return Err(terminal(&r).into());
-        }
-        match waiting {
-            Some(Json(w)) => {
-                let target = req
-                    .input
-                    .first_decided()
-                    .and_then(|id| w.by_requirement.get(id))
-                    .unwrap_or(&w.general)
-                    .clone();
-                ctx.resolve_awakeable(&target, Json(req));
-                Ok(Json(Submitted {
-                    delivery: Delivery::Resumed,
-                    version,
-                }))
-            }
-            None => {
-                // Restate runs one `turn` per session at a time: behind a closing one,
-                // this one waits for it to end.
-                ctx.object_client::<SessionObjectClient>(session)
-                    .turn(Json(req))
-                    .send();
-                Ok(Json(Submitted {
-                    delivery: Delivery::Started,
-                    version,
-                }))
-            }
-        }
+        ctx.object_client::<SessionObjectClient>(session)
+            .turn(Json(req))
+            .send();
+        Ok(Json(Submitted {
+            delivery: Delivery::Started,
+            version,
+        }))
+    }
+
+    /// Hands an input `submit` validated to the paused turn through its awakeable,
+    /// and waits for the turn's answer (or its end). Called by `submit` only, with the
+    /// awakeable as the idempotency key: of two inputs sent through one awakeable, the
+    /// first goes in and both callers get its answer (see [`Handed`]).
+    #[handler]
+    async fn deliver(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        handoff: Json<Handoff>,
+    ) -> HandlerResult<Json<Handed>> {
+        let Handoff {
+            request,
+            turn,
+            awakeable,
+            by,
+        } = handoff.into_inner();
+        let (reply_id, reply) = ctx.awakeable::<Json<Taken>>();
+        ctx.resolve_awakeable(
+            &awakeable,
+            Json(Wake {
+                request,
+                reply: reply_id,
+            }),
+        );
+        let ended = ctx
+            .invocation_handle(turn)
+            .attach::<Json<serde_json::Value>>();
+        let taken = restate_sdk::select! {
+            taken = reply => Some(taken?.into_inner()),
+            _ = ended => None,
+        };
+        Ok(Json(Handed { by, taken }))
     }
 
     /// The session as the store holds it: phase, pending requirements and the view

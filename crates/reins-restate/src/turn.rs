@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::object::{
-    CLOSING, Inner, Loaded, WAITING, Waiting, is_cancel, load, refused, retry, settle_refusal,
+    CLOSING, Inner, Loaded, Taken, WAITING, Waiting, Wake, is_cancel, load, refused, retry,
+    settle_refusal,
 };
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
@@ -82,7 +83,7 @@ enum Ended {
 }
 
 /// One awakeable the paused turn waits on.
-struct Wake {
+struct Awaited {
     /// The requirement it answers (`None`: resume / a new message).
     requirement: Option<String>,
     awakeable: String,
@@ -181,7 +182,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         self.version = loaded.version;
         let mut now = loaded.now;
         let mut run = loaded.into_run(self.agent(), &self.session)?;
-        let mut wakes: Vec<Wake> = Vec::new();
+        let mut wakes: Vec<Awaited> = Vec::new();
         let mut futures = DurableFuturesUnordered::new();
         let mut input = req;
         if let TurnInput::Text { text } = &input.input {
@@ -195,19 +196,28 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 .await?;
         }
         let mut woken = false;
+        // Where to answer the input that woke the turn (its `submit` waits for it).
+        let mut reply: Option<String> = None;
         // What the run waits for (from its last `Step::Pause`).
         let mut requirements: Vec<reins_agent::Requirement> = Vec::new();
         loop {
             match self.begin(&mut run, input, now).await? {
-                Ok(()) => match self.steps(&mut run).await? {
-                    Ended::Paused(reqs) => requirements = reqs,
-                    Ended::Status(status) => {
-                        return run.output(status).map_err(|e| refused(&self.session, &e));
+                Ok(()) => {
+                    // Stored: a caller that checks after this answer sees the input
+                    // applied.
+                    self.answer(reply.take(), Ok(self.version));
+                    match self.steps(&mut run).await? {
+                        Ended::Paused(reqs) => requirements = reqs,
+                        Ended::Status(status) => {
+                            return run.output(status).map_err(|e| refused(&self.session, &e));
+                        }
                     }
-                },
+                }
                 Err(r) if woken => {
-                    // An input that raced another one: recorded, and the turn waits on.
+                    // Refused on the run as it is now (settled: audited); the turn
+                    // waits on.
                     tracing::info!(session = %self.session, refused = %r.message, "an input was refused after it woke the turn");
+                    self.answer(reply.take(), Err(r));
                 }
                 Err(r) => {
                     self.closing().await?;
@@ -221,9 +231,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     .iter()
                     .any(|w| w.requirement.as_deref() == Some(&req.id))
                 {
-                    let (id, fut) = self.ctx.awakeable::<Json<TurnRequest>>();
+                    let (id, fut) = self.ctx.awakeable::<Json<Wake>>();
                     let index = futures.push(fut);
-                    wakes.push(Wake {
+                    wakes.push(Awaited {
                         requirement: Some(req.id.clone()),
                         awakeable: id,
                         index,
@@ -231,9 +241,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 }
             }
             if !wakes.iter().any(|w| w.requirement.is_none()) {
-                let (id, fut) = self.ctx.awakeable::<Json<TurnRequest>>();
+                let (id, fut) = self.ctx.awakeable::<Json<Wake>>();
                 let index = futures.push(fut);
-                wakes.push(Wake {
+                wakes.push(Awaited {
                     requirement: None,
                     awakeable: id,
                     index,
@@ -275,7 +285,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     Ok(Some((index, got))) => {
                         wakes.retain(|w| w.index != index);
                         match got {
-                            Ok(Json(req)) => break Some(req),
+                            Ok(Json(wake)) => break Some(wake),
                             Err(e) => {
                                 tracing::info!(session = %self.session, error = %e, "an awakeable was rejected");
                             }
@@ -292,9 +302,17 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     .output(RunStatus::Paused)
                     .map_err(|e| refused(&self.session, &e));
             };
-            input = next;
+            input = next.request;
+            reply = Some(next.reply);
             woken = true;
             now = self.clock().await?;
+        }
+    }
+
+    /// Tells the `submit` waiting at `reply` (when one is) what became of its input.
+    fn answer(&self, reply: Option<String>, taken: Taken) {
+        if let Some(id) = reply {
+            self.ctx.resolve_awakeable(&id, Json(taken));
         }
     }
 
