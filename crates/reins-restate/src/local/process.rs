@@ -215,3 +215,52 @@ fn kill(pid: u32) -> io::Result<()> {
         Err(io::Error::other(format!("taskkill /PID {pid}: {status}")))
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A process whose command line names `config` (as restate-server's names its
+    /// configuration file), standing in for one a killed run left behind.
+    fn stand_in(config: &Path) -> std::process::Child {
+        Command::new("sh")
+            .arg("-c")
+            .arg("sleep 600; :")
+            .arg(config)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_server_left_on_the_directory_is_stopped_and_its_pid_file_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("restate.toml");
+        let mut left = stand_in(&config);
+        std::fs::write(pid_file(dir.path()), format!("{}\n", left.id())).unwrap();
+        let stopped = stop_stale(dir.path(), &config).unwrap();
+        assert_eq!(stopped, Some(left.id()));
+        assert!(left.wait().unwrap().code().is_none(), "killed by a signal");
+        assert!(!pid_file(dir.path()).exists());
+        // Nothing to stop the next time.
+        assert_eq!(stop_stale(dir.path(), &config).unwrap(), None);
+    }
+
+    #[test]
+    fn a_pid_that_names_another_process_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("restate.toml");
+        // Running, but with another directory's configuration.
+        let other = dir.path().join("other.toml");
+        let mut someone = stand_in(&other);
+        std::fs::write(pid_file(dir.path()), format!("{}\n", someone.id())).unwrap();
+        assert_eq!(stop_stale(dir.path(), &config).unwrap(), None);
+        assert!(someone.try_wait().unwrap().is_none(), "still running");
+        assert!(!pid_file(dir.path()).exists());
+        someone.kill().unwrap();
+        someone.wait().unwrap();
+        // A pid file with no process behind it, or garbage.
+        std::fs::write(pid_file(dir.path()), "not a pid").unwrap();
+        assert_eq!(stop_stale(dir.path(), &config).unwrap(), None);
+    }
+}
