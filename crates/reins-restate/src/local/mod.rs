@@ -2,8 +2,14 @@
 //! `cargo xtask serve --restate`. Production deployments run restate-server their own
 //! way; nothing else in this crate needs this module.
 //!
-//! The process is tied to the one that started it and found again after a crash (see
-//! [`process`]): a rerun after a `kill -9` starts on the same data, the same ports.
+//! The server is tied to the process that started it and found again after a crash:
+//! on Linux it is started under util-linux's `setpriv --pdeathsig KILL` (from a thread
+//! that lives as long as it does), so it dies with its parent; and its pid is kept in
+//! `restate-server.pid` in the data directory, so that a start finds a server a killed
+//! run left behind (its command line names this directory's configuration), kills it
+//! and waits for it, before it starts a new one. A rerun after a `kill -9` of either
+//! process starts on the same data and, with [`LocalRestate::start_on`], the same
+//! ports.
 
 mod process;
 
