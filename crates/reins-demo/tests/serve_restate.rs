@@ -58,8 +58,10 @@ fn pick_ports() -> (u16, u16) {
         .local_addr()
         .unwrap()
         .port();
+    // Below Linux's ephemeral range (32768 and up), where other processes' outgoing
+    // connections would take ports between this check and restate-server's bind.
     for _ in 0..200 {
-        let base = 20_000 + u16::try_from(fastrand_u32() % 40_000).unwrap();
+        let base = 20_000 + u16::try_from(fastrand_u32() % 12_000).unwrap();
         if (base..base + 4).all(|p| p != server && port_free(p)) {
             return (server, base);
         }

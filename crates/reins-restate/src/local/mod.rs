@@ -92,7 +92,7 @@ impl LocalRestate {
     /// # Errors
     /// [`Error::Server`] when it does not start or answer within 30 s.
     pub async fn start(binary: impl Into<PathBuf>, dir: impl Into<PathBuf>) -> Result<Self> {
-        Self::start_on(binary, dir, RestatePorts::free()?, "").await
+        Self::start_with(binary, dir, "").await
     }
 
     /// [`LocalRestate::start`] with more configuration: `extra` is TOML appended to
@@ -106,7 +106,22 @@ impl LocalRestate {
         dir: impl Into<PathBuf>,
         extra: &str,
     ) -> Result<Self> {
-        Self::start_on(binary, dir, RestatePorts::free()?, extra).await
+        let (binary, dir) = (binary.into(), dir.into());
+        let mut attempts = 0;
+        loop {
+            let mut me =
+                Self::prepare(binary.clone(), dir.clone(), RestatePorts::free()?, extra).await?;
+            match me.spawn().await {
+                Ok(()) => return Ok(me),
+                // A port that was free a moment ago was taken by someone else (a busy
+                // machine): the server exits at once. Other free ports, twice more.
+                Err(e) if attempts < 2 && me.exited() => {
+                    attempts += 1;
+                    tracing::warn!(error = %e, "restate-server exited at start; trying other free ports");
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Starts restate-server on these ports, with its data under `dir` and `extra`
@@ -124,14 +139,26 @@ impl LocalRestate {
         ports: RestatePorts,
         extra: &str,
     ) -> Result<Self> {
-        let dir = dir.into();
+        let mut me = Self::prepare(binary.into(), dir.into(), ports, extra).await?;
+        me.spawn().await?;
+        Ok(me)
+    }
+
+    /// The server on `dir` and `ports`, not started yet; a server a killed run left on
+    /// `dir` is stopped.
+    async fn prepare(
+        binary: PathBuf,
+        dir: PathBuf,
+        ports: RestatePorts,
+        extra: &str,
+    ) -> Result<Self> {
         std::fs::create_dir_all(&dir)?;
         // Absolute, so that the configuration path on its command line names it
         // whatever the working directory.
         let dir = std::fs::canonicalize(&dir)?;
-        let mut me = Self {
+        let me = Self {
             child: None,
-            binary: binary.into(),
+            binary,
             dir,
             ports,
             extra: extra.to_owned(),
@@ -143,8 +170,12 @@ impl LocalRestate {
         if let Some(pid) = stale {
             tracing::warn!(pid, dir = %me.dir.display(), "stopped a restate-server an earlier run left running");
         }
-        me.spawn().await?;
         Ok(me)
+    }
+
+    /// Whether the server process has ended.
+    fn exited(&self) -> bool {
+        self.child.as_ref().is_some_and(|c| c.try_exit().is_some())
     }
 
     /// The ingress (where sessions are called), e.g. `http://127.0.0.1:8080`.
