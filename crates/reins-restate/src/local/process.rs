@@ -224,12 +224,24 @@ mod tests {
     /// A process whose command line names `config` (as restate-server's names its
     /// configuration file), standing in for one a killed run left behind.
     fn stand_in(config: &Path) -> std::process::Child {
-        Command::new("sh")
+        // `read` is built in: the shell waits on its stdin (kept open by the `Child`)
+        // and starts no process of its own that could outlive it.
+        let child = Command::new("sh")
             .arg("-c")
-            .arg("sleep 600; :")
+            .arg("read _")
             .arg(config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
-            .unwrap()
+            .unwrap();
+        // Until it has exec'd, its command line is this test's.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !runs_with(child.id(), config) {
+            assert!(Instant::now() < deadline, "the stand-in did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
     }
 
     #[test]
