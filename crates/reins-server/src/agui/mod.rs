@@ -112,7 +112,7 @@ async fn post_agui(
         // A resume that repeats what was applied (a retry, or the slower of two
         // identical resumes) is answered with the outcome of the run it started;
         // anything else waits for no one.
-        if !replays_applied(&state, &thread, &input).await? {
+        if !replays_applied(&state, &thread, resume_of(&input)).await? {
             return refuse(busy(&thread));
         }
         match settled(&state, &thread).await? {
@@ -215,7 +215,7 @@ async fn post_agui(
         Err(
             reins_agent::AgentError::AlreadyDecided { .. }
             | reins_agent::AgentError::SessionBusy { .. },
-        ) if replays_applied(&state, &thread, &input).await? => {
+        ) if replays_applied(&state, &thread, resume_of(&input)).await? => {
             return match settled(&state, &thread).await? {
                 Some(now) => Ok(fixed(&state, show(&state, &scope, &now))),
                 None => refuse(busy(&thread)),
@@ -228,7 +228,10 @@ async fn post_agui(
         }
     };
     let run = state.hub.start_run(&thread, handle);
-    Ok(stream::run_stream(state, scope, run, sub))
+    // A run refused once started (the same answer raced with this one and was applied
+    // first) ends as a replay of the resume, as above.
+    let replay = resume_of(&input).to_vec();
+    Ok(stream::run_stream(state, scope, run, sub, replay))
 }
 
 /// A thread as stored: its transcript, what it waits for, whether a run of it is in
@@ -296,14 +299,42 @@ async fn settled(state: &AppState, thread: &str) -> Result<Option<Thread>> {
 
 /// The answer to a request with nothing new: the thread as it stands.
 fn show(state: &AppState, scope: &RunScope, now: &Thread) -> Vec<Value> {
+    let mut events = vec![scope.started()];
+    events.extend(standing(state, scope, now));
+    events
+}
+
+/// The closing events of a thread as it stands: its transcript and its outcome.
+fn standing(state: &AppState, scope: &RunScope, now: &Thread) -> Vec<Value> {
     vec![
-        scope.started(),
         wire::event(
             "MESSAGES_SNAPSHOT",
             json!({"messages": messages_of(&now.transcript)}),
         ),
         scope.finished(scope.outcome(&now.pending, state)),
     ]
+}
+
+/// The end of a started run that was refused because what `resume` answers was
+/// decided first: when every entry repeats what was applied, the thread's outcome once
+/// it settles (`None`: not a replay, or the thread did not settle; the refusal stands).
+pub(crate) async fn replay_end(
+    state: &AppState,
+    scope: &RunScope,
+    resume: &[wire::ResumeEntry],
+) -> Option<Vec<Value>> {
+    if !replays_applied(state, &scope.thread_id, resume)
+        .await
+        .ok()?
+    {
+        return None;
+    }
+    let now = settled(state, &scope.thread_id).await.ok()??;
+    Some(standing(state, scope, &now))
+}
+
+fn resume_of(input: &RunAgentInput) -> &[wire::ResumeEntry] {
+    input.resume.as_deref().unwrap_or_default()
 }
 
 fn busy(thread: &str) -> Refusal {
@@ -315,8 +346,11 @@ fn busy(thread: &str) -> Refusal {
 
 /// Whether the request is a resume whose every entry repeats what the thread's audit
 /// trail says was applied (and carries nothing else new).
-async fn replays_applied(state: &AppState, thread: &str, input: &RunAgentInput) -> Result<bool> {
-    let resume = input.resume.as_deref().unwrap_or_default();
+async fn replays_applied(
+    state: &AppState,
+    thread: &str,
+    resume: &[wire::ResumeEntry],
+) -> Result<bool> {
     if resume.is_empty() {
         return Ok(false);
     }

@@ -15,7 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
 use super::resume::interrupt_of;
-use super::wire::{arguments_of, event, messages_of, result_text, run_error};
+use super::wire::{ResumeEntry, arguments_of, event, messages_of, result_text, run_error};
 use crate::hub::{LocalRun, Subscription};
 use crate::sse;
 use crate::state::AppState;
@@ -304,12 +304,15 @@ pub(crate) async fn backend_stream(
 }
 
 /// The stream of a run started here: `RUN_STARTED`, its events, the closing ones. The
-/// run is interrupted when the client stops reading.
+/// run is interrupted when the client stops reading. A run refused as
+/// `already_decided` or `busy` whose `resume` repeats what was applied ends as that
+/// replay's answer ([`super::replay_end`]).
 pub(crate) fn run_stream(
     state: AppState,
     scope: RunScope,
     run: Arc<LocalRun>,
     sub: Subscription,
+    resume: Vec<ResumeEntry>,
 ) -> Response {
     let Subscription {
         mut rx, _channel, ..
@@ -351,7 +354,13 @@ pub(crate) fn run_stream(
                     let mut events = t.close();
                     events.extend(match run.wait().await {
                         Ok(o) => closing(&state, &scope, &o).await,
-                        Err(e) => vec![run_error(e.code(), e.to_string())],
+                        Err(e) => match e.code() {
+                            "already_decided" | "busy" => {
+                                super::replay_end(&state, &scope, &resume).await
+                            }
+                            _ => None,
+                        }
+                        .unwrap_or_else(|| vec![run_error(e.code(), e.to_string())]),
                     });
                     send_all(events).await;
                     return;
@@ -381,7 +390,16 @@ pub(crate) fn run_stream(
                         .unwrap_or("the run failed")
                         .to_owned();
                     let mut events = t.close();
-                    events.push(run_error(&code, message));
+                    let replayed = match code.as_str() {
+                        "already_decided" | "busy" => {
+                            super::replay_end(&state, &scope, &resume).await
+                        }
+                        _ => None,
+                    };
+                    match replayed {
+                        Some(end) => events.extend(end),
+                        None => events.push(run_error(&code, message)),
+                    }
                     send_all(events).await;
                     return;
                 }
