@@ -85,11 +85,6 @@ mod transcript;
 mod view;
 mod watch;
 
-/// The former name of [`compression`] (which holds [`ContextPolicy`] and its parts).
-#[deprecated(since = "0.2.0", note = "renamed: use `reins_agent::compression`")]
-pub mod context {
-    pub use crate::compression::*;
-}
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};

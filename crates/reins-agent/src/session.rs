@@ -72,11 +72,6 @@ impl Agent {
         SendBuilder::on_default(self, msg)
     }
 
-    /// Sends a message on the default session (`"default"`).
-    #[deprecated(since = "0.2.0", note = "use `agent.send(msg).await`")]
-    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.send(msg).await
-    }
 }
 
 /// One conversation of an [`Agent`]. Cheap to clone; every handle on the same id
@@ -205,102 +200,16 @@ impl Session {
         ResolveBuilder::new(self, decisions)
     }
 
-    /// Sends a message and runs until the run completes, pauses or is cancelled.
-    #[deprecated(since = "0.2.0", note = "use `session.send(msg).await`")]
-    pub async fn call(&self, msg: Msg) -> Result<RunOutput> {
-        self.send(msg).await
-    }
 
-    /// [`Session::resume`] on an explicit view.
-    #[deprecated(since = "0.2.0", note = "use `session.resume().at(&view).await`")]
-    pub async fn resume_at(&self, view: &ViewToken) -> Result<RunOutput> {
-        self.resume().at(view).await
-    }
 
-    /// [`Session::resolve`] on an explicit view.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.resolve(decisions).at(&view).await`"
-    )]
-    pub async fn resolve_at(
-        &self,
-        view: &ViewToken,
-        decisions: Vec<Decision>,
-    ) -> Result<RunOutput> {
-        self.resolve(decisions).at(view).await
-    }
 
-    /// Sends a message whose run must end with a structured answer of type `T`.
-    #[deprecated(since = "0.2.0", note = "use `session.send(msg).output::<T>().await`")]
-    pub async fn call_typed<T: schemars::JsonSchema>(&self, msg: Msg) -> Result<RunOutput> {
-        self.send(msg).output::<T>().await
-    }
 
-    /// Sends a message whose run must end with a structured answer matching `spec`.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.send(msg).output_spec(spec).await`"
-    )]
-    pub async fn call_with_output(&self, msg: Msg, spec: OutputSpec) -> Result<RunOutput> {
-        self.send(msg).output_spec(spec).await
-    }
 
-    /// Starts a run and returns at once with a [`RunHandle`].
-    #[deprecated(since = "0.2.0", note = "use `session.send(msg).start().await`")]
-    pub async fn start(&self, msg: Msg) -> Result<RunHandle> {
-        self.send(msg).start().await
-    }
 
-    /// [`Session::resume`], as a [`RunHandle`].
-    #[deprecated(since = "0.2.0", note = "use `session.resume().start().await`")]
-    pub async fn start_resume(&self) -> Result<RunHandle> {
-        self.resume().start().await
-    }
 
-    /// [`Session::resume`] on an explicit view, as a [`RunHandle`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.resume().at(&view).start().await`"
-    )]
-    pub async fn start_resume_at(&self, view: &ViewToken) -> Result<RunHandle> {
-        self.resume().at(view).start().await
-    }
 
-    /// [`Session::resolve`], as a [`RunHandle`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.resolve(decisions).start().await`"
-    )]
-    pub async fn start_resolve(&self, decisions: Vec<Decision>) -> Result<RunHandle> {
-        self.resolve(decisions).start().await
-    }
 
-    /// [`Session::resolve`] on an explicit view, as a [`RunHandle`].
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.resolve(decisions).at(&view).start().await`"
-    )]
-    pub async fn start_resolve_at(
-        &self,
-        view: &ViewToken,
-        decisions: Vec<Decision>,
-    ) -> Result<RunHandle> {
-        self.resolve(decisions).at(view).start().await
-    }
 
-    /// Starts any input, as a [`RunHandle`]. `RunInput::Resume` acts on this handle's
-    /// view, as [`Session::resume`] does.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `session.send(msg)`, `.resume()` or `.resolve(decisions)`, then `.start().await`"
-    )]
-    pub async fn start_input(&self, input: RunInput) -> Result<RunHandle> {
-        match input {
-            RunInput::Message(msg) => self.send(msg).start().await,
-            RunInput::Resume => self.resume().start().await,
-            RunInput::Decisions(decisions) => self.resolve(decisions).start().await,
-        }
-    }
 
     async fn start_full(
         &self,

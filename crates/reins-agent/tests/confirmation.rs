@@ -1,7 +1,6 @@
 //! Agno's flow: tool policies pause with requirements; `resolve` answers them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -38,7 +37,7 @@ async fn paused(
         .build()
         .unwrap();
     let session = agent.session(id).await.unwrap();
-    let out = session.call(Msg::user("go")).await.unwrap();
+    let out = session.send(Msg::user("go")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     (agent, session, model, counter)
 }
@@ -263,7 +262,7 @@ async fn user_input_merges_values_into_the_arguments() {
     let model = ScriptedModel::new([call("b1", "book", json!({"room": "blue"})), text("booked")]);
     let agent = agent(model, tools).build().unwrap();
     let session = agent.session("u1").await.unwrap();
-    let out = session.call(Msg::user("book the blue room")).await.unwrap();
+    let out = session.send(Msg::user("book the blue room")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     assert!(matches!(
         out.requirements[0].kind,
@@ -312,7 +311,7 @@ async fn external_execution_takes_the_callers_result() {
     ]);
     let agent = agent(model.clone(), tools).build().unwrap();
     let session = agent.session("e1").await.unwrap();
-    let out = session.call(Msg::user("pay")).await.unwrap();
+    let out = session.send(Msg::user("pay")).await.unwrap();
     assert_eq!(out.requirements[0].kind, RequirementKind::External);
     let out = session
         .resolve(vec![Decision::external_result("x1", "receipt #42", false)])
@@ -341,12 +340,12 @@ async fn a_tool_that_suspends_itself_pauses_until_the_caller_answers() {
         .build()
         .unwrap();
     let session = agent.session("sus").await.unwrap();
-    let out = session.call(Msg::user("find invoice 7")).await.unwrap();
+    let out = session.send(Msg::user("find invoice 7")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     assert_eq!(out.requirements[0].kind, RequirementKind::External);
     assert!(out.requirements[0].reason.contains("invoice 7"));
     let out = session
-        .call(Msg::tool_results([reins_message::ToolResult::success(
+        .send(Msg::tool_results([reins_message::ToolResult::success(
             "s1",
             "suspend",
             "invoice 7: paid",
@@ -367,7 +366,7 @@ async fn expired_requirements_refuse_decisions_but_a_new_message_moves_on() {
         .build()
         .unwrap();
     let session = agent.session("exp").await.unwrap();
-    let out = session.call(Msg::user("delete a")).await.unwrap();
+    let out = session.send(Msg::user("delete a")).await.unwrap();
     assert!(out.requirements[0].expires_at.is_some());
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let err = session
@@ -379,7 +378,7 @@ async fn expired_requirements_refuse_decisions_but_a_new_message_moves_on() {
         "{err}"
     );
     assert_eq!(counter.total(), 0);
-    let out = session.call(Msg::user("never mind")).await.unwrap();
+    let out = session.send(Msg::user("never mind")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.total(), 0);
 }

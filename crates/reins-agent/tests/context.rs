@@ -6,7 +6,6 @@
 //! (fails under `CI=true` without a server, reported SKIPPED elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -92,7 +91,7 @@ async fn turn(
     session: &reins_agent::Session,
     text: &str,
 ) -> (reins_agent::RunOutput, Vec<RunEvent>) {
-    let mut handle = session.start(Msg::user(text)).await.unwrap();
+    let mut handle = session.send(Msg::user(text)).start().await.unwrap();
     let mut events = Vec::new();
     while let Some(ev) = handle.next_event().await {
         events.push(ev);
@@ -280,7 +279,7 @@ async fn hooks_see_context_summaries_with_their_reason_and_may_rewrite_them() {
     .unwrap();
     let session = agent.session(&sid()).await.unwrap();
     for i in 0..12 {
-        session.call(Msg::user(format!("turn {i}"))).await.unwrap();
+        session.send(Msg::user(format!("turn {i}"))).await.unwrap();
     }
     let seen = hook.seen.lock().unwrap().clone();
     assert!(!seen.is_empty());
@@ -312,7 +311,7 @@ async fn an_interrupt_during_summarization_stores_no_summary() {
     let mut i = 0;
     let handle = loop {
         // Turns until one needs a summary: its summarizer call hangs.
-        let handle = session.start(Msg::user(format!("turn {i}"))).await.unwrap();
+        let handle = session.send(Msg::user(format!("turn {i}"))).start().await.unwrap();
         i += 1;
         let mut waited = 0;
         while slow.calls() == 0 && waited < 100 {
@@ -355,7 +354,7 @@ async fn a_summarizer_that_returns_nothing_fails_the_call_and_stores_no_summary(
     let session = agent.session(&sid()).await.unwrap();
     let mut failure = None;
     for i in 0..20 {
-        match session.call(Msg::user(format!("turn {i}"))).await {
+        match session.send(Msg::user(format!("turn {i}"))).await {
             Ok(_) => {}
             Err(e) => {
                 failure = Some(e);
@@ -377,7 +376,7 @@ async fn without_a_policy_summaries_in_the_store_are_not_sent_and_everything_is(
     let with = team(&store, chat_model(), Some(policy()));
     let session = with.session(&id).await.unwrap();
     for i in 0..12 {
-        session.call(Msg::user(format!("turn {i}"))).await.unwrap();
+        session.send(Msg::user(format!("turn {i}"))).await.unwrap();
     }
     assert!(!session.summaries().await.unwrap().is_empty());
     drop(session);
@@ -386,7 +385,7 @@ async fn without_a_policy_summaries_in_the_store_are_not_sent_and_everything_is(
     let model = chat_model();
     let without = team(&store, model.clone(), None);
     let session = without.session(&id).await.unwrap();
-    session.call(Msg::user("turn 12")).await.unwrap();
+    session.send(Msg::user("turn 12")).await.unwrap();
     let req = model.last_request().unwrap();
     assert!(
         !req.messages
@@ -430,9 +429,9 @@ async fn a_paused_turn_keeps_its_pending_call_through_compression() {
     let agent = team(&store, model.clone(), Some(policy()));
     let session = agent.session(&sid()).await.unwrap();
     for i in 0..14 {
-        session.call(Msg::user(format!("turn {i}"))).await.unwrap();
+        session.send(Msg::user(format!("turn {i}"))).await.unwrap();
     }
-    let out = session.call(Msg::user("mail ops")).await.unwrap();
+    let out = session.send(Msg::user("mail ops")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     let pending = out.requirements[0].id.clone();
     let out = session

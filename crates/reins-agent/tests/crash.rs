@@ -20,7 +20,6 @@
 //! The short version runs in `cargo xtask test`; `REINS_LONG=1` does hundreds of kills.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -122,7 +121,7 @@ async fn crash_child() {
                 let msg = Msg::user(format!("turn {}", users + 1));
                 tell_parent(&format!("SEND {}", msg.id));
                 let id = msg.id.clone();
-                let r = session.call(msg).await;
+                let r = session.send(msg).await;
                 if r.is_ok() {
                     tell_parent(&format!("ACK {id}"));
                 }

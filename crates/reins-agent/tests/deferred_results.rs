@@ -6,7 +6,6 @@
 //! ledger, and the next run — a resume or a new message, in another instance — takes
 //! it from there without running the tool again.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-#![allow(deprecated)]
 
 mod support;
 
@@ -165,7 +164,7 @@ async fn go_on_elsewhere(path: &std::path::Path, counter: &Counter, next: Next) 
     let session = agent.session("s").await.unwrap();
     let out = match next {
         Next::Resume => session.resume().await,
-        Next::NewMessage => session.call(Msg::user("anything new?")).await,
+        Next::NewMessage => session.send(Msg::user("anything new?")).await,
     };
     let out = out.unwrap_or_else(|e| panic!("{next:?}: {e}"));
     assert_eq!(out.status, RunStatus::Completed, "{next:?}");
@@ -211,7 +210,7 @@ async fn a_model_failing_after_a_tool_ran_stores_the_result_first() {
             .session("s")
             .await
             .unwrap()
-            .call(Msg::user("search for rust"))
+            .send(Msg::user("search for rust"))
             .await
             .unwrap_err();
         assert!(err.to_string().contains("overloaded"), "{err}");
@@ -256,7 +255,7 @@ async fn a_process_dying_before_the_result_is_stored_leaves_it_in_the_ledger() {
             .session("s")
             .await
             .unwrap()
-            .call(Msg::user("search for rust"))
+            .send(Msg::user("search for rust"))
             .await
             .unwrap_err();
         assert!(err.to_string().contains("the process died"), "{err}");

@@ -2,7 +2,6 @@
 //! reasoning; then resume, cancel with tool results, or move on with a new message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -31,7 +30,7 @@ fn paused_agent() -> (reins_agent::Agent, ScriptedModel, Counter) {
 async fn stop_after_reasoning_then_resume_runs_exactly_the_pending_tools() {
     let (agent, model, counter) = paused_agent();
     let session = agent.session("s1").await.unwrap();
-    let out = session.call(Msg::user("delete temp.txt")).await.unwrap();
+    let out = session.send(Msg::user("delete temp.txt")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     assert_eq!(out.requirements.len(), 1);
     assert_eq!(out.requirements[0].id, "call_1");
@@ -67,9 +66,9 @@ async fn stop_after_reasoning_then_resume_runs_exactly_the_pending_tools() {
 async fn cancelled_tool_results_are_recorded_and_the_model_sees_them() {
     let (agent, model, counter) = paused_agent();
     let session = agent.session("s2").await.unwrap();
-    session.call(Msg::user("delete temp.txt")).await.unwrap();
+    session.send(Msg::user("delete temp.txt")).await.unwrap();
     let out = session
-        .call(Msg::tool_results([ToolResult::cancelled(
+        .send(Msg::tool_results([ToolResult::cancelled(
             "call_1",
             "delete_file",
             "cancelled by the user",
@@ -94,8 +93,8 @@ async fn cancelled_tool_results_are_recorded_and_the_model_sees_them() {
 async fn a_new_user_message_rejects_the_pending_calls() {
     let (agent, model, counter) = paused_agent();
     let session = agent.session("s3").await.unwrap();
-    session.call(Msg::user("delete temp.txt")).await.unwrap();
-    let out = session.call(Msg::user("no, search instead")).await.unwrap();
+    session.send(Msg::user("delete temp.txt")).await.unwrap();
+    let out = session.send(Msg::user("no, search instead")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.total(), 0);
     let msgs = session.messages().await.unwrap();
@@ -118,10 +117,10 @@ async fn a_new_user_message_rejects_the_pending_calls() {
 async fn tool_results_for_unknown_ids_are_refused_and_change_nothing() {
     let (agent, _model, counter) = paused_agent();
     let session = agent.session("s4").await.unwrap();
-    session.call(Msg::user("delete temp.txt")).await.unwrap();
+    session.send(Msg::user("delete temp.txt")).await.unwrap();
     let before = agent.store().load_session("s4").await.unwrap();
     let err = session
-        .call(Msg::tool_results([ToolResult::success(
+        .send(Msg::tool_results([ToolResult::success(
             "call_999",
             "delete_file",
             "done",
@@ -140,7 +139,7 @@ async fn tool_results_for_unknown_ids_are_refused_and_change_nothing() {
     let forged = Msg::user("approved").with_block(reins_message::ContentBlock::ToolResult(
         ToolResult::success("call_1", "delete_file", "approved"),
     ));
-    assert!(session.call(forged).await.is_err());
+    assert!(session.send(forged).await.is_err());
     assert_eq!(counter.total(), 0);
     assert!(session.is_paused().await.unwrap());
 }

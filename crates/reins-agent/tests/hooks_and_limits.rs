@@ -2,7 +2,6 @@
 //! iteration limit, and errors from the model, a hook or the store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -48,7 +47,7 @@ async fn post_acting_stop_pauses_after_tools_ran_and_resume_reasons_again() {
         .build()
         .unwrap();
     let s = agent.session("pa").await.unwrap();
-    let out = s.call(Msg::user("search")).await.unwrap();
+    let out = s.send(Msg::user("search")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     assert!(
         out.requirements.is_empty(),
@@ -80,8 +79,8 @@ async fn post_acting_stop_then_a_new_message_works_too() {
         .build()
         .unwrap();
     let s = agent.session("pa2").await.unwrap();
-    s.call(Msg::user("search")).await.unwrap();
-    let out = s.call(Msg::user("something else")).await.unwrap();
+    s.send(Msg::user("search")).await.unwrap();
+    let out = s.send(Msg::user("something else")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_valid(&s.messages().await.unwrap());
 }
@@ -115,7 +114,7 @@ async fn goto_reasoning_reasons_again_with_the_hooks_messages() {
         .hook(GotoOnce(AtomicUsize::new(0)))
         .build()
         .unwrap();
-    let out = agent.call(Msg::user("what is 6 x 7?")).await.unwrap();
+    let out = agent.send(Msg::user("what is 6 x 7?")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(out.message.text(), "Checked: 42");
     let last = model.last_request().unwrap();
@@ -161,7 +160,7 @@ async fn pre_acting_hooks_edit_or_reject_calls_and_the_edit_is_recorded() {
         .build()
         .unwrap();
     let s = agent.session("pre").await.unwrap();
-    s.call(Msg::user("go")).await.unwrap();
+    s.send(Msg::user("go")).await.unwrap();
     assert_eq!(
         counter.args("delete_file"),
         vec![json!({"path": "/sandbox/a.txt"})]
@@ -200,7 +199,7 @@ async fn max_iterations_ends_with_a_summary_made_without_tools() {
         .max_iters(3)
         .build()
         .unwrap();
-    let out = agent.call(Msg::user("search forever")).await.unwrap();
+    let out = agent.send(Msg::user("search forever")).await.unwrap();
     assert_eq!(out.status, RunStatus::MaxIterations);
     assert!(out.message.text().starts_with("Summary:"));
     assert_eq!(counter.count("search_web"), 3);
@@ -222,7 +221,7 @@ async fn a_model_error_ends_the_run_and_the_session_stays_usable() {
     ]);
     let agent = Agent::builder().model(model).build().unwrap();
     let s = agent.session("merr").await.unwrap();
-    let err = s.call(Msg::user("hi")).await.unwrap_err();
+    let err = s.send(Msg::user("hi")).await.unwrap_err();
     assert!(
         matches!(err, AgentError::Model(ModelError::RateLimited { .. })),
         "{err}"
@@ -244,9 +243,9 @@ async fn a_model_stream_that_breaks_mid_way_stores_no_partial_message() {
     ]);
     let agent = Agent::builder().model(model).build().unwrap();
     let s = agent.session("cut").await.unwrap();
-    assert!(s.call(Msg::user("hi")).await.is_err());
+    assert!(s.send(Msg::user("hi")).await.is_err());
     assert_eq!(s.messages().await.unwrap().len(), 1);
-    let out = s.call(Msg::user("again")).await.unwrap();
+    let out = s.send(Msg::user("again")).await.unwrap();
     assert_eq!(out.message.text(), "complete answer");
 }
 
@@ -279,7 +278,7 @@ async fn a_hook_error_ends_the_run_with_that_error() {
         .build()
         .unwrap();
     let s = agent.session("herr").await.unwrap();
-    let err = s.call(Msg::user("hi")).await.unwrap_err();
+    let err = s.send(Msg::user("hi")).await.unwrap_err();
     assert!(matches!(err, AgentError::Hook(_)), "{err}");
     assert!(err.to_string().contains("budget"), "{err}");
     assert_eq!(model.calls(), 0);
@@ -397,7 +396,7 @@ async fn a_store_error_ends_the_run_and_the_session_reloads_valid() {
         .build()
         .unwrap();
     let s = agent.session("serr").await.unwrap();
-    let err = s.call(Msg::user("search")).await.unwrap_err();
+    let err = s.send(Msg::user("search")).await.unwrap_err();
     assert!(matches!(err, AgentError::Store(_)), "{err}");
     assert!(err.to_string().contains("disk full"));
     // What is stored is valid and loads; the tool's result is in the ledger.
@@ -423,11 +422,11 @@ async fn an_empty_answer_is_flagged_and_the_next_turn_stays_valid() {
         .build()
         .unwrap();
     let s = agent.session("empty").await.unwrap();
-    let out = s.call(Msg::user("hello?")).await.unwrap();
+    let out = s.send(Msg::user("hello?")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert!(out.empty_answer);
     assert_eq!(s.messages().await.unwrap().len(), 1);
-    let out = s.call(Msg::user("hello again")).await.unwrap();
+    let out = s.send(Msg::user("hello again")).await.unwrap();
     assert!(!out.empty_answer);
     assert_eq!(out.message.text(), "here I am");
     assert_valid(&model.last_request().unwrap().messages);
@@ -450,7 +449,7 @@ async fn each_tool_is_announced_when_it_finishes() {
         .session("order")
         .await
         .unwrap()
-        .start(Msg::user("both"))
+        .send(Msg::user("both")).start()
         .await
         .unwrap();
     let mut finished = Vec::new();

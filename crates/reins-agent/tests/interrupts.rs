@@ -2,7 +2,6 @@
 //! and the next call works on a valid transcript.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -35,7 +34,7 @@ async fn interrupt_while_streaming_drops_the_partial_message() {
         .unwrap();
     let session = agent.session("esc-stream").await.unwrap();
     let mut run = session
-        .start(Msg::user("tell me a long story"))
+        .send(Msg::user("tell me a long story")).start()
         .await
         .unwrap();
     wait_for(&mut run, |e| matches!(e, RunEvent::TextDelta { .. })).await;
@@ -55,7 +54,7 @@ async fn interrupt_while_streaming_drops_the_partial_message() {
         .session("esc-stream")
         .await
         .unwrap()
-        .call(Msg::user("shorter"))
+        .send(Msg::user("shorter"))
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
@@ -67,7 +66,7 @@ async fn interrupt_before_the_model_answers() {
         ScriptedModel::new([ScriptedResponse::text("late")]).with_latency(Duration::from_secs(30));
     let agent = reins_agent::Agent::builder().model(model).build().unwrap();
     let session = agent.session("esc-wait").await.unwrap();
-    let mut run = session.start(Msg::user("hi")).await.unwrap();
+    let mut run = session.send(Msg::user("hi")).start().await.unwrap();
     wait_for(&mut run, |e| matches!(e, RunEvent::ReasoningStarted { .. })).await;
     run.interrupt();
     let out = tokio::time::timeout(Duration::from_secs(5), run.wait())
@@ -93,7 +92,7 @@ async fn interrupt_inside_a_tool_reports_it_interrupted_and_skips_the_rest() {
         .build()
         .unwrap();
     let session = agent.session("esc-tool").await.unwrap();
-    let mut run = session.start(Msg::user("do three things")).await.unwrap();
+    let mut run = session.send(Msg::user("do three things")).start().await.unwrap();
     wait_for(
         &mut run,
         |e| matches!(e, RunEvent::ToolExecutionStarted { name, .. } if name == "slow"),
@@ -119,7 +118,7 @@ async fn interrupt_inside_a_tool_reports_it_interrupted_and_skips_the_rest() {
     assert_eq!(counter.count("delete_file"), 0);
     assert_eq!(model.calls(), 1);
     // The next call works and the model sees a valid transcript.
-    let out = session.call(Msg::user("ok, what happened?")).await.unwrap();
+    let out = session.send(Msg::user("ok, what happened?")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     let req = model.last_request().unwrap();
     assert_valid(&req.messages);
@@ -135,12 +134,12 @@ async fn dropping_the_callers_future_interrupts_and_sanitizes() {
         .unwrap();
     let session = agent.session("drop").await.unwrap();
     let r =
-        tokio::time::timeout(Duration::from_millis(300), session.call(Msg::user("sleep"))).await;
+        tokio::time::timeout(Duration::from_millis(300), session.send(Msg::user("sleep"))).await;
     assert!(r.is_err(), "the call was still running");
     // The dropped run finishes its cleanup in the background.
     let mut out = None;
     for _ in 0..100 {
-        match session.call(Msg::user("again")).await {
+        match session.send(Msg::user("again")).await {
             Err(AgentError::SessionBusy { .. }) => {
                 tokio::time::sleep(Duration::from_millis(20)).await
             }
@@ -161,7 +160,7 @@ async fn interrupt_when_nothing_runs_is_a_no_op() {
     let model = ScriptedModel::new([ScriptedResponse::text("hi")]);
     let agent = reins_agent::Agent::builder().model(model).build().unwrap();
     let session = agent.session("noop").await.unwrap();
-    let mut run = session.start(Msg::user("hi")).await.unwrap();
+    let mut run = session.send(Msg::user("hi")).start().await.unwrap();
     let interrupter = run.interrupter();
     wait_for(&mut run, |e| matches!(e, RunEvent::Completed { .. })).await;
     interrupter.interrupt();
@@ -181,7 +180,7 @@ async fn events_arrive_in_order() {
         .build()
         .unwrap();
     let session = agent.session("events").await.unwrap();
-    let mut run = session.start(Msg::user("search")).await.unwrap();
+    let mut run = session.send(Msg::user("search")).start().await.unwrap();
     let mut kinds = Vec::new();
     while let Some(ev) = run.next_event().await {
         let k = serde_json::to_value(&ev).unwrap()["event"]

@@ -2,7 +2,6 @@
 //! file, a simulated crash between claim and finish, and a resume in another process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -43,7 +42,7 @@ async fn a_pause_survives_dropping_everything() {
             .session("durable")
             .await
             .unwrap()
-            .call(Msg::user("delete a.txt"))
+            .send(Msg::user("delete a.txt"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused);
@@ -81,7 +80,7 @@ async fn resuming_from_two_agents_at_once_runs_the_tool_once() {
         a.session(&sid)
             .await
             .unwrap()
-            .call(Msg::user("delete"))
+            .send(Msg::user("delete"))
             .await
             .unwrap();
         let b = agent(
@@ -130,7 +129,7 @@ async fn resuming_twice_in_a_row_runs_the_tool_once() {
         .build()
         .unwrap();
     let s = agent.session("twice").await.unwrap();
-    s.call(Msg::user("delete")).await.unwrap();
+    s.send(Msg::user("delete")).await.unwrap();
     s.resume().await.unwrap();
     assert!(s.resume().await.is_err());
     assert_eq!(counter.count("delete_file"), 1);
@@ -145,7 +144,7 @@ async fn a_claim_that_was_never_finished_becomes_unknown() {
         .build()
         .unwrap();
     let s = agent.session("crash").await.unwrap();
-    s.call(Msg::user("delete")).await.unwrap();
+    s.send(Msg::user("delete")).await.unwrap();
     let fp = reins_memory::fingerprint(&json!({"path": "a.txt"}));
     let claim = agent
         .store()
@@ -185,7 +184,7 @@ async fn an_idempotent_tool_is_run_again_after_a_crash() {
         .unwrap();
     let agent = agent(script(), tools).build().unwrap();
     let s = agent.session("crash-idem").await.unwrap();
-    s.call(Msg::user("delete")).await.unwrap();
+    s.send(Msg::user("delete")).await.unwrap();
     let fp = reins_memory::fingerprint(&json!({"path": "a.txt"}));
     agent
         .store()
@@ -209,7 +208,7 @@ async fn a_finished_call_reuses_its_recorded_result() {
         .build()
         .unwrap();
     let s = agent.session("reuse").await.unwrap();
-    s.call(Msg::user("delete")).await.unwrap();
+    s.send(Msg::user("delete")).await.unwrap();
     // Another worker ran and recorded it, then died before the transcript was written.
     let fp = reins_memory::fingerprint(&json!({"path": "a.txt"}));
     let store = agent.store();
@@ -239,10 +238,10 @@ async fn a_second_call_while_one_runs_is_busy_and_many_sessions_run_in_parallel(
         .with_latency(Duration::from_millis(200));
     let agent = Agent::builder().model(model).build().unwrap();
     let s = agent.session("busy").await.unwrap();
-    let run = s.start(Msg::user("one")).await.unwrap();
+    let run = s.send(Msg::user("one")).start().await.unwrap();
     let again = agent.session("busy").await.unwrap();
     assert!(matches!(
-        again.call(Msg::user("two")).await,
+        again.send(Msg::user("two")).await,
         Err(AgentError::SessionBusy { .. })
     ));
     assert_eq!(run.wait().await.unwrap().status, RunStatus::Completed);
@@ -255,7 +254,7 @@ async fn a_second_call_while_one_runs_is_busy_and_many_sessions_run_in_parallel(
                 .session(&format!("p{i}"))
                 .await
                 .unwrap()
-                .call(Msg::user("hi"))
+                .send(Msg::user("hi"))
                 .await
                 .unwrap()
         }));
@@ -326,7 +325,7 @@ async fn resume_in_another_process() {
             .session("cross")
             .await
             .unwrap()
-            .call(Msg::user("delete a.txt"))
+            .send(Msg::user("delete a.txt"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused);

@@ -6,7 +6,6 @@
 //! recovers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -203,7 +202,7 @@ async fn bad_calls_become_error_results(make: fn(&MockServer) -> Wire) {
     .await;
     let counter = Counter::default();
     let agent = build(&wire, &counter);
-    let out = agent.call(Msg::user("clean up")).await.unwrap();
+    let out = agent.send(Msg::user("clean up")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(out.message.text(), "I could not do it.");
     assert_eq!(counter.total(), 0, "nothing ran");
@@ -249,7 +248,7 @@ async fn failures_keep_the_session_valid(make: fn(&MockServer) -> Wire) {
     let agent = build(&wire, &counter);
     let s = agent.session("faulty").await.unwrap();
 
-    let err = s.call(Msg::user("search rust")).await.unwrap_err();
+    let err = s.send(Msg::user("search rust")).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -321,7 +320,7 @@ async fn a_request_too_large_for_the_server_is_a_typed_error_and_the_session_sta
     let agent = build(&wire, &counter);
     let s = agent.session("huge").await.unwrap();
     let err = s
-        .call(Msg::user("z".repeat(10 * 1024 * 1024)))
+        .send(Msg::user("z".repeat(10 * 1024 * 1024)))
         .await
         .unwrap_err();
     assert!(

@@ -4,7 +4,6 @@
 //! call is not live any more (another worker, a restart), the outcome is `Unknown`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -128,7 +127,7 @@ async fn a_question_pauses_the_run_and_the_answer_reaches_the_same_call() {
     let probe = Probe::default();
     let agent = booking_agent(&store, &probe, 1);
     let session = agent.session(&sid()).await.unwrap();
-    let out = session.call(Msg::user("book me to Lisbon")).await.unwrap();
+    let out = session.send(Msg::user("book me to Lisbon")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     let req = &out.requirements[0];
     assert_eq!(req.tool_use.name, "book");
@@ -185,7 +184,7 @@ async fn a_call_may_ask_again_and_a_rejection_declines() {
     let probe = Probe::default();
     let agent = booking_agent(&store, &probe, 2);
     let session = agent.session(&sid()).await.unwrap();
-    let out = session.call(Msg::user("book two legs")).await.unwrap();
+    let out = session.send(Msg::user("book two legs")).await.unwrap();
     let first = out.requirements[0].id.clone();
     let out = session
         .resolve(vec![Decision::input(&first, json!({"seat": "aisle"}))])
@@ -213,8 +212,8 @@ async fn a_new_message_instead_of_an_answer_stops_the_call() {
     let probe = Probe::default();
     let agent = booking_agent(&store, &probe, 1);
     let session = agent.session(&sid()).await.unwrap();
-    session.call(Msg::user("book me to Lisbon")).await.unwrap();
-    let out = session.call(Msg::user("never mind")).await.unwrap();
+    session.send(Msg::user("book me to Lisbon")).await.unwrap();
+    let out = session.send(Msg::user("never mind")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     let msgs = session.messages().await.unwrap();
     assert_valid(&msgs);
@@ -243,7 +242,7 @@ async fn an_answer_given_where_the_call_is_not_live_makes_it_unknown() {
             .session(&id)
             .await
             .unwrap()
-            .call(Msg::user("book me to Lisbon"))
+            .send(Msg::user("book me to Lisbon"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused, "{label}");
@@ -287,7 +286,7 @@ async fn after_a_restart_the_question_is_still_pending_and_its_answer_gives_unkn
             .session(&id)
             .await
             .unwrap()
-            .call(Msg::user("book me to Lisbon"))
+            .send(Msg::user("book me to Lisbon"))
             .await
             .unwrap();
         out.requirements[0].clone()
@@ -349,10 +348,10 @@ async fn an_interrupt_while_the_answered_call_runs_on_is_honest() {
         .build()
         .unwrap();
     let session = agent.session(&sid()).await.unwrap();
-    let out = session.call(Msg::user("deploy")).await.unwrap();
+    let out = session.send(Msg::user("deploy")).await.unwrap();
     let req = out.requirements[0].id.clone();
     let handle = session
-        .start_resolve(vec![Decision::input(&req, json!({"region": "eu"}))])
+        .resolve(vec![Decision::input(&req, json!({"region": "eu"}))]).start()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;

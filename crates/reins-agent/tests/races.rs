@@ -10,7 +10,6 @@
 //! parent counts lines. 20 rounds by default, 200 with `REINS_LONG=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -175,7 +174,7 @@ async fn race_harness(spec: &StoreSpec, dir: &Path, rounds: usize) -> BTreeMap<S
             .session(&sid)
             .await
             .unwrap()
-            .call(Msg::user("deploy build 42"))
+            .send(Msg::user("deploy build 42"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused);
@@ -289,7 +288,7 @@ async fn concurrent_calls_on_one_session_are_busy_and_never_interleave() {
             let (mut ok, mut busy) = (0, 0);
             for i in 0..15 {
                 let s = agent.session("shared").await.unwrap();
-                match s.call(Msg::user(format!("task {t} message {i}"))).await {
+                match s.send(Msg::user(format!("task {t} message {i}"))).await {
                     Ok(out) => {
                         assert_eq!(out.status, RunStatus::Completed);
                         assert_eq!(out.message.text(), format!("re: task {t} message {i}"));
@@ -330,11 +329,11 @@ async fn a_second_start_while_a_run_streams_is_busy_and_leaves_it_untouched() {
         .build()
         .unwrap();
     let s = agent.session("one").await.unwrap();
-    let run = s.start(Msg::user("first")).await.unwrap();
+    let run = s.send(Msg::user("first")).start().await.unwrap();
     for attempt in 0..5 {
         let other = agent.session("one").await.unwrap();
         let err = other
-            .start(Msg::user(format!("intruder {attempt}")))
+            .send(Msg::user(format!("intruder {attempt}"))).start()
             .await
             .unwrap_err();
         assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");
@@ -440,7 +439,7 @@ async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
                 let s = agent.session("shared").await.unwrap();
                 let (mut ok, mut busy) = (0, 0);
                 for i in 0..calls_per_task {
-                    match s.call(Msg::user(format!("task {t} message {i}"))).await {
+                    match s.send(Msg::user(format!("task {t} message {i}"))).await {
                         Ok(out) => {
                             assert_eq!(out.status, RunStatus::Completed);
                             assert_eq!(out.message.text(), format!("re: task {t} message {i}"));

@@ -6,7 +6,6 @@
 //! targets). Then we grep all of it, and the raw database files, for the key.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -212,7 +211,7 @@ async fn no_key_anywhere(
         let session = agent.session(&format!("{provider}-{fault}")).await.unwrap();
         texts.push(("session Debug".into(), format!("{session:?}")));
         let err = session
-            .call(Msg::user("use the key"))
+            .send(Msg::user("use the key"))
             .await
             .expect_err(name);
         failures += 1;
@@ -221,7 +220,7 @@ async fn no_key_anywhere(
             format!("{err} | {err:?} | {:?}", std::error::Error::source(&err)),
         ));
         // The run's events report the failure too.
-        let mut run = session.start(Msg::user("again")).await.unwrap();
+        let mut run = session.send(Msg::user("again")).start().await.unwrap();
         let mut seen = Vec::new();
         while let Some(ev) = futures::StreamExt::next(run.events()).await {
             seen.push(format!("{ev:?}"));

@@ -2,7 +2,6 @@
 //! store, and resumed; unknown and newer versions are refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -21,7 +20,7 @@ async fn paused_snapshot() -> SessionSnapshot {
         .build()
         .unwrap();
     let s = agent.session("export-me").await.unwrap();
-    s.call(Msg::user("delete temp.txt")).await.unwrap();
+    s.send(Msg::user("delete temp.txt")).await.unwrap();
     s.snapshot().await.unwrap()
 }
 
@@ -203,7 +202,7 @@ async fn the_audit_trail_travels_with_the_snapshot() {
         .build()
         .unwrap();
     let s = agent.session("audited").await.unwrap();
-    s.call(Msg::user("delete a then b")).await.unwrap();
+    s.send(Msg::user("delete a then b")).await.unwrap();
     let out = s
         .as_actor(reins_agent::Actor::new("alice").with_metadata(json!({"ip": "127.0.0.1"})))
         .resolve(vec![Decision::reject("call_0", "not a.txt")])

@@ -4,7 +4,6 @@
 //! `InMemoryStore` behind a spy that forwards every call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -186,7 +185,7 @@ async fn a_text_turn_is_two_store_calls() {
     spy.take();
     for turn in 0..3 {
         let out = session
-            .call(Msg::user(format!("turn {turn}")))
+            .send(Msg::user(format!("turn {turn}")))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed);
@@ -216,7 +215,7 @@ async fn a_tool_call_run_commits_each_step_once() {
     .unwrap();
     let session = agent.session("s").await.unwrap();
     spy.take();
-    let out = session.call(Msg::user("search for rust")).await.unwrap();
+    let out = session.send(Msg::user("search for rust")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 1);
     // The user's message with the lock; the model's tool use (before the tool runs);
@@ -243,7 +242,7 @@ async fn a_store_that_cannot_take_the_lock_in_a_commit_takes_it_first() {
     let session = agent.session("s").await.unwrap();
     spy.take();
     for turn in 0..2 {
-        session.call(Msg::user(format!("{turn}"))).await.unwrap();
+        session.send(Msg::user(format!("{turn}"))).await.unwrap();
         assert_eq!(
             spy.take(),
             calls(&[("commit", 2), ("try_lock_session_reading_version", 1)]),
@@ -272,7 +271,7 @@ async fn a_tool_call_run_on_a_store_that_cannot_take_the_lock_in_a_commit_keeps_
     .unwrap();
     let session = agent.session("s").await.unwrap();
     spy.take();
-    session.call(Msg::user("search for rust")).await.unwrap();
+    session.send(Msg::user("search for rust")).await.unwrap();
     assert_eq!(
         spy.take(),
         calls(&[
@@ -319,7 +318,7 @@ async fn a_started_run_and_decisions_take_the_lock_first() {
     .build()
     .unwrap();
     let session = gated.session("gated").await.unwrap();
-    let paused = session.call(Msg::user("delete tmp.txt")).await.unwrap();
+    let paused = session.send(Msg::user("delete tmp.txt")).await.unwrap();
     assert_eq!(paused.status, RunStatus::Paused);
     spy.take();
     let out = session
@@ -343,11 +342,11 @@ async fn a_cache_another_instance_made_stale_takes_the_lock_and_reloads() {
     let (a, b) = (text_agent(&spy), text_agent(&spy));
     let on_a = a.session("s").await.unwrap();
     let on_b = b.session("s").await.unwrap();
-    on_a.call(Msg::user("from a")).await.unwrap();
+    on_a.send(Msg::user("from a")).await.unwrap();
     spy.take();
     // B's copy is from before A's turn: its first commit conflicts, writes nothing;
     // B takes the lock with the version, reloads, and runs the turn.
-    let out = on_b.call(Msg::user("from b")).await.unwrap();
+    let out = on_b.send(Msg::user("from b")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(
         spy.take(),
@@ -370,7 +369,7 @@ async fn a_cache_another_instance_made_stale_takes_the_lock_and_reloads() {
     assert_eq!(texts, ["from a", "done", "from b", "done"]);
     assert!(lock_is_free(&spy, "s").await);
     // Current again: B's next turn folds the lock in.
-    on_b.call(Msg::user("again")).await.unwrap();
+    on_b.send(Msg::user("again")).await.unwrap();
     assert_eq!(
         spy.take(),
         calls(&[("commit", 2), ("commit taking the lock", 1)])
@@ -382,7 +381,7 @@ async fn a_lock_held_elsewhere_refuses_the_turn_and_writes_nothing() {
     let spy = Arc::new(Spy::default());
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
-    session.call(Msg::user("one")).await.unwrap();
+    session.send(Msg::user("one")).await.unwrap();
     assert!(
         spy.store
             .try_lock_session("s", "another-worker", Duration::from_secs(60))
@@ -390,7 +389,7 @@ async fn a_lock_held_elsewhere_refuses_the_turn_and_writes_nothing() {
             .unwrap()
     );
     spy.take();
-    let err = session.call(Msg::user("two")).await.unwrap_err();
+    let err = session.send(Msg::user("two")).await.unwrap_err();
     assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");
     assert_eq!(
         spy.take(),
@@ -403,7 +402,7 @@ async fn a_lock_held_elsewhere_refuses_the_turn_and_writes_nothing() {
         .unlock_session("s", "another-worker")
         .await
         .unwrap();
-    session.call(Msg::user("two")).await.unwrap();
+    session.send(Msg::user("two")).await.unwrap();
     assert_eq!(
         spy.take(),
         calls(&[
@@ -433,7 +432,7 @@ async fn a_store_that_cannot_release_in_a_commit_gets_an_unlock() {
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
     spy.take();
-    session.call(Msg::user("hi")).await.unwrap();
+    session.send(Msg::user("hi")).await.unwrap();
     assert_eq!(
         spy.take(),
         calls(&[
@@ -453,7 +452,7 @@ async fn a_failed_last_commit_still_releases_the_lock() {
     });
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
-    let err = session.call(Msg::user("hi")).await.unwrap_err();
+    let err = session.send(Msg::user("hi")).await.unwrap_err();
     assert!(err.to_string().contains("the disk is full"), "{err}");
     assert!(
         lock_is_free(&spy, "s").await,

@@ -3,7 +3,6 @@
 //! typed answer, and the request each mode sends to each provider.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -79,7 +78,7 @@ async fn valid_first_time_in_every_mode() {
         let model = ScriptedModel::new([answer]).with_capabilities(caps);
         let agent = typed_agent(model.clone(), &counter);
         let s = agent.session("w").await.unwrap();
-        let out = s.call(Msg::user("weather in Oslo?")).await.unwrap();
+        let out = s.send(Msg::user("weather in Oslo?")).await.unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{caps:?}");
         assert_eq!(
             out.parsed::<Weather>().unwrap(),
@@ -135,7 +134,7 @@ async fn invalid_then_valid_tells_the_model_what_was_wrong_and_keeps_the_invalid
         let model = ScriptedModel::new([bad, good]).with_capabilities(caps);
         let agent = typed_agent(model.clone(), &counter);
         let s = agent.session("w").await.unwrap();
-        let out = s.call(Msg::user("weather?")).await.unwrap();
+        let out = s.send(Msg::user("weather?")).await.unwrap();
         assert_eq!(out.parsed::<Weather>().unwrap().celsius, 2.0, "{caps:?}");
         let msgs = s.messages().await.unwrap();
         assert_valid(&msgs);
@@ -179,7 +178,7 @@ async fn invalid_beyond_the_bound_is_a_typed_error_with_the_raw_answer() {
         .build()
         .unwrap();
     let s = agent.session("w").await.unwrap();
-    let err = s.call(Msg::user("weather?")).await.unwrap_err();
+    let err = s.send(Msg::user("weather?")).await.unwrap_err();
     match &err {
         AgentError::InvalidOutput {
             raw,
@@ -215,7 +214,7 @@ async fn tools_and_a_pause_come_before_the_typed_answer() {
     let agent = typed_agent(model.clone(), &counter);
     let s = agent.session("w").await.unwrap();
     let out = s
-        .call(Msg::user("clear the cache, then the weather"))
+        .send(Msg::user("clear the cache, then the weather"))
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Paused);
@@ -242,7 +241,7 @@ async fn an_answer_mixed_with_other_calls_is_refused_and_the_others_go_on() {
         .with_capabilities(tools_only());
     let agent = typed_agent(model, &counter);
     let s = agent.session("w").await.unwrap();
-    let out = s.call(Msg::user("weather")).await.unwrap();
+    let out = s.send(Msg::user("weather")).await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 1);
     let msgs = s.messages().await.unwrap();
@@ -272,7 +271,7 @@ async fn the_answer_streams_as_output_deltas() {
             .session("w")
             .await
             .unwrap()
-            .start(Msg::user("weather"))
+            .send(Msg::user("weather")).start()
             .await
             .unwrap();
         let mut json = String::new();
@@ -303,17 +302,14 @@ async fn a_per_call_schema_overrides_the_agent_and_bad_specs_are_refused() {
         .build()
         .unwrap();
     let s = agent.session("w").await.unwrap();
-    let out = s.call_typed::<Count>(Msg::user("how many?")).await.unwrap();
+    let out = s.send(Msg::user("how many?")).output::<Count>().await.unwrap();
     assert_eq!(out.parsed::<Count>().unwrap().n, 3);
     // The next plain call is free text again.
-    let out = s.call(Msg::user("thanks")).await.unwrap();
+    let out = s.send(Msg::user("thanks")).await.unwrap();
     assert_eq!(out.message.text(), "free text again");
     assert!(out.structured.is_none());
     let err = s
-        .call_with_output(
-            Msg::user("x"),
-            OutputSpec::new("bad", json!("not a schema")),
-        )
+        .send(Msg::user("x")).output_spec(OutputSpec::new("bad", json!("not a schema")))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("must be a JSON object"), "{err}");
@@ -375,7 +371,7 @@ async fn a_run_resumed_in_another_process_returns_its_typed_answer() {
             .session("typed")
             .await
             .unwrap()
-            .call(Msg::user("tidy up, then the weather"))
+            .send(Msg::user("tidy up, then the weather"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused);
@@ -451,7 +447,7 @@ mod property {
                     .build()
                     .unwrap();
                 let s = agent.session("p").await.unwrap();
-                match s.call(Msg::user("go")).await {
+                match s.send(Msg::user("go")).await {
                     Ok(out) => {
                         prop_assert_eq!(out.status, RunStatus::Completed);
                         let v = out.structured.clone().expect("a completed run has its answer");
@@ -491,7 +487,7 @@ async fn bodies(mode: OutputMode, with_tools: bool) -> (Value, Value) {
         .session("wire")
         .await
         .unwrap()
-        .call(Msg::user("weather in Oslo?"))
+        .send(Msg::user("weather in Oslo?"))
         .await;
     let mut req = model.requests().remove(0);
     for m in &mut req.messages {

@@ -5,7 +5,6 @@
 //! a child process of this test binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -85,7 +84,7 @@ async fn nested_crash_child() {
         .session(&sid)
         .await
         .unwrap()
-        .call(Msg::user("go"))
+        .send(Msg::user("go"))
         .await;
 }
 

@@ -5,7 +5,6 @@
 //! elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -35,7 +34,7 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
         );
         let id = sid();
         let session = lead.session(&id).await.unwrap();
-        let handle = session.start(Msg::user("research slowly")).await.unwrap();
+        let handle = session.send(Msg::user("research slowly")).start().await.unwrap();
         // Wait until the child's tool is running (no timing assertion: just polling).
         for _ in 0..6_000 {
             if counter.count("slow") > 0 {
@@ -85,7 +84,7 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
             .session(&id)
             .await
             .unwrap()
-            .call(Msg::user("never mind"))
+            .send(Msg::user("never mind"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
@@ -117,7 +116,7 @@ async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
             .session(&id)
             .await
             .unwrap()
-            .start(Msg::user("research slowly"))
+            .send(Msg::user("research slowly")).start()
             .await
             .unwrap();
         for _ in 0..6_000 {
@@ -185,7 +184,7 @@ async fn two_concurrent_resolutions_of_the_parent_run_the_childs_tool_once() {
             );
             let id = sid();
             let sa_ = a.session(&id).await.unwrap();
-            let out = sa_.call(Msg::user("send ops the report")).await.unwrap();
+            let out = sa_.send(Msg::user("send ops the report")).await.unwrap();
             assert_eq!(out.status, RunStatus::Paused, "{label}");
             let sb_ = b.session(&id).await.unwrap();
             assert!(sb_.is_paused().await.unwrap(), "{label}");

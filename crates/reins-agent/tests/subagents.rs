@@ -6,7 +6,6 @@
 //! `CI=true` without a server, reported SKIPPED elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -35,7 +34,7 @@ async fn a_childs_confirmation_surfaces_at_the_parent_with_its_path_and_approval
         let id = sid();
         let session = lead.session(&id).await.unwrap();
         let out = session
-            .call(Msg::user("send ops the report"))
+            .send(Msg::user("send ops the report"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused, "{label}");
@@ -123,7 +122,7 @@ async fn a_rejection_at_the_parent_reaches_the_childs_model_with_its_note() {
         let id = sid();
         let session = lead.session(&id).await.unwrap();
         session
-            .call(Msg::user("send ops the report"))
+            .send(Msg::user("send ops the report"))
             .await
             .unwrap();
         let out = session
@@ -177,7 +176,7 @@ async fn user_input_and_resume_are_routed_to_the_child() {
         );
         let session = lead.session(&sid()).await.unwrap();
         let out = session
-            .call(Msg::user("send ops the report"))
+            .send(Msg::user("send ops the report"))
             .await
             .unwrap();
         assert_eq!(out.requirements[0].kind.label(), "user_input", "{label}");
@@ -212,7 +211,7 @@ async fn user_input_and_resume_are_routed_to_the_child() {
         );
         let session = lead.session(&sid()).await.unwrap();
         session
-            .call(Msg::user("send ops the report"))
+            .send(Msg::user("send ops the report"))
             .await
             .unwrap();
         let out = session.resume().await.unwrap();
@@ -253,7 +252,7 @@ async fn requirements_nested_two_levels_deep_carry_the_whole_path() {
             .build()
             .unwrap();
         let session = lead.session(&sid()).await.unwrap();
-        let out = session.call(Msg::user("report")).await.unwrap();
+        let out = session.send(Msg::user("report")).await.unwrap();
         assert_eq!(out.status, RunStatus::Paused, "{label}");
         let r = &out.requirements[0];
         assert_eq!(r.id, "p1/m1/c1", "{label}");
@@ -286,7 +285,7 @@ async fn a_dispatch_that_finds_the_child_already_finished_reuses_its_answer() {
         let id = sid();
         let session = lead.session(&id).await.unwrap();
         session
-            .call(Msg::user("send ops the report"))
+            .send(Msg::user("send ops the report"))
             .await
             .unwrap();
         // Someone answers the child directly.
@@ -663,7 +662,7 @@ async fn a_paused_parent_snapshot_keeps_the_nested_requirements() {
     );
     let session = lead.session(&sid()).await.unwrap();
     session
-        .call(Msg::user("send ops the report"))
+        .send(Msg::user("send ops the report"))
         .await
         .unwrap();
     let snap = serde_json::to_value(session.snapshot().await.unwrap()).unwrap();

@@ -9,7 +9,6 @@
 //! server, reported SKIPPED elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -73,7 +72,7 @@ async fn a_handle_held_open_sees_the_other_workers_pauses_and_never_widens_conse
             .session(&sid)
             .await
             .unwrap()
-            .call(Msg::user("delete a.txt, then tell ops"))
+            .send(Msg::user("delete a.txt, then tell ops"))
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Paused, "{label}");
@@ -119,7 +118,7 @@ async fn a_handle_held_open_sees_the_other_workers_pauses_and_never_widens_conse
         );
         // A pinned view from before c2 existed cannot approve c2.
         let err = hb
-            .resolve_at(&seen_c1, vec![Decision::approve("c2")])
+            .resolve(vec![Decision::approve("c2")]).at(&seen_c1)
             .await
             .unwrap_err();
         assert!(
@@ -205,7 +204,7 @@ async fn an_expiry_is_seen_refused_and_recorded_across_workers() {
         a.session(&sid)
             .await
             .unwrap()
-            .call(Msg::user("delete x"))
+            .send(Msg::user("delete x"))
             .await
             .unwrap();
         let reqs = hb.requirements().await.unwrap();
@@ -231,7 +230,7 @@ async fn an_expiry_is_seen_refused_and_recorded_across_workers() {
         );
         assert_eq!(trail[0].actor, Some(Actor::new("carol")));
         // A new message closes it (recorded as a rejection by the message).
-        let out = hb.call(Msg::user("never mind")).await.unwrap();
+        let out = hb.send(Msg::user("never mind")).await.unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
         let trail = hb.decisions().await.unwrap();
         assert_eq!(trail.len(), 2);
@@ -266,7 +265,7 @@ async fn partial_decisions_elsewhere_make_a_view_stale() {
             .session(&sid)
             .await
             .unwrap()
-            .call(Msg::user("two things"))
+            .send(Msg::user("two things"))
             .await
             .unwrap();
         assert_eq!(out.requirements.len(), 2, "{label}");
@@ -285,7 +284,7 @@ async fn partial_decisions_elsewhere_make_a_view_stale() {
         assert_eq!(out.status, RunStatus::Paused, "{label}");
         assert_eq!(counter.count("delete_file"), 1);
         let hb = b.session(&sid).await.unwrap();
-        let err = hb.resume_at(&token).await.unwrap_err();
+        let err = hb.resume().at(&token).await.unwrap_err();
         assert!(
             matches!(&err, AgentError::StaleView { pending, .. } if ids(pending) == [second.clone()]),
             "{label}: {err}"
@@ -294,7 +293,7 @@ async fn partial_decisions_elsewhere_make_a_view_stale() {
         // A fresh view names exactly what is pending: resolving on it works.
         let fresh = hb.view().await.unwrap();
         let out = hb
-            .resolve_at(&fresh.token, vec![Decision::approve(second.clone())])
+            .resolve(vec![Decision::approve(second.clone())]).at(&fresh.token)
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
@@ -325,7 +324,7 @@ async fn a_watcher_sees_another_workers_pause_and_resolution() {
         let first = watch.next().await.unwrap().unwrap();
         assert!(!first.paused, "{label}");
         let ha = a.session(&sid).await.unwrap();
-        ha.call(Msg::user("delete w")).await.unwrap();
+        ha.send(Msg::user("delete w")).await.unwrap();
         let paused = next_matching(&mut watch, |v| v.paused, label).await;
         assert_eq!(ids(&paused.requirements), ["w1"], "{label}");
         ha.resume().await.unwrap();
@@ -382,7 +381,7 @@ async fn an_interrupt_requested_elsewhere_stops_the_run() {
             .session(&sid)
             .await
             .unwrap()
-            .start(Msg::user("take your time"))
+            .send(Msg::user("take your time")).start()
             .await
             .unwrap();
         loop {
@@ -504,7 +503,7 @@ async fn two_processes_a_held_handle_follows_the_other_process() {
         ask("", "READY");
         // The child's handle is open; this process pauses the session.
         let ha = a.session(&sid).await.unwrap();
-        ha.call(Msg::user("delete one and two")).await.unwrap();
+        ha.send(Msg::user("delete one and two")).await.unwrap();
         // The child's stale view is refused; then it reads A's pause.
         assert_eq!(
             ask("resume", "RESUME"),
@@ -624,7 +623,7 @@ mod interleavings {
                 w.shown[who] = ids(&h.requirements().await.unwrap());
                 return Ok(());
             }
-            Op::Call => h.call(Msg::user("go on")).await,
+            Op::Call => h.send(Msg::user("go on")).await,
             Op::Resume => h.resume().await,
             Op::ResolveFirst { approve } => {
                 let Some(id) = shown.first().cloned() else {
@@ -715,7 +714,7 @@ mod interleavings {
         let sid = format!("prop-{}", reins_message::new_id());
         let ha = a.session(&sid).await.unwrap();
         let hb = b.session(&sid).await.unwrap();
-        let first = ha.call(Msg::user("start")).await.unwrap();
+        let first = ha.send(Msg::user("start")).await.unwrap();
         let mut w = World {
             handles: [ha.clone(), hb],
             shown: [ids(&first.requirements), Vec::new()],

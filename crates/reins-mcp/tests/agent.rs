@@ -5,7 +5,6 @@
 //! with `resolve` reaches the server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 // These tests drive the run verbs of 0.1 through their deprecated wrappers.
-#![allow(deprecated)]
 
 mod support;
 
@@ -49,7 +48,7 @@ async fn write_file_run(approve: bool) {
         .build()
         .unwrap();
     let session = agent.session("fs-1").await.unwrap();
-    let out = session.call(Msg::user("write the notes")).await.unwrap();
+    let out = session.send(Msg::user("write the notes")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     assert_eq!(out.requirements.len(), 1);
     assert!(matches!(
@@ -121,7 +120,7 @@ async fn progress_is_a_run_event_and_an_interrupt_stops_the_call() {
         .build()
         .unwrap();
     let session = agent.session("ev-1").await.unwrap();
-    let mut run = session.start(Msg::user("run it")).await.unwrap();
+    let mut run = session.send(Msg::user("run it")).start().await.unwrap();
     let mut chunks = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, run.next_event()).await {
@@ -191,7 +190,7 @@ async fn an_elicitation_pauses_the_run_and_resolve_answers_the_server() {
         .build()
         .unwrap();
     let session = agent.session("elicit-1").await.unwrap();
-    let out = session.call(Msg::user("ask me")).await.unwrap();
+    let out = session.send(Msg::user("ask me")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused, "{:?}", out.message);
     let req = out.requirements[0].clone();
     assert_eq!(req.tool_use.id, "e1");
@@ -234,7 +233,7 @@ async fn an_elicitation_pauses_the_run_and_resolve_answers_the_server() {
     );
 
     // A rejection declines: the server hears "decline".
-    let out = session.call(Msg::user("ask again")).await.unwrap();
+    let out = session.send(Msg::user("ask again")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
     let id = out.requirements[0].id.clone();
     let out = session

@@ -50,10 +50,6 @@ pub enum AccessRole {
     Admin,
 }
 
-/// The former name of [`AccessRole`] (it is still the schema's name in the OpenAPI
-/// document).
-#[deprecated(note = "renamed `AccessRole`: `reins_message::Role` is a message's role")]
-pub type Role = AccessRole;
 
 /// Who made a request: a name (recorded as the actor of its decisions) and roles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -443,13 +439,6 @@ mod tests {
         assert_eq!(auth.user_names(), ["lead", "ops", "team"]);
     }
 
-    #[test]
-    #[allow(deprecated)]
-    fn the_former_role_name_still_names_the_roles() {
-        let p = Principal::new("ana", [Role::Approver]);
-        assert!(p.has(AccessRole::Approver));
-        assert_eq!(serde_json::to_value(Role::Admin).ok(), Some("admin".into()));
-    }
 
     #[test]
     fn tokens_are_hashed_and_matched() {

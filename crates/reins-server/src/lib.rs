@@ -105,8 +105,6 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
-#[allow(deprecated)]
-pub use auth::Role;
 pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;

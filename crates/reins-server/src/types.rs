@@ -61,12 +61,6 @@ pub struct SessionDetail {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The former name of [`SessionDetail`] (it is still the schema's name in the OpenAPI
-/// document).
-#[deprecated(
-    note = "renamed `SessionDetail`: `reins_agent::SessionView` is the agent's own view of a session"
-)]
-pub type SessionView = SessionDetail;
 
 /// What to do with a requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
