@@ -8,7 +8,9 @@
 //! 1. the agent's [`ApprovalPolicy`], when one is set
 //!    ([`AgentBuilder::approval_policy`](crate::AgentBuilder::approval_policy)):
 //!    [`PolicyVerdict::Deny`] rejects the call as a person's rejection would (the model
-//!    reads the note), [`PolicyVerdict::Allow`] runs it, [`PolicyVerdict::Ask`] goes on;
+//!    reads the note), [`PolicyVerdict::Allow`] runs it (except for a tool under a
+//!    [`Quorum`](crate::Quorum): a quorum is people, so the policy may deny such a call
+//!    but its allow asks them as usual), [`PolicyVerdict::Ask`] goes on;
 //! 2. the standing grants in the store: a live grant that matches the tool, the
 //!    session, the principal the session acts for and the arguments runs the call
 //!    (never for a tool under a [`Quorum`](crate::Quorum): a quorum asks people);

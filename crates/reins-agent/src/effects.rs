@@ -19,8 +19,9 @@ use crate::approval::{PolicyRequest, PolicyVerdict};
 use crate::run::{AutoDecision, Consult, Consulted, Reason};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval
-/// policy (allow or deny decide it; ask goes on), then — unless its tool needs a
-/// quorum, which always asks people — to the standing grants (the first grant that
+/// policy (allow or deny decide it; ask goes on; for a tool that needs a quorum only
+/// deny decides, since a quorum is people), then — unless its tool needs a quorum —
+/// to the standing grants (the first grant that
 /// matches the tool, the turn's principal, the session and the arguments allows it).
 /// What neither decides is left to people. Grants that cannot be read leave the call
 /// to a person (logged). See [`crate::approval`] for the order.
@@ -41,6 +42,10 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                 .await;
             match verdict {
                 PolicyVerdict::Ask => {}
+                // A quorum is people: the policy may deny the call, not allow it.
+                PolicyVerdict::Allow { .. } if r.quorum.is_some() => {
+                    tracing::debug!(session = %session, tool = %r.tool_use.name, "the approval policy allowed a call that needs a quorum; asking people");
+                }
                 PolicyVerdict::Allow { reason } => {
                     decisions.push((r.id.clone(), AutoDecision::PolicyAllow { reason }));
                     continue;

@@ -240,6 +240,23 @@ impl Run {
             self.call.consulting = Some(asked);
             return Err(error);
         }
+        // A quorum is people: neither a grant nor the policy stands in for one of them.
+        let quorums: Vec<String> = self
+            .requirements()
+            .into_iter()
+            .filter(|r| r.quorum.is_some())
+            .map(|r| r.id)
+            .collect();
+        if let Some((id, _)) = decisions.iter().find(|(id, how)| {
+            !matches!(how, AutoDecision::PolicyDeny { .. }) && quorums.contains(id)
+        }) {
+            let error = AgentError::InvalidInput(format!(
+                "`{id}` needs a quorum of people: the approval policy may deny it, and \
+                 neither the policy nor a standing grant may allow it"
+            ));
+            self.call.consulting = Some(asked);
+            return Err(error);
+        }
         if decisions.is_empty() {
             return Ok(());
         }
@@ -403,6 +420,64 @@ mod tests {
         assert!(refused.is_err());
         // The step still waits for its answer.
         assert_eq!(run.next(), step);
+    }
+
+    #[test]
+    fn a_quorum_is_never_allowed_without_people_but_may_be_denied() {
+        let mut run = Run::new(RunConfig::default());
+        let mut call = Call::bare("s", RunInput::Message(Msg::user("go")), Utc::now());
+        call.quorums = std::sync::Arc::new(
+            [("send".to_owned(), crate::requirement::Quorum::of(2))]
+                .into_iter()
+                .collect(),
+        );
+        run.apply(Event::Begin(call)).unwrap();
+        let _ = run.next();
+        run.on_model_message(
+            Msg::new(
+                Role::Assistant,
+                vec![ContentBlock::ToolUse(ToolUse::new("c0", "send", json!({})))],
+            ),
+            vec![confirm()],
+            AfterReasoning::default(),
+            Default::default(),
+            Utc::now(),
+        );
+        let step = run.next();
+        assert_eq!(ids(&step), ["c0"]);
+        for allow in [
+            AutoDecision::PolicyAllow {
+                reason: "fine".into(),
+            },
+            AutoDecision::Grant { id: "g1".into() },
+        ] {
+            let refused = run.apply(Event::DecidedWithoutAsking {
+                decisions: vec![("c0".to_owned(), allow)],
+                now: Utc::now(),
+            });
+            let Err(refusal) = refused else {
+                panic!("an allow stood in for a quorum of people");
+            };
+            assert!(
+                matches!(&refusal.error, AgentError::InvalidInput(m) if m.contains("quorum")),
+                "{:?}",
+                refusal.error
+            );
+            // Nothing applied: the step still waits, nobody counted.
+            assert_eq!(run.next(), step);
+            assert!(run.req_ops.log.is_empty());
+        }
+        run.apply(Event::DecidedWithoutAsking {
+            decisions: vec![(
+                "c0".to_owned(),
+                AutoDecision::PolicyDeny {
+                    note: "not today".into(),
+                },
+            )],
+            now: Utc::now(),
+        })
+        .unwrap();
+        assert!(run.requirements().is_empty(), "a deny decides a quorum call");
     }
 
     #[test]
