@@ -85,7 +85,6 @@ mod transcript;
 mod view;
 mod watch;
 
-
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};
 pub use backend::{SessionBackend, Submission};

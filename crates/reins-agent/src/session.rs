@@ -71,7 +71,6 @@ impl Agent {
     pub fn send(&self, msg: Msg) -> SendBuilder<'_> {
         SendBuilder::on_default(self, msg)
     }
-
 }
 
 /// One conversation of an [`Agent`]. Cheap to clone; every handle on the same id
@@ -199,17 +198,6 @@ impl Session {
     pub fn resolve(&self, decisions: Vec<Decision>) -> ResolveBuilder<'_> {
         ResolveBuilder::new(self, decisions)
     }
-
-
-
-
-
-
-
-
-
-
-
 
     async fn start_full(
         &self,

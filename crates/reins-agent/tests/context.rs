@@ -311,7 +311,11 @@ async fn an_interrupt_during_summarization_stores_no_summary() {
     let mut i = 0;
     let handle = loop {
         // Turns until one needs a summary: its summarizer call hangs.
-        let handle = session.send(Msg::user(format!("turn {i}"))).start().await.unwrap();
+        let handle = session
+            .send(Msg::user(format!("turn {i}")))
+            .start()
+            .await
+            .unwrap();
         i += 1;
         let mut waited = 0;
         while slow.calls() == 0 && waited < 100 {

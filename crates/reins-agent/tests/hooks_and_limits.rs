@@ -449,7 +449,8 @@ async fn each_tool_is_announced_when_it_finishes() {
         .session("order")
         .await
         .unwrap()
-        .send(Msg::user("both")).start()
+        .send(Msg::user("both"))
+        .start()
         .await
         .unwrap();
     let mut finished = Vec::new();

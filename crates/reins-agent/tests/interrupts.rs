@@ -34,7 +34,8 @@ async fn interrupt_while_streaming_drops_the_partial_message() {
         .unwrap();
     let session = agent.session("esc-stream").await.unwrap();
     let mut run = session
-        .send(Msg::user("tell me a long story")).start()
+        .send(Msg::user("tell me a long story"))
+        .start()
         .await
         .unwrap();
     wait_for(&mut run, |e| matches!(e, RunEvent::TextDelta { .. })).await;
@@ -92,7 +93,11 @@ async fn interrupt_inside_a_tool_reports_it_interrupted_and_skips_the_rest() {
         .build()
         .unwrap();
     let session = agent.session("esc-tool").await.unwrap();
-    let mut run = session.send(Msg::user("do three things")).start().await.unwrap();
+    let mut run = session
+        .send(Msg::user("do three things"))
+        .start()
+        .await
+        .unwrap();
     wait_for(
         &mut run,
         |e| matches!(e, RunEvent::ToolExecutionStarted { name, .. } if name == "slow"),

@@ -351,7 +351,8 @@ async fn an_interrupt_while_the_answered_call_runs_on_is_honest() {
     let out = session.send(Msg::user("deploy")).await.unwrap();
     let req = out.requirements[0].id.clone();
     let handle = session
-        .resolve(vec![Decision::input(&req, json!({"region": "eu"}))]).start()
+        .resolve(vec![Decision::input(&req, json!({"region": "eu"}))])
+        .start()
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -333,7 +333,8 @@ async fn a_second_start_while_a_run_streams_is_busy_and_leaves_it_untouched() {
     for attempt in 0..5 {
         let other = agent.session("one").await.unwrap();
         let err = other
-            .send(Msg::user(format!("intruder {attempt}"))).start()
+            .send(Msg::user(format!("intruder {attempt}")))
+            .start()
             .await
             .unwrap_err();
         assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");

@@ -271,7 +271,8 @@ async fn the_answer_streams_as_output_deltas() {
             .session("w")
             .await
             .unwrap()
-            .send(Msg::user("weather")).start()
+            .send(Msg::user("weather"))
+            .start()
             .await
             .unwrap();
         let mut json = String::new();
@@ -302,14 +303,19 @@ async fn a_per_call_schema_overrides_the_agent_and_bad_specs_are_refused() {
         .build()
         .unwrap();
     let s = agent.session("w").await.unwrap();
-    let out = s.send(Msg::user("how many?")).output::<Count>().await.unwrap();
+    let out = s
+        .send(Msg::user("how many?"))
+        .output::<Count>()
+        .await
+        .unwrap();
     assert_eq!(out.parsed::<Count>().unwrap().n, 3);
     // The next plain call is free text again.
     let out = s.send(Msg::user("thanks")).await.unwrap();
     assert_eq!(out.message.text(), "free text again");
     assert!(out.structured.is_none());
     let err = s
-        .send(Msg::user("x")).output_spec(OutputSpec::new("bad", json!("not a schema")))
+        .send(Msg::user("x"))
+        .output_spec(OutputSpec::new("bad", json!("not a schema")))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("must be a JSON object"), "{err}");

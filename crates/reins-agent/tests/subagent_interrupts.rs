@@ -34,7 +34,11 @@ async fn an_interrupt_of_the_parent_stops_the_running_child() {
         );
         let id = sid();
         let session = lead.session(&id).await.unwrap();
-        let handle = session.send(Msg::user("research slowly")).start().await.unwrap();
+        let handle = session
+            .send(Msg::user("research slowly"))
+            .start()
+            .await
+            .unwrap();
         // Wait until the child's tool is running (no timing assertion: just polling).
         for _ in 0..6_000 {
             if counter.count("slow") > 0 {
@@ -116,7 +120,8 @@ async fn a_remote_interrupt_of_the_parent_stops_the_running_child() {
             .session(&id)
             .await
             .unwrap()
-            .send(Msg::user("research slowly")).start()
+            .send(Msg::user("research slowly"))
+            .start()
             .await
             .unwrap();
         for _ in 0..6_000 {

@@ -118,7 +118,8 @@ async fn a_handle_held_open_sees_the_other_workers_pauses_and_never_widens_conse
         );
         // A pinned view from before c2 existed cannot approve c2.
         let err = hb
-            .resolve(vec![Decision::approve("c2")]).at(&seen_c1)
+            .resolve(vec![Decision::approve("c2")])
+            .at(&seen_c1)
             .await
             .unwrap_err();
         assert!(
@@ -293,7 +294,8 @@ async fn partial_decisions_elsewhere_make_a_view_stale() {
         // A fresh view names exactly what is pending: resolving on it works.
         let fresh = hb.view().await.unwrap();
         let out = hb
-            .resolve(vec![Decision::approve(second.clone())]).at(&fresh.token)
+            .resolve(vec![Decision::approve(second.clone())])
+            .at(&fresh.token)
             .await
             .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{label}");
@@ -381,7 +383,8 @@ async fn an_interrupt_requested_elsewhere_stops_the_run() {
             .session(&sid)
             .await
             .unwrap()
-            .send(Msg::user("take your time")).start()
+            .send(Msg::user("take your time"))
+            .start()
             .await
             .unwrap();
         loop {

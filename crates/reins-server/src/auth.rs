@@ -50,7 +50,6 @@ pub enum AccessRole {
     Admin,
 }
 
-
 /// Who made a request: a name (recorded as the actor of its decisions) and roles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Principal {
@@ -438,7 +437,6 @@ mod tests {
         assert_eq!(owner("elsewhere"), None);
         assert_eq!(auth.user_names(), ["lead", "ops", "team"]);
     }
-
 
     #[test]
     fn tokens_are_hashed_and_matched() {

@@ -61,7 +61,6 @@ pub struct SessionDetail {
     pub updated_at: DateTime<Utc>,
 }
 
-
 /// What to do with a requirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -477,7 +477,10 @@ mod tests {
             now: Utc::now(),
         })
         .unwrap();
-        assert!(run.requirements().is_empty(), "a deny decides a quorum call");
+        assert!(
+            run.requirements().is_empty(),
+            "a deny decides a quorum call"
+        );
     }
 
     #[test]
