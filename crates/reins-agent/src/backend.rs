@@ -69,7 +69,13 @@ impl Agent {
                 id: id.to_owned(),
             }));
         }
-        self.session(id).await
+        self.session_of_owner(id).await
+    }
+
+    /// The session, opened by the agent that runs it: this one, or the sub-agent
+    /// whose child session `id` is (its tools, model and consent rules).
+    async fn session_of_owner(&self, id: &str) -> Result<crate::Session> {
+        self.owner_of(id).await?.session(id).await
     }
 }
 
@@ -86,7 +92,7 @@ impl SessionBackend for Agent {
             input, actor, view, ..
         } = submission;
         let s = match &input {
-            RunInput::Message(_) => self.session(session).await?,
+            RunInput::Message(_) => self.session_of_owner(session).await?,
             _ => self.existing_session(session).await?,
         };
         let s = match actor {

@@ -60,7 +60,7 @@ fn follow_at<'a>(
 
 /// What child session `id` waits for now, with its own children followed; `None` when
 /// the store holds no such session (the copy is kept).
-async fn child_waits_for(
+pub(crate) async fn child_waits_for(
     store: &Arc<dyn MemoryStore>,
     config: RunConfig,
     id: &str,

@@ -69,6 +69,7 @@ mod fork;
 mod handle;
 mod live;
 mod lock;
+pub mod nested;
 mod output;
 mod remote;
 mod requirement;

@@ -457,7 +457,7 @@ fn refused_by_child(e: &crate::error::AgentError) -> bool {
 /// The parent's audit records of answers routed to the child of call `tool_use`:
 /// applied (`refused: None`) or refused with that error. `shown`: the child's
 /// requirements, for what each was about.
-fn routed_records(
+pub(crate) fn routed_records(
     tool_use: &ToolUse,
     decisions: &[crate::requirement::Decision],
     shown: &[Requirement],
@@ -527,7 +527,7 @@ fn routed_records(
 
 /// Appends `records` to session `session`'s audit trail; a failure is logged (the
 /// child's own trail holds what happened either way).
-async fn record(store: &Arc<dyn MemoryStore>, session: &str, records: Vec<DecisionRecord>) {
+pub(crate) async fn record(store: &Arc<dyn MemoryStore>, session: &str, records: Vec<DecisionRecord>) {
     if records.is_empty() {
         return;
     }
@@ -538,7 +538,7 @@ async fn record(store: &Arc<dyn MemoryStore>, session: &str, records: Vec<Decisi
 }
 
 /// The parent's view of a child run's output.
-fn outcome(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str, out: RunOutput) -> ExecOutcome {
+pub(crate) fn outcome(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str, out: RunOutput) -> ExecOutcome {
     match out.status {
         RunStatus::Paused => delegated(sub, tool_use, out.requirements),
         RunStatus::Completed | RunStatus::MaxIterations => ExecOutcome::Done(
@@ -550,7 +550,7 @@ fn outcome(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str, out: RunOutpu
     }
 }
 
-fn interrupted(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str) -> ToolResult {
+pub(crate) fn interrupted(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str) -> ToolResult {
     ToolResult::interrupted(
         &tool_use.id,
         &tool_use.name,
@@ -564,7 +564,7 @@ fn interrupted(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str) -> ToolRe
 }
 
 /// The result of a call whose child session already ended (a dispatch after a crash).
-fn finished_result(
+pub(crate) fn finished_result(
     sub: &SubAgentTool,
     tool_use: &ToolUse,
     child_id: &str,
@@ -586,7 +586,7 @@ fn finished_result(
 
 /// The child's requirements as the parent shows them: each path starts with the
 /// parent's tool use id, and the id is the path joined with `/`.
-fn delegated(
+pub(crate) fn delegated(
     sub: &SubAgentTool,
     tool_use: &ToolUse,
     requirements: Vec<Requirement>,

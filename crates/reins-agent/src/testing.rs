@@ -17,6 +17,9 @@
 //! | [`Scenario::ApprovalTtl`] | `approval_ttl("send_email", 1 s)` | the requirement expires 1 s after it was raised; an approval after that: `RequirementExpired`, still paused, 0 runs |
 //! | [`Scenario::StandingGrant`] | a grant of `send_email` to `bob@example.com` in the store | runs without asking (audited `via: "grant"`); another address still asks |
 //! | [`Scenario::OutputSpec`] | `output_spec(report)` | the `final_answer` tool is offered; the run ends with the structured answer |
+//!
+//! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
+//! [`Scenario::AskingTool`]) are described in [`nested`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,20 +62,26 @@ pub enum Scenario {
     StandingGrant,
     /// Every run ends with a structured answer.
     OutputSpec,
+    /// A sub-agent's pauses, interrupts and decisions (see [`nested`]).
+    SubAgent,
+    /// A tool asks a question mid-call (see [`nested`]).
+    AskingTool,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
         Scenario::StandingGrant,
         Scenario::OutputSpec,
+        Scenario::SubAgent,
+        Scenario::AskingTool,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`).
+    /// `output_spec`, `subagent`, `asking_tool`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -80,6 +89,8 @@ impl Scenario {
             Scenario::ApprovalTtl => "approval_ttl",
             Scenario::StandingGrant => "standing_grant",
             Scenario::OutputSpec => "output_spec",
+            Scenario::SubAgent => "subagent",
+            Scenario::AskingTool => "asking_tool",
         }
     }
 
@@ -101,13 +112,16 @@ impl Scenario {
             .system_prompt("You send emails when asked.")
             .model(RuleModel)
             .toolkit(toolkit(outbox.to_path_buf())?)
-            .store_arc(store);
+            .store_arc(store.clone());
         let b = match self {
+            Scenario::SubAgent => return nested::subagent(b, store, outbox),
+            Scenario::AskingTool => return nested::asking(b, outbox),
             Scenario::Quorum => b.quorum(TOOL, Quorum::of(2)),
             Scenario::PolicyDenies => b.approval_policy(NoMail),
             Scenario::ApprovalTtl => b.approval_ttl(TOOL, Duration::from_secs(1)),
             Scenario::StandingGrant => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
+            Scenario::SubAgent | Scenario::AskingTool => b,
         };
         b.build()
     }
@@ -135,6 +149,8 @@ impl Scenario {
             Scenario::ApprovalTtl => on.approval_ttl(&session).await,
             Scenario::StandingGrant => on.standing_grant(&session).await,
             Scenario::OutputSpec => on.output_spec(&session).await,
+            Scenario::SubAgent => on.subagent(&session).await,
+            Scenario::AskingTool => on.asking_tool(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -526,14 +542,20 @@ impl ChatModel for RuleModel {
             Some(m) if m.role == Role::Tool => text("done"),
             Some(m) if m.role == Role::User => {
                 let t = m.text();
-                match t.strip_prefix("email ") {
+                if let Some(task) = t.strip_prefix("delegate ") {
+                    call(nested::RESEARCH, json!({"task": task}))
+                } else if t == "slow" {
+                    call(nested::SLOW, json!({}))
+                } else if t == "greet" {
+                    call(nested::ASKING, json!({}))
+                } else { match t.strip_prefix("email ") {
                     Some(to) => call(TOOL, json!({"to": to.trim(), "body": "hello"})),
                     None if t == "report" && offered => {
                         call(FINAL_ANSWER_TOOL, json!({"report": "all quiet"}))
                     }
                     None if t == "report" => text("all quiet"),
                     None => text("ok"),
-                }
+                } }
             }
             _ => text("ok"),
         };
@@ -580,3 +602,5 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
         .map_err(|e| AgentError::InvalidInput(e.to_string()))?;
     Ok(tools)
 }
+
+pub mod nested;

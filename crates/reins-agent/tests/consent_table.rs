@@ -54,3 +54,13 @@ fn every_scenario_has_a_name_that_reads_back() {
         assert_eq!(Scenario::from_name(s.name()), Some(s));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_pause_interrupt_and_settled_decisions_hold_at_the_parent() {
+    on_local(Scenario::SubAgent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asking_tool_gets_its_answer_and_runs_once() {
+    on_local(Scenario::AskingTool).await;
+}

@@ -198,7 +198,15 @@ impl SessionObject {
                         .abort_timeout(t.abort),
                 )
                 // Called by `submit` only: it validates the input first.
-                .handler("deliver", HandlerOptions::new().ingress_private(true)),
+                .handler("deliver", HandlerOptions::new().ingress_private(true))
+                // Called by a parent session's turn only (its sub-agent calls).
+                .handler(
+                    "child",
+                    HandlerOptions::new()
+                        .ingress_private(true)
+                        .inactivity_timeout(t.inactivity)
+                        .abort_timeout(t.abort),
+                ),
         )
     }
 }
@@ -222,12 +230,19 @@ impl Inner {
         map.remove(session);
     }
 
-    /// Stops the session's turn if it runs in this process.
+    /// Stops the session's turn if it runs in this process, and the turns of its
+    /// child sessions (sub-agent calls) that run here.
     fn cancel_local(&self, session: &str) -> bool {
         let map = match self.running.lock() {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
+        let children = format!("{session}/");
+        for (key, t) in map.iter() {
+            if key.starts_with(&children) {
+                t.cancel();
+            }
+        }
         match map.get(session) {
             Some(t) => {
                 t.cancel();
@@ -402,6 +417,21 @@ async fn validate(
     };
     let (now, version) = (loaded.now, loaded.version);
     let mut run = loaded.into_run(agent, session)?;
+    // A paused sub-agent call is decided against what its child session waits for.
+    let calls = reins_agent::nested::to_follow(&run);
+    if !calls.is_empty() {
+        let (a, key) = (agent.clone(), session.to_owned());
+        let Json(followed) = ctx
+            .run(move || async move {
+                reins_agent::nested::follow(&a, &key, calls)
+                    .await
+                    .map(Json)
+                    .map_err(retry)
+            })
+            .name("follow")
+            .await?;
+        followed.apply(&mut run);
+    }
     if closing
         && matches!(
             run.phase(),
@@ -447,8 +477,10 @@ impl SessionObject {
         let session = ctx.key().to_owned();
         ctx.set(TURN, ctx.invocation_id().to_owned());
         ctx.clear(CLOSING);
+        // A child session (a sub-agent call's) runs with its sub-agent.
+        let agent = self.inner.agent.owner_of(&session).await.map_err(retry)?;
         let token = self.inner.register(&session);
-        let result = TurnDriver::new(&self.inner, &ctx, session.clone(), token)
+        let result = TurnDriver::new(&self.inner, &ctx, session.clone(), token, agent)
             .drive(req.into_inner())
             .await;
         self.inner.unregister(&session);
@@ -492,7 +524,7 @@ impl SessionObject {
         if turn.is_some() && waiting.is_none() && !closing {
             return busy();
         }
-        let agent = &self.inner.agent;
+        let agent = &self.inner.agent.owner_of(&session).await.map_err(retry)?;
         let version = validate(agent, &ctx, &session, &req, closing, "load").await?;
         let (Some(Json(w)), Some(turn)) = (waiting, turn) else {
             // Restate runs one `turn` per session at a time: behind a closing one,
@@ -589,6 +621,20 @@ impl SessionObject {
         Ok(Json(Handed { by, taken }))
     }
 
+    /// One dispatch of a sub-agent call, on the child session's object: called by the
+    /// parent's turn only (see `turn::subagent`); runs the child until it pauses or
+    /// ends, and answers where it is.
+    #[handler]
+    async fn child(
+        &self,
+        ctx: ObjectContext<'_>,
+        call: Json<crate::turn::subagent::ChildCall>,
+    ) -> HandlerResult<Json<crate::turn::subagent::ChildAnswer>> {
+        crate::turn::subagent::serve(&self.inner, &ctx, call.into_inner())
+            .await
+            .map(Json)
+    }
+
     /// The session as the store holds it: phase, pending requirements and the view
     /// token to decide on.
     #[handler]
@@ -607,7 +653,16 @@ impl SessionObject {
             .into());
         };
         let version = loaded.version;
-        let run = loaded.into_run(&self.inner.agent, &session)?;
+        let agent = self.inner.agent.owner_of(&session).await.map_err(retry)?;
+        let mut run = loaded.into_run(&agent, &session)?;
+        // Paused sub-agent calls show what their child sessions wait for now.
+        let calls = reins_agent::nested::to_follow(&run);
+        if !calls.is_empty() {
+            reins_agent::nested::follow(&agent, &session, calls)
+                .await
+                .map_err(retry)?
+                .apply(&mut run);
+        }
         let paused = run.is_paused();
         Ok(Json(SessionView {
             session_id: session,

@@ -32,6 +32,8 @@ use crate::object::{
 };
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
+mod ask;
+pub(crate) mod subagent;
 mod tools;
 
 /// What the model step journals.
@@ -51,7 +53,14 @@ enum ModelStep {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum ToolStep {
     Done(ToolResult),
-    Suspended { reason: String },
+    Suspended {
+        reason: String,
+    },
+    /// The call asked a question (see [`ask`]): it waits, in this process, for the
+    /// answer to this user-input requirement.
+    Asked {
+        requirement: reins_agent::Requirement,
+    },
 }
 
 /// What a journaled step does when the invocation is cancelled while it waits for it.
@@ -66,6 +75,12 @@ enum OnCancel {
 
 pub(crate) struct TurnDriver<'a, 'ctx> {
     inner: &'a Arc<Inner>,
+    /// The agent whose session this is: the service's, or a sub-agent's for a child
+    /// session.
+    agent: Agent,
+    /// Ends the turn at its first pause instead of waiting (a child session's turn,
+    /// driven by its parent: see [`subagent`]).
+    until_pause: bool,
     ctx: &'a ObjectContext<'ctx>,
     session: String,
     token: CancellationToken,
@@ -96,9 +111,12 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         ctx: &'a ObjectContext<'ctx>,
         session: String,
         token: CancellationToken,
+        agent: Agent,
     ) -> Self {
         Self {
             inner,
+            agent,
+            until_pause: false,
             ctx,
             session,
             token,
@@ -108,7 +126,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     }
 
     fn agent(&self) -> &Agent {
-        &self.inner.agent
+        &self.agent
     }
 
     /// Where this turn's steps send their live events.
@@ -207,6 +225,14 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     // applied.
                     self.answer(reply.take(), Ok(self.version));
                     match self.steps(&mut run).await? {
+                        Ended::Paused(_) if self.until_pause => {
+                            // A child session's turn: the parent waits for this pause.
+                            self.closing().await?;
+                            self.commit(&mut run, Flush::All).await?;
+                            return run
+                                .output(RunStatus::Paused)
+                                .map_err(|e| refused(&self.session, &e));
+                        }
                         Ended::Paused(reqs) => requirements = reqs,
                         Ended::Status(status) => {
                             return run.output(status).map_err(|e| refused(&self.session, &e));
@@ -326,6 +352,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         now: DateTime<Utc>,
     ) -> Result<Result<(), Refused>, TerminalError> {
         let input = req.input.into_run_input();
+        // A paused sub-agent call is decided against what its child session waits for
+        // in the store (someone may have answered the child directly).
+        self.follow_children(run).await?;
         let settle = run.state().settle_before(&input);
         if !settle.is_empty() {
             let (agent, session) = (self.agent().clone(), self.session.clone());

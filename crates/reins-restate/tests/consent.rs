@@ -153,6 +153,16 @@ async fn an_output_spec_ends_with_a_structured_answer() {
     on_restate(Scenario::OutputSpec).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagents_pause_interrupt_and_settled_decisions_hold_at_the_parent() {
+    on_restate(Scenario::SubAgent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asking_tool_gets_its_answer_and_runs_once() {
+    on_restate(Scenario::AskingTool).await;
+}
+
 /// What the Restate driver cannot do yet it refuses when the service is built,
 /// naming the setting, instead of running the agent without it.
 #[test]

@@ -27,7 +27,7 @@ use super::Driver;
 use crate::error::Result;
 use crate::live::LiveCall;
 use crate::output::RunEvent;
-use crate::requirement::{Requirement, RequirementKind};
+use crate::requirement::Requirement;
 use crate::run::{ExecOutcome, Execution};
 
 /// The text a call gets when its question was answered where the call is not live.
@@ -123,27 +123,7 @@ impl Driver {
     }
 
     fn question_requirement(&self, tool_use: &ToolUse, q: &PendingQuestion) -> Requirement {
-        let now = Utc::now();
-        let expires_at = self
-            .agent
-            .config
-            .run
-            .requirement_ttl_secs
-            .and_then(|s| i64::try_from(s).ok())
-            .map(|s| now + chrono::Duration::seconds(s));
-        Requirement {
-            id: format!("{}~ask-{}", tool_use.id, reins_message::new_id()),
-            tool_use: tool_use.clone(),
-            kind: RequirementKind::UserInput {
-                fields: q.question.schema.clone(),
-            },
-            reason: q.question.message.clone(),
-            created_at: now,
-            expires_at,
-            path: Vec::new(),
-            agent: None,
-            quorum: None,
-        }
+        crate::nested::question_requirement(&self.agent, tool_use, &q.question, Utc::now())
     }
 
     /// Hands the answer to a call waiting for it, and waits for the call again.

@@ -29,14 +29,20 @@ impl TurnDriver<'_, '_> {
         run: &mut Run,
         batch: Vec<Execution>,
     ) -> Result<(), TerminalError> {
+        // Sub-agent calls and answered questions are served on their own (see
+        // `subagent` and `ask`), before the others; the outcomes keep the batch order.
+        let order: Vec<String> = batch.iter().map(|e| e.tool_use.id.clone()).collect();
+        let (nested, batch) = self.split_nested(batch);
+        let mut outcomes = self.act_nested(nested).await?;
         let parallel = batch.len() > 1
             && self.agent().tool_concurrency() == reins_tool::Concurrency::Parallel
             && !self.interrupted();
-        let outcomes = if parallel {
+        outcomes.extend(if parallel {
             self.act_together(batch).await?
         } else {
             self.act_in_turn(batch).await?
-        };
+        });
+        super::ask::in_order(&mut outcomes, &order);
         let now = self.clock().await?;
         let _ = run.apply(Event::Acted {
             outcomes,
@@ -169,6 +175,7 @@ impl ToolStep {
         match self {
             Self::Done(r) => ExecOutcome::Done(r),
             Self::Suspended { reason } => ExecOutcome::Suspended { id, reason },
+            Self::Asked { requirement } => ExecOutcome::Asking { id, requirement },
         }
     }
 }
@@ -241,15 +248,47 @@ async fn tool_step(
             return Ok(Json(ToolStep::Done(r)));
         }
     }
-    let ctx =
-        ToolContext::new(session.clone(), original.id.clone()).with_cancel(token.child_token());
+    // The call gets a token of its own: it outlives this step when it asks a question.
+    let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
+    let call_cancel = CancellationToken::new();
+    let ctx = ToolContext::new(session.clone(), original.id.clone())
+        .with_cancel(call_cancel.clone())
+        .with_question_sender(questions_tx);
     let opts = reins_tool::ExecOptions::default();
     let sender = live.relay.open(&live.session, &live.run_id);
     sender.send(&RunEvent::ToolExecutionStarted {
         id: original.id.clone(),
         name: original.name.clone(),
     });
-    let outcome = agent.toolkit().execute(&to_run, ctx, &opts).await;
+    let toolkit = agent.toolkit().clone();
+    let call_use = to_run.clone();
+    let call: super::ask::CallFuture =
+        Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
+    let waited = super::ask::wait(&session, &original.id, call, questions, call_cancel, &token)
+        .await;
+    let outcome = match waited {
+        super::ask::Waited::Done(outcome) => outcome,
+        super::ask::Waited::Asked(question) => {
+            sender.close().await;
+            let requirement =
+                reins_agent::nested::question_requirement(&agent, original, &question, chrono::Utc::now());
+            return Ok(Json(ToolStep::Asked { requirement }));
+        }
+    };
+    finish_call(&agent, &session, &exec, outcome, sender).await
+}
+
+/// The end of a call that ran (at once, or after answers to its questions): its
+/// result recorded in the ledger.
+pub(super) async fn finish_call(
+    agent: &Agent,
+    session: &str,
+    exec: &Execution,
+    outcome: ToolCallOutcome,
+    sender: crate::live::LiveSender,
+) -> HandlerResult<Json<ToolStep>> {
+    let store = agent.store();
+    let (original, to_run) = (&exec.tool_use, exec.effective_use());
     let mut result = match outcome {
         ToolCallOutcome::Done(r) => r,
         ToolCallOutcome::Suspended { reason, .. } => {
@@ -265,7 +304,7 @@ async fn tool_step(
             .insert("executed_input".to_owned(), to_run.input.clone());
     }
     store
-        .finish(&session, &original.id, &result)
+        .finish(session, &original.id, &result)
         .await
         .map_err(retry)?;
     sender.send(&RunEvent::ToolExecutionFinished {

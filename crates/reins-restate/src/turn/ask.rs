@@ -1,0 +1,208 @@
+//! Calls that ask a person a question mid-call (`ToolContext::ask`, e.g. an MCP
+//! server's elicitation) on the Restate driver.
+//!
+//! A journaled step cannot stay open across a pause, and a tool's future cannot be
+//! journaled. So the question ends the step, not the call: when the call asks, its
+//! future moves to a task of this process, kept with the channel its answer goes to
+//! (by session and tool use id), and the step journals the question as a user-input
+//! requirement. The run pauses on it like on any requirement: its answer arrives
+//! through an awakeable of its own (`submit` → `deliver`). The turn then runs one
+//! journaled step `tool-answer <id>` that hands the answer to the live call and waits
+//! for its result (or its next question); the result goes to the ledger, as any call's.
+//!
+//! The limit, and why: the live call is in the memory of the process that ran the
+//! step. The turn reaches it when it resumes in that process — the invocation stays
+//! open there while it waits (within the turn handler's timeouts), and a suspended
+//! turn that Restate resumes on the same process finds it too. A turn resumed where
+//! the call is not (the process restarted, or Restate picked another process of the
+//! deployment) cannot hand it the answer: the call's outcome is `Unknown` (it was
+//! running; it may have acted), recorded in the ledger, and nothing runs again — the
+//! local driver's rule for an answer that reaches another worker.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{LazyLock, Mutex};
+
+use reins_agent::ASKED_ELSEWHERE;
+use reins_agent::run::{ExecOutcome, Execution};
+use reins_message::ToolResult;
+use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome, ToolQuestion};
+use restate_sdk::prelude::*;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{OnCancel, ToolStep, TurnDriver};
+use crate::object::retry;
+
+/// A tool call's future, owned.
+pub(super) type CallFuture = Pin<Box<dyn Future<Output = ToolCallOutcome> + Send>>;
+
+/// How waiting for a call ended.
+pub(super) enum Waited {
+    /// It finished.
+    Done(ToolCallOutcome),
+    /// It asked this question, and waits (kept in [`LIVE`]).
+    Asked(ToolQuestion),
+}
+
+/// A call waiting for the answer to its question.
+struct LiveCall {
+    task: tokio::task::JoinHandle<ToolCallOutcome>,
+    questions: UnboundedReceiver<PendingQuestion>,
+    reply: oneshot::Sender<QuestionAnswer>,
+    cancel: CancellationToken,
+}
+
+/// The calls of this process that wait for an answer, by session and tool use id.
+static LIVE: LazyLock<Mutex<HashMap<(String, String), LiveCall>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn live() -> std::sync::MutexGuard<'static, HashMap<(String, String), LiveCall>> {
+    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Waits for call `id` of `session`, forwarding the turn's interrupt (`turn`) to it,
+/// until it finishes or asks a question; a call that asks is kept live.
+pub(super) async fn wait(
+    session: &str,
+    id: &str,
+    mut call: CallFuture,
+    mut questions: UnboundedReceiver<PendingQuestion>,
+    cancel: CancellationToken,
+    turn: &CancellationToken,
+) -> Waited {
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut call => return Waited::Done(out),
+            () = turn.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+            Some(q) = questions.recv() => {
+                if turn.is_cancelled() {
+                    let _ = q.reply.send(QuestionAnswer::Cancel);
+                    continue;
+                }
+                let question = q.question.clone();
+                let task = tokio::spawn(call);
+                live().insert(
+                    (session.to_owned(), id.to_owned()),
+                    LiveCall { task, questions, reply: q.reply, cancel },
+                );
+                return Waited::Asked(question);
+            }
+        }
+    }
+}
+
+/// Puts `outcomes` in the order of the tool use ids `order`.
+pub(super) fn in_order(outcomes: &mut [ExecOutcome], order: &[String]) {
+    let at = |o: &ExecOutcome| {
+        let id = match o {
+            ExecOutcome::Done(r) => &r.id,
+            ExecOutcome::Delegated { id, .. }
+            | ExecOutcome::Asking { id, .. }
+            | ExecOutcome::Suspended { id, .. } => id,
+        };
+        order.iter().position(|x| x == id).unwrap_or(usize::MAX)
+    };
+    outcomes.sort_by_key(at);
+}
+
+impl TurnDriver<'_, '_> {
+    /// Hands `answer` to the live call of `exec` and waits for its result or its next
+    /// question (one journaled step). A call not live in this process is `Unknown`.
+    pub(super) async fn act_answer(
+        &mut self,
+        exec: Execution,
+        answer: QuestionAnswer,
+    ) -> Result<ExecOutcome, TerminalError> {
+        let id = exec.tool_use.id.clone();
+        let (agent, session, token, live) = (
+            self.agent().clone(),
+            self.session.clone(),
+            self.token.clone(),
+            self.live(),
+        );
+        let step: ToolStep = self
+            .journal(&format!("tool-answer {id}"), OnCancel::Retry, move || {
+                let (agent, session, exec, answer, token, live) = (
+                    agent.clone(),
+                    session.clone(),
+                    exec.clone(),
+                    answer.clone(),
+                    token.clone(),
+                    live.clone(),
+                );
+                async move { answer_step(agent, session, exec, answer, token, live).await }
+            })
+            .await?;
+        Ok(match step {
+            ToolStep::Done(r) => ExecOutcome::Done(r),
+            ToolStep::Suspended { reason } => ExecOutcome::Suspended { id, reason },
+            ToolStep::Asked { requirement } => ExecOutcome::Asking { id, requirement },
+        })
+    }
+}
+
+async fn answer_step(
+    agent: reins_agent::Agent,
+    session: String,
+    exec: Execution,
+    answer: QuestionAnswer,
+    token: CancellationToken,
+    live: super::Live,
+) -> HandlerResult<Json<ToolStep>> {
+    let original = &exec.tool_use;
+    let taken = live_take(&session, &original.id);
+    let Some(call) = taken else {
+        let r = ToolResult::unknown(&original.id, &original.name, ASKED_ELSEWHERE);
+        agent
+            .store()
+            .finish(&session, &original.id, &r)
+            .await
+            .map_err(retry)?;
+        return Ok(Json(ToolStep::Done(r)));
+    };
+    let _ = call.reply.send(answer);
+    let (id, name) = (original.id.clone(), original.name.clone());
+    let task = call.task;
+    let fut: CallFuture = Box::pin(async move {
+        task.await.unwrap_or_else(|e| {
+            ToolCallOutcome::Done(ToolResult::unknown(
+                id,
+                name,
+                format!("the call's task failed while it ran: {e}"),
+            ))
+        })
+    });
+    let sender = live.relay.open(&live.session, &live.run_id);
+    match wait(
+        &session,
+        &original.id,
+        fut,
+        call.questions,
+        call.cancel,
+        &token,
+    )
+    .await
+    {
+        Waited::Done(outcome) => {
+            super::tools::finish_call(&agent, &session, &exec, outcome, sender).await
+        }
+        Waited::Asked(question) => {
+            sender.close().await;
+            let requirement = reins_agent::nested::question_requirement(
+                &agent,
+                original,
+                &question,
+                chrono::Utc::now(),
+            );
+            Ok(Json(ToolStep::Asked { requirement }))
+        }
+    }
+}
+
+fn live_take(session: &str, id: &str) -> Option<LiveCall> {
+    live().remove(&(session.to_owned(), id.to_owned()))
+}

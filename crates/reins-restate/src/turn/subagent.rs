@@ -1,0 +1,445 @@
+//! Sub-agent calls on the Restate driver: each child session is a virtual object of
+//! its own — the same `ReinsSession` service, keyed by the child session's id
+//! (`parent/tool_use_id`) — driven by its parent through Restate's journaled object
+//! client.
+//!
+//! - **A dispatch** of a sub-agent call: the parent's ledger records the call as
+//!   running (journaled step `subagent <id>`; a call the ledger finished returns its
+//!   result), then the parent calls the child object's exclusive handler `child`
+//!   (request-response: the answer is journaled in the parent's invocation, so a
+//!   replayed parent never calls twice). `child` starts the child with the task, hands
+//!   it the answers routed from the parent, resumes it, or reads it — as the local
+//!   driver's dispatch does — and runs the child's turn *until it pauses or ends*:
+//!   then it answers, and no invocation waits on the child meanwhile.
+//! - **A pause bubbles up**: the child's answer names its requirements; the parent's
+//!   call is delegated with them (qualified `call/child-id`), and the parent pauses
+//!   on its awakeables as for its own requirements.
+//! - **A decision** on the parent for a child's requirement is routed by the run; the
+//!   next dispatch hands it to `child`, which applies it through the child's own
+//!   `Begin` (the child agent's quorums, approval lifetimes, fingerprints); the parent's
+//!   audit trail records it as applied or refused (`subagent-routed <id>`), as the
+//!   local driver's does.
+//! - **Interrupts flow down**: an interrupt cancels the parent's invocation; the
+//!   parent cancels the child invocation it waits for and waits for its answer (the
+//!   child ends `cancelled`, its tool calls stopped by their tokens).
+//! - **A decision settled at the child** (someone answered the child session
+//!   directly, through its own `submit`): the parent follows its children in the
+//!   store before it validates an input (`follow`), so the parent no longer shows the
+//!   requirement and refuses a decision for it as `already_decided`, naming the
+//!   decision taken on the child.
+
+use reins_agent::nested::{self, Followed};
+use reins_agent::run::{ChildInput, ExecOutcome, Execution, Phase, Run};
+use reins_agent::{Agent, Decision, Requirement, RunOutput, RunStatus, SubAgentTool};
+use reins_memory::Claim;
+use reins_message::{Msg, Role, ToolResult, ToolUse};
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{OnCancel, TurnDriver};
+use crate::object::{CLOSING, Inner, SessionObjectClient, TURN, WAITING, is_cancel, retry};
+use crate::wire::{Refused, TurnInput, TurnRequest};
+
+/// What a parent asks of the child object of one of its sub-agent calls.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChildCall {
+    /// The parent session.
+    parent: String,
+    /// The parent's call (its id names the child session; its `task` starts it).
+    tool_use: ToolUse,
+    /// Answers routed from the parent, for the child.
+    routed: Option<ChildInput>,
+}
+
+/// The child's answer: where its session is now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ChildAnswer {
+    phase: Phase,
+    /// What it waits for (paused).
+    waiting: Vec<Requirement>,
+    /// Its last assistant message.
+    last: Option<Msg>,
+    /// The call's result when the child could not start (no `task`).
+    invalid: Option<ToolResult>,
+    /// What became of the answers routed from the parent.
+    routed: Option<Routed>,
+}
+
+/// Answers routed to the child, and whether it took them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Routed {
+    decisions: Vec<Decision>,
+    /// The child's requirements when they arrived.
+    shown: Vec<Requirement>,
+    refused: Option<Refused>,
+}
+
+impl TurnDriver<'_, '_> {
+    /// Splits a batch into the calls this module and [`super::ask`] serve (sub-agent
+    /// calls, answered questions) and the others.
+    pub(super) fn split_nested(&self, batch: Vec<Execution>) -> (Vec<Execution>, Vec<Execution>) {
+        batch.into_iter().partition(|e| {
+            e.answer.is_some() || nested::subagent_of(self.agent(), &e.tool_use.name).is_some()
+        })
+    }
+
+    /// Serves sub-agent calls and answered questions, one after another.
+    pub(super) async fn act_nested(
+        &mut self,
+        calls: Vec<Execution>,
+    ) -> Result<Vec<ExecOutcome>, TerminalError> {
+        let mut outcomes = Vec::with_capacity(calls.len());
+        for exec in calls {
+            if self.interrupted() {
+                outcomes.push(ExecOutcome::Done(ToolResult::cancelled(
+                    &exec.tool_use.id,
+                    &exec.tool_use.name,
+                    reins_agent::run::NOT_RUN_INTERRUPTED,
+                )));
+                continue;
+            }
+            let outcome = match exec.answer.clone() {
+                Some(answer) => self.act_answer(exec, answer).await?,
+                None => self.act_subagent(exec).await?,
+            };
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    /// One dispatch of a sub-agent call (see the module docs).
+    async fn act_subagent(&mut self, exec: Execution) -> Result<ExecOutcome, TerminalError> {
+        let agent = self.agent().clone();
+        let Some(sub) = nested::subagent_of(&agent, &exec.tool_use.name).cloned() else {
+            return Err(TerminalError::new(format!(
+                "`{}` is not a sub-agent of agent `{}`",
+                exec.tool_use.name,
+                agent.name()
+            )));
+        };
+        let tool_use = (*exec.effective_use()).clone();
+        let id = tool_use.id.clone();
+        // The parent's ledger records the call as running from its first dispatch
+        // until its result; the child's own ledger and object keep its tools at most
+        // once.
+        let (a, session, call) = (agent.clone(), self.session.clone(), tool_use.clone());
+        let finished: Option<ToolResult> = self
+            .journal(&format!("subagent {id}"), OnCancel::Retry, move || {
+                let (a, session, call) = (a.clone(), session.clone(), call.clone());
+                async move {
+                    let fingerprint = reins_memory::fingerprint(&call.input);
+                    let claim = a
+                        .store()
+                        .claim(&session, &call.id, &fingerprint, a.tool_lease(), true)
+                        .await
+                        .map_err(retry)?;
+                    Ok(Json(match claim {
+                        Claim::Finished(r) => Some(r),
+                        _ => None,
+                    }))
+                }
+            })
+            .await?;
+        if let Some(r) = finished {
+            return Ok(ExecOutcome::Done(r));
+        }
+        let child = reins_agent::child_session_id(&self.session, &id);
+        let request = ChildCall {
+            parent: self.session.clone(),
+            tool_use: tool_use.clone(),
+            routed: exec.routed.clone(),
+        };
+        let answer = self.call_child(child, request).await?;
+        if let Some(routed) = &answer.routed {
+            let (a, session, call, routed) = (
+                agent.clone(),
+                self.session.clone(),
+                tool_use.clone(),
+                routed.clone(),
+            );
+            self.journal(&format!("subagent-routed {id}"), OnCancel::Retry, move || {
+                let (a, session, call, routed) =
+                    (a.clone(), session.clone(), call.clone(), routed.clone());
+                async move {
+                    let error = routed.refused.as_ref().map(|r| {
+                        r.to_agent_error()
+                            .unwrap_or(reins_agent::AgentError::InvalidInput(r.message.clone()))
+                    });
+                    nested::record_routed(
+                        a.store(),
+                        &session,
+                        &call,
+                        &routed.decisions,
+                        &routed.shown,
+                        error.as_ref(),
+                    )
+                    .await;
+                    Ok(Json(()))
+                }
+            })
+            .await?;
+        }
+        let outcome = match answer.invalid {
+            Some(r) => ExecOutcome::Done(r),
+            None => sub.outcome_of(
+                &self.session,
+                &tool_use,
+                answer.phase,
+                answer.waiting,
+                answer.last.as_slice(),
+            ),
+        };
+        if let ExecOutcome::Done(r) = &outcome {
+            let (a, session, r) = (agent.clone(), self.session.clone(), r.clone());
+            self.journal(&format!("subagent-finish {id}"), OnCancel::Retry, move || {
+                let (a, session, r) = (a.clone(), session.clone(), r.clone());
+                async move {
+                    a.store()
+                        .finish(&session, &r.id, &r)
+                        .await
+                        .map_err(retry)?;
+                    Ok(Json(()))
+                }
+            })
+            .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Calls the child object and waits for its answer; an interrupt of this turn
+    /// is passed on to the child invocation, whose answer (ended `cancelled`) is
+    /// then awaited.
+    async fn call_child(
+        &mut self,
+        child: String,
+        request: ChildCall,
+    ) -> Result<ChildAnswer, TerminalError> {
+        let call = self
+            .ctx
+            .object_client::<SessionObjectClient>(child)
+            .child(Json(request))
+            .call();
+        let invocation = call.invocation_id().await?;
+        match call.await {
+            Ok(Json(answer)) => Ok(answer),
+            Err(e) if is_cancel(&e) => {
+                self.cancelled = true;
+                self.token.cancel();
+                let handle = self.ctx.invocation_handle(invocation);
+                handle.cancel();
+                let Json(answer) = handle.attach::<Json<ChildAnswer>>().await?;
+                Ok(answer)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Brings a paused run's copies of its children's requirements up to date with
+    /// the child sessions in the store (journaled step `follow`; none when the run
+    /// has no paused sub-agent call).
+    pub(super) async fn follow_children(&mut self, run: &mut Run) -> Result<(), TerminalError> {
+        let calls = nested::to_follow(run);
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        let followed: Followed = self
+            .journal("follow", OnCancel::Retry, move || {
+                let (agent, session, calls) = (agent.clone(), session.clone(), calls.clone());
+                async move {
+                    nested::follow(&agent, &session, calls)
+                        .await
+                        .map(Json)
+                        .map_err(retry)
+                }
+            })
+            .await?;
+        followed.apply(run);
+        Ok(())
+    }
+
+    /// Serves one dispatch from the parent on this child session (see the module
+    /// docs): the turn runs until the child pauses or ends.
+    async fn serve_child(
+        &mut self,
+        sub: &SubAgentTool,
+        call: ChildCall,
+    ) -> Result<ChildAnswer, TerminalError> {
+        let mut routed = call.routed;
+        let mut note: Option<Routed> = None;
+        loop {
+            let state = self.child_state().await?;
+            let input = match routed.take() {
+                Some(ChildInput::Decisions { decisions }) => {
+                    note = Some(Routed {
+                        decisions: decisions.clone(),
+                        shown: state.waiting.clone(),
+                        refused: None,
+                    });
+                    Some(TurnInput::Decisions { decisions })
+                }
+                Some(ChildInput::Resume)
+                    if state.phase == Phase::Paused && state.waiting.is_empty() =>
+                {
+                    Some(TurnInput::Resume)
+                }
+                // Otherwise go by what the child session holds (the answers were
+                // delivered before a crash, or never were needed).
+                _ => match state.phase {
+                    Phase::Idle if state.empty => match sub.task(&call.tool_use) {
+                        Ok(task) => Some(TurnInput::Text { text: task.text() }),
+                        Err(invalid) => {
+                            return Ok(ChildAnswer {
+                                invalid: Some(invalid),
+                                routed: note,
+                                ..state.answer()
+                            });
+                        }
+                    },
+                    Phase::Reasoning | Phase::Acting | Phase::Summarizing => {
+                        Some(TurnInput::Resume)
+                    }
+                    _ => None,
+                },
+            };
+            let Some(input) = input else {
+                return Ok(ChildAnswer {
+                    routed: note,
+                    ..state.answer()
+                });
+            };
+            match self.drive(TurnRequest::new(input)).await {
+                Ok(out) => {
+                    return Ok(ChildAnswer {
+                        routed: note,
+                        ..answer_of(out)
+                    });
+                }
+                // The child did not take the routed answers (its state moved on):
+                // recorded as refused at the parent; the child goes by its state.
+                Err(e) => match (serde_json::from_str::<Refused>(e.message()), &mut note) {
+                    (Ok(r), Some(n)) if n.refused.is_none() => n.refused = Some(r),
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// The child session as stored (journaled step `child-state`).
+    async fn child_state(&mut self) -> Result<ChildState, TerminalError> {
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        self.journal("child-state", OnCancel::Retry, move || {
+            let (agent, session) = (agent.clone(), session.clone());
+            async move { child_state(agent, session).await.map(Json) }
+        })
+        .await
+    }
+}
+
+/// Where a child session is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChildState {
+    phase: Phase,
+    waiting: Vec<Requirement>,
+    last: Option<Msg>,
+    empty: bool,
+}
+
+impl ChildState {
+    fn answer(self) -> ChildAnswer {
+        ChildAnswer {
+            phase: self.phase,
+            waiting: self.waiting,
+            last: self.last,
+            invalid: None,
+            routed: None,
+        }
+    }
+}
+
+async fn child_state(agent: Agent, session: String) -> HandlerResult<ChildState> {
+    let stored = match agent.store().load_session(&session).await {
+        Ok(s) => s,
+        Err(reins_memory::Error::SessionNotFound { .. }) => {
+            return Ok(ChildState {
+                phase: Phase::Idle,
+                waiting: Vec::new(),
+                last: None,
+                empty: true,
+            });
+        }
+        Err(e) => return Err(retry(e)),
+    };
+    let loaded = crate::object::Loaded::from_state(stored);
+    let last = loaded
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .cloned();
+    let empty = loaded.messages.is_empty();
+    let mut run = loaded.into_run(&agent, &session)?;
+    let calls = nested::to_follow(&run);
+    if !calls.is_empty() {
+        nested::follow(&agent, &session, calls)
+            .await
+            .map_err(retry)?
+            .apply(&mut run);
+    }
+    let waiting = if run.is_paused() {
+        run.requirements()
+    } else {
+        Vec::new()
+    };
+    Ok(ChildState {
+        phase: run.phase(),
+        waiting,
+        last,
+        empty,
+    })
+}
+
+/// The answer of a child turn that ran until it paused or ended.
+fn answer_of(out: RunOutput) -> ChildAnswer {
+    let phase = match out.status {
+        RunStatus::Paused => Phase::Paused,
+        status => Phase::Finished(status),
+    };
+    ChildAnswer {
+        phase,
+        waiting: out.requirements,
+        last: Some(out.message),
+        invalid: None,
+        routed: None,
+    }
+}
+
+/// The `child` handler: one dispatch of a sub-agent call, on the child session's
+/// object (exclusive: one at a time with its own turns).
+pub(crate) async fn serve(
+    inner: &std::sync::Arc<Inner>,
+    ctx: &ObjectContext<'_>,
+    call: ChildCall,
+) -> HandlerResult<ChildAnswer> {
+    let session = ctx.key().to_owned();
+    let parent = inner.agent.owner_of(&call.parent).await.map_err(retry)?;
+    let Some(sub) = nested::subagent_of(&parent, &call.tool_use.name).cloned() else {
+        return Err(TerminalError::new(format!(
+            "`{}` is not a sub-agent of agent `{}`",
+            call.tool_use.name,
+            parent.name()
+        ))
+        .into());
+    };
+    ctx.set(TURN, ctx.invocation_id().to_owned());
+    ctx.clear(CLOSING);
+    let token = inner.register(&session);
+    let mut driver = TurnDriver::new(inner, ctx, session.clone(), token, sub.agent().clone());
+    driver.until_pause = true;
+    let result = driver.serve_child(&sub, call).await;
+    inner.unregister(&session);
+    ctx.clear(TURN);
+    ctx.clear(WAITING);
+    ctx.clear(CLOSING);
+    Ok(result?)
+}
