@@ -121,7 +121,6 @@ impl Scenario {
             Scenario::ApprovalTtl => b.approval_ttl(TOOL, Duration::from_secs(1)),
             Scenario::StandingGrant => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
-            Scenario::SubAgent | Scenario::AskingTool => b,
         };
         b.build()
     }

@@ -160,7 +160,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             let fut = make();
             match self.ctx.run(move || fut).name(name).await {
                 Ok(Json(v)) => return Ok(v),
-                Err(e) if is_cancel(&e) && !self.cancelled => {
+                // A cancellation may come more than once (a child session's turn hears
+                // its parent's, passed on by Restate, and its own).
+                Err(e) if is_cancel(&e) => {
                     self.cancelled = true;
                     self.token.cancel();
                     if on_cancel == OnCancel::Fail {

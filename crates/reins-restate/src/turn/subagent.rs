@@ -206,9 +206,8 @@ impl TurnDriver<'_, '_> {
         Ok(outcome)
     }
 
-    /// Calls the child object and waits for its answer; an interrupt of this turn
-    /// is passed on to the child invocation, whose answer (ended `cancelled`) is
-    /// then awaited.
+    /// Calls the child object and waits for its answer; when this turn is interrupted,
+    /// waits for the child's answer (ended `cancelled`).
     async fn call_child(
         &mut self,
         child: String,
@@ -219,16 +218,22 @@ impl TurnDriver<'_, '_> {
             .object_client::<SessionObjectClient>(child)
             .child(Json(request))
             .call();
-        let invocation = call.invocation_id().await?;
+        let handle = call.invocation_handle().await?;
         match call.await {
             Ok(Json(answer)) => Ok(answer),
+            // Restate passes the cancellation on to the child invocation (and this
+            // process stops the child's running calls at once): the child ends
+            // `cancelled` and answers.
             Err(e) if is_cancel(&e) => {
                 self.cancelled = true;
                 self.token.cancel();
-                let handle = self.ctx.invocation_handle(invocation);
-                handle.cancel();
-                let Json(answer) = handle.attach::<Json<ChildAnswer>>().await?;
-                Ok(answer)
+                loop {
+                    match handle.attach::<Json<ChildAnswer>>().await {
+                        Ok(Json(answer)) => return Ok(answer),
+                        Err(e) if is_cancel(&e) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
             }
             Err(e) => Err(e),
         }
