@@ -527,7 +527,11 @@ pub(crate) fn routed_records(
 
 /// Appends `records` to session `session`'s audit trail; a failure is logged (the
 /// child's own trail holds what happened either way).
-pub(crate) async fn record(store: &Arc<dyn MemoryStore>, session: &str, records: Vec<DecisionRecord>) {
+pub(crate) async fn record(
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    records: Vec<DecisionRecord>,
+) {
     if records.is_empty() {
         return;
     }
@@ -538,7 +542,12 @@ pub(crate) async fn record(store: &Arc<dyn MemoryStore>, session: &str, records:
 }
 
 /// The parent's view of a child run's output.
-pub(crate) fn outcome(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str, out: RunOutput) -> ExecOutcome {
+pub(crate) fn outcome(
+    sub: &SubAgentTool,
+    tool_use: &ToolUse,
+    child_id: &str,
+    out: RunOutput,
+) -> ExecOutcome {
     match out.status {
         RunStatus::Paused => delegated(sub, tool_use, out.requirements),
         RunStatus::Completed | RunStatus::MaxIterations => ExecOutcome::Done(

@@ -547,14 +547,16 @@ impl ChatModel for RuleModel {
                     call(nested::SLOW, json!({}))
                 } else if t == "greet" {
                     call(nested::ASKING, json!({}))
-                } else { match t.strip_prefix("email ") {
-                    Some(to) => call(TOOL, json!({"to": to.trim(), "body": "hello"})),
-                    None if t == "report" && offered => {
-                        call(FINAL_ANSWER_TOOL, json!({"report": "all quiet"}))
+                } else {
+                    match t.strip_prefix("email ") {
+                        Some(to) => call(TOOL, json!({"to": to.trim(), "body": "hello"})),
+                        None if t == "report" && offered => {
+                            call(FINAL_ANSWER_TOOL, json!({"report": "all quiet"}))
+                        }
+                        None if t == "report" => text("all quiet"),
+                        None => text("ok"),
                     }
-                    None if t == "report" => text("all quiet"),
-                    None => text("ok"),
-                } }
+                }
             }
             _ => text("ok"),
         };

@@ -130,7 +130,11 @@ impl Deployment {
             .await
             .is_err()
         {
-            assert!(Instant::now() < deadline, "the service did not listen:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "the service did not listen:\n{}",
+                self.log()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -165,7 +169,7 @@ impl Deployment {
             .unwrap_or_else(|e| panic!("{session}: {e}\n{}", self.log()))
     }
 
-    async fn start(&self, session: &str, text: &str) -> reins_agent::SessionView {
+    async fn send(&self, session: &str, text: &str) -> reins_agent::SessionView {
         let s = self
             .client
             .submit(session, &TurnRequest::message(Msg::user(text)), None)
@@ -188,6 +192,23 @@ impl Deployment {
             .unwrap_or_else(|e| panic!("{by}'s approval was refused: {e}\n{}", self.log()));
         self.settled(session, s.version).await
     }
+
+    /// An approval that does not complete the quorum: the session stays paused at the
+    /// version that stored it.
+    async fn approve_partly(&self, session: &str, id: &str, by: &str) -> reins_agent::SessionView {
+        let view = self.client.view(session).await.unwrap();
+        let s = self
+            .client
+            .decide(
+                session,
+                vec![Decision::approve(id).by(by)],
+                Some(view.token),
+                None,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{by}'s approval was refused: {e}\n{}", self.log()));
+        self.settled(session, s.version - 1).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,10 +216,10 @@ async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
     let Some(mut d) = Deployment::start(Scenario::Quorum).await else {
         return;
     };
-    let v = d.start("q1", "email carol@example.com").await;
+    let v = d.send("q1", "email carol@example.com").await;
     assert!(v.paused, "{v:?}\n{}", d.log());
     let id = v.requirements[0].id.clone();
-    let v = d.approve("q1", &id, "ana").await;
+    let v = d.approve_partly("q1", &id, "ana").await;
     assert!(v.paused, "one approval of two must leave it paused: {v:?}");
     assert_eq!(d.runs("q1"), 0);
 
@@ -220,7 +241,11 @@ async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.runs("q1"), 1, "the tool runs exactly once");
     assert_eq!(d.kills, 1);
-    eprintln!("quorum crash test: {} kill(s), {} run(s)", d.kills, d.runs("q1"));
+    eprintln!(
+        "quorum crash test: {} kill(s), {} run(s)",
+        d.kills,
+        d.runs("q1")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,7 +253,7 @@ async fn a_subagents_pause_survives_a_kill_and_the_approval_runs_the_childs_tool
     let Some(mut d) = Deployment::start(Scenario::SubAgent).await else {
         return;
     };
-    let v = d.start("n1", "delegate email carol@example.com").await;
+    let v = d.send("n1", "delegate email carol@example.com").await;
     assert!(v.paused, "{v:?}\n{}", d.log());
     let r = v.requirements[0].clone();
     assert_eq!(r.path.len(), 2, "{r:?}");
@@ -249,5 +274,9 @@ async fn a_subagents_pause_survives_a_kill_and_the_approval_runs_the_childs_tool
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.runs("n1"), 1, "the child's tool runs exactly once");
     assert_eq!(d.kills, 1);
-    eprintln!("sub-agent crash test: {} kill(s), {} run(s)", d.kills, d.runs("n1"));
+    eprintln!(
+        "sub-agent crash test: {} kill(s), {} run(s)",
+        d.kills,
+        d.runs("n1")
+    );
 }

@@ -35,7 +35,11 @@ pub const RESEARCH: &str = "research";
 /// The parent of [`Scenario::SubAgent`](super::Scenario::SubAgent): `Lead`, whose
 /// model hands `delegate TASK` to the sub-agent `research` (agent `Research`, with
 /// `send_email` and `slow`).
-pub(super) fn subagent(b: AgentBuilder, store: Arc<dyn MemoryStore>, outbox: &Path) -> Result<Agent> {
+pub(super) fn subagent(
+    b: AgentBuilder,
+    store: Arc<dyn MemoryStore>,
+    outbox: &Path,
+) -> Result<Agent> {
     let mut tools = super::toolkit(outbox.to_path_buf())?;
     tools
         .add(slow_tool(outbox.to_path_buf()))
@@ -173,10 +177,11 @@ impl On<'_> {
         let start = std::time::Instant::now();
         loop {
             match self.backend.view(session).await {
-                Ok(v) if !matches!(
-                    v.phase,
-                    Phase::Reasoning | Phase::Acting | Phase::Summarizing
-                ) =>
+                Ok(v)
+                    if !matches!(
+                        v.phase,
+                        Phase::Reasoning | Phase::Acting | Phase::Summarizing
+                    ) =>
                 {
                     return Ok(v);
                 }
@@ -195,7 +200,11 @@ impl On<'_> {
         let v = self
             .send(session, "delegate email carol@example.com", "alice")
             .await?;
-        ensure!(v.paused, "the parent must pause with the child, got {:?}", v.phase);
+        ensure!(
+            v.paused,
+            "the parent must pause with the child, got {:?}",
+            v.phase
+        );
         ensure!(
             v.requirements.len() == 1,
             "the parent must show the child's one requirement, shows {}",
@@ -209,7 +218,10 @@ impl On<'_> {
                 && r.tool_use.name == TOOL,
             "the requirement must be the child's `send_email`, by agent Research, at path call/child-call: {r:?}"
         );
-        ensure!(self.runs(session) == 0, "nothing may run before the approval");
+        ensure!(
+            self.runs(session) == 0,
+            "nothing may run before the approval"
+        );
         let child = crate::child_session_id(session, &r.path[0]);
         let cv = self
             .backend
@@ -218,7 +230,11 @@ impl On<'_> {
             .map_err(|e| format!("the child session `{child}`: {e}"))?;
         ensure!(
             cv.paused
-                && cv.requirements.iter().map(|q| q.id.as_str()).collect::<Vec<_>>()
+                && cv
+                    .requirements
+                    .iter()
+                    .map(|q| q.id.as_str())
+                    .collect::<Vec<_>>()
                     == [r.path[1].as_str()],
             "the child session must be paused on its own requirement: {cv:?}"
         );
@@ -306,7 +322,11 @@ impl On<'_> {
         let v = self
             .send(&settled, "delegate email dave@example.com", "alice")
             .await?;
-        ensure!(v.paused, "the parent must pause with the child, got {:?}", v.phase);
+        ensure!(
+            v.paused,
+            "the parent must pause with the child, got {:?}",
+            v.phase
+        );
         let r = v.requirements.first().ok_or("no requirement")?.clone();
         let child = crate::child_session_id(&settled, &r.path[0]);
         let cv = self
@@ -341,7 +361,9 @@ impl On<'_> {
         );
         let trail = self.trail(&settled).await?;
         ensure!(
-            !trail.iter().any(|d| d.verdict == crate::view::Verdict::Applied),
+            !trail
+                .iter()
+                .any(|d| d.verdict == crate::view::Verdict::Applied),
             "the parent's audit trail must not claim a decision took effect: {trail:?}"
         );
         let v = self
@@ -364,7 +386,11 @@ impl On<'_> {
 
     pub(super) async fn asking_tool(&self, session: &str) -> std::result::Result<(), String> {
         let v = self.send(session, "greet", "alice").await?;
-        ensure!(v.paused, "the question must pause the run, got {:?}", v.phase);
+        ensure!(
+            v.paused,
+            "the question must pause the run, got {:?}",
+            v.phase
+        );
         ensure!(
             v.requirements.len() == 1,
             "one question, {} requirement(s)",
@@ -373,7 +399,11 @@ impl On<'_> {
         let r = v.requirements[0].clone();
         let fields = match &r.kind {
             RequirementKind::UserInput { fields } => fields.clone(),
-            other => return Err(format!("the question must be a user-input requirement, is {other:?}")),
+            other => {
+                return Err(format!(
+                    "the question must be a user-input requirement, is {other:?}"
+                ));
+            }
         };
         ensure!(
             fields["properties"]["name"]["type"] == "string" && r.reason == "Whom should I greet?",

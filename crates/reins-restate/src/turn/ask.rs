@@ -60,7 +60,8 @@ static LIVE: LazyLock<Mutex<HashMap<(String, String), LiveCall>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn live() -> std::sync::MutexGuard<'static, HashMap<(String, String), LiveCall>> {
-    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Waits for call `id` of `session`, forwarding the turn's interrupt (`turn`) to it,

@@ -157,26 +157,30 @@ impl TurnDriver<'_, '_> {
                 tool_use.clone(),
                 routed.clone(),
             );
-            self.journal(&format!("subagent-routed {id}"), OnCancel::Retry, move || {
-                let (a, session, call, routed) =
-                    (a.clone(), session.clone(), call.clone(), routed.clone());
-                async move {
-                    let error = routed.refused.as_ref().map(|r| {
-                        r.to_agent_error()
-                            .unwrap_or(reins_agent::AgentError::InvalidInput(r.message.clone()))
-                    });
-                    nested::record_routed(
-                        a.store(),
-                        &session,
-                        &call,
-                        &routed.decisions,
-                        &routed.shown,
-                        error.as_ref(),
-                    )
-                    .await;
-                    Ok(Json(()))
-                }
-            })
+            self.journal(
+                &format!("subagent-routed {id}"),
+                OnCancel::Retry,
+                move || {
+                    let (a, session, call, routed) =
+                        (a.clone(), session.clone(), call.clone(), routed.clone());
+                    async move {
+                        let error = routed.refused.as_ref().map(|r| {
+                            r.to_agent_error()
+                                .unwrap_or(reins_agent::AgentError::InvalidInput(r.message.clone()))
+                        });
+                        nested::record_routed(
+                            a.store(),
+                            &session,
+                            &call,
+                            &routed.decisions,
+                            &routed.shown,
+                            error.as_ref(),
+                        )
+                        .await;
+                        Ok(Json(()))
+                    }
+                },
+            )
             .await?;
         }
         let outcome = match answer.invalid {
@@ -191,16 +195,17 @@ impl TurnDriver<'_, '_> {
         };
         if let ExecOutcome::Done(r) = &outcome {
             let (a, session, r) = (agent.clone(), self.session.clone(), r.clone());
-            self.journal(&format!("subagent-finish {id}"), OnCancel::Retry, move || {
-                let (a, session, r) = (a.clone(), session.clone(), r.clone());
-                async move {
-                    a.store()
-                        .finish(&session, &r.id, &r)
-                        .await
-                        .map_err(retry)?;
-                    Ok(Json(()))
-                }
-            })
+            self.journal(
+                &format!("subagent-finish {id}"),
+                OnCancel::Retry,
+                move || {
+                    let (a, session, r) = (a.clone(), session.clone(), r.clone());
+                    async move {
+                        a.store().finish(&session, &r.id, &r).await.map_err(retry)?;
+                        Ok(Json(()))
+                    }
+                },
+            )
             .await?;
         }
         Ok(outcome)

@@ -264,14 +264,18 @@ async fn tool_step(
     let call_use = to_run.clone();
     let call: super::ask::CallFuture =
         Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
-    let waited = super::ask::wait(&session, &original.id, call, questions, call_cancel, &token)
-        .await;
+    let waited =
+        super::ask::wait(&session, &original.id, call, questions, call_cancel, &token).await;
     let outcome = match waited {
         super::ask::Waited::Done(outcome) => outcome,
         super::ask::Waited::Asked(question) => {
             sender.close().await;
-            let requirement =
-                reins_agent::nested::question_requirement(&agent, original, &question, chrono::Utc::now());
+            let requirement = reins_agent::nested::question_requirement(
+                &agent,
+                original,
+                &question,
+                chrono::Utc::now(),
+            );
             return Ok(Json(ToolStep::Asked { requirement }));
         }
     };
