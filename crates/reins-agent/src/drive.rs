@@ -516,27 +516,7 @@ impl Driver {
     /// trail as rejections noting the parent moved on). A failure is logged: the
     /// parent's own turn is already stored, and the child shows as closed once retried.
     async fn close_children(&self, children: &[reins_message::ToolUse], call: &Call) {
-        if children.is_empty() {
-            return;
-        }
-        let note = match call.input() {
-            RunInput::Message(m) => format!(
-                "a new message was sent instead: {}",
-                crate::error::clip(&m.text(), 200)
-            ),
-            _ => "the call was closed".to_owned(),
-        };
-        for child in children {
-            let Some(sub) = self.agent.runtime.subagents.get(&child.name) else {
-                continue;
-            };
-            if let Err(e) = sub
-                .close(&self.session, child, &note, call.actor().cloned())
-                .await
-            {
-                tracing::warn!(session = %self.session, call = %child.id, error = %e, "could not close a sub-agent's child session");
-            }
-        }
+        crate::nested::close_children(&self.agent, &self.session, children, call).await;
     }
 
     /// Writes the run's changes as one store transaction.
@@ -649,8 +629,5 @@ impl Driver {
 
 /// The paused sub-agent calls `call`'s input closes (a user message closes them).
 fn closed_children(core: &SessionCore, call: &Call) -> Vec<reins_message::ToolUse> {
-    match call.input() {
-        RunInput::Message(m) if m.role != Role::Tool => core.run.state().delegated_calls(),
-        _ => Vec::new(),
-    }
+    crate::nested::closed_by(&core.run, call.input())
 }

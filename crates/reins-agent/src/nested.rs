@@ -12,13 +12,14 @@
 //! | the child's state as the parent's outcome | [`SubAgentTool::outcome_of`] |
 //! | the parent's audit records of routed answers | [`record_routed`] |
 //! | a paused parent following its children in the store | [`to_follow`], [`follow`], [`Followed::apply`] |
+//! | closing the children a new message closes | [`closed_by`], [`close_children`] |
 //! | an asking call's question as a requirement | [`question_requirement`] |
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use reins_memory::MemoryStore;
-use reins_message::{Msg, ToolResult, ToolUse};
+use reins_message::{Msg, Role, ToolResult, ToolUse};
 use reins_tool::ToolQuestion;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,7 +28,7 @@ use crate::agent::Agent;
 use crate::error::{AgentError, Result};
 use crate::output::RunStatus;
 use crate::requirement::{Decision, Requirement, RequirementKind};
-use crate::run::{ExecOutcome, Phase, Run};
+use crate::run::{Call, ExecOutcome, Phase, Run, RunInput};
 use crate::subagent::SubAgentTool;
 
 /// The sub-agent tool `tool` of `agent`, when calls of `tool` run a child session.
@@ -183,5 +184,42 @@ pub fn question_requirement(
         path: Vec::new(),
         agent: None,
         quorum: None,
+    }
+}
+
+/// The paused sub-agent calls of `run` that `input` closes: a new user message (not
+/// tool results) closes them all. Read before the input is applied.
+pub fn closed_by(run: &Run, input: &RunInput) -> Vec<ToolUse> {
+    match input {
+        RunInput::Message(m) if m.role != Role::Tool => run.state().delegated_calls(),
+        _ => Vec::new(),
+    }
+}
+
+/// Closes the child sessions of `children` (see [`closed_by`]) of `session` once
+/// `call`, which closed them, is stored: whatever a child waits for is rejected with
+/// a note naming the new message, so nothing stays approvable there. A failure is
+/// logged: the parent's own turn is already stored.
+pub async fn close_children(agent: &Agent, session: &str, children: &[ToolUse], call: &Call) {
+    if children.is_empty() {
+        return;
+    }
+    let note = match call.input() {
+        RunInput::Message(m) => format!(
+            "a new message was sent instead: {}",
+            crate::error::clip(&m.text(), 200)
+        ),
+        _ => "the call was closed".to_owned(),
+    };
+    for child in children {
+        let Some(sub) = agent.runtime.subagents.get(&child.name) else {
+            continue;
+        };
+        if let Err(e) = sub
+            .close(session, child, &note, call.actor().cloned())
+            .await
+        {
+            tracing::warn!(session = %session, call = %child.id, error = %e, "could not close a sub-agent's child session");
+        }
     }
 }

@@ -374,6 +374,8 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             .begin(self.session.clone(), input, now)
             .with_actor(req.actor)
             .with_view(req.view);
+        // Paused sub-agent calls a new user message closes.
+        let closed = reins_agent::nested::closed_by(run, call.input());
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
             let first = Refused::of(&self.session, &refusal.error);
@@ -392,6 +394,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             return Ok(Err(refused));
         }
         self.commit(run, Flush::All).await?;
+        self.close_children(closed, call).await?;
         Ok(Ok(()))
     }
 

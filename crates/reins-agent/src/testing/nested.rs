@@ -3,7 +3,7 @@
 //!
 //! | scenario | the agent | what must hold |
 //! |---|---|---|
-//! | [`Scenario::SubAgent`](super::Scenario::SubAgent) | `Lead` with the sub-agent `research` (agent `Research`: `send_email` needs a confirmation, `slow` runs until stopped) | the child's pause is the parent's (its requirement `call/child-call`, agent `Research`), one approval at the parent runs the tool once and the parent completes with the child's answer; an interrupt of the parent stops the child's running tool and ends both cancelled; a requirement answered on the child session directly is refused at the parent as `AlreadyDecided`, and the parent's `resume` takes the child's answer without running anything again |
+//! | [`Scenario::SubAgent`](super::Scenario::SubAgent) | `Lead` with the sub-agent `research` (agent `Research`: `send_email` needs a confirmation, `slow` runs until stopped) | the child's pause is the parent's (its requirement `call/child-call`, agent `Research`), one approval at the parent runs the tool once and the parent completes with the child's answer; an interrupt of the parent stops the child's running tool and ends both cancelled; a requirement answered on the child session directly is refused at the parent as `AlreadyDecided`, and the parent's `resume` takes the child's answer without running anything again; a new message at the parent closes the paused child (an approval there is refused, nothing runs) |
 //! | [`Scenario::AskingTool`](super::Scenario::AskingTool) | `ask_name` asks "Whom should I greet?" mid-call | the question is a user-input requirement (its fields the question's schema); the answer reaches the call, which ran once and greets the name given |
 
 use std::path::Path;
@@ -381,6 +381,35 @@ impl On<'_> {
             matches!(&answer, Some((t, ToolOutcome::Success)) if t == "done"),
             "the parent's call must end with the child's answer, got {answer:?}"
         );
+
+        // A new message at the parent closes the paused child: nothing stays
+        // approvable there.
+        let moved = format!("{session}-moved");
+        let v = self
+            .send(&moved, "delegate email erin@example.com", "alice")
+            .await?;
+        ensure!(v.paused, "the parent must pause with the child, got {:?}", v.phase);
+        let r = v.requirements.first().ok_or("no requirement")?.clone();
+        let v = self.send(&moved, "never mind", "alice").await?;
+        ensure!(
+            !v.paused && v.requirements.is_empty(),
+            "the new message must close the call, got {:?}",
+            v.phase
+        );
+        let child = crate::child_session_id(&moved, &r.path[0]);
+        let cv = self.settled(&child).await?;
+        ensure!(
+            !cv.paused && cv.requirements.is_empty(),
+            "the child session must be closed with its parent's call, got {:?} with {:?}",
+            cv.phase,
+            cv.requirements
+        );
+        let late = self.approve(&child, &r.path[1], "carol").await?;
+        ensure!(
+            late.is_err(),
+            "an approval on the closed child must be refused, got {late:?}"
+        );
+        ensure!(self.runs(&moved) == 0, "nothing may run in a closed child");
         Ok(())
     }
 

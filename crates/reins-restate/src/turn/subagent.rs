@@ -268,6 +268,30 @@ impl TurnDriver<'_, '_> {
         Ok(())
     }
 
+    /// Closes the child sessions of the paused sub-agent calls `call` (a new user
+    /// message, stored) closed, as the local driver closes them (journaled step
+    /// `close-children`): what they wait for is rejected, so nothing stays approvable
+    /// there.
+    pub(super) async fn close_children(
+        &mut self,
+        closed: Vec<ToolUse>,
+        call: reins_agent::run::Call,
+    ) -> Result<(), TerminalError> {
+        if closed.is_empty() {
+            return Ok(());
+        }
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        self.journal("close-children", OnCancel::Retry, move || {
+            let (agent, session, closed, call) =
+                (agent.clone(), session.clone(), closed.clone(), call.clone());
+            async move {
+                nested::close_children(&agent, &session, &closed, &call).await;
+                Ok(Json(()))
+            }
+        })
+        .await
+    }
+
     /// Serves one dispatch from the parent on this child session (see the module
     /// docs): the turn runs until the child pauses or ends.
     async fn serve_child(
