@@ -4,10 +4,12 @@
 //!
 //! | step | journal entries |
 //! |---|---|
-//! | start | `load` (the stored session, once per turn), `clock` before each input |
+//! | start | `load` (the stored session, once per turn), `clock` before each input; `follow` (a paused parent's children, as stored) and `close-children` (after a new message) when the run has paused sub-agent calls |
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
 //! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
 //! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
+//! | `Execute`: a sub-agent call | `subagent <id>` (the parent's ledger), the call to the child object's `child` handler, `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
+//! | `Execute`: a question answered | `tool-answer <id>` (the answer handed to the live call, its result; see [`ask`]) |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
 //! | `Finish` | `commit` |
 

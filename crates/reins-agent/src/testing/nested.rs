@@ -388,7 +388,11 @@ impl On<'_> {
         let v = self
             .send(&moved, "delegate email erin@example.com", "alice")
             .await?;
-        ensure!(v.paused, "the parent must pause with the child, got {:?}", v.phase);
+        ensure!(
+            v.paused,
+            "the parent must pause with the child, got {:?}",
+            v.phase
+        );
         let r = v.requirements.first().ok_or("no requirement")?.clone();
         let v = self.send(&moved, "never mind", "alice").await?;
         ensure!(

@@ -207,3 +207,44 @@ async fn answer_step(
 fn live_take(session: &str, id: &str) -> Option<LiveCall> {
     live().remove(&(session.to_owned(), id.to_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_keep_the_batch_order() {
+        let done = |id: &str| ExecOutcome::Done(ToolResult::success(id, "t", "ok"));
+        let mut outcomes = vec![
+            ExecOutcome::Asking {
+                id: "b".to_owned(),
+                requirement: reins_agent::Requirement {
+                    id: "b~ask-1".to_owned(),
+                    tool_use: reins_message::ToolUse::new("b", "t", serde_json::json!({})),
+                    kind: reins_agent::RequirementKind::Confirmation,
+                    reason: String::new(),
+                    created_at: chrono::Utc::now(),
+                    expires_at: None,
+                    path: Vec::new(),
+                    agent: None,
+                    quorum: None,
+                },
+            },
+            done("c"),
+            done("a"),
+        ];
+        in_order(
+            &mut outcomes,
+            &["a".to_owned(), "b".to_owned(), "c".to_owned()],
+        );
+        let ids: Vec<&str> = outcomes
+            .iter()
+            .map(|o| match o {
+                ExecOutcome::Done(r) => r.id.as_str(),
+                ExecOutcome::Asking { id, .. } => id.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+    }
+}

@@ -19,9 +19,11 @@
 //!   `Begin` (the child agent's quorums, approval lifetimes, fingerprints); the parent's
 //!   audit trail records it as applied or refused (`subagent-routed <id>`), as the
 //!   local driver's does.
-//! - **Interrupts flow down**: an interrupt cancels the parent's invocation; the
-//!   parent cancels the child invocation it waits for and waits for its answer (the
-//!   child ends `cancelled`, its tool calls stopped by their tokens).
+//! - **Interrupts flow down**: an interrupt cancels the parent's invocation, and
+//!   Restate passes the cancellation on to the child invocation it waits for; the
+//!   parent waits for the child's answer (the child ends `cancelled`, its tool calls
+//!   stopped by their tokens).
+//! - **A new message** at the parent closes its paused children (`close-children`).
 //! - **A decision settled at the child** (someone answered the child session
 //!   directly, through its own `submit`): the parent follows its children in the
 //!   store before it validates an input (`follow`), so the parent no longer shows the
