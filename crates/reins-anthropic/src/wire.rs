@@ -1,6 +1,6 @@
 //! Request bodies: reins messages and options in the Messages API wire format.
 
-use reins_message::{ContentBlock, MediaSource, Msg, Role, ToolResult};
+use reins_message::{ContentBlock, MediaSource, Msg, Role, ToolResult, signature};
 use reins_model::{ChatRequest, ModelError, ResponseFormat, Result, ToolChoice};
 use serde_json::{Map, Value, json};
 
@@ -118,12 +118,22 @@ fn assistant_blocks(m: &Msg) -> Vec<Value> {
     let mut out = Vec::with_capacity(m.content.len());
     for b in &m.content {
         match b {
-            // Only signed thinking can be sent back; unsigned thinking (from another
-            // provider, or cut short) is left out.
+            // Only thinking signed by Anthropic can be sent back; unsigned thinking
+            // (cut short, or from a provider without signatures) is left out, and so
+            // is thinking another provider signed (the API would refuse its token).
             ContentBlock::Thinking {
                 thinking,
                 signature: Some(sig),
-            } => out.push(json!({ "type": "thinking", "thinking": thinking, "signature": sig })),
+            } => match signature::provider_of(sig) {
+                None => {
+                    out.push(json!({ "type": "thinking", "thinking": thinking, "signature": sig }))
+                }
+                Some(other) => tracing::info!(
+                    provider = other,
+                    message_id = %m.id,
+                    "leaving out a thinking block signed by another provider: the Messages API cannot accept its token"
+                ),
+            },
             ContentBlock::Text { text } if !text.is_empty() => {
                 out.push(json!({ "type": "text", "text": text }));
             }

@@ -41,6 +41,7 @@ mod error;
 mod fingerprint;
 mod id;
 mod msg;
+pub mod signature;
 mod tool;
 
 pub use blocks::Blocks;

@@ -55,6 +55,15 @@ pub enum ModelError {
     /// The request could not be built (e.g. an option the provider cannot express).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The provider's safety system refused the prompt and gave no answer (Gemini's
+    /// `promptFeedback.blockReason`). Not retried: the same prompt is refused again.
+    #[error("blocked by the provider's safety system ({reason}): {message}")]
+    Blocked {
+        /// The provider's reason, as it named it (e.g. `SAFETY`, `PROHIBITED_CONTENT`).
+        reason: String,
+        /// What the provider said, or a description of the block.
+        message: String,
+    },
 }
 
 impl ModelError {
@@ -109,6 +118,10 @@ impl ModelError {
             Self::Network(m) => Self::Network(r(m)),
             Self::MalformedStream(m) => Self::MalformedStream(r(m)),
             Self::InvalidRequest(m) => Self::InvalidRequest(r(m)),
+            Self::Blocked { reason, message } => Self::Blocked {
+                reason,
+                message: r(message),
+            },
         }
     }
 

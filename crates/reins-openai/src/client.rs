@@ -56,27 +56,33 @@ impl WireFormat for ChatCompletions {
     }
 
     fn http_error(&self, status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
-        let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let (message, code) = match parsed.as_ref().and_then(|v| v.get("error")) {
-            Some(err) => {
-                let (m, _, code) = error_parts(err);
-                (m, code)
-            }
-            None => match parsed.as_ref().and_then(|v| v.get("message")) {
-                Some(serde_json::Value::String(m)) => (m.clone(), String::new()),
-                _ => (preview(body.trim()), String::new()),
-            },
-        };
-        let message = if message.is_empty() {
-            format!("HTTP {status}")
-        } else {
-            message
-        };
-        if code.contains("context_length") && (400..500).contains(&status) {
-            return ModelError::ContextTooLong { message };
-        }
-        ModelError::from_http_status(status, message, retry_after)
+        http_error(status, body, retry_after)
     }
+}
+
+/// An OpenAI error response (`{"error": {"message", "type", "code"}}`, or a bare
+/// `message`, or text) as a [`ModelError`]; shared by both OpenAI APIs.
+pub(crate) fn http_error(status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let (message, code) = match parsed.as_ref().and_then(|v| v.get("error")) {
+        Some(err) => {
+            let (m, _, code) = error_parts(err);
+            (m, code)
+        }
+        None => match parsed.as_ref().and_then(|v| v.get("message")) {
+            Some(serde_json::Value::String(m)) => (m.clone(), String::new()),
+            _ => (preview(body.trim()), String::new()),
+        },
+    };
+    let message = if message.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        message
+    };
+    if code.contains("context_length") && (400..500).contains(&status) {
+        return ModelError::ContextTooLong { message };
+    }
+    ModelError::from_http_status(status, message, retry_after)
 }
 
 impl OpenAiChat {

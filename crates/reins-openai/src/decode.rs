@@ -323,7 +323,7 @@ pub(crate) fn error_parts(err: &Value) -> (String, String, String) {
 }
 
 /// Maps an error event inside a stream to a [`ModelError`].
-fn stream_error(err: &Value) -> ModelError {
+pub(crate) fn stream_error(err: &Value) -> ModelError {
     let (message, kind, code) = error_parts(err);
     let message = if message.is_empty() {
         preview(&err.to_string())

@@ -47,12 +47,28 @@
 //! [`OpenAiChat::with_reasoning_replay`]), message `name`s, images inside tool
 //! results on servers that do not accept content arrays in `tool` messages.
 //!
+//! ## The Responses API
+//!
+//! [`OpenAiResponses`] speaks `POST /v1/responses` (OpenAI, Azure OpenAI):
+//! function tools, typed streaming events, reasoning items kept with their
+//! encrypted content and sent back on every later request (`store: false`, so
+//! nothing depends on server-side state), structured output through
+//! `text.format`, usage with reasoning tokens.
+//!
+//! ```no_run
+//! use reins_openai::OpenAiResponses;
+//! let model = OpenAiResponses::openai("gpt-5-mini");                       // OPENAI_API_KEY
+//! let azure = OpenAiResponses::azure("https://my-resource.openai.azure.com", "my-deployment");
+//! ```
+//!
 //! ## Features
 //!
 //! This crate has no Cargo features.
 
 mod client;
 pub mod decode;
+pub mod responses;
 mod wire;
 
 pub use client::{DEFAULT_TIMEOUT, OpenAiChat};
+pub use responses::OpenAiResponses;
