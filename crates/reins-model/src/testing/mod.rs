@@ -96,6 +96,7 @@
 mod checks;
 pub mod conformance;
 mod fixture;
+pub mod rules;
 mod server;
 
 use std::time::Duration;

@@ -75,6 +75,8 @@ pub struct ReceivedRequest {
     pub method: String,
     /// The path, without the query string.
     pub path: String,
+    /// The query string, without the `?` (empty when there was none).
+    pub query: String,
     /// The headers in the order they came, names in lower case.
     pub headers: Vec<(String, String)>,
     /// The body (de-chunked when it was sent chunked).
@@ -428,7 +430,10 @@ async fn read_request(socket: &mut TcpStream) -> Option<ReceivedRequest> {
     let mut request_line = lines.next()?.split(' ');
     let method = request_line.next()?.to_owned();
     let target = request_line.next()?;
-    let path = target.split('?').next().unwrap_or(target).to_owned();
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), q.to_owned()),
+        None => (target.to_owned(), String::new()),
+    };
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
@@ -437,6 +442,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<ReceivedRequest> {
     let mut request = ReceivedRequest {
         method,
         path,
+        query,
         headers,
         body: Vec::new(),
     };
