@@ -23,8 +23,8 @@ use serde_json::Value;
 ///   function call"); call ids are unique.
 /// - A `function_call` has a non-empty `call_id` and `name`, and `arguments` as a
 ///   string.
-/// - A `reasoning` item has an `id` and a `summary` array, is followed directly by
-///   an output item of its response — an assistant `message` or a `function_call`
+/// - A `reasoning` item has an `id` and a `summary` array, is followed (after any
+///   other reasoning items of its response) by an output item of that response — an assistant `message` or a `function_call`
 ///   ("was provided without its required following item") — and, with `store:
 ///   false`, carries its `encrypted_content` (the server kept no copy).
 /// - A named `tool_choice` names a tool in `tools`.
@@ -114,7 +114,10 @@ pub fn responses_request_problems(body: &Value) -> Vec<String> {
                         "input[{i}]: reasoning item without encrypted_content while store is false"
                     ));
                 }
-                let next = items.get(i + 1);
+                // Several reasoning items of one response may come together.
+                let next = items[i + 1..]
+                    .iter()
+                    .find(|n| n.get("type").and_then(Value::as_str) != Some("reasoning"));
                 let follows = next.is_some_and(|n| {
                     let t = n.get("type").and_then(Value::as_str).unwrap_or("message");
                     t == "function_call"
