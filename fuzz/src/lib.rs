@@ -9,6 +9,7 @@
 //! | `sse_parser`       | `reins_model::sse::SseParser`                 | the events do not depend on how the bytes are split |
 //! | `openai_stream`    | `reins_openai::decode::chunk_stream`          | any body yields chunks then at most one error; the accumulator takes them |
 //! | `anthropic_stream` | `reins_anthropic::decode::chunk_stream`       | the same |
+//! | `responses_stream` | `reins_openai::responses::decode::chunk_stream` | the same |
 //! | `repair`           | `sanitize_for_request`, `sanitize_after_interrupt` | with unique tool use ids, the output is provider-valid, and repairing it again changes nothing |
 //! | `snapshot`         | `SessionSnapshot::from_json`                  | accepted snapshots round-trip |
 #![forbid(unsafe_code)]
@@ -108,6 +109,11 @@ pub fn openai_stream(data: &[u8]) {
 /// The Anthropic stream decoder over arbitrary bytes.
 pub fn anthropic_stream(data: &[u8]) {
     drive(reins_anthropic::decode::chunk_stream(body(data)));
+}
+
+/// The OpenAI Responses API stream decoder over arbitrary bytes.
+pub fn responses_stream(data: &[u8]) {
+    drive(reins_openai::responses::decode::chunk_stream(body(data)));
 }
 
 /// Builds a transcript from bytes: each pair of bytes picks a message shape. Tool
@@ -259,11 +265,12 @@ pub fn snapshot(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target by name, for the smoke runner.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("msg_json", msg_json),
     ("sse_parser", sse_parser),
     ("openai_stream", openai_stream),
     ("anthropic_stream", anthropic_stream),
+    ("responses_stream", responses_stream),
     ("repair", repair),
     ("snapshot", snapshot),
 ];

@@ -13,17 +13,22 @@ pub enum Provider {
     OpenAi,
     /// Anthropic Messages API (`ANTHROPIC_API_KEY`).
     Anthropic,
+    /// OpenAI's Responses API (`OPENAI_API_KEY`), or Azure OpenAI's
+    /// (`AZURE_OPENAI_ENDPOINT`, `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_DEPLOYMENT`).
+    Responses,
 }
 
 impl Provider {
-    fn parse(s: &str) -> Result<Self, String> {
+    /// The provider named `s` (as `--provider` and `REINS_PROVIDER` take it).
+    pub fn parse(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
             "offline" | "scripted" => Ok(Self::Offline),
             "dashscope" | "qwen" => Ok(Self::DashScope),
             "openai" => Ok(Self::OpenAi),
             "anthropic" | "claude" => Ok(Self::Anthropic),
+            "responses" | "openai-responses" | "azure" => Ok(Self::Responses),
             other => Err(format!(
-                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic"
+                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic, responses"
             )),
         }
     }
@@ -86,7 +91,7 @@ options:
                       built-in one; see crates/reins-demo/scripts/README.md)
   --check             with --script: every `expect…` line is an assertion; exit 1 on
                       the first mismatch
-  --provider NAME     offline | dashscope | openai | anthropic
+  --provider NAME     offline | dashscope | openai | anthropic | responses
   --model NAME        the model name for the chosen provider
   --offline           same as --provider offline
   --mcp 'CMD ARGS'    add the tools of an MCP server started with this command line
@@ -95,10 +100,14 @@ options:
                       e.g. server-filesystem's write_file waits for your approval
   -h, --help          this text
 
-Without --provider the model is chosen from the environment: DASHSCOPE_API_KEY
-(qwen-plus), else OPENAI_API_KEY (gpt-4o-mini; OPENAI_BASE_URL for Ollama, vLLM, ...),
-else ANTHROPIC_API_KEY (claude-sonnet-4-5), else the built-in offline model. Script mode
-always uses the offline model unless --provider is given.
+Without --provider the model is chosen from the environment: REINS_PROVIDER names one
+(as --provider does); else DASHSCOPE_API_KEY (qwen-plus), else OPENAI_API_KEY
+(gpt-4o-mini; OPENAI_BASE_URL for Ollama, vLLM, ...), else ANTHROPIC_API_KEY
+(claude-sonnet-4-5), else AZURE_OPENAI_ENDPOINT with AZURE_OPENAI_API_KEY (the
+Responses API on the deployment AZURE_OPENAI_DEPLOYMENT), else the built-in offline
+model. `responses` is OpenAI's Responses API (OPENAI_API_KEY; gpt-5-mini), or Azure's
+when AZURE_OPENAI_ENDPOINT is set. Script mode always uses the offline model unless
+--provider is given.
 
 When stdin is not a terminal and no --script is given, the built-in script is replayed.
 In the chat: ESC interrupts the agent, Ctrl-C quits, /help lists the commands.";
@@ -189,6 +198,9 @@ mod tests {
         assert!(p(&["--nope"]).unwrap_err().contains("--nope"));
         assert!(p(&["--session"]).unwrap_err().contains("needs a value"));
         assert!(p(&["--provider", "x"]).unwrap_err().contains("offline"));
+        let o = p(&["--provider", "responses"]).unwrap();
+        assert_eq!(o.provider, Some(Provider::Responses));
+        assert_eq!(Provider::parse("azure"), Ok(Provider::Responses));
         assert!(p(&["--fresh", "--resume"]).is_err());
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reins::anthropic::AnthropicChat;
 use reins::model::ChatModel;
-use reins::openai::OpenAiChat;
+use reins::openai::{OpenAiChat, OpenAiResponses};
 
 use crate::cli::Provider;
 use crate::offline::{self, OfflineModel};
@@ -32,7 +32,13 @@ pub fn choose(
     think: Duration,
     chunk: Duration,
 ) -> Result<Choice, String> {
-    let provider = provider.unwrap_or(if script_mode {
+    let named = match std::env::var("REINS_PROVIDER") {
+        Ok(v) if !v.trim().is_empty() && !script_mode => {
+            Some(Provider::parse(v.trim()).map_err(|e| format!("REINS_PROVIDER: {e}"))?)
+        }
+        _ => None,
+    };
+    let provider = provider.or(named).unwrap_or(if script_mode {
         Provider::Offline
     } else if has_env("DASHSCOPE_API_KEY") {
         Provider::DashScope
@@ -40,6 +46,8 @@ pub fn choose(
         Provider::OpenAi
     } else if has_env("ANTHROPIC_API_KEY") {
         Provider::Anthropic
+    } else if has_env("AZURE_OPENAI_ENDPOINT") && has_env("AZURE_OPENAI_API_KEY") {
+        Provider::Responses
     } else {
         Provider::Offline
     });
@@ -76,6 +84,24 @@ pub fn choose(
                     m.model_name(),
                     m.base_url()
                 ),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+        Provider::Responses => {
+            let name = model.unwrap_or("gpt-5-mini");
+            let (m, via) = match OpenAiResponses::azure_from_env(name) {
+                Some(m) => {
+                    need("AZURE_OPENAI_API_KEY")?;
+                    (m, "Azure OpenAI Responses API")
+                }
+                None => {
+                    need("OPENAI_API_KEY")?;
+                    (OpenAiResponses::openai(name), "OpenAI Responses API")
+                }
+            };
+            Choice {
+                label: format!("{} via {via} ({})", m.model_name(), m.base_url()),
                 model: Arc::new(m),
                 offline: false,
             }

@@ -26,10 +26,10 @@ use reins::anthropic::AnthropicChat;
 use reins::model::ChatModel;
 use reins::model::RetryPolicy;
 use reins::model::http::HttpSettings;
-use reins::openai::OpenAiChat;
+use reins::openai::{OpenAiChat, OpenAiResponses};
 
 const HELP: &str =
-    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic]
+    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic|responses]
             [--timeout SECS] [--only NAME[,NAME..]] [--list]
 
 Runs a fixed set of scenarios against a real model server and prints a table
@@ -37,11 +37,16 @@ Runs a fixed set of scenarios against a real model server and prints a table
 
   --base-url URL      the server: for openai the part before /chat/completions
                       (e.g. http://127.0.0.1:8000/v1), for anthropic the part
-                      before /v1/messages (e.g. https://api.anthropic.com)
-  --model NAME        the model name to send
+                      before /v1/messages (e.g. https://api.anthropic.com), for
+                      responses the part before /responses (default
+                      $OPENAI_BASE_URL, else https://api.openai.com/v1)
+  --model NAME        the model name to send (default for responses: gpt-5-mini)
   --api-key-env VAR   read the API key from this environment variable (default:
-                      none for openai, ANTHROPIC_API_KEY for anthropic)
-  --provider P        openai (default; any Chat Completions server) or anthropic
+                      none for openai, ANTHROPIC_API_KEY for anthropic,
+                      OPENAI_API_KEY for responses)
+  --provider P        openai (default; any Chat Completions server), anthropic, or
+                      responses (OpenAI's Responses API). For responses a missing
+                      key skips every scenario, saying so, and exits 0
   --timeout SECS      per request: time to the first chunk and longest silence
                       (default 300: small CPU models are slow)
   --only NAMES        run only these scenarios (comma-separated ids, see --list)
@@ -58,6 +63,49 @@ pub(crate) enum Provider {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Responses.
+    Responses,
+}
+
+impl Provider {
+    /// The name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Responses => "responses",
+        }
+    }
+
+    /// The key variable used when `--api-key-env` is not given.
+    fn default_key_env(self) -> Option<&'static str> {
+        match self {
+            Self::OpenAi => None,
+            Self::Anthropic => Some("ANTHROPIC_API_KEY"),
+            Self::Responses => Some("OPENAI_API_KEY"),
+        }
+    }
+
+    /// The base URL used when `--base-url` is not given (hosted APIs only).
+    fn default_base_url(self) -> Option<String> {
+        match self {
+            Self::OpenAi | Self::Anthropic => None,
+            Self::Responses => Some(
+                std::env::var("OPENAI_BASE_URL")
+                    .ok()
+                    .filter(|v| !v.trim().is_empty())
+                    .unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+            ),
+        }
+    }
+
+    /// The model used when `--model` is not given (hosted APIs only).
+    fn default_model(self) -> Option<&'static str> {
+        match self {
+            Self::OpenAi | Self::Anthropic => None,
+            Self::Responses => Some("gpt-5-mini"),
+        }
+    }
 }
 
 /// The parsed command line.
@@ -99,9 +147,10 @@ fn parse(args: &[String]) -> Result<Parsed, String> {
                 provider = match value("--provider")?.as_str() {
                     "openai" => Provider::OpenAi,
                     "anthropic" => Provider::Anthropic,
+                    "responses" => Provider::Responses,
                     other => {
                         return Err(format!(
-                            "unknown provider `{other}`: use openai or anthropic"
+                            "unknown provider `{other}`: use openai, anthropic or responses"
                         ));
                     }
                 }
@@ -125,8 +174,12 @@ fn parse(args: &[String]) -> Result<Parsed, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    let base_url = base_url.ok_or("--base-url is required")?;
-    let model = model.ok_or("--model is required")?;
+    let base_url = base_url
+        .or_else(|| provider.default_base_url())
+        .ok_or("--base-url is required")?;
+    let model = model
+        .or_else(|| provider.default_model().map(str::to_owned))
+        .ok_or("--model is required")?;
     for name in &only {
         if !scenarios::ALL.iter().any(|s| s.id == name) {
             return Err(format!(
@@ -156,14 +209,19 @@ pub(crate) struct Target {
     pub(crate) model: Arc<dyn ChatModel>,
     pub(crate) openai: Option<OpenAiChat>,
     pub(crate) anthropic: Option<AnthropicChat>,
+    pub(crate) responses: Option<OpenAiResponses>,
     pub(crate) http: HttpSettings,
 }
 
-fn target(args: Args) -> Result<Target, String> {
-    let key_var = args
-        .api_key_env
+/// The key variable this run reads, when it reads one.
+fn key_env(args: &Args) -> Option<String> {
+    args.api_key_env
         .clone()
-        .or_else(|| (args.provider == Provider::Anthropic).then(|| "ANTHROPIC_API_KEY".to_owned()));
+        .or_else(|| args.provider.default_key_env().map(str::to_owned))
+}
+
+fn target(args: Args) -> Result<Target, String> {
+    let key_var = key_env(&args);
     let key = match &key_var {
         Some(var) => Some(
             std::env::var(var)
@@ -178,6 +236,7 @@ fn target(args: Args) -> Result<Target, String> {
         match args.provider {
             Provider::OpenAi => "openai-compatible",
             Provider::Anthropic => "anthropic",
+            Provider::Responses => "openai",
         },
         args.base_url.clone(),
     )
@@ -193,6 +252,18 @@ fn target(args: Args) -> Result<Target, String> {
                 model: Arc::new(m.clone()),
                 openai: Some(m),
                 anthropic: None,
+                responses: None,
+                http,
+                args,
+            }
+        }
+        Provider::Responses => {
+            let m = OpenAiResponses::from_settings(http.clone(), &args.model);
+            Target {
+                model: Arc::new(m.clone()),
+                openai: None,
+                anthropic: None,
+                responses: Some(m),
                 http,
                 args,
             }
@@ -203,6 +274,7 @@ fn target(args: Args) -> Result<Target, String> {
                 model: Arc::new(m.clone()),
                 openai: None,
                 anthropic: Some(m),
+                responses: None,
                 http,
                 args,
             }
@@ -307,6 +379,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A hosted API without its key: every scenario is skipped, and the run says so.
+    if args.provider.default_base_url().is_some() {
+        if let Some(var) = key_env(&args) {
+            if std::env::var(&var).map_or(true, |v| v.trim().is_empty()) {
+                let ids: Vec<&str> = scenarios::ALL
+                    .iter()
+                    .map(|s| s.id)
+                    .filter(|id| args.only.is_empty() || args.only.iter().any(|o| o == id))
+                    .collect();
+                println!(
+                    "live conformance: {} skipped: {var} is not set (export it, or name another \
+                     variable with --api-key-env).\nSkipped scenarios: {}",
+                    args.provider.name(),
+                    ids.join(", ")
+                );
+                return ExitCode::SUCCESS;
+            }
+        }
+    }
     let target = match target(args) {
         Ok(t) => t,
         Err(e) => {
@@ -330,6 +421,7 @@ fn main() -> ExitCode {
         match target.args.provider {
             Provider::OpenAi => "openai-compatible",
             Provider::Anthropic => "anthropic",
+            Provider::Responses => "openai responses",
         },
         target.args.model,
         target.args.base_url

@@ -234,6 +234,13 @@ async fn forced_tool_plain(t: Target) -> Outcome {
                 "/v1/messages",
             )
         }
+        Provider::Responses => {
+            let m = t.responses.as_ref().ok_or("no responses model")?;
+            (
+                m.request_body(&req).map_err(|e| e.to_string())?,
+                "/responses",
+            )
+        }
     };
     if let Some(o) = body.as_object_mut() {
         o.insert("stream".into(), json!(false));
@@ -241,7 +248,7 @@ async fn forced_tool_plain(t: Target) -> Outcome {
     }
     let mut http = client.post(t.http.endpoint(path)).json(&body);
     match (t.args.provider, key) {
-        (Provider::OpenAi, Some(k)) => http = http.bearer_auth(k),
+        (Provider::OpenAi | Provider::Responses, Some(k)) => http = http.bearer_auth(k),
         (Provider::Anthropic, Some(k)) => http = http.header("x-api-key", k),
         (_, None) => {}
     }
@@ -267,6 +274,20 @@ async fn forced_tool_plain(t: Target) -> Outcome {
             let args = call["arguments"].as_str().unwrap_or("");
             let parsed: Value = serde_json::from_str(args).map_err(|_| {
                 format!("no tool call with JSON arguments in: {}", clip(&text, 200))
+            })?;
+            (call["name"].as_str().unwrap_or("").to_owned(), parsed)
+        }
+        Provider::Responses => {
+            let call = v["output"]
+                .as_array()
+                .and_then(|items| items.iter().find(|i| i["type"] == "function_call"))
+                .ok_or_else(|| format!("no function_call item in: {}", clip(&text, 200)))?;
+            let args = call["arguments"].as_str().unwrap_or("");
+            let parsed: Value = serde_json::from_str(args).map_err(|_| {
+                format!(
+                    "function_call arguments are not JSON in: {}",
+                    clip(&text, 200)
+                )
             })?;
             (call["name"].as_str().unwrap_or("").to_owned(), parsed)
         }

@@ -282,3 +282,23 @@ fn bad_arguments_are_refused_with_a_reason() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario `nope`"));
 }
+
+#[test]
+fn a_hosted_provider_without_its_key_skips_every_scenario_and_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_live"))
+        .args(["--provider", "responses", "--only", "chat,approve"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("responses skipped: OPENAI_API_KEY is not set"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Skipped scenarios: chat, approve"),
+        "{stdout}"
+    );
+}

@@ -72,6 +72,12 @@ const DICT: &[&str] = &[
     "\"tool_result\"",
     "\"id\":\"a\"",
     "\"type\":\"error\"",
+    "\"response.output_item.added\"",
+    "\"response.function_call_arguments.delta\"",
+    "\"output_index\":1",
+    "\"function_call\"",
+    "\"reasoning\"",
+    "\"response.completed\"",
 ];
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
@@ -200,6 +206,37 @@ fn sse_anthropic() -> Vec<Vec<u8>> {
     ]
 }
 
+fn sse_responses() -> Vec<Vec<u8>> {
+    let ev = |e: &str| {
+        let kind = serde_json::from_str::<serde_json::Value>(e)
+            .ok()
+            .and_then(|v| v["type"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        format!("event: {kind}\ndata: {e}\n\n")
+    };
+    let events = [
+        r#"{"type":"response.created","response":{"id":"r","status":"in_progress","output":[]}}"#,
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}"#,
+        r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"summary_index":0,"delta":"hm"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[],"encrypted_content":"enc"}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"m","type":"message","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.output_text.delta","item_id":"m","output_index":1,"content_index":0,"delta":"Hi"}"#,
+        r#"{"type":"response.output_item.added","output_index":2,"item":{"id":"fc","type":"function_call","call_id":"c1","name":"get","arguments":""}}"#,
+        r#"{"type":"response.function_call_arguments.delta","item_id":"fc","output_index":2,"delta":"{\"a\": 1}"}"#,
+        r#"{"type":"response.output_item.done","output_index":2,"item":{"id":"fc","type":"function_call","call_id":"c1","name":"get","arguments":"{\"a\": 1}"}}"#,
+        r#"{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":3,"output_tokens":9,"output_tokens_details":{"reasoning_tokens":4}}}}"#,
+    ];
+    let err = r#"{"type":"error","code":"server_error","message":"boom","param":null}"#;
+    vec![
+        [
+            vec![6u8],
+            events.iter().map(|e| ev(e)).collect::<String>().into_bytes(),
+        ]
+        .concat(),
+        [vec![2u8], ev(events[0]).into_bytes(), ev(err).into_bytes()].concat(),
+    ]
+}
+
 fn msgs() -> Vec<Msg> {
     vec![
         Msg::user("delete temp.txt"),
@@ -222,6 +259,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
             .collect(),
         "sse_parser" | "openai_stream" => sse_openai(),
         "anthropic_stream" => sse_anthropic(),
+        "responses_stream" => sse_responses(),
         "repair" => vec![
             serde_json::to_vec(&msgs()).unwrap_or_default(),
             serde_json::to_vec(&msgs()[..2]).unwrap_or_default(),
