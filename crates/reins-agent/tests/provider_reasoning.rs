@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use reins_agent::{Agent, Decision, RunEvent, RunStatus};
 use reins_anthropic::AnthropicChat;
+use reins_gemini::GeminiChat;
 use reins_message::Msg;
 use reins_model::ChatModel;
-use reins_model::testing::rules::responses_request_problems;
+use reins_model::testing::rules::{gemini_request_problems, responses_request_problems};
 use reins_model::testing::{Endpoint, Reply, TestServer, fast_retry, sse_typed};
 use reins_openai::OpenAiResponses;
 use reins_tool::ToolPolicy;
@@ -283,5 +284,253 @@ async fn a_responses_transcript_continues_on_anthropic_without_its_reasoning() {
     assert!(
         text.contains("tool_use") && text.contains("tool_result"),
         "{sent:#}"
+    );
+}
+
+// ---- Gemini: thought signatures on function calls -------------------------------
+
+const GEMINI_PATH: &str = "/v1beta/models/gemini-test:streamGenerateContent";
+
+fn gemini_at(server: &TestServer) -> Arc<dyn ChatModel> {
+    Arc::new(
+        GeminiChat::new("gemini-test")
+            .with_base_url(format!("{}/v1beta", server.url()))
+            .with_api_key(KEY)
+            .with_retry(fast_retry()),
+    )
+}
+
+fn gemini_server() -> TestServer {
+    TestServer::start(Endpoint::post(GEMINI_PATH))
+}
+
+fn data(chunks: &[Value]) -> String {
+    let chunks: Vec<String> = chunks.iter().map(Value::to_string).collect();
+    reins_model::testing::sse_data(&chunks)
+}
+
+/// A thought, then a signed call of `delete_file` (id `call_id`).
+fn gemini_call(sig: &str, call_id: &str, path: &str) -> String {
+    data(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "The user wants it gone.", "thought": true}]}}]}),
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"id": call_id, "name": "delete_file", "args": {"path": path}}, "thoughtSignature": sig}
+        ]}, "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 9, "thoughtsTokenCount": 31}}),
+    ])
+}
+
+fn gemini_text(t: &str) -> String {
+    data(&[
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": t}]}, "finishReason": "STOP"}]}),
+    ])
+}
+
+fn valid_gemini(body: &Value) {
+    let problems = gemini_request_problems(body);
+    assert!(problems.is_empty(), "{problems:#?}\n{body:#}");
+}
+
+async fn gemini_paused_then(
+    decision: Decision,
+    store_a: SharedStore,
+    store_b: SharedStore,
+) -> (Counter, Value) {
+    let server = gemini_server();
+    server.reply_once(Reply::sse(gemini_call("SIG-KEEP", "call_g", "a.txt")));
+    server.reply(Reply::sse(gemini_text("Done.")));
+    let counter = Counter::default();
+    {
+        let first = agent_on(gemini_at(&server), store_a, &counter);
+        let s = first.session("g").await.unwrap();
+        assert_eq!(
+            s.send(Msg::user("delete a.txt")).await.unwrap().status,
+            RunStatus::Paused
+        );
+    }
+    let second = agent_on(gemini_at(&server), store_b, &counter);
+    let s = second.session("g").await.unwrap();
+    let out = s.resolve(vec![decision]).await.unwrap();
+    assert_eq!(out.status, RunStatus::Completed, "{out:?}");
+    let next = body(&server, 1);
+    valid_gemini(&next);
+    assert_valid(&s.messages().await.unwrap());
+    (counter, next)
+}
+
+/// The model turn of `body` that calls `delete_file`, and its first call part.
+fn signed_part(body: &Value) -> Value {
+    body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["role"] == "model")
+        .flat_map(|c| c["parts"].as_array().unwrap().clone())
+        .find(|p| p.get("functionCall").is_some())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn gemini_thought_signature_survives_a_pause_and_a_resume_elsewhere() {
+    for (label, a, b, _keep) in store_pairs("g_pause").await {
+        let (counter, next) = gemini_paused_then(Decision::approve("call_g"), a, b).await;
+        assert_eq!(counter.count("delete_file"), 1, "{label}");
+        let part = signed_part(&next);
+        assert_eq!(part["thoughtSignature"], "SIG-KEEP", "{label}");
+        assert_eq!(part["functionCall"]["id"], "call_g");
+        assert!(
+            !next.to_string().contains("The user wants it gone."),
+            "thoughts are not sent back"
+        );
+    }
+}
+
+#[tokio::test]
+async fn gemini_edited_arguments_and_a_rejection_give_valid_requests() {
+    for (label, a, b, _keep) in store_pairs("g_edit").await {
+        let (counter, next) = gemini_paused_then(
+            Decision::approve_with("call_g", json!({"path": "b.txt"})),
+            a,
+            b,
+        )
+        .await;
+        assert_eq!(
+            counter.args("delete_file"),
+            vec![json!({"path": "b.txt"})],
+            "{label}"
+        );
+        assert_eq!(signed_part(&next)["thoughtSignature"], "SIG-KEEP");
+    }
+    for (label, a, b, _keep) in store_pairs("g_reject").await {
+        let (counter, next) = gemini_paused_then(Decision::reject("call_g", "keep it"), a, b).await;
+        assert_eq!(counter.count("delete_file"), 0, "{label}");
+        assert_eq!(signed_part(&next)["thoughtSignature"], "SIG-KEEP");
+        assert!(next.to_string().contains("keep it"), "{next:#}");
+        assert!(
+            next.to_string().contains("\"error\""),
+            "a rejection is an error response: {next:#}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn gemini_an_interrupt_mid_thought_leaves_the_next_request_valid() {
+    let server = gemini_server();
+    server.reply_once(
+        Reply::sse(data(&[json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Thinking ab", "thought": true}]}}]})]))
+            .then_silence(),
+    );
+    server.reply(Reply::sse(gemini_text("Hello.")));
+    let counter = Counter::default();
+    let store: SharedStore = Arc::new(reins_memory::InMemoryStore::new());
+    let agent = agent_on(gemini_at(&server), store, &counter);
+    let s = agent.session("g_cut").await.unwrap();
+    let mut run = s.send(Msg::user("delete a.txt")).start().await.unwrap();
+    while let Some(ev) = run.next_event().await {
+        if matches!(ev, RunEvent::ThinkingDelta { .. }) {
+            break;
+        }
+    }
+    run.interrupt();
+    let out = tokio::time::timeout(Duration::from_secs(10), run.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Cancelled);
+    let out = s.send(Msg::user("never mind, say hello")).await.unwrap();
+    assert_eq!(out.message.text(), "Hello.");
+    let next = body(&server, 1);
+    valid_gemini(&next);
+    assert!(!next.to_string().contains("thoughtSignature"), "{next:#}");
+}
+
+#[tokio::test]
+async fn gemini_a_fork_before_the_call_is_valid() {
+    let server = gemini_server();
+    server.reply_once(Reply::sse(gemini_call("SIG-F", "call_f", "a.txt")));
+    server.reply(Reply::sse(gemini_text("Forked.")));
+    let counter = Counter::default();
+    let store: SharedStore = Arc::new(reins_memory::InMemoryStore::new());
+    let agent = agent_on(gemini_at(&server), store, &counter);
+    let s = agent.session("g_orig").await.unwrap();
+    assert_eq!(
+        s.send(Msg::user("delete a.txt")).await.unwrap().status,
+        RunStatus::Paused
+    );
+    let fork = s
+        .fork(reins_agent::ForkPoint::Messages(1), "g_forked")
+        .await
+        .unwrap();
+    let out = fork.send(Msg::user("just say hi")).await.unwrap();
+    assert_eq!(out.message.text(), "Forked.");
+    let next = body(&server, 1);
+    valid_gemini(&next);
+    assert!(!next.to_string().contains("SIG-F"), "{next:#}");
+}
+
+/// A transcript made on Gemini and continued on the Responses API, and one made on
+/// the Responses API continued on Gemini: each drops the other's tokens and sends a
+/// request its rules accept.
+#[tokio::test]
+async fn transcripts_cross_between_gemini_and_responses() {
+    // Gemini → Responses.
+    let g = gemini_server();
+    g.reply_once(Reply::sse(gemini_call("SIG-X", "call_x", "a.txt")));
+    let r = server();
+    r.reply(Reply::sse(text_answer("Deleted.")));
+    let counter = Counter::default();
+    let store: SharedStore = Arc::new(reins_memory::InMemoryStore::new());
+    {
+        let first = agent_on(gemini_at(&g), store.clone(), &counter);
+        let s = first.session("x").await.unwrap();
+        assert_eq!(
+            s.send(Msg::user("delete a.txt")).await.unwrap().status,
+            RunStatus::Paused
+        );
+    }
+    let second = agent_on(responses_at(&r), store, &counter);
+    let s = second.session("x").await.unwrap();
+    assert_eq!(
+        s.resolve(vec![Decision::approve("call_x")])
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Completed
+    );
+    let sent = body(&r, 0);
+    valid_responses(&sent);
+    assert!(!sent.to_string().contains("SIG-X"), "{sent:#}");
+
+    // Responses → Gemini.
+    let r = server();
+    r.reply_once(Reply::sse(reasoning_call(
+        "rs_y", "ENC-Y", "call_y", "a.txt",
+    )));
+    let g = gemini_server();
+    g.reply(Reply::sse(gemini_text("Deleted.")));
+    let store: SharedStore = Arc::new(reins_memory::InMemoryStore::new());
+    {
+        let first = agent_on(responses_at(&r), store.clone(), &counter);
+        let s = first.session("y").await.unwrap();
+        assert_eq!(
+            s.send(Msg::user("delete a.txt")).await.unwrap().status,
+            RunStatus::Paused
+        );
+    }
+    let second = agent_on(gemini_at(&g), store, &counter);
+    let s = second.session("y").await.unwrap();
+    assert_eq!(
+        s.resolve(vec![Decision::approve("call_y")])
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Completed
+    );
+    let sent = body(&g, 0);
+    valid_gemini(&sent);
+    assert!(!sent.to_string().contains("ENC-Y"), "{sent:#}");
+    assert_eq!(
+        signed_part(&sent)["thoughtSignature"],
+        reins_gemini::PLACEHOLDER_SIGNATURE
     );
 }

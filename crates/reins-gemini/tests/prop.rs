@@ -6,11 +6,11 @@
 //! Gemini API's validity rules (`reins_model::testing::rules`).
 
 use proptest::prelude::*;
+use reins_gemini::GeminiChat;
+use reins_gemini::PROVIDER;
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, signature};
 use reins_model::ChatRequest;
 use reins_model::testing::rules::gemini_request_problems;
-use reins_gemini::GeminiChat;
-use reins_gemini::PROVIDER;
 use serde_json::json;
 
 #[derive(Debug, Clone)]
