@@ -10,6 +10,7 @@
 //! | `openai_stream`    | `reins_openai::decode::chunk_stream`          | any body yields chunks then at most one error; the accumulator takes them |
 //! | `anthropic_stream` | `reins_anthropic::decode::chunk_stream`       | the same |
 //! | `responses_stream` | `reins_openai::responses::decode::chunk_stream` | the same |
+//! | `gemini_stream`    | `reins_gemini::decode::chunk_stream`          | the same |
 //! | `repair`           | `sanitize_for_request`, `sanitize_after_interrupt` | with unique tool use ids, the output is provider-valid, and repairing it again changes nothing |
 //! | `snapshot`         | `SessionSnapshot::from_json`                  | accepted snapshots round-trip |
 #![forbid(unsafe_code)]
@@ -114,6 +115,11 @@ pub fn anthropic_stream(data: &[u8]) {
 /// The OpenAI Responses API stream decoder over arbitrary bytes.
 pub fn responses_stream(data: &[u8]) {
     drive(reins_openai::responses::decode::chunk_stream(body(data)));
+}
+
+/// The Gemini stream decoder over arbitrary bytes.
+pub fn gemini_stream(data: &[u8]) {
+    drive(reins_gemini::decode::chunk_stream(body(data)));
 }
 
 /// Builds a transcript from bytes: each pair of bytes picks a message shape. Tool
@@ -265,12 +271,13 @@ pub fn snapshot(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target by name, for the smoke runner.
-pub const TARGETS: [(&str, Target); 7] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("msg_json", msg_json),
     ("sse_parser", sse_parser),
     ("openai_stream", openai_stream),
     ("anthropic_stream", anthropic_stream),
     ("responses_stream", responses_stream),
+    ("gemini_stream", gemini_stream),
     ("repair", repair),
     ("snapshot", snapshot),
 ];

@@ -16,6 +16,9 @@ pub enum Provider {
     /// OpenAI's Responses API (`OPENAI_API_KEY`), or Azure OpenAI's
     /// (`AZURE_OPENAI_ENDPOINT`, `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_DEPLOYMENT`).
     Responses,
+    /// Google's Gemini API (`GEMINI_API_KEY`), or Vertex AI
+    /// (`GOOGLE_CLOUD_PROJECT`, `GOOGLE_CLOUD_LOCATION`, `VERTEX_ACCESS_TOKEN`).
+    Gemini,
 }
 
 impl Provider {
@@ -27,8 +30,9 @@ impl Provider {
             "openai" => Ok(Self::OpenAi),
             "anthropic" | "claude" => Ok(Self::Anthropic),
             "responses" | "openai-responses" | "azure" => Ok(Self::Responses),
+            "gemini" | "google" | "vertex" => Ok(Self::Gemini),
             other => Err(format!(
-                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic, responses"
+                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic, responses, gemini"
             )),
         }
     }
@@ -91,7 +95,7 @@ options:
                       built-in one; see crates/reins-demo/scripts/README.md)
   --check             with --script: every `expect…` line is an assertion; exit 1 on
                       the first mismatch
-  --provider NAME     offline | dashscope | openai | anthropic | responses
+  --provider NAME     offline | dashscope | openai | anthropic | responses | gemini
   --model NAME        the model name for the chosen provider
   --offline           same as --provider offline
   --mcp 'CMD ARGS'    add the tools of an MCP server started with this command line
@@ -104,8 +108,9 @@ Without --provider the model is chosen from the environment: REINS_PROVIDER name
 (as --provider does); else DASHSCOPE_API_KEY (qwen-plus), else OPENAI_API_KEY
 (gpt-4o-mini; OPENAI_BASE_URL for Ollama, vLLM, ...), else ANTHROPIC_API_KEY
 (claude-sonnet-4-5), else AZURE_OPENAI_ENDPOINT with AZURE_OPENAI_API_KEY (the
-Responses API on the deployment AZURE_OPENAI_DEPLOYMENT), else the built-in offline
-model. `responses` is OpenAI's Responses API (OPENAI_API_KEY; gpt-5-mini), or Azure's
+Responses API on the deployment AZURE_OPENAI_DEPLOYMENT), else GEMINI_API_KEY
+(gemini-2.5-flash; Vertex AI when GOOGLE_CLOUD_PROJECT and VERTEX_ACCESS_TOKEN are
+set), else the built-in offline model. `responses` is OpenAI's Responses API (OPENAI_API_KEY; gpt-5-mini), or Azure's
 when AZURE_OPENAI_ENDPOINT is set. Script mode always uses the offline model unless
 --provider is given.
 
@@ -201,6 +206,7 @@ mod tests {
         let o = p(&["--provider", "responses"]).unwrap();
         assert_eq!(o.provider, Some(Provider::Responses));
         assert_eq!(Provider::parse("azure"), Ok(Provider::Responses));
+        assert_eq!(Provider::parse("gemini"), Ok(Provider::Gemini));
         assert!(p(&["--fresh", "--resume"]).is_err());
     }
 }

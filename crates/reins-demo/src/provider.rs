@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins::anthropic::AnthropicChat;
+use reins::gemini::GeminiChat;
 use reins::model::ChatModel;
 use reins::openai::{OpenAiChat, OpenAiResponses};
 
@@ -48,6 +49,10 @@ pub fn choose(
         Provider::Anthropic
     } else if has_env("AZURE_OPENAI_ENDPOINT") && has_env("AZURE_OPENAI_API_KEY") {
         Provider::Responses
+    } else if has_env("GEMINI_API_KEY")
+        || (has_env("GOOGLE_CLOUD_PROJECT") && has_env("VERTEX_ACCESS_TOKEN"))
+    {
+        Provider::Gemini
     } else {
         Provider::Offline
     });
@@ -98,6 +103,33 @@ pub fn choose(
                 None => {
                     need("OPENAI_API_KEY")?;
                     (OpenAiResponses::openai(name), "OpenAI Responses API")
+                }
+            };
+            Choice {
+                label: format!("{} via {via} ({})", m.model_name(), m.base_url()),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+        Provider::Gemini => {
+            let name = model.unwrap_or("gemini-2.5-flash");
+            let (m, via) = match std::env::var("GOOGLE_CLOUD_PROJECT") {
+                Ok(project) if !project.trim().is_empty() && has_env("VERTEX_ACCESS_TOKEN") => {
+                    let location = std::env::var("GOOGLE_CLOUD_LOCATION")
+                        .ok()
+                        .filter(|l| !l.trim().is_empty())
+                        .unwrap_or_else(|| "global".to_owned());
+                    (
+                        GeminiChat::vertex(project.trim(), location.trim(), name),
+                        "Vertex AI",
+                    )
+                }
+                _ => {
+                    if !has_env("GEMINI_API_KEY") {
+                        need("GOOGLE_API_KEY")
+                            .map_err(|_| "this provider needs GEMINI_API_KEY in the environment (or GOOGLE_CLOUD_PROJECT with VERTEX_ACCESS_TOKEN; or use --offline)".to_owned())?;
+                    }
+                    (GeminiChat::new(name), "the Gemini API")
                 }
             };
             Choice {

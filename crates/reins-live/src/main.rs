@@ -23,13 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reins::anthropic::AnthropicChat;
+use reins::gemini::GeminiChat;
 use reins::model::ChatModel;
 use reins::model::RetryPolicy;
 use reins::model::http::HttpSettings;
 use reins::openai::{OpenAiChat, OpenAiResponses};
 
 const HELP: &str =
-    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic|responses]
+    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic|responses|gemini]
             [--timeout SECS] [--only NAME[,NAME..]] [--list]
 
 Runs a fixed set of scenarios against a real model server and prints a table
@@ -39,14 +40,18 @@ Runs a fixed set of scenarios against a real model server and prints a table
                       (e.g. http://127.0.0.1:8000/v1), for anthropic the part
                       before /v1/messages (e.g. https://api.anthropic.com), for
                       responses the part before /responses (default
-                      $OPENAI_BASE_URL, else https://api.openai.com/v1)
-  --model NAME        the model name to send (default for responses: gpt-5-mini)
+                      $OPENAI_BASE_URL, else https://api.openai.com/v1), for
+                      gemini the part before /models/.. (default
+                      $GEMINI_BASE_URL, else the Gemini API's /v1beta)
+  --model NAME        the model name to send (defaults: gpt-5-mini for
+                      responses, gemini-2.5-flash for gemini)
   --api-key-env VAR   read the API key from this environment variable (default:
                       none for openai, ANTHROPIC_API_KEY for anthropic,
-                      OPENAI_API_KEY for responses)
-  --provider P        openai (default; any Chat Completions server), anthropic, or
-                      responses (OpenAI's Responses API). For responses a missing
-                      key skips every scenario, saying so, and exits 0
+                      OPENAI_API_KEY for responses, GEMINI_API_KEY for gemini)
+  --provider P        openai (default; any Chat Completions server), anthropic,
+                      responses (OpenAI's Responses API) or gemini. For responses
+                      and gemini a missing key skips every scenario, saying so,
+                      and exits 0
   --timeout SECS      per request: time to the first chunk and longest silence
                       (default 300: small CPU models are slow)
   --only NAMES        run only these scenarios (comma-separated ids, see --list)
@@ -65,6 +70,8 @@ pub(crate) enum Provider {
     Anthropic,
     /// OpenAI Responses.
     Responses,
+    /// Google Gemini.
+    Gemini,
 }
 
 impl Provider {
@@ -74,6 +81,7 @@ impl Provider {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
             Self::Responses => "responses",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -83,6 +91,7 @@ impl Provider {
             Self::OpenAi => None,
             Self::Anthropic => Some("ANTHROPIC_API_KEY"),
             Self::Responses => Some("OPENAI_API_KEY"),
+            Self::Gemini => Some("GEMINI_API_KEY"),
         }
     }
 
@@ -96,6 +105,12 @@ impl Provider {
                     .filter(|v| !v.trim().is_empty())
                     .unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
             ),
+            Self::Gemini => Some(
+                std::env::var("GEMINI_BASE_URL")
+                    .ok()
+                    .filter(|v| !v.trim().is_empty())
+                    .unwrap_or_else(|| reins::gemini::GEMINI_BASE_URL.to_owned()),
+            ),
         }
     }
 
@@ -104,6 +119,7 @@ impl Provider {
         match self {
             Self::OpenAi | Self::Anthropic => None,
             Self::Responses => Some("gpt-5-mini"),
+            Self::Gemini => Some("gemini-2.5-flash"),
         }
     }
 }
@@ -148,9 +164,10 @@ fn parse(args: &[String]) -> Result<Parsed, String> {
                     "openai" => Provider::OpenAi,
                     "anthropic" => Provider::Anthropic,
                     "responses" => Provider::Responses,
+                    "gemini" => Provider::Gemini,
                     other => {
                         return Err(format!(
-                            "unknown provider `{other}`: use openai, anthropic or responses"
+                            "unknown provider `{other}`: use openai, anthropic, responses or gemini"
                         ));
                     }
                 }
@@ -210,6 +227,7 @@ pub(crate) struct Target {
     pub(crate) openai: Option<OpenAiChat>,
     pub(crate) anthropic: Option<AnthropicChat>,
     pub(crate) responses: Option<OpenAiResponses>,
+    pub(crate) gemini: Option<GeminiChat>,
     pub(crate) http: HttpSettings,
 }
 
@@ -237,6 +255,7 @@ fn target(args: Args) -> Result<Target, String> {
             Provider::OpenAi => "openai-compatible",
             Provider::Anthropic => "anthropic",
             Provider::Responses => "openai",
+            Provider::Gemini => "gemini",
         },
         args.base_url.clone(),
     )
@@ -253,6 +272,7 @@ fn target(args: Args) -> Result<Target, String> {
                 openai: Some(m),
                 anthropic: None,
                 responses: None,
+                gemini: None,
                 http,
                 args,
             }
@@ -264,6 +284,19 @@ fn target(args: Args) -> Result<Target, String> {
                 openai: None,
                 anthropic: None,
                 responses: Some(m),
+                gemini: None,
+                http,
+                args,
+            }
+        }
+        Provider::Gemini => {
+            let m = GeminiChat::from_settings(http.clone(), &args.model);
+            Target {
+                model: Arc::new(m.clone()),
+                openai: None,
+                anthropic: None,
+                responses: None,
+                gemini: Some(m),
                 http,
                 args,
             }
@@ -275,6 +308,7 @@ fn target(args: Args) -> Result<Target, String> {
                 openai: None,
                 anthropic: Some(m),
                 responses: None,
+                gemini: None,
                 http,
                 args,
             }
@@ -422,6 +456,7 @@ fn main() -> ExitCode {
             Provider::OpenAi => "openai-compatible",
             Provider::Anthropic => "anthropic",
             Provider::Responses => "openai responses",
+            Provider::Gemini => "gemini",
         },
         target.args.model,
         target.args.base_url

@@ -241,8 +241,22 @@ async fn forced_tool_plain(t: Target) -> Outcome {
                 "/responses",
             )
         }
+        Provider::Gemini => {
+            let m = t.gemini.as_ref().ok_or("no gemini model")?;
+            (m.request_body(&req).map_err(|e| e.to_string())?, "")
+        }
     };
-    if let Some(o) = body.as_object_mut() {
+    let gemini_path = format!("/models/{}:generateContent", t.args.model);
+    let path = if t.args.provider == Provider::Gemini {
+        gemini_path.as_str()
+    } else {
+        path
+    };
+    // Gemini streams by path (`streamGenerateContent`), not by a body field.
+    if let Some(o) = body
+        .as_object_mut()
+        .filter(|_| t.args.provider != Provider::Gemini)
+    {
         o.insert("stream".into(), json!(false));
         o.remove("stream_options");
     }
@@ -250,6 +264,7 @@ async fn forced_tool_plain(t: Target) -> Outcome {
     match (t.args.provider, key) {
         (Provider::OpenAi | Provider::Responses, Some(k)) => http = http.bearer_auth(k),
         (Provider::Anthropic, Some(k)) => http = http.header("x-api-key", k),
+        (Provider::Gemini, Some(k)) => http = http.header("x-goog-api-key", k),
         (_, None) => {}
     }
     if t.args.provider == Provider::Anthropic {
@@ -276,6 +291,16 @@ async fn forced_tool_plain(t: Target) -> Outcome {
                 format!("no tool call with JSON arguments in: {}", clip(&text, 200))
             })?;
             (call["name"].as_str().unwrap_or("").to_owned(), parsed)
+        }
+        Provider::Gemini => {
+            let call = v["candidates"][0]["content"]["parts"]
+                .as_array()
+                .and_then(|parts| parts.iter().find_map(|p| p.get("functionCall")))
+                .ok_or_else(|| format!("no functionCall part in: {}", clip(&text, 200)))?;
+            (
+                call["name"].as_str().unwrap_or("").to_owned(),
+                call["args"].clone(),
+            )
         }
         Provider::Responses => {
             let call = v["output"]

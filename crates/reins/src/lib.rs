@@ -86,8 +86,9 @@
 //! |-------------|---------|--------------|
 //! | `sqlite`    | yes     | `SqliteStore`, the embedded store for sessions that survive restarts |
 //! | `postgres`  | no      | `PostgresStore`, for many workers on many machines |
-//! | `openai`    | no      | [`openai`]: OpenAI-compatible providers (OpenAI, DashScope, DeepSeek, Ollama, vLLM, llama.cpp) |
+//! | `openai`    | no      | [`openai`]: OpenAI-compatible providers (OpenAI, DashScope, DeepSeek, Ollama, vLLM, llama.cpp) and the Responses API (OpenAI, Azure OpenAI) |
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
+//! | `gemini`    | no      | [`gemini`]: the Google Gemini API and Vertex AI |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `mcp-server` | no     | [`mcp_server`]: an agent as an MCP server, its pauses as the host's questions (stdio, streamable HTTP); needs Rust 1.88 |
@@ -104,6 +105,8 @@ pub use futures;
 pub use reins_agent as agent;
 #[cfg(feature = "anthropic")]
 pub use reins_anthropic as anthropic;
+#[cfg(feature = "gemini")]
+pub use reins_gemini as gemini;
 pub use reins_hook as hook;
 #[cfg(feature = "mcp")]
 pub use reins_mcp as mcp;
@@ -133,6 +136,8 @@ pub mod prelude {
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
+    #[cfg(feature = "gemini")]
+    pub use reins_gemini::GeminiChat;
     #[cfg(feature = "mcp")]
     pub use reins_mcp::{McpServer, McpToolset};
     #[cfg(feature = "postgres")]
@@ -145,6 +150,6 @@ pub mod prelude {
     #[cfg(feature = "testing")]
     pub use reins_model::{ScriptedModel, ScriptedResponse};
     #[cfg(feature = "openai")]
-    pub use reins_openai::OpenAiChat;
+    pub use reins_openai::{OpenAiChat, OpenAiResponses};
     pub use reins_tool::{Tool, ToolContext, ToolError, ToolPolicy, Toolkit};
 }

@@ -78,6 +78,10 @@ const DICT: &[&str] = &[
     "\"function_call\"",
     "\"reasoning\"",
     "\"response.completed\"",
+    "\"functionCall\"",
+    "\"thoughtSignature\"",
+    "\"finishReason\":\"STOP\"",
+    "\"candidates\"",
 ];
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
@@ -237,6 +241,26 @@ fn sse_responses() -> Vec<Vec<u8>> {
     ]
 }
 
+fn sse_gemini() -> Vec<Vec<u8>> {
+    let ev = |e: &str| format!("data: {e}\n\n");
+    let events = [
+        r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"hm","thought":true}]}}]}"#,
+        r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hi","thoughtSignature":"c2ln"}]}}]}"#,
+        r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"get","args":{"a":1}},"thoughtSignature":"c2ln"},{"functionCall":{"id":"c2","name":"b","args":{}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":9,"thoughtsTokenCount":4}}"#,
+    ];
+    let blocked = r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#;
+    let err = r#"{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}"#;
+    vec![
+        [
+            vec![4u8],
+            events.iter().map(|e| ev(e)).collect::<String>().into_bytes(),
+        ]
+        .concat(),
+        [vec![9u8], ev(blocked).into_bytes()].concat(),
+        [vec![1u8], ev(events[0]).into_bytes(), ev(err).into_bytes()].concat(),
+    ]
+}
+
 fn msgs() -> Vec<Msg> {
     vec![
         Msg::user("delete temp.txt"),
@@ -260,6 +284,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "sse_parser" | "openai_stream" => sse_openai(),
         "anthropic_stream" => sse_anthropic(),
         "responses_stream" => sse_responses(),
+        "gemini_stream" => sse_gemini(),
         "repair" => vec![
             serde_json::to_vec(&msgs()).unwrap_or_default(),
             serde_json::to_vec(&msgs()[..2]).unwrap_or_default(),
