@@ -65,10 +65,10 @@ pub fn responses_request_problems(body: &Value) -> Vec<String> {
                 if id.is_empty() {
                     problems.push(format!("input[{i}]: function_call without a call_id"));
                 }
-                if !item
+                if item
                     .get("name")
                     .and_then(Value::as_str)
-                    .is_some_and(|n| !n.is_empty())
+                    .is_none_or(str::is_empty)
                 {
                     problems.push(format!("input[{i}]: function_call without a name"));
                 }
