@@ -1,0 +1,191 @@
+//! # reins-acp
+//!
+//! A reins [`Agent`] as an [Agent Client Protocol](https://agentclientprotocol.com)
+//! agent over stdio, so editors (Zed, JetBrains IDEs, Neovim and Emacs clients) can run
+//! it, show its work as it streams, ask its approvals in the editor, cancel its runs
+//! and lend it their files and terminals.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use reins_acp::AcpAgent;
+//! use reins_agent::Agent;
+//! use reins_model::{ScriptedModel, ScriptedResponse};
+//!
+//! let agent = Agent::builder()
+//!     .name("ops")
+//!     .model(ScriptedModel::new([ScriptedResponse::text("All clear.")]))
+//!     .build()?;
+//! let acp = AcpAgent::builder(agent).principal("ana").build();
+//! assert_eq!(acp.principal(), "ana");
+//! // acp.serve_stdio().await?;   // in the program an editor starts
+//! # Ok(()) }
+//! ```
+//!
+//! ## Protocol version and wire
+//!
+//! ACP protocol version 1 (`PROTOCOL_VERSION`), the version the TypeScript SDK
+//! `@agentclientprotocol/sdk` 2.x speaks by default (its v2 entry points are marked
+//! experimental); a client asking for another version is answered with 1. The
+//! JSON-RPC is written here, on serde_json, rather than on the Rust crate
+//! `agent-client-protocol`: the door needs a dozen methods, every message it sends is
+//! checked against the protocol's JSON schema in the tests, and the crate brings its
+//! own executor-neutral I/O stack (and a major version a quarter) beside tokio, for
+//! types this crate would still translate to and from reins's own.
+//!
+//! ## What maps to what
+//!
+//! | ACP | reins |
+//! |---|---|
+//! | `initialize` | protocol version 1, `loadSession: true`, text and resource-link prompts, no auth methods |
+//! | `session/new` | a new session `acp/<principal>/<uuid>` |
+//! | `session/load` | any stored session: its conversation replayed as `session/update`s, then its pending approvals asked again |
+//! | `session/prompt` | a user message; the run's events stream as `session/update` until the stop reason |
+//! | text / thinking | `agent_message_chunk` / `agent_thought_chunk` |
+//! | a tool call | `tool_call` (title, [`ToolKind`], locations, raw input), `tool_call_update` (`in_progress`, `completed` / `failed` with its output) |
+//! | a confirmation requirement | `session/request_permission` with allow once / allow always / reject once / reject always |
+//! | allow always | the approval, then a standing grant for the tool in this session (revocable in the inbox) |
+//! | reject always | the rejection, then every later call of the tool in this session on this connection is rejected without asking |
+//! | a cancelled permission request | nothing decided: the requirement stays pending (inbox, or the next `session/load`) |
+//! | `session/cancel` | an interrupt (the turn is sanitized); stop reason `cancelled` |
+//! | the client's `fs` / `terminal` capabilities | client tools `read_text_file`, `write_text_file`, `run_in_terminal`, executed by the editor and recorded in the ledger |
+//! | the model's plan | the `update_plan` client tool, shown as a `plan` update |
+//!
+//! Every decision goes through the same consent checks as every other door: it is
+//! made by the configured principal with `{"via": "acp"}` in the actor's metadata, on
+//! the view the person was shown, so an answer that arrives after the requirement was
+//! decided elsewhere (the inbox, another editor) is refused and changes nothing.
+//!
+//! ## Errors
+//!
+//! Malformed JSON is `-32700`, a message that is no JSON-RPC request `-32600`, an
+//! unknown method `-32601`, parameters the method cannot take `-32602`, an unknown
+//! session `-32002` (resource not found); a refused decision or a busy session is
+//! `-32602` / `-32600` with reins's reason. Nothing is stored for a refused request.
+
+mod client;
+mod error;
+mod permission;
+mod rpc;
+mod server;
+mod turn;
+mod update;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use client::{READ_TOOL, RUN_TOOL, WRITE_TOOL, PLAN_TOOL};
+pub use error::{Error, Result};
+pub use reins_agent::Agent;
+pub use update::ToolKind;
+
+/// The ACP protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// An [`Agent`] served over ACP. Cheap to clone.
+#[derive(Clone)]
+pub struct AcpAgent {
+    inner: Arc<Config>,
+}
+
+pub(crate) struct Config {
+    pub(crate) agent: Agent,
+    pub(crate) principal: String,
+    pub(crate) describe: update::Describe,
+    pub(crate) plans: bool,
+    pub(crate) client_tools: bool,
+}
+
+impl AcpAgent {
+    /// Starts configuring the door for `agent`.
+    pub fn builder(agent: Agent) -> AcpAgentBuilder {
+        AcpAgentBuilder {
+            agent,
+            principal: "editor".to_owned(),
+            kinds: HashMap::new(),
+            plans: true,
+            client_tools: true,
+        }
+    }
+
+    /// Who decides: every decision made through this door is recorded as theirs.
+    pub fn principal(&self) -> &str {
+        &self.inner.principal
+    }
+
+    /// The agent served.
+    pub fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    /// Serves one client on this process's stdin and stdout until stdin closes.
+    pub async fn serve_stdio(&self) -> Result<()> {
+        self.serve(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client on a reader and a writer (a child's pipes, a socket) until
+    /// the reader ends. Turns still running then are interrupted.
+    pub async fn serve<R, W>(&self, reader: R, writer: W) -> Result<()>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        server::serve(self.clone(), reader, writer).await
+    }
+}
+
+/// Configures an [`AcpAgent`].
+#[must_use]
+pub struct AcpAgentBuilder {
+    agent: Agent,
+    principal: String,
+    kinds: HashMap<String, ToolKind>,
+    plans: bool,
+    client_tools: bool,
+}
+
+impl AcpAgentBuilder {
+    /// Who answers the permission requests (default `editor`): recorded as the actor
+    /// of every decision and as the creator of every grant made through this door.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = principal.into();
+        self
+    }
+
+    /// The [`ToolKind`] the editor is told for `tool` (otherwise guessed from its name).
+    pub fn tool_kind(mut self, tool: impl Into<String>, kind: ToolKind) -> Self {
+        self.kinds.insert(tool.into(), kind);
+        self
+    }
+
+    /// Whether the model is offered [`PLAN_TOOL`] to show its plan (default yes).
+    pub fn plans(mut self, on: bool) -> Self {
+        self.plans = on;
+        self
+    }
+
+    /// Whether the client's file-system and terminal capabilities are offered to the
+    /// model as client tools (default yes, for what the client declares).
+    pub fn client_tools(mut self, on: bool) -> Self {
+        self.client_tools = on;
+        self
+    }
+
+    /// The door.
+    pub fn build(self) -> AcpAgent {
+        let principal = if self.principal.trim().is_empty() {
+            "editor".to_owned()
+        } else {
+            self.principal
+        };
+        AcpAgent {
+            inner: Arc::new(Config {
+                agent: self.agent,
+                principal,
+                describe: update::Describe { kinds: self.kinds },
+                plans: self.plans,
+                client_tools: self.client_tools,
+            }),
+        }
+    }
+}

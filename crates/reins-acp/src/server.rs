@@ -1,0 +1,387 @@
+//! One connection: reads the client's lines, answers `initialize`, `session/new`,
+//! `session/load`, `session/prompt` and `session/cancel`, and keeps what the
+//! connection knows (the client's capabilities, the sessions it opened).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use reins_agent::{Actor, AgentError, Interrupter, Session};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::rpc::{self, Incoming, Peer, RpcError, code};
+use crate::{AcpAgent, PROTOCOL_VERSION, turn};
+
+/// What the client declared at `initialize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClientCaps {
+    pub(crate) initialized: bool,
+    pub(crate) read: bool,
+    pub(crate) write: bool,
+    pub(crate) terminal: bool,
+}
+
+/// A session opened on this connection (`session/new` or `session/load`).
+pub(crate) struct Live {
+    pub(crate) id: String,
+    pub(crate) cwd: PathBuf,
+    /// `session/cancel` arrived for the turn in progress.
+    pub(crate) cancelled: AtomicBool,
+    /// A turn (a prompt, or the questions of a load) is in progress.
+    pub(crate) busy: AtomicBool,
+    /// Stops the run in flight.
+    pub(crate) running: Mutex<Option<Interrupter>>,
+    /// Tools the person chose "reject always" for.
+    pub(crate) denied: Mutex<HashSet<String>>,
+}
+
+impl Live {
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn running(&self) -> MutexGuard<'_, Option<Interrupter>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn denied(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.denied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks a turn in progress; `None` when one already is.
+    pub(crate) fn begin(self: &Arc<Self>) -> Option<Busy> {
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        self.cancelled.store(false, Ordering::SeqCst);
+        Some(Busy(self.clone()))
+    }
+}
+
+/// Ends the turn mark when dropped.
+pub(crate) struct Busy(Arc<Live>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The state of one connection.
+pub(crate) struct Conn {
+    pub(crate) acp: AcpAgent,
+    pub(crate) peer: Peer,
+    caps: Mutex<ClientCaps>,
+    sessions: Mutex<HashMap<String, Arc<Live>>>,
+}
+
+impl Conn {
+    pub(crate) fn caps(&self) -> ClientCaps {
+        *self.caps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who decides through this door, with the door named.
+    pub(crate) fn actor(&self) -> Actor {
+        Actor::new(self.acp.inner.principal.clone()).with_metadata(json!({ "via": "acp" }))
+    }
+
+    /// The reins session behind a live one, acting for the door's principal.
+    pub(crate) async fn session(&self, live: &Live) -> Result<Session, RpcError> {
+        let s = self
+            .acp
+            .inner
+            .agent
+            .session(&live.id)
+            .await
+            .map_err(agent_error)?;
+        Ok(s.as_actor(self.actor()))
+    }
+
+    /// Sends a `session/update`.
+    pub(crate) fn update(&self, live: &Live, update: Value) {
+        self.peer.notify(
+            "session/update",
+            json!({ "sessionId": live.id, "update": update }),
+        );
+    }
+
+    /// A session opened on this connection, or `-32002`.
+    fn live(&self, params: &Value) -> Result<Arc<Live>, RpcError> {
+        let id = session_id(params)?;
+        self.sessions().get(id).cloned().ok_or_else(|| {
+            RpcError::not_found(format!(
+                "unknown session `{}`: open it on this connection first (session/new, or session/load for a stored one)",
+                clip(id)
+            ))
+        })
+    }
+}
+
+/// Serves one client until its input ends.
+pub(crate) async fn serve<R, W>(acp: AcpAgent, reader: R, mut writer: W) -> crate::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (peer, mut lines_out) = Peer::new();
+    let writing = tokio::spawn(async move {
+        while let Some(line) = lines_out.recv().await {
+            writer.write_all(line.as_bytes()).await?;
+            writer.write_all(b"\n").await?;
+            writer.flush().await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let conn = Arc::new(Conn {
+        acp,
+        peer: peer.clone(),
+        caps: Mutex::default(),
+        sessions: Mutex::default(),
+    });
+    let mut lines = BufReader::new(reader).lines();
+    let read = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match rpc::parse(&line) {
+            Err((id, e)) => peer.respond(id, Err(e)),
+            Ok(Incoming::Response { id, result }) => peer.complete(&id, result),
+            Ok(Incoming::Notification { method, params }) => notification(&conn, &method, &params),
+            Ok(Incoming::Request { id, method, params }) => {
+                let conn = conn.clone();
+                tokio::spawn(async move {
+                    let result = request(&conn, &method, params).await;
+                    conn.peer.respond(id, result);
+                });
+            }
+        }
+    };
+    // The client is gone: stop what runs for it (each turn ends sanitized), fail the
+    // questions it will never answer, and let the last lines drain.
+    for live in conn.sessions().values() {
+        live.cancelled.store(true, Ordering::SeqCst);
+        if let Some(stop) = live.running().as_ref() {
+            stop.interrupt();
+        }
+    }
+    peer.close();
+    drop(peer);
+    drop(conn);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writing).await;
+    read.map_err(crate::Error::Io)
+}
+
+fn notification(conn: &Arc<Conn>, method: &str, params: &Value) {
+    match method {
+        "session/cancel" => match conn.live(params) {
+            Ok(live) => {
+                live.cancelled.store(true, Ordering::SeqCst);
+                if let Some(stop) = live.running().as_ref() {
+                    stop.interrupt();
+                }
+            }
+            Err(e) => tracing::debug!(error = %e.message, "session/cancel for no open session"),
+        },
+        // `$/cancel_request` for a request of the client's: the only long ones
+        // (prompt, load) are cancelled through `session/cancel`.
+        other => tracing::debug!(method = %other, "notification ignored"),
+    }
+}
+
+async fn request(conn: &Arc<Conn>, method: &str, params: Value) -> Result<Value, RpcError> {
+    if method == "initialize" {
+        return initialize(conn, &params);
+    }
+    if !conn.caps().initialized && method.starts_with("session/") {
+        return Err(RpcError::new(
+            code::INVALID_REQUEST,
+            format!("`{method}` before `initialize`: initialize the connection first"),
+        ));
+    }
+    match method {
+        "authenticate" => Ok(json!({})),
+        "session/new" => new_session(conn, &params),
+        "session/load" => load_session(conn, &params).await,
+        "session/prompt" => {
+            let live = conn.live(&params)?;
+            turn::prompt(conn, &live, &params).await
+        }
+        other => Err(RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!(
+                "method `{}` is not served here (initialize, session/new, session/load, session/prompt, session/cancel are)",
+                clip(other)
+            ),
+        )),
+    }
+}
+
+fn initialize(conn: &Conn, params: &Value) -> Result<Value, RpcError> {
+    if !params
+        .get("protocolVersion")
+        .is_some_and(|v| v.is_u64() || v.is_i64())
+    {
+        return Err(RpcError::invalid_params(
+            "`protocolVersion` (an integer) is required",
+        ));
+    }
+    let caps = &params["clientCapabilities"];
+    let yes = |v: &Value| v.as_bool() == Some(true);
+    let declared = ClientCaps {
+        initialized: true,
+        read: yes(&caps["fs"]["readTextFile"]),
+        write: yes(&caps["fs"]["writeTextFile"]),
+        terminal: yes(&caps["terminal"]),
+    };
+    *conn.caps.lock().unwrap_or_else(PoisonError::into_inner) = declared;
+    Ok(json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
+            "mcpCapabilities": { "http": false, "sse": false }
+        },
+        "authMethods": [],
+        "agentInfo": {
+            "name": conn.acp.inner.agent.name(),
+            "title": format!("{} (reins)", conn.acp.inner.agent.name()),
+            "version": env!("CARGO_PKG_VERSION")
+        }
+    }))
+}
+
+/// The `cwd` of a session request: required, absolute.
+fn cwd(params: &Value) -> Result<PathBuf, RpcError> {
+    match params.get("cwd").and_then(Value::as_str) {
+        Some(c) if Path::new(c).is_absolute() => Ok(PathBuf::from(c)),
+        Some(c) => Err(RpcError::invalid_params(format!(
+            "`cwd` must be an absolute path, got `{}`",
+            clip(c)
+        ))),
+        None => Err(RpcError::invalid_params(
+            "`cwd` (the absolute working directory) is required",
+        )),
+    }
+}
+
+fn mcp_servers(params: &Value) -> Result<(), RpcError> {
+    match params.get("mcpServers") {
+        Some(Value::Array(servers)) => {
+            if !servers.is_empty() {
+                tracing::warn!(
+                    count = servers.len(),
+                    "the client's MCP servers are not connected: this agent's tools are configured in its program"
+                );
+            }
+            Ok(())
+        }
+        _ => Err(RpcError::invalid_params(
+            "`mcpServers` (an array, possibly empty) is required",
+        )),
+    }
+}
+
+pub(crate) fn session_id(params: &Value) -> Result<&str, RpcError> {
+    match params.get("sessionId").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() && id.len() <= 300 => Ok(id),
+        Some(id) => Err(RpcError::invalid_params(format!(
+            "`sessionId` must be 1 to 300 bytes, got {} bytes",
+            id.len()
+        ))),
+        None => Err(RpcError::invalid_params("`sessionId` (a string) is required")),
+    }
+}
+
+fn open(conn: &Conn, id: String, cwd: PathBuf) -> Arc<Live> {
+    let live = Arc::new(Live {
+        id: id.clone(),
+        cwd,
+        cancelled: AtomicBool::new(false),
+        busy: AtomicBool::new(false),
+        running: Mutex::new(None),
+        denied: Mutex::default(),
+    });
+    conn.sessions()
+        .entry(id)
+        .or_insert_with(|| live.clone())
+        .clone()
+}
+
+fn new_session(conn: &Conn, params: &Value) -> Result<Value, RpcError> {
+    let cwd = cwd(params)?;
+    mcp_servers(params)?;
+    let id = format!(
+        "acp/{}/{}",
+        conn.acp.inner.principal.replace('/', "%2F"),
+        uuid::Uuid::now_v7()
+    );
+    open(conn, id.clone(), cwd);
+    Ok(json!({ "sessionId": id }))
+}
+
+async fn load_session(conn: &Arc<Conn>, params: &Value) -> Result<Value, RpcError> {
+    let id = session_id(params)?.to_owned();
+    let cwd = cwd(params)?;
+    mcp_servers(params)?;
+    let stored = conn
+        .acp
+        .inner
+        .agent
+        .store()
+        .session_version(&id)
+        .await
+        .map_err(|e| RpcError::internal(format!("could not read the store: {e}")))?;
+    if stored.is_none() {
+        return Err(RpcError::not_found(format!(
+            "no stored session `{}`",
+            clip(&id)
+        )));
+    }
+    let live = open(conn, id, cwd);
+    turn::load(conn, &live).await?;
+    Ok(json!({}))
+}
+
+/// A reins refusal as the JSON-RPC error a client can act on.
+pub(crate) fn agent_error(e: AgentError) -> RpcError {
+    match &e {
+        AgentError::SessionBusy { .. } => RpcError::new(
+            code::INVALID_REQUEST,
+            format!("{e}; wait for the turn in flight to end (or cancel it) and try again"),
+        ),
+        AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => {
+            RpcError::not_found(e.to_string())
+        }
+        AgentError::StaleView { .. }
+        | AgentError::InvalidInput(_)
+        | AgentError::UnknownRequirement { .. }
+        | AgentError::WrongDecision { .. }
+        | AgentError::RequirementExpired { .. }
+        | AgentError::DuplicateDecision { .. }
+        | AgentError::NothingToResume { .. } => {
+            RpcError::invalid_params(format!("{e}; nothing changed"))
+        }
+        _ => RpcError::internal(e.to_string()),
+    }
+}
+
+/// At most 80 characters of something a client sent, for messages.
+pub(crate) fn clip(s: &str) -> String {
+    if s.chars().count() > 80 {
+        s.chars().take(80).collect::<String>() + "…"
+    } else {
+        s.to_owned()
+    }
+}

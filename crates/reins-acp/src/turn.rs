@@ -1,0 +1,429 @@
+//! A prompt turn: the user's message starts a run whose events stream as
+//! `session/update`s; each pause is settled with the editor (permissions asked, client
+//! tools executed) and the run goes on, until it completes, is cancelled, or waits on
+//! something only the inbox can answer.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use reins_agent::approval::NewGrant;
+use reins_agent::{AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle};
+use reins_agent::{RunOutput, RunStatus, Session};
+use reins_message::{Msg, ToolSpec};
+use serde_json::{Value, json};
+
+use crate::client;
+use crate::permission::{self, Choice};
+use crate::rpc::{RpcError, code};
+use crate::server::{Conn, Live, agent_error};
+use crate::update;
+
+/// What the model is told when the person rejects a call in the editor.
+pub(crate) const REJECTED: &str = "The person rejected this call in the editor.";
+/// ... and when a "reject always" rule of the session rejected it.
+pub(crate) const REJECTED_ALWAYS: &str =
+    "The person chose to reject every call of this tool in this session.";
+
+/// `session/prompt`.
+pub(crate) async fn prompt(
+    conn: &Arc<Conn>,
+    live: &Arc<Live>,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let text = prompt_text(params)?;
+    let Some(_busy) = live.begin() else {
+        return Err(busy(live));
+    };
+    let session = conn.session(live).await?;
+    let tools = client::specs(conn);
+    let handle = session
+        .send(Msg::user(text))
+        .client_tools(tools.clone())
+        .start()
+        .await
+        .map_err(agent_error)?;
+    let stop = drive(conn, live, &session, handle, &tools).await?;
+    Ok(json!({ "stopReason": stop }))
+}
+
+/// `session/load` after the session was opened: replays the conversation, then asks
+/// again what the session waits for (and runs on, streaming, when answered).
+pub(crate) async fn load(conn: &Arc<Conn>, live: &Arc<Live>) -> Result<(), RpcError> {
+    let Some(_busy) = live.begin() else {
+        return Err(busy(live));
+    };
+    let session = conn.session(live).await?;
+    let messages = session.messages().await.map_err(agent_error)?;
+    let view = session.view().await.map_err(agent_error)?;
+    let hidden = [client::PLAN_TOOL];
+    for u in update::replay(
+        &messages,
+        &view.requirements,
+        &conn.acp.inner.describe,
+        &live.cwd,
+        &hidden,
+    ) {
+        conn.update(live, u);
+    }
+    if view.requirements.is_empty() {
+        return Ok(());
+    }
+    let tools = client::specs(conn);
+    let mut skip = HashSet::new();
+    if let Settled::Go(handle) = settle(conn, live, &session, &tools, &mut skip).await? {
+        drive(conn, live, &session, handle, &tools).await?;
+    }
+    Ok(())
+}
+
+fn busy(live: &Live) -> RpcError {
+    RpcError::new(
+        code::INVALID_REQUEST,
+        format!(
+            "session `{}` has a turn in progress; wait for its stop reason (or send session/cancel) and try again",
+            live.id
+        ),
+    )
+}
+
+/// The prompt's content as the user message's text: text blocks, resource links
+/// (`[name](uri)`) and embedded text resources.
+fn prompt_text(params: &Value) -> Result<String, RpcError> {
+    let Some(blocks) = params.get("prompt").and_then(Value::as_array) else {
+        return Err(RpcError::invalid_params(
+            "`prompt` (an array of content blocks) is required",
+        ));
+    };
+    let mut parts = Vec::new();
+    for (i, b) in blocks.iter().enumerate() {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => match b.get("text").and_then(Value::as_str) {
+                Some(t) => parts.push(t.to_owned()),
+                None => {
+                    return Err(RpcError::invalid_params(format!(
+                        "prompt[{i}]: a text block needs `text`"
+                    )));
+                }
+            },
+            Some("resource_link") => {
+                let uri = b.get("uri").and_then(Value::as_str).unwrap_or_default();
+                let name = b.get("name").and_then(Value::as_str).unwrap_or(uri);
+                parts.push(format!("[{name}]({uri})"));
+            }
+            Some("resource") => {
+                let r = &b["resource"];
+                let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
+                match r.get("text").and_then(Value::as_str) {
+                    Some(t) => parts.push(format!("{uri}:\n```\n{t}\n```")),
+                    None => parts.push(format!("[binary resource]({uri})")),
+                }
+            }
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt[{i}]: `{}` content is not accepted (promptCapabilities: text, resource links and embedded text)",
+                    crate::server::clip(other)
+                )));
+            }
+            None => {
+                return Err(RpcError::invalid_params(format!(
+                    "prompt[{i}]: a content block needs a `type`"
+                )));
+            }
+        }
+    }
+    if parts.iter().all(|p| p.trim().is_empty()) {
+        return Err(RpcError::invalid_params("the prompt is empty"));
+    }
+    Ok(parts.join("\n\n"))
+}
+
+/// Streams runs and settles their pauses until the turn's stop reason.
+async fn drive(
+    conn: &Arc<Conn>,
+    live: &Arc<Live>,
+    session: &Session,
+    mut handle: RunHandle,
+    tools: &[ToolSpec],
+) -> Result<&'static str, RpcError> {
+    // Requirements left pending in this turn (a cancelled question) are not asked again
+    // in it.
+    let mut skip = HashSet::new();
+    loop {
+        let out = stream(conn, live, handle).await.map_err(agent_error)?;
+        match out.status {
+            RunStatus::Completed => {
+                if out.empty_answer {
+                    conn.update(live, update::chunk("agent_message_chunk", "(no answer)"));
+                }
+                return Ok("end_turn");
+            }
+            RunStatus::Cancelled => return Ok("cancelled"),
+            RunStatus::MaxIterations => return Ok("max_turn_requests"),
+            RunStatus::Paused if live.is_cancelled() => return Ok("cancelled"),
+            RunStatus::Paused => match settle(conn, live, session, tools, &mut skip).await? {
+                Settled::Go(h) => handle = h,
+                Settled::Stop => {
+                    return Ok(if live.is_cancelled() {
+                        "cancelled"
+                    } else {
+                        "end_turn"
+                    });
+                }
+            },
+        }
+    }
+}
+
+/// Streams one run's events as updates; returns its output.
+async fn stream(conn: &Conn, live: &Live, mut handle: RunHandle) -> reins_agent::Result<RunOutput> {
+    *live.running() = Some(handle.interrupter());
+    if live.is_cancelled() {
+        handle.interrupt();
+    }
+    let mut outputs: HashMap<String, String> = HashMap::new();
+    let mut hidden: HashSet<String> = HashSet::new();
+    while let Some(ev) = handle.next_event().await {
+        publish(conn, live, ev, &mut outputs, &mut hidden);
+    }
+    let out = handle.wait().await;
+    *live.running() = None;
+    out
+}
+
+fn publish(
+    conn: &Conn,
+    live: &Live,
+    ev: RunEvent,
+    outputs: &mut HashMap<String, String>,
+    hidden: &mut HashSet<String>,
+) {
+    let describe = &conn.acp.inner.describe;
+    match ev {
+        RunEvent::TextDelta { text } => conn.update(live, update::chunk("agent_message_chunk", &text)),
+        RunEvent::ThinkingDelta { text } => {
+            conn.update(live, update::chunk("agent_thought_chunk", &text));
+        }
+        RunEvent::ToolCallStarted { id, name } => {
+            if name == client::PLAN_TOOL {
+                hidden.insert(id);
+                return;
+            }
+            conn.update(
+                live,
+                json!({
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": id,
+                    "title": name,
+                    "kind": describe.kind(&name).as_str(),
+                    "status": "pending",
+                }),
+            );
+        }
+        RunEvent::ToolCallReady { tool_use } => {
+            if tool_use.name == client::PLAN_TOOL {
+                hidden.insert(tool_use.id);
+                return;
+            }
+            let mut u = describe.call(&tool_use, &live.cwd, "pending");
+            u["sessionUpdate"] = json!("tool_call_update");
+            conn.update(live, u);
+        }
+        RunEvent::ToolExecutionStarted { id, .. } if !hidden.contains(&id) => {
+            conn.update(
+                live,
+                json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress" }),
+            );
+        }
+        RunEvent::ToolExecutionChunk { id, text } if !hidden.contains(&id) => {
+            let so_far = outputs.entry(id.clone()).or_default();
+            so_far.push_str(&text);
+            conn.update(
+                live,
+                json!({
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": id,
+                    "content": update::text_content(so_far),
+                }),
+            );
+        }
+        RunEvent::ToolExecutionFinished { result } | RunEvent::ToolReplayed { result }
+            if !hidden.contains(&result.id) && result.name != client::PLAN_TOOL =>
+        {
+            let mut u = update::finished(&result);
+            u["sessionUpdate"] = json!("tool_call_update");
+            conn.update(live, u);
+        }
+        _ => {}
+    }
+}
+
+/// How a pause was settled.
+enum Settled {
+    /// Decisions were accepted: the run goes on.
+    Go(RunHandle),
+    /// Nothing (more) to decide here: what waits stays pending.
+    Stop,
+}
+
+/// Answers what the session waits for: asks the editor for each confirmation,
+/// executes client tools through the client, and resolves the answers together on
+/// the view they were made on.
+async fn settle(
+    conn: &Arc<Conn>,
+    live: &Arc<Live>,
+    session: &Session,
+    tools: &[ToolSpec],
+    skip: &mut HashSet<String>,
+) -> Result<Settled, RpcError> {
+    let view = session.view().await.map_err(agent_error)?;
+    let by = conn.acp.inner.principal.clone();
+    let mut decisions = Vec::new();
+    let mut grants = Vec::new();
+    let mut deny = Vec::new();
+    let mut left: Vec<&Requirement> = Vec::new();
+    for r in &view.requirements {
+        if skip.contains(&r.id) || live.is_cancelled() {
+            left.push(r);
+            continue;
+        }
+        let tool = &r.tool_use.name;
+        match &r.kind {
+            RequirementKind::Confirmation if live.denied().contains(tool) => {
+                decisions.push(Decision::reject(&r.id, REJECTED_ALWAYS).by(&by));
+            }
+            RequirementKind::Confirmation => match permission::ask(conn, live, r).await {
+                Choice::AllowOnce => decisions.push(approve(r, &by)),
+                Choice::AllowAlways => {
+                    decisions.push(approve(r, &by));
+                    grants.push(tool.clone());
+                }
+                Choice::RejectOnce => decisions.push(Decision::reject(&r.id, REJECTED).by(&by)),
+                Choice::RejectAlways => {
+                    decisions.push(Decision::reject(&r.id, REJECTED).by(&by));
+                    deny.push(tool.clone());
+                }
+                Choice::Cancelled => left.push(r),
+            },
+            RequirementKind::External if client::serves(conn, tool) => {
+                decisions.push(client::execute(conn, live, r).await.by(&by));
+            }
+            _ => left.push(r),
+        }
+    }
+    for r in &left {
+        skip.insert(r.id.clone());
+    }
+    if !left.is_empty() && !live.is_cancelled() {
+        let names: Vec<String> = left
+            .iter()
+            .map(|r| format!("`{}` ({})", r.tool_use.name, r.kind.label()))
+            .collect();
+        conn.update(
+            live,
+            update::chunk(
+                "agent_message_chunk",
+                &format!(
+                    "\n\nWaiting for a decision on {} in session `{}`: answer it in the inbox, or load the session again to be asked here.",
+                    names.join(", "),
+                    live.id
+                ),
+            ),
+        );
+    }
+    if decisions.is_empty() {
+        return Ok(Settled::Stop);
+    }
+    let handle = match accepted(session, decisions, &view.token, tools).await {
+        Ok(h) => h,
+        Err(refused) => {
+            // The consent checks refused the answer (decided elsewhere meanwhile,
+            // expired, ...): nothing changed; say so and end the turn.
+            conn.update(
+                live,
+                update::chunk(
+                    "agent_message_chunk",
+                    &format!("\n\nYour answer was not applied: {refused}. Nothing changed."),
+                ),
+            );
+            return Ok(Settled::Stop);
+        }
+    };
+    for tool in grants {
+        let new = NewGrant {
+            session: Some(live.id.clone()),
+            note: Some("\"allow always\" in the editor (via acp)".to_owned()),
+            ..NewGrant::tool(tool.clone())
+        };
+        if let Err(e) = conn.acp.inner.agent.create_grant(new, Some(&by)).await {
+            tracing::warn!(tool = %tool, error = %e, "could not store the grant for \"allow always\"");
+            conn.update(
+                live,
+                update::chunk(
+                    "agent_message_chunk",
+                    &format!("\n\nThis call was allowed, but \"always\" could not be stored: {e}"),
+                ),
+            );
+        }
+    }
+    live.denied().extend(deny);
+    Ok(Settled::Go(handle))
+}
+
+fn approve(r: &Requirement, by: &str) -> Decision {
+    Decision::approve(&r.id).by(by).shown(r.fingerprint())
+}
+
+/// Resolves on `view`; the run's handle once the decisions are accepted, or the
+/// refusal (nothing changed).
+async fn accepted(
+    session: &Session,
+    decisions: Vec<Decision>,
+    view: &reins_agent::ViewToken,
+    tools: &[ToolSpec],
+) -> Result<RunHandle, AgentError> {
+    let mut handle = session
+        .resolve(decisions)
+        .at(view)
+        .client_tools(tools.to_vec())
+        .start()
+        .await?;
+    // Decisions are checked and stored before the run announces its start; a refused
+    // one ends the run before that, with the refusal as its error.
+    match handle.next_event().await {
+        Some(RunEvent::RunStarted { .. }) => Ok(handle),
+        _ => match handle.wait().await {
+            Err(e) => Err(e),
+            Ok(out) => Err(AgentError::InvalidInput(format!(
+                "the run ended ({:?}) before it started",
+                out.status
+            ))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn prompt_blocks_become_one_message_and_bad_ones_are_refused() {
+        let p = json!({"prompt": [
+            {"type": "text", "text": "look at"},
+            {"type": "resource_link", "uri": "file:///p/a.rs", "name": "a.rs"},
+            {"type": "resource", "resource": {"uri": "file:///p/b.rs", "text": "fn b() {}"}}
+        ]});
+        let t = prompt_text(&p).unwrap();
+        assert!(t.starts_with("look at\n\n[a.rs](file:///p/a.rs)"), "{t}");
+        assert!(t.contains("```\nfn b() {}\n```"), "{t}");
+        for bad in [
+            json!({}),
+            json!({"prompt": []}),
+            json!({"prompt": [{"type": "image", "data": "", "mimeType": "image/png"}]}),
+            json!({"prompt": [{"text": "no type"}]}),
+            json!({"prompt": [{"type": "text"}]}),
+        ] {
+            assert_eq!(prompt_text(&bad).unwrap_err().code, code::INVALID_PARAMS, "{bad}");
+        }
+    }
+}
