@@ -160,6 +160,12 @@ where
             Ok(Incoming::Response { id, result }) => peer.complete(&id, result),
             Ok(Incoming::Notification { method, params }) => notification(&conn, &method, &params),
             Ok(Incoming::Request { id, method, params }) => {
+                // Quick methods are answered in order, before the next line is read
+                // (a `session/prompt` right after `initialize` sees it done).
+                if let Some(result) = quick(&conn, &method, &params) {
+                    peer.respond(id, result);
+                    continue;
+                }
                 let conn = conn.clone();
                 tokio::spawn(async move {
                     let result = request(&conn, &method, params).await;
@@ -200,19 +206,26 @@ fn notification(conn: &Arc<Conn>, method: &str, params: &Value) {
     }
 }
 
-async fn request(conn: &Arc<Conn>, method: &str, params: Value) -> Result<Value, RpcError> {
+/// The answer to a request that needs no waiting, or `None` for the others.
+fn quick(conn: &Conn, method: &str, params: &Value) -> Option<Result<Value, RpcError>> {
     if method == "initialize" {
-        return initialize(conn, &params);
+        return Some(initialize(conn, params));
     }
     if !conn.caps().initialized && method.starts_with("session/") {
-        return Err(RpcError::new(
+        return Some(Err(RpcError::new(
             code::INVALID_REQUEST,
             format!("`{method}` before `initialize`: initialize the connection first"),
-        ));
+        )));
     }
     match method {
-        "authenticate" => Ok(json!({})),
-        "session/new" => new_session(conn, &params),
+        "authenticate" => Some(Ok(json!({}))),
+        "session/new" => Some(new_session(conn, params)),
+        _ => None,
+    }
+}
+
+async fn request(conn: &Arc<Conn>, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
         "session/load" => load_session(conn, &params).await,
         "session/prompt" => {
             let live = conn.live(&params)?;

@@ -333,6 +333,15 @@ async fn settle(
     if decisions.is_empty() {
         return Ok(Settled::Stop);
     }
+    let rejected: Vec<(String, String)> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Reject { id, note, .. } => {
+                Some((id.clone(), note.clone().unwrap_or_else(|| REJECTED.to_owned())))
+            }
+            _ => None,
+        })
+        .collect();
     let handle = match accepted(session, decisions, &view.token, tools).await {
         Ok(h) => h,
         Err(refused) => {
@@ -366,6 +375,19 @@ async fn settle(
         }
     }
     live.denied().extend(deny);
+    // A rejected call never runs, so the run reports no execution for it: close it in
+    // the editor here.
+    for (id, note) in rejected {
+        conn.update(
+            live,
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": id,
+                "status": "failed",
+                "content": update::text_content(&format!("Rejected: {note}")),
+            }),
+        );
+    }
     Ok(Settled::Go(handle))
 }
 
