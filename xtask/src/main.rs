@@ -10,7 +10,8 @@
 //! - `cargo xtask serve` — the SafeAgent demo agent as an HTTP service with the
 //!   approval inbox (reins-server), on 127.0.0.1:8080 (`crates/reins-demo`);
 //!   `--restate`: the same, its sessions run on a local restate-server
-//!   (`crates/reins-restate`); `--mcp stdio|http`: also as an MCP server.
+//!   (`crates/reins-restate`); `--mcp stdio|http`: also as an MCP server; `--acp`: as
+//!   an Agent Client Protocol agent on stdin/stdout, for editors (`crates/reins-acp`).
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
 //! - `cargo xtask live`  — the live conformance scenarios (`crates/reins-live`)
@@ -62,8 +63,8 @@ commands:
   serve [ARGS]  the demo agent as an HTTP service + approval inbox on 127.0.0.1:8080;
                 `--port N`, `--database-url postgres://..`, `--help`;
                 `--restate`: the same agent, API and inbox, its sessions run on a
-                local restate-server; `--mcp stdio|http`: also as an MCP server
-                (see `serve --help`)
+                local restate-server; `--mcp stdio|http`: also as an MCP server;
+                `--acp`: as an ACP agent on stdin/stdout for editors (see `serve --help`)
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   conformance   the official MCP conformance suite against reins's MCP server and
                 client, checked against its baseline; `--help`

@@ -219,19 +219,28 @@ async fn run(conn: &Conn, live: &Live, call: &str, args: &Value) -> Result<Strin
         }),
     );
     let ids = json!({ "sessionId": live.id, "terminalId": terminal });
-    let exit = conn.peer.request("terminal/wait_for_exit", ids.clone()).await;
+    let exit = conn
+        .peer
+        .request("terminal/wait_for_exit", ids.clone())
+        .await;
     let output = conn.peer.request("terminal/output", ids.clone()).await;
     if let Err(e) = conn.peer.request("terminal/release", ids).await {
         tracing::debug!(error = %e.message, "terminal/release failed");
     }
     let exit = exit.map_err(|e| fail("terminal/wait_for_exit", e))?;
     let output = output.map_err(|e| fail("terminal/output", e))?;
-    let status = match (exit.get("exitCode").and_then(Value::as_i64), exit.get("signal").and_then(Value::as_str)) {
+    let status = match (
+        exit.get("exitCode").and_then(Value::as_i64),
+        exit.get("signal").and_then(Value::as_str),
+    ) {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by {signal}"),
         (None, None) => "exited".to_owned(),
     };
-    let text = output.get("output").and_then(Value::as_str).unwrap_or_default();
+    let text = output
+        .get("output")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let truncated = if output.get("truncated").and_then(Value::as_bool) == Some(true) {
         " (output truncated to its end)"
     } else {
@@ -254,7 +263,9 @@ fn plan(conn: &Conn, live: &Live, args: &Value) -> Result<String, String> {
             match e.get(key).and_then(Value::as_str) {
                 None => Ok(default.to_owned()),
                 Some(v) if allowed.contains(&v) => Ok(v.to_owned()),
-                Some(v) => Err(format!("entries[{i}].{key} must be one of {allowed:?}, got `{v}`")),
+                Some(v) => Err(format!(
+                    "entries[{i}].{key} must be one of {allowed:?}, got `{v}`"
+                )),
             }
         };
         shown.push(json!({

@@ -45,7 +45,7 @@
 //! | a tool call | `tool_call` (title, [`ToolKind`], locations, raw input), `tool_call_update` (`in_progress`, `completed` / `failed` with its output) |
 //! | a confirmation requirement | `session/request_permission` with allow once / allow always / reject once / reject always |
 //! | allow always | the approval, then a standing grant for the tool in this session (revocable in the inbox) |
-//! | reject always | the rejection, then every later call of the tool in this session on this connection is rejected without asking |
+//! | reject always | the rejection, then a standing deny rule for the tool in this session: later calls are rejected without asking (revocable in the inbox) |
 //! | a cancelled permission request | nothing decided: the requirement stays pending (inbox, or the next `session/load`) |
 //! | `session/cancel` | an interrupt (the turn is sanitized); stop reason `cancelled` |
 //! | the client's `fs` / `terminal` capabilities | client tools `read_text_file`, `write_text_file`, `run_in_terminal`, executed by the editor and recorded in the ledger |
@@ -74,7 +74,7 @@ mod update;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use client::{READ_TOOL, RUN_TOOL, WRITE_TOOL, PLAN_TOOL};
+pub use client::{PLAN_TOOL, READ_TOOL, RUN_TOOL, WRITE_TOOL};
 pub use error::{Error, Result};
 pub use reins_agent::Agent;
 pub use update::ToolKind;

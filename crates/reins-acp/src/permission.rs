@@ -24,9 +24,17 @@ pub(crate) enum Choice {
 /// The options offered for a confirmation: `(optionId, name, kind)`.
 pub(crate) const OPTIONS: [(&str, &str, &str); 4] = [
     ("allow-once", "Allow once", "allow_once"),
-    ("allow-always", "Allow always in this session", "allow_always"),
+    (
+        "allow-always",
+        "Allow always in this session",
+        "allow_always",
+    ),
     ("reject-once", "Reject", "reject_once"),
-    ("reject-always", "Reject always in this session", "reject_always"),
+    (
+        "reject-always",
+        "Reject always in this session",
+        "reject_always",
+    ),
 ];
 
 /// The options for a call the door runs through the client (no standing rule).
@@ -93,7 +101,11 @@ pub(crate) async fn ask_with(
             "fingerprint": r.fingerprint(),
         }},
     });
-    match conn.peer.request("session/request_permission", params).await {
+    match conn
+        .peer
+        .request("session/request_permission", params)
+        .await
+    {
         Ok(answer) => choice(&answer, offered),
         Err(e) => {
             tracing::debug!(error = %e.message, "permission request failed; nothing decided");
@@ -112,7 +124,10 @@ mod tests {
         assert_eq!(choice(&sel("allow-once"), &OPTIONS), Choice::AllowOnce);
         assert_eq!(choice(&sel("allow-always"), &OPTIONS), Choice::AllowAlways);
         assert_eq!(choice(&sel("reject-once"), &OPTIONS), Choice::RejectOnce);
-        assert_eq!(choice(&sel("reject-always"), &OPTIONS), Choice::RejectAlways);
+        assert_eq!(
+            choice(&sel("reject-always"), &OPTIONS),
+            Choice::RejectAlways
+        );
         assert_eq!(choice(&sel("allow-always"), &ONCE), Choice::Cancelled);
         assert_eq!(choice(&sel("whatever"), &OPTIONS), Choice::Cancelled);
         assert_eq!(

@@ -64,7 +64,10 @@ impl RpcError {
 
     fn from_json(v: &Value) -> Self {
         Self {
-            code: v.get("code").and_then(Value::as_i64).unwrap_or(code::INTERNAL_ERROR),
+            code: v
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(code::INTERNAL_ERROR),
             message: v
                 .get("message")
                 .and_then(Value::as_str)
@@ -144,7 +147,11 @@ pub(crate) fn parse(line: &str) -> Result<Incoming, (Value, RpcError)> {
             let result = match (o.get("result"), o.get("error")) {
                 (Some(r), None) => Ok(r.clone()),
                 (None, Some(e)) => Err(RpcError::from_json(e)),
-                _ => return Err(bad("a response carries exactly one of `result` and `error`")),
+                _ => {
+                    return Err(bad(
+                        "a response carries exactly one of `result` and `error`",
+                    ));
+                }
             };
             Ok(Incoming::Response {
                 id: id.clone(),
@@ -256,11 +263,15 @@ mod tests {
         assert!(matches!(n, Incoming::Notification { .. }));
         let ok = parse(r#"{"jsonrpc":"2.0","id":3,"result":{"x":1}}"#).unwrap();
         assert!(matches!(ok, Incoming::Response { result: Ok(_), .. }));
-        let err = parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"no"}}"#)
-            .unwrap();
-        assert!(
-            matches!(err, Incoming::Response { result: Err(RpcError { code: -32800, .. }), .. })
-        );
+        let err =
+            parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32800,"message":"no"}}"#).unwrap();
+        assert!(matches!(
+            err,
+            Incoming::Response {
+                result: Err(RpcError { code: -32800, .. }),
+                ..
+            }
+        ));
 
         let (id, e) = parse("{not json").unwrap_err();
         assert_eq!((id, e.code), (Value::Null, code::PARSE_ERROR));

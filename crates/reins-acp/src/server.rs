@@ -2,7 +2,7 @@
 //! `session/load`, `session/prompt` and `session/cancel`, and keeps what the
 //! connection knows (the client's capabilities, the sessions it opened).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -34,8 +34,6 @@ pub(crate) struct Live {
     pub(crate) busy: AtomicBool,
     /// Stops the run in flight.
     pub(crate) running: Mutex<Option<Interrupter>>,
-    /// Tools the person chose "reject always" for.
-    pub(crate) denied: Mutex<HashSet<String>>,
 }
 
 impl Live {
@@ -45,10 +43,6 @@ impl Live {
 
     pub(crate) fn running(&self) -> MutexGuard<'_, Option<Interrupter>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn denied(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.denied.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Marks a turn in progress; `None` when one already is.
@@ -313,7 +307,9 @@ pub(crate) fn session_id(params: &Value) -> Result<&str, RpcError> {
             "`sessionId` must be 1 to 300 bytes, got {} bytes",
             id.len()
         ))),
-        None => Err(RpcError::invalid_params("`sessionId` (a string) is required")),
+        None => Err(RpcError::invalid_params(
+            "`sessionId` (a string) is required",
+        )),
     }
 }
 
@@ -324,7 +320,6 @@ fn open(conn: &Conn, id: String, cwd: PathBuf) -> Arc<Live> {
         cancelled: AtomicBool::new(false),
         busy: AtomicBool::new(false),
         running: Mutex::new(None),
-        denied: Mutex::default(),
     });
     conn.sessions()
         .entry(id)

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use reins_agent::approval::NewGrant;
+use reins_agent::approval::{GrantEffect, NewGrant};
 use reins_agent::{AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle};
 use reins_agent::{RunOutput, RunStatus, Session};
 use reins_message::{Msg, ToolSpec};
@@ -20,9 +20,6 @@ use crate::update;
 
 /// What the model is told when the person rejects a call in the editor.
 pub(crate) const REJECTED: &str = "The person rejected this call in the editor.";
-/// ... and when a "reject always" rule of the session rejected it.
-pub(crate) const REJECTED_ALWAYS: &str =
-    "The person chose to reject every call of this tool in this session.";
 
 /// `session/prompt`.
 pub(crate) async fn prompt(
@@ -199,7 +196,9 @@ fn publish(
 ) {
     let describe = &conn.acp.inner.describe;
     match ev {
-        RunEvent::TextDelta { text } => conn.update(live, update::chunk("agent_message_chunk", &text)),
+        RunEvent::TextDelta { text } => {
+            conn.update(live, update::chunk("agent_message_chunk", &text))
+        }
         RunEvent::ThinkingDelta { text } => {
             conn.update(live, update::chunk("agent_thought_chunk", &text));
         }
@@ -278,8 +277,9 @@ async fn settle(
     let view = session.view().await.map_err(agent_error)?;
     let by = conn.acp.inner.principal.clone();
     let mut decisions = Vec::new();
-    let mut grants = Vec::new();
-    let mut deny = Vec::new();
+    // "Always" answers: standing grants and deny rules, stored once the answer is
+    // accepted (a refused answer leaves nothing behind).
+    let mut always = Vec::new();
     let mut left: Vec<&Requirement> = Vec::new();
     for r in &view.requirements {
         if skip.contains(&r.id) || live.is_cancelled() {
@@ -288,19 +288,16 @@ async fn settle(
         }
         let tool = &r.tool_use.name;
         match &r.kind {
-            RequirementKind::Confirmation if live.denied().contains(tool) => {
-                decisions.push(Decision::reject(&r.id, REJECTED_ALWAYS).by(&by));
-            }
             RequirementKind::Confirmation => match permission::ask(conn, live, r).await {
                 Choice::AllowOnce => decisions.push(approve(r, &by)),
                 Choice::AllowAlways => {
                     decisions.push(approve(r, &by));
-                    grants.push(tool.clone());
+                    always.push((tool.clone(), GrantEffect::Allow));
                 }
                 Choice::RejectOnce => decisions.push(Decision::reject(&r.id, REJECTED).by(&by)),
                 Choice::RejectAlways => {
                     decisions.push(Decision::reject(&r.id, REJECTED).by(&by));
-                    deny.push(tool.clone());
+                    always.push((tool.clone(), GrantEffect::Deny));
                 }
                 Choice::Cancelled => left.push(r),
             },
@@ -336,9 +333,10 @@ async fn settle(
     let rejected: Vec<(String, String)> = decisions
         .iter()
         .filter_map(|d| match d {
-            Decision::Reject { id, note, .. } => {
-                Some((id.clone(), note.clone().unwrap_or_else(|| REJECTED.to_owned())))
-            }
+            Decision::Reject { id, note, .. } => Some((
+                id.clone(),
+                note.clone().unwrap_or_else(|| REJECTED.to_owned()),
+            )),
             _ => None,
         })
         .collect();
@@ -357,24 +355,31 @@ async fn settle(
             return Ok(Settled::Stop);
         }
     };
-    for tool in grants {
+    for (tool, effect) in always {
+        let (what, note) = match effect {
+            GrantEffect::Deny => (
+                "reject",
+                "the person chose \"reject always\" for this tool in this session, in the editor (via acp)",
+            ),
+            GrantEffect::Allow => ("allow", "\"allow always\" in the editor (via acp)"),
+        };
         let new = NewGrant {
+            effect,
             session: Some(live.id.clone()),
-            note: Some("\"allow always\" in the editor (via acp)".to_owned()),
+            note: Some(note.to_owned()),
             ..NewGrant::tool(tool.clone())
         };
         if let Err(e) = conn.acp.inner.agent.create_grant(new, Some(&by)).await {
-            tracing::warn!(tool = %tool, error = %e, "could not store the grant for \"allow always\"");
+            tracing::warn!(tool = %tool, error = %e, "could not store the standing rule for an \"always\" answer");
             conn.update(
                 live,
                 update::chunk(
                     "agent_message_chunk",
-                    &format!("\n\nThis call was allowed, but \"always\" could not be stored: {e}"),
+                    &format!("\n\nThis answer was applied, but \"{what} always\" could not be stored: {e}"),
                 ),
             );
         }
     }
-    live.denied().extend(deny);
     // A rejected call never runs, so the run reports no execution for it: close it in
     // the editor here.
     for (id, note) in rejected {
@@ -445,7 +450,11 @@ mod tests {
             json!({"prompt": [{"text": "no type"}]}),
             json!({"prompt": [{"type": "text"}]}),
         ] {
-            assert_eq!(prompt_text(&bad).unwrap_err().code, code::INVALID_PARAMS, "{bad}");
+            assert_eq!(
+                prompt_text(&bad).unwrap_err().code,
+                code::INVALID_PARAMS,
+                "{bad}"
+            );
         }
     }
 }

@@ -59,11 +59,15 @@ impl ToolKind {
             Self::Delete
         } else if has(&["move", "rename", "mv"]) {
             Self::Move
-        } else if has(&["write", "edit", "update", "patch", "create", "append", "replace", "tag"]) {
+        } else if has(&[
+            "write", "edit", "update", "patch", "create", "append", "replace", "tag",
+        ]) {
             Self::Edit
         } else if has(&["search", "find", "grep", "query", "lookup"]) {
             Self::Search
-        } else if has(&["run", "exec", "execute", "shell", "command", "terminal", "bash"]) {
+        } else if has(&[
+            "run", "exec", "execute", "shell", "command", "terminal", "bash",
+        ]) {
             Self::Execute
         } else if has(&["fetch", "http", "download", "web", "url", "browse"]) {
             Self::Fetch
@@ -293,18 +297,28 @@ mod tests {
     fn locations_are_absolute_and_carry_the_line() {
         let cwd = Path::new("/home/ana/project");
         let l = locations(&json!({"path": "src/a.rs", "line": 7}), cwd);
-        assert_eq!(l, vec![json!({"path": "/home/ana/project/src/a.rs", "line": 7})]);
+        assert_eq!(
+            l,
+            vec![json!({"path": "/home/ana/project/src/a.rs", "line": 7})]
+        );
         let l = locations(&json!({"paths": ["/etc/x", 3, "b"]}), cwd);
         assert_eq!(
             l,
-            vec![json!({"path": "/etc/x"}), json!({"path": "/home/ana/project/b"})]
+            vec![
+                json!({"path": "/etc/x"}),
+                json!({"path": "/home/ana/project/b"})
+            ]
         );
         assert!(locations(&json!("a.txt"), cwd).is_empty());
     }
 
     #[test]
     fn the_title_names_the_tool_and_its_short_arguments() {
-        let tu = ToolUse::new("c1", "delete_file", json!({"path": "a.txt", "deep": {"x": 1}}));
+        let tu = ToolUse::new(
+            "c1",
+            "delete_file",
+            json!({"path": "a.txt", "deep": {"x": 1}}),
+        );
         assert_eq!(title(&tu), "delete_file path=a.txt");
     }
 
@@ -323,7 +337,10 @@ mod tests {
                 vec![ContentBlock::text("hello")],
             )]),
             Msg::assistant("It says hello."),
-            Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(waiting.clone())]),
+            Msg::new(
+                Role::Assistant,
+                vec![ContentBlock::ToolUse(waiting.clone())],
+            ),
         ];
         let req: Requirement = serde_json::from_value(json!({
             "id": "c2", "tool_use": waiting, "kind": "confirmation",
@@ -331,10 +348,18 @@ mod tests {
         }))
         .unwrap();
         let u = replay(&messages, &[req], &Describe::default(), cwd, &[]);
-        let kinds: Vec<&str> = u.iter().map(|x| x["sessionUpdate"].as_str().unwrap()).collect();
+        let kinds: Vec<&str> = u
+            .iter()
+            .map(|x| x["sessionUpdate"].as_str().unwrap())
+            .collect();
         assert_eq!(
             kinds,
-            ["user_message_chunk", "tool_call", "agent_message_chunk", "tool_call"]
+            [
+                "user_message_chunk",
+                "tool_call",
+                "agent_message_chunk",
+                "tool_call"
+            ]
         );
         assert_eq!(u[1]["status"], "completed");
         assert_eq!(u[1]["kind"], "read");

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins_acp::AcpAgent;
-use reins_agent::approval::GrantFilter;
+use reins_agent::approval::{GrantEffect, GrantFilter};
 use reins_agent::{Actor, Decision, RunStatus};
 use reins_message::Msg;
 use serde_json::Value;
@@ -140,10 +140,22 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     let agent = agent(store, &ran);
     let acp = AcpAgent::builder(agent.clone()).principal("ana").build();
     let out = drive(acp, "scenarios.mjs", &[PAUSED], dir.path()).await;
+    if let Ok(to) = std::env::var("REINS_ACP_TRANSCRIPT") {
+        std::fs::copy(dir.path().join("transcript.jsonl"), to).unwrap();
+    }
 
     // Every agent message is valid under the pinned schema.
-    assert!(out["validated"].as_u64().unwrap() > 50, "{}", out["validated"]);
-    assert_eq!(out["invalid"], serde_json::json!([]), "{:#}", out["invalid"]);
+    assert!(
+        out["validated"].as_u64().unwrap() > 50,
+        "{}",
+        out["validated"]
+    );
+    assert_eq!(
+        out["invalid"],
+        serde_json::json!([]),
+        "{:#}",
+        out["invalid"]
+    );
 
     // initialize.
     assert_eq!(out["init"]["protocolVersion"], 1);
@@ -180,7 +192,10 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     let r = &out["rejectOnce"];
     assert_eq!(r["stopReason"], "end_turn");
     assert!(r["said"].as_str().unwrap().contains("Rejected"), "{r}");
-    assert!(find(&r["updates"], "tool_call_update", "failed").is_some(), "{r}");
+    assert!(
+        find(&r["updates"], "tool_call_update", "failed").is_some(),
+        "{r}"
+    );
     assert_eq!(ran.count("delete:b.txt"), 0);
 
     // Allow always: the grant is stored for the tool in this session; the next call
@@ -191,18 +206,46 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     assert_eq!(ran.count("delete:c.txt"), 1);
     assert_eq!(ran.count("delete:d.txt"), 1);
     let grants = agent.grants(&GrantFilter::all()).await.unwrap();
-    assert_eq!(grants.len(), 1, "{grants:?}");
-    assert_eq!(grants[0].tool, "delete_file");
-    assert_eq!(grants[0].session.as_deref(), Some(s2));
-    assert_eq!(grants[0].created_by.as_deref(), Some("ana"));
+    assert_eq!(grants.len(), 2, "one grant, one deny rule: {grants:?}");
+    let allow = grants
+        .iter()
+        .find(|g| g.effect == GrantEffect::Allow)
+        .unwrap();
+    assert_eq!(allow.tool, "delete_file");
+    assert_eq!(allow.session.as_deref(), Some(s2));
+    assert_eq!(allow.created_by.as_deref(), Some("ana"));
+    assert!(allow.note.as_deref().unwrap().contains("via acp"));
     let records = agent.session(s2).await.unwrap().decisions().await.unwrap();
     assert!(records.iter().any(|r| r.via == "grant"), "{records:?}");
 
     // Reject always: the next call is rejected without asking and never runs.
     assert_eq!(out["rejectAlways"]["asked"], 1);
     assert_eq!(out["rejectAlwaysNext"]["asked"], 1, "asked again");
-    assert!(out["rejectAlwaysNext"]["said"].as_str().unwrap().contains("Rejected"));
+    assert!(
+        out["rejectAlwaysNext"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("Rejected")
+    );
     assert_eq!(ran.count("delete:e.txt") + ran.count("delete:f.txt"), 0);
+    // ... through a deny rule in the store, audited as such, and revocable: revoked,
+    // the next call asks again.
+    let s3 = out["rejectAlways"]["session"].as_str().unwrap();
+    let deny = grants
+        .iter()
+        .find(|g| g.effect == GrantEffect::Deny)
+        .unwrap();
+    assert_eq!(deny.session.as_deref(), Some(s3));
+    assert_eq!(deny.created_by.as_deref(), Some("ana"));
+    let session3 = agent.session(s3).await.unwrap();
+    let records = session3.decisions().await.unwrap();
+    let by_rule = records.iter().find(|r| r.via == "grant").unwrap();
+    assert_eq!(by_rule.decision, "reject");
+    assert_eq!(by_rule.grant_id.as_deref(), Some(deny.id.as_str()));
+    agent.revoke_grant(&deny.id, Some("ana")).await.unwrap();
+    let after = session3.send(Msg::user("delete z.txt")).await.unwrap();
+    assert_eq!(after.status, RunStatus::Paused);
+    assert_eq!(ran.count("delete:z.txt"), 0);
 
     // Cancel mid-stream: cancelled; a second prompt meanwhile was refused as busy; the
     // transcript stays valid (the next prompt answers).
@@ -217,7 +260,12 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     // A cancelled permission request left the requirement pending; session/load asked
     // again and allow ran it once.
     assert_eq!(out["cancelledAsk"]["stopReason"], "end_turn");
-    assert!(out["cancelledAsk"]["said"].as_str().unwrap().contains("Waiting for a decision"));
+    assert!(
+        out["cancelledAsk"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("Waiting for a decision")
+    );
     assert_eq!(out["reload"]["asked"], 2);
     assert_eq!(ran.count("delete:h.txt"), 1);
     let reload = kinds(&out["reload"]["updates"]);
@@ -228,7 +276,11 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     let load = &out["load"];
     assert_eq!(load["result"], serde_json::json!({}));
     let replay = kinds(&load["updates"]);
-    assert_eq!(&replay[..2], ["user_message_chunk", "tool_call"], "{replay:?}");
+    assert_eq!(
+        &replay[..2],
+        ["user_message_chunk", "tool_call"],
+        "{replay:?}"
+    );
     assert_eq!(load["updates"][1]["status"], "pending");
     assert_eq!(load["asked"].as_array().unwrap().len(), 1);
     assert_eq!(load["asked"][0]["options"].as_array().unwrap().len(), 4);
@@ -251,7 +303,12 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     assert_eq!(applied[0].actor.as_ref().unwrap().principal, "inbox-user");
 
     // Client tools: executed through the client, their results in the ledger.
-    assert!(out["read"]["said"].as_str().unwrap().contains("contents of /home/ana/project/notes.txt"));
+    assert!(
+        out["read"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("contents of /home/ana/project/notes.txt")
+    );
     assert_eq!(out["written"][0]["path"], "/home/ana/project/out.txt");
     assert_eq!(out["written"][0]["content"], "new text");
     assert!(out["run"]["said"].as_str().unwrap().contains("exit code 0"));
@@ -265,11 +322,19 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     assert_eq!(plan["entries"][1]["priority"], "medium");
     let s7 = out["read"]["session"].as_str().unwrap();
     let messages = agent.session(s7).await.unwrap().messages().await.unwrap();
-    let results: Vec<_> = messages.iter().flat_map(|m| m.tool_results_iter()).collect();
+    let results: Vec<_> = messages
+        .iter()
+        .flat_map(|m| m.tool_results_iter())
+        .collect();
     let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(
         names,
-        ["read_text_file", "write_text_file", "run_in_terminal", "update_plan"]
+        [
+            "read_text_file",
+            "write_text_file",
+            "run_in_terminal",
+            "update_plan"
+        ]
     );
 
     // The protocol's errors.
@@ -291,7 +356,12 @@ async fn bad_json_rpc_gets_the_protocols_errors() {
     let ran = Ran::default();
     let acp = AcpAgent::builder(agent(store, &ran)).build();
     let out = drive(acp, "raw.mjs", &[], dir.path()).await;
-    assert_eq!(out["invalid"], serde_json::json!([]), "{:#}", out["invalid"]);
+    assert_eq!(
+        out["invalid"],
+        serde_json::json!([]),
+        "{:#}",
+        out["invalid"]
+    );
     let by_id = |id: Value| {
         out["responses"]
             .as_array()
@@ -306,7 +376,10 @@ async fn bad_json_rpc_gets_the_protocols_errors() {
         .map(|r| r["error"]["code"].as_i64().unwrap())
         .collect();
     assert_eq!(nulls.len(), 2);
-    assert!(nulls.contains(&-32700) && nulls.contains(&-32600), "{nulls:?}");
+    assert!(
+        nulls.contains(&-32700) && nulls.contains(&-32600),
+        "{nulls:?}"
+    );
     let code = |id: i64| by_id(id.into())[0]["error"]["code"].clone();
     assert_eq!(code(2), -32600);
     assert_eq!(code(3), -32600);

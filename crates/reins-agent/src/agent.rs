@@ -634,6 +634,7 @@ impl Agent {
         let grant = crate::approval::Grant {
             id: reins_message::new_id(),
             tool: new.tool,
+            effect: new.effect,
             principal: new.principal,
             session: new.session,
             conditions: new.conditions,
@@ -645,7 +646,7 @@ impl Agent {
             revoked_by: None,
         };
         self.runtime.store.create_grant(&grant).await?;
-        tracing::info!(grant = %grant.id, tool = %grant.tool, by = ?by, "standing grant created");
+        tracing::info!(grant = %grant.id, tool = %grant.tool, effect = ?grant.effect, by = ?by, "standing grant created");
         Ok(grant)
     }
 

@@ -11,23 +11,26 @@
 //!    reads the note), [`PolicyVerdict::Allow`] runs it (except for a tool under a
 //!    [`Quorum`](crate::Quorum): a quorum is people, so the policy may deny such a call
 //!    but its allow asks them as usual), [`PolicyVerdict::Ask`] goes on;
-//! 2. the standing grants in the store: a live grant that matches the tool, the
+//! 2. the standing deny rules in the store (grants whose effect is
+//!    [`GrantEffect::Deny`]): a live one that matches rejects the call (the model reads
+//!    its note), also for a tool under a quorum;
+//! 3. the standing grants in the store: a live grant that matches the tool, the
 //!    session, the principal the session acts for and the arguments runs the call
 //!    (never for a tool under a [`Quorum`](crate::Quorum): a quorum asks people);
-//! 3. otherwise the run pauses for a person, as before.
+//! 4. otherwise the run pauses for a person, as before.
 //!
 //! Calls that need no confirmation are never put to the policy; calls paused by a hook
 //! (`stop_agent()`), questions, user input and external calls are not either. Every
 //! decision made this way is in the session's audit trail (`via: "policy"` with the
-//! reason or note, or `via: "grant"` with the grant's id and the executed arguments'
-//! fingerprint).
+//! reason or note, or `via: "grant"` with the grant's id — and, for an allow grant,
+//! the executed arguments' fingerprint).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-pub use reins_memory::{ArgCondition, ArgOp, Grant, GrantFilter};
+pub use reins_memory::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
 
 /// One call the policy is asked about.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +129,8 @@ impl<T: ApprovalPolicy + ?Sized> ApprovalPolicy for Box<T> {
 pub struct NewGrant {
     /// The tool.
     pub tool: String,
+    /// Allow (the default) or deny: a deny rule rejects matching calls without asking.
+    pub effect: GrantEffect,
     /// Only for this principal.
     pub principal: Option<String>,
     /// Only in this session.

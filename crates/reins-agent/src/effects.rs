@@ -10,7 +10,7 @@
 //! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt) |
 
 use chrono::Utc;
-use reins_memory::{Error as StoreError, GrantFilter};
+use reins_memory::{Error as StoreError, GrantEffect, GrantFilter};
 use reins_message::{Msg, ToolSpec};
 use reins_model::{ChatRequest, ToolChoice};
 
@@ -20,9 +20,10 @@ use crate::run::{AutoDecision, Consult, Consulted, Reason};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval
 /// policy (allow or deny decide it; ask goes on; for a tool that needs a quorum only
-/// deny decides, since a quorum is people), then — unless its tool needs a quorum —
-/// to the standing grants (the first grant that
-/// matches the tool, the turn's principal, the session and the arguments allows it).
+/// deny decides, since a quorum is people), then to the standing deny rules (the first
+/// live one that matches rejects it, with its note), then — unless its tool needs a
+/// quorum — to the standing grants (the first grant that matches the tool, the turn's
+/// principal, the session and the arguments allows it).
 /// What neither decides is left to people. Grants that cannot be read leave the call
 /// to a person (logged). See [`crate::approval`] for the order.
 pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted {
@@ -56,10 +57,6 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                 }
             }
         }
-        // A quorum asks people.
-        if r.quorum.is_some() {
-            continue;
-        }
         let grants = match rt
             .store
             .list_grants(&GrantFilter::all().tool(&r.tool_use.name))
@@ -73,10 +70,26 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
             }
         };
         let now = Utc::now();
-        if let Some(g) = grants
-            .iter()
-            .find(|g| g.matches(&r.tool_use.name, principal, session, &r.tool_use.input, now))
-        {
+        let matching = |effect: GrantEffect| {
+            grants.iter().find(|g| {
+                g.effect == effect
+                    && g.matches(&r.tool_use.name, principal, session, &r.tool_use.input, now)
+            })
+        };
+        if let Some(g) = matching(GrantEffect::Deny) {
+            let note = match &g.note {
+                Some(n) if !n.trim().is_empty() => format!("Rejected by a standing rule: {n}"),
+                _ => "Rejected by a standing rule.".to_owned(),
+            };
+            let id = g.id.clone();
+            decisions.push((r.id.clone(), AutoDecision::GrantDeny { id, note }));
+            continue;
+        }
+        // A quorum asks people.
+        if r.quorum.is_some() {
+            continue;
+        }
+        if let Some(g) = matching(GrantEffect::Allow) {
             decisions.push((r.id.clone(), AutoDecision::Grant { id: g.id.clone() }));
         }
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use reins_agent::approval::{ArgCondition, Grant, GrantFilter, NewGrant};
+use reins_agent::approval::{ArgCondition, Grant, GrantEffect, GrantFilter, NewGrant};
 use reins_agent::{
     Actor, Agent, AgentError, ApprovalPolicy, Decision, PolicyRequest, PolicyVerdict, Quorum,
     RunStatus,
@@ -227,6 +227,81 @@ async fn grants_match_by_scope_and_never_when_expired_or_revoked() {
             store.list_grants(&GrantFilter::all()).await.unwrap().len(),
             before
         );
+    }
+}
+
+/// A deny rule (a grant with `effect: deny`) rejects a matching call without asking,
+/// before any allow grant, with its note for the model; it is audited `via: grant`
+/// with its id; a session outside its scope still asks; revoked, the call asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_rejects_without_asking_until_revoked() {
+    for (label, store, _other, _keep) in store_pairs("deny").await {
+        let counter = Counter::default();
+        let args = json!({"path": "a.txt"});
+        let session = sid("deny");
+        let setup = agent(&store, &counter, "delete_file", args.clone());
+        let allow = setup
+            .create_grant(NewGrant::tool("delete_file"), Some("ana"))
+            .await
+            .unwrap();
+        let deny = setup
+            .create_grant(
+                NewGrant {
+                    effect: GrantEffect::Deny,
+                    session: Some(session.clone()),
+                    note: Some("not in this chat".into()),
+                    ..NewGrant::tool("delete_file")
+                },
+                Some("ana"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(deny.effect, GrantEffect::Deny);
+        let stored = store.grant(&deny.id).await.unwrap().unwrap();
+        assert_eq!(stored.effect, GrantEffect::Deny, "{label}");
+
+        let a = agent(&store, &counter, "delete_file", args.clone());
+        let out = a
+            .session(&session)
+            .await
+            .unwrap()
+            .send(Msg::user("go"))
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{label}");
+        assert_eq!(counter.count("delete_file"), 0, "{label}");
+        let s = a.session(&session).await.unwrap();
+        let results: Vec<_> = s
+            .messages()
+            .await
+            .unwrap()
+            .iter()
+            .flat_map(|m| m.tool_results_iter().cloned().collect::<Vec<_>>())
+            .collect();
+        assert!(
+            matches!(&results[0].outcome, ToolOutcome::Rejected { note: Some(n) } if n.contains("not in this chat")),
+            "{label}: {results:?}"
+        );
+        let trail = s.decisions().await.unwrap();
+        let rec = trail.iter().find(|r| r.via == "grant").unwrap();
+        assert_eq!(rec.decision, "reject", "{label}");
+        assert_eq!(rec.grant_id.as_deref(), Some(deny.id.as_str()), "{label}");
+
+        // Outside its scope the allow grant applies; revoked, the session's call is
+        // allowed by the grant again (the deny rule no longer wins).
+        let elsewhere = agent(&store, &counter, "delete_file", args.clone());
+        assert_eq!(
+            send_as(&elsewhere, &sid("other"), "bob").await,
+            RunStatus::Completed
+        );
+        assert_eq!(counter.count("delete_file"), 1, "{label}");
+        setup.revoke_grant(&deny.id, Some("ana")).await.unwrap();
+        let again = agent(&store, &counter, "delete_file", args.clone());
+        assert_eq!(send_as(&again, &session, "bob").await, RunStatus::Completed);
+        assert_eq!(counter.count("delete_file"), 2, "{label}");
+        setup.revoke_grant(&allow.id, Some("ana")).await.unwrap();
+        let asks = agent(&store, &counter, "delete_file", args);
+        assert_eq!(send_as(&asks, &session, "bob").await, RunStatus::Paused);
     }
 }
 

@@ -7,7 +7,8 @@
 //! one unless an API key is set, as in the terminal demo. A fresh token with every
 //! role is printed at start (`token: ...`); more principals come from `--auth FILE`
 //! (see `reins_server::auth`). `--mcp stdio|http` also serves the agent over MCP
-//! (see [`crate::mcp`]).
+//! (see [`crate::mcp`]); `--acp` serves it to an editor over the Agent Client Protocol
+//! on stdin/stdout (reins-acp), the inbox beside it.
 //!
 //! With `--restate` the same agent runs on Restate ([`restate`](self::restate)):
 //! the same API, inbox and AG-UI, with reins-server fronting a local restate-server.
@@ -18,6 +19,7 @@
 //! cargo xtask serve --database-url postgres://user@localhost/reins
 //! cargo xtask serve --mcp http                       # + MCP at http://127.0.0.1:8080/mcp
 //! cargo xtask serve --mcp stdio                      # MCP on stdin/stdout, inbox on a free port
+//! cargo xtask serve --acp                            # ACP (editors) on stdin/stdout, inbox on a free port
 //! cargo xtask serve --restate                        # the same, on Restate
 //! ```
 
@@ -37,10 +39,10 @@ use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
     "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
-             [--mcp stdio|http] [--inbox-url URL] [--restate [--restate-ports N]]
+             [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
 
   --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
-                      with --mcp stdio the default is a free port)
+                      with --mcp stdio or --acp the default is a free port)
   --database-url URL  keep sessions in PostgreSQL instead of SQLite
   --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo;
                       created when missing)
@@ -50,6 +52,10 @@ const USAGE: &str =
   --mcp stdio         serve the agent as an MCP server on stdin/stdout (for a host that
                       starts this program); the API and the inbox run on --port, and
                       everything this program prints goes to stderr
+  --acp               serve the agent to an editor over the Agent Client Protocol on
+                      stdin/stdout (for Zed and other ACP clients that start this program);
+                      approvals are the editor's permission requests, the API and the inbox
+                      run on --port, and everything this program prints goes to stderr
   --inbox-url URL     where a paused MCP call tells the client to decide (default: this
                       server's own inbox)
   --restate           run the sessions on Restate: the same agent, API, inbox and AG-UI, with
@@ -67,6 +73,8 @@ struct Options {
     data_dir: PathBuf,
     auth: Option<PathBuf>,
     mcp: Option<McpMode>,
+    /// `--acp`: ACP on stdin/stdout.
+    acp: bool,
     inbox_url: Option<String>,
     /// `--restate`: the sessions run on Restate.
     restate: bool,
@@ -81,6 +89,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         data_dir: PathBuf::from(".reins-demo"),
         auth: None,
         mcp: None,
+        acp: false,
         inbox_url: None,
         restate: false,
         restate_ports: None,
@@ -111,6 +120,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
                     .ok_or("--mcp needs `stdio` (MCP on stdin/stdout) or `http` (MCP at /mcp)")?;
                 o.mcp = Some(McpMode::parse(&v)?);
             }
+            "--acp" => o.acp = true,
             "--inbox-url" => o.inbox_url = Some(value("--inbox-url")?),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -118,9 +128,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
     if o.restate_ports.is_some() && !o.restate {
         return Err("--restate-ports needs --restate".to_owned());
     }
-    if o.restate && (o.mcp.is_some() || o.inbox_url.is_some()) {
-        // The MCP server runs the agent in this process, on the local driver.
-        return Err("--restate does not combine with --mcp or --inbox-url".to_owned());
+    if o.restate && (o.mcp.is_some() || o.acp || o.inbox_url.is_some()) {
+        // The MCP and ACP doors run the agent in this process, on the local driver.
+        return Err("--restate does not combine with --mcp, --acp or --inbox-url".to_owned());
+    }
+    if o.acp && o.mcp == Some(McpMode::Stdio) {
+        return Err("--acp and --mcp stdio both need stdin/stdout; pick one".to_owned());
     }
     Ok(Some(o))
 }
@@ -275,10 +288,8 @@ async fn run(opts: Options) -> Result<(), String> {
     }
     let mut app = Server::new(agent.clone()).auth(auth).router();
 
-    let port = opts.port.unwrap_or(match opts.mcp {
-        Some(McpMode::Stdio) => 0,
-        _ => 8080,
-    });
+    let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
+    let port = opts.port.unwrap_or(if on_stdio { 0 } else { 8080 });
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -290,6 +301,11 @@ async fn run(opts: Options) -> Result<(), String> {
         .inbox_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}/"));
+    let acp = opts.acp.then(|| {
+        reins::acp::AcpAgent::builder(agent.clone())
+            .principal("local")
+            .build()
+    });
     let mcp = match opts.mcp {
         Some(mode) => Some((mode, crate::mcp::server(agent, &inbox)?)),
         None => None,
@@ -298,7 +314,7 @@ async fn run(opts: Options) -> Result<(), String> {
         app = app.route_service("/mcp", crate::mcp::http_service(server));
     }
     let out = Banner {
-        to_stderr: matches!(opts.mcp, Some(McpMode::Stdio)),
+        to_stderr: on_stdio,
     };
     out.line(format_args!("reins-server: {AGENT} on http://{addr}"));
     out.line(format_args!("store:   {store_label}"));
@@ -313,12 +329,18 @@ async fn run(opts: Options) -> Result<(), String> {
         Some((McpMode::Stdio, _)) => out.line("mcp:     on stdin/stdout"),
         None => {}
     }
+    if acp.is_some() {
+        out.line(format_args!(
+            "acp:     on stdin/stdout (protocol version {}); approvals are the editor's permission requests, or the inbox's",
+            reins::acp::PROTOCOL_VERSION
+        ));
+    }
     if mcp.is_some() {
         out.line(format_args!(
             "paused MCP calls are decided at {inbox} (clients without elicitation are told so)"
         ));
     }
-    if !matches!(opts.mcp, Some(McpMode::Stdio)) {
+    if !on_stdio {
         out.line(format_args!(
             "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
         ));
@@ -332,6 +354,13 @@ async fn run(opts: Options) -> Result<(), String> {
             let _ = tokio::signal::ctrl_c().await;
         },
     );
+    if let Some(acp) = acp {
+        // The editor ends the conversation by closing stdin; the inbox stops with it.
+        let inbox = tokio::spawn(http);
+        let served = acp.serve_stdio().await;
+        inbox.abort();
+        return served.map_err(|e| format!("ACP over stdio failed: {e}"));
+    }
     match mcp {
         // The host ends the conversation by closing stdin; the inbox stops with it.
         Some((McpMode::Stdio, server)) => {
@@ -371,5 +400,8 @@ mod tests {
         assert!(args(&["--restate-ports", "9100"]).is_err());
         assert!(args(&["--restate", "--restate-ports", "x"]).is_err());
         assert!(args(&["--restate", "--mcp", "http"]).is_err());
+        assert!(args(&["--restate", "--acp"]).is_err());
+        assert!(args(&["--acp", "--mcp", "stdio"]).is_err());
+        assert!(args(&["--acp", "--mcp", "http"]).unwrap().unwrap().acp);
     }
 }

@@ -1,6 +1,8 @@
 //! Standing grants: stored permissions to run a tool without asking a person, scoped by
 //! principal, session, tool and a small declarative predicate over the arguments, with
-//! an optional expiry. The store keeps them ([`MemoryStore::create_grant`],
+//! an optional expiry. A grant whose [`effect`](Grant::effect) is
+//! [`GrantEffect::Deny`] is a standing *rejection* in the same scope: a matching call
+//! is rejected without asking (deny rules are checked before allow grants). The store keeps them ([`MemoryStore::create_grant`],
 //! [`MemoryStore::list_grants`], [`MemoryStore::revoke_grant`]); a revoked grant stays
 //! stored (with who revoked it and when), so the record of what was allowed survives.
 //!
@@ -37,13 +39,35 @@ const MAX_TEXT: usize = 1024;
 /// The most conditions one grant may carry.
 pub const MAX_CONDITIONS: usize = 32;
 
-/// A standing permission to run a tool without asking (see the [module docs](self)).
+/// What a matching grant does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantEffect {
+    /// The call runs without asking (a standing permission).
+    #[default]
+    Allow,
+    /// The call is rejected without asking (a standing rejection, a deny rule).
+    Deny,
+}
+
+impl GrantEffect {
+    /// Whether this is [`GrantEffect::Allow`].
+    pub fn is_allow(&self) -> bool {
+        *self == Self::Allow
+    }
+}
+
+/// A standing permission to run a tool without asking, or a standing rejection (see
+/// the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grant {
     /// Its id (unique in the store).
     pub id: String,
-    /// The tool it allows.
+    /// The tool it allows (or, for a deny rule, rejects).
     pub tool: String,
+    /// Allow (the default; absent from the JSON) or deny.
+    #[serde(default, skip_serializing_if = "GrantEffect::is_allow")]
+    pub effect: GrantEffect,
     /// Only calls of sessions acting for this principal (`None`: any principal).
     #[serde(default)]
     pub principal: Option<String>,
@@ -79,6 +103,7 @@ impl Grant {
         Self {
             id: id.into(),
             tool: tool.into(),
+            effect: GrantEffect::Allow,
             principal: None,
             session: None,
             conditions: Vec::new(),
@@ -89,6 +114,13 @@ impl Grant {
             revoked_at: None,
             revoked_by: None,
         }
+    }
+
+    /// Makes it a deny rule: matching calls are rejected without asking.
+    #[must_use]
+    pub fn deny(mut self) -> Self {
+        self.effect = GrantEffect::Deny;
+        self
     }
 
     /// Only for this principal.
@@ -398,6 +430,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_effect_defaults_to_allow_and_rows_without_it_still_read() {
+        let now = chrono::Utc::now();
+        let allow = Grant::new("g1", "delete_file", now);
+        let json = serde_json::to_value(&allow).unwrap();
+        assert!(json.get("effect").is_none(), "{json}");
+        let back: Grant = serde_json::from_value(json).unwrap();
+        assert_eq!(back.effect, GrantEffect::Allow);
+        let deny = Grant::new("g2", "delete_file", now).deny();
+        let json = serde_json::to_value(&deny).unwrap();
+        assert_eq!(json["effect"], "deny");
+        assert_eq!(serde_json::from_value::<Grant>(json).unwrap(), deny);
+    }
 
     #[test]
     fn conditions_match_and_refuse() {

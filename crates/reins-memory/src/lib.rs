@@ -70,7 +70,7 @@ mod sql;
 
 pub use commit::{Commit, LockRequest};
 pub use error::{Error, Result};
-pub use grant::{ArgCondition, ArgOp, Grant, GrantFilter};
+pub use grant::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
 pub use memory::InMemoryStore;
 pub use reins_message::fingerprint;
 pub use repair::{

@@ -128,6 +128,7 @@ pub(crate) async fn post_grant(
     };
     let new = NewGrant {
         tool: body.tool,
+        effect: reins_memory::GrantEffect::Allow,
         principal: body.principal,
         session: body.session,
         conditions: body.conditions,

@@ -344,6 +344,9 @@ pub struct GrantObject {
     pub id: String,
     /// The tool.
     pub tool: String,
+    /// `allow` (calls run without asking) or `deny` (a standing rejection: calls are
+    /// rejected without asking).
+    pub effect: String,
     /// The principal it is scoped to (null: any).
     pub principal: Option<String>,
     /// The session it is scoped to (null: any).
@@ -380,6 +383,11 @@ impl GrantObject {
         Self {
             id: g.id,
             tool: g.tool,
+            effect: match g.effect {
+                reins_memory::GrantEffect::Deny => "deny",
+                reins_memory::GrantEffect::Allow => "allow",
+            }
+            .to_owned(),
             principal: g.principal,
             session: g.session,
             conditions: g.conditions,

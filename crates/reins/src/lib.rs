@@ -92,6 +92,7 @@
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `mcp-server` | no     | [`mcp_server`]: an agent as an MCP server, its pauses as the host's questions (stdio, streamable HTTP); needs Rust 1.88 |
+//! | `acp`       | no      | [`acp`]: an agent as an Agent Client Protocol agent for editors, its pauses as the editor's permission requests (stdio) |
 //! | `tiktoken`  | yes     | exact token counts for OpenAI models in `ContextPolicy` (context compression) |
 
 /// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
@@ -102,6 +103,8 @@ pub use async_trait::async_trait;
 /// (`reins::futures::stream::iter(..)`, `StreamExt::next`) without matching its
 /// version by hand.
 pub use futures;
+#[cfg(feature = "acp")]
+pub use reins_acp as acp;
 pub use reins_agent as agent;
 #[cfg(feature = "anthropic")]
 pub use reins_anthropic as anthropic;

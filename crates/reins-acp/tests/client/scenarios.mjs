@@ -12,16 +12,19 @@ const [dir, pausedId] = process.argv.slice(2);
 const log = (...a) => process.stderr.write(a.join(' ') + '\n');
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 const validator = new Validator();
+// The whole session, both directions, for docs/acp.md (the test copies it out when
+// REINS_ACP_TRANSCRIPT names a file).
+const transcript = [];
 
 // The wire, tapped: requests this client sends (to validate their responses by
 // method) and every message the agent sends (validated).
 const raw = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
 const tapOut = new TransformStream({
-  transform(m, c) { validator.sent(m); c.enqueue(m); },
+  transform(m, c) { validator.sent(m); transcript.push({ from: 'client', message: m }); c.enqueue(m); },
 });
 tapOut.readable.pipeTo(raw.writable).catch(() => {});
 const readable = raw.readable.pipeThrough(new TransformStream({
-  transform(m, c) { validator.check(m); c.enqueue(m); },
+  transform(m, c) { validator.check(m); transcript.push({ from: 'agent', message: m }); c.enqueue(m); },
 }));
 const stream = { readable, writable: tapOut.writable };
 
@@ -174,4 +177,5 @@ await app.connectWith(stream, async ctx => {
 out.validated = validator.count;
 out.invalid = validator.invalid;
 writeFileSync(`${dir}/result.json`, JSON.stringify(out, null, 1));
+writeFileSync(`${dir}/transcript.jsonl`, transcript.map(t => JSON.stringify(t)).join('\n') + '\n');
 log(`done: ${validator.count} agent messages validated, ${validator.invalid.length} invalid`);

@@ -69,8 +69,14 @@ pub fn respond(req: &ChatRequest) -> ScriptedResponse {
         "delete" => call("delete_file", json!({ "path": arg })),
         "slow" => call("slow_scan", json!({ "path": arg })),
         "read" => call("read_text_file", json!({ "path": arg })),
-        "write" => call("write_text_file", json!({ "path": arg, "content": "new text" })),
-        "run" => call("run_in_terminal", json!({ "command": "echo", "args": ["hi"] })),
+        "write" => call(
+            "write_text_file",
+            json!({ "path": arg, "content": "new text" }),
+        ),
+        "run" => call(
+            "run_in_terminal",
+            json!({ "command": "echo", "args": ["hi"] }),
+        ),
         "plan" => call(
             "update_plan",
             json!({ "entries": [

@@ -26,6 +26,13 @@ pub enum AutoDecision {
         /// The grant's id.
         id: String,
     },
+    /// A standing deny rule (a grant with `effect: deny`) rejected it.
+    GrantDeny {
+        /// The rule's id.
+        id: String,
+        /// For the model.
+        note: String,
+    },
     /// The application's policy allowed it.
     PolicyAllow {
         /// Why (recorded as the note).
@@ -64,7 +71,7 @@ impl AutoDecision {
     /// Who the decision is recorded as made by.
     pub fn by(&self) -> String {
         match self {
-            Self::Grant { id } => format!("grant:{id}"),
+            Self::Grant { id } | Self::GrantDeny { id, .. } => format!("grant:{id}"),
             Self::PolicyAllow { .. } | Self::PolicyDeny { .. } => "policy".to_owned(),
         }
     }
@@ -73,7 +80,9 @@ impl AutoDecision {
     pub fn decision(&self, id: &str) -> Decision {
         match self {
             Self::Grant { .. } | Self::PolicyAllow { .. } => Decision::approve(id),
-            Self::PolicyDeny { note } => Decision::reject(id, note.clone()),
+            Self::PolicyDeny { note } | Self::GrantDeny { note, .. } => {
+                Decision::reject(id, note.clone())
+            }
         }
         .by(self.by())
     }
@@ -297,6 +306,10 @@ impl Run {
                     rec.executed_fingerprint = Some(reins_memory::fingerprint(&rec.shown_input));
                 }
                 AutoDecision::PolicyDeny { .. } => rec.via = "policy".to_owned(),
+                AutoDecision::GrantDeny { id, .. } => {
+                    rec.via = "grant".to_owned();
+                    rec.grant_id = Some(id.clone());
+                }
             }
         }
         Ok(())

@@ -133,7 +133,9 @@ function renderGrant(g) {
   const life = g.state === "revoked"
     ? `revoked by ${esc(g.revoked_by || "?")} ${esc(when(g.revoked_at))}`
     : (g.expires_at ? `${g.state === "expired" ? "expired" : "expires"} ${esc(when(g.expires_at))}` : "never expires");
-  div.innerHTML = `<div class="top"><span class="tool">${esc(g.tool)}</span><span class="pill ${esc(g.state)}">${esc(g.state)}</span>
+  const deny = g.effect === "deny"
+    ? `<span class="tag deny" title="a standing rejection: calls in its scope are rejected without asking">deny rule</span>` : "";
+  div.innerHTML = `<div class="top"><span class="tool">${esc(g.tool)}</span>${deny}<span class="pill ${esc(g.state)}">${esc(g.state)}</span>
       <span class="meta">${scope}</span></div>
     ${conds || `<div class="meta">any arguments</div>`}
     <div class="meta">made by ${esc(g.created_by || "?")} ${esc(when(g.created_at))} · ${life}${g.note ? " · " + esc(g.note) : ""}</div>
@@ -145,7 +147,7 @@ function renderGrant(g) {
     b.disabled = true;
     const { status, data } = await api("DELETE", `/v1/grants/${enc(g.id)}`);
     if (status === 200) {
-      say($(".status", div), "ok", `Revoked by ${data.revoked_by || "you"}: calls of ${g.tool} ask again.`);
+      say($(".status", div), "ok", `Revoked by ${data.revoked_by || "you"}: calls of ${g.tool} ${g.effect === "deny" ? "are no longer rejected; they" : ""} ask again.`);
       setTimeout(loadGrants, 1500);
     } else {
       say($(".status", div), "err", refusal(status, data));
