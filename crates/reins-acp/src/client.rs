@@ -124,6 +124,58 @@ pub(crate) async fn execute(conn: &Arc<Conn>, live: &Live, r: &Requirement) -> D
     }
 }
 
+/// Whether a user-input requirement's fields can be an ACP form: an object schema
+/// whose properties are all strings, numbers, integers or booleans.
+pub(crate) fn is_form(fields: &Value) -> bool {
+    fields["type"] == "object"
+        && fields["properties"].as_object().is_some_and(|props| {
+            props.values().all(|p| {
+                matches!(
+                    p["type"].as_str(),
+                    Some("string" | "number" | "integer" | "boolean")
+                )
+            })
+        })
+}
+
+/// Asks for a user-input requirement's values with `elicitation/create` (a form tied
+/// to the tool call). Accepted: the values (checked by the run against the schema);
+/// declined: a rejection; cancelled or failed: `None`, nothing decided.
+pub(crate) async fn elicit(
+    conn: &Conn,
+    live: &Live,
+    r: &Requirement,
+    fields: &Value,
+) -> Option<Decision> {
+    let params = json!({
+        "sessionId": live.id,
+        "toolCallId": r.id,
+        "mode": "form",
+        "message": format!("`{}` needs input: {}", r.tool_use.name, r.reason),
+        "requestedSchema": fields,
+    });
+    match conn.peer.request("elicitation/create", params).await {
+        Ok(answer) => match answer["action"].as_str() {
+            Some("accept") => {
+                let values = match &answer["content"] {
+                    Value::Object(_) => answer["content"].clone(),
+                    _ => json!({}),
+                };
+                Some(Decision::input(&r.id, values))
+            }
+            Some("decline") => Some(Decision::reject(
+                &r.id,
+                "The person declined to give this input in the editor.",
+            )),
+            _ => None,
+        },
+        Err(e) => {
+            tracing::debug!(error = %e.message, "elicitation failed; nothing decided");
+            None
+        }
+    }
+}
+
 /// Runs `work` once the person allowed it.
 async fn asked(
     conn: &Arc<Conn>,

@@ -46,6 +46,7 @@
 //! | a confirmation requirement | `session/request_permission` with allow once / allow always / reject once / reject always |
 //! | allow always | the approval, then a standing grant for the tool in this session (revocable in the inbox) |
 //! | reject always | the rejection, then a standing deny rule for the tool in this session: later calls are rejected without asking (revocable in the inbox) |
+//! | a user-input requirement | an `elicitation/create` form, when the client declares `elicitation.form` |
 //! | a cancelled permission request | nothing decided: the requirement stays pending (inbox, or the next `session/load`) |
 //! | `session/cancel` | an interrupt (the turn is sanitized); stop reason `cancelled` |
 //! | the client's `fs` / `terminal` capabilities | client tools `read_text_file`, `write_text_file`, `run_in_terminal`, executed by the editor and recorded in the ledger |

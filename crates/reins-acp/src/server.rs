@@ -22,6 +22,8 @@ pub(crate) struct ClientCaps {
     pub(crate) read: bool,
     pub(crate) write: bool,
     pub(crate) terminal: bool,
+    /// `elicitation.form`: user input can be asked as a form.
+    pub(crate) forms: bool,
 }
 
 /// A session opened on this connection (`session/new` or `session/load`).
@@ -251,6 +253,7 @@ fn initialize(conn: &Conn, params: &Value) -> Result<Value, RpcError> {
         read: yes(&caps["fs"]["readTextFile"]),
         write: yes(&caps["fs"]["writeTextFile"]),
         terminal: yes(&caps["terminal"]),
+        forms: caps["elicitation"]["form"].is_object(),
     };
     *conn.caps.lock().unwrap_or_else(PoisonError::into_inner) = declared;
     Ok(json!({

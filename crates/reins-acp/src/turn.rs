@@ -301,6 +301,14 @@ async fn settle(
                 }
                 Choice::Cancelled => left.push(r),
             },
+            RequirementKind::UserInput { fields }
+                if conn.caps().forms && client::is_form(fields) =>
+            {
+                match client::elicit(conn, live, r, fields).await {
+                    Some(d) => decisions.push(d.by(&by)),
+                    None => left.push(r),
+                }
+            }
             RequirementKind::External if client::serves(conn, tool) => {
                 decisions.push(client::execute(conn, live, r).await.by(&by));
             }

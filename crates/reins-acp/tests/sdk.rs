@@ -337,6 +337,28 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
         ]
     );
 
+    // User input through an elicitation form: the value ran; a decline rejected.
+    assert_eq!(out["formsAsked"].as_array().unwrap().len(), 2);
+    assert_eq!(out["formsAsked"][0]["mode"], "form");
+    assert_eq!(
+        out["formsAsked"][0]["requestedSchema"]["required"][0],
+        "tag"
+    );
+    assert_eq!(ran.count("tag:c.txt=blue"), 1, "{:?}", ran.all());
+    assert!(
+        out["formAccept"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("tagged c.txt blue")
+    );
+    assert!(
+        out["formDecline"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("Rejected")
+    );
+    assert!(!ran.all().iter().any(|r| r.starts_with("tag:d.txt")));
+
     // The protocol's errors.
     let e = &out["errors"];
     assert_eq!(e["unknownPrompt"]["code"], -32002, "{e}");

@@ -31,6 +31,9 @@ const stream = { readable, writable: tapOut.writable };
 // Permission answers the scenarios queue: an optionId, 'cancel', or 'stale' (ask the
 // test to decide in the inbox first, then answer allow-once).
 const answers = [];
+// Form answers (elicitation/create), in order.
+const forms = [];
+const formsAsked = [];
 const asked = [];
 const updates = new Map(); // sessionId -> [update]
 const files = { written: [] };
@@ -59,6 +62,10 @@ const app = acp.client({ name: 'reins-acp-test' })
       return { outcome: { outcome: 'selected', optionId: 'allow-once' } };
     }
     return { outcome: { outcome: 'selected', optionId: next } };
+  })
+  .onRequest('elicitation/create', ({ params }) => {
+    formsAsked.push(params);
+    return forms.shift() ?? { action: 'cancel' };
   })
   .onRequest('fs/read_text_file', ({ params }) => ({ content: `contents of ${params.path}` }))
   .onRequest('fs/write_text_file', ({ params }) => { files.written.push(params); return {}; })
@@ -90,7 +97,7 @@ await app.connectWith(stream, async ctx => {
 
   out.init = await ctx.request('initialize', {
     protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true, elicitation: { form: {} } },
     clientInfo: { name: 'reins-acp-test', version: '1.0.0' },
   });
 
@@ -163,6 +170,14 @@ await app.connectWith(stream, async ctx => {
   out.run = await turn(s7, 'run');
   out.plan = await turn(s7, 'plan');
   out.written = files.written;
+
+  // User input as a form: accepted → ran with the value; declined → rejected.
+  const s8 = await newSession();
+  forms.push({ action: 'accept', content: { tag: 'blue' } });
+  out.formAccept = await turn(s8, 'tag c.txt');
+  forms.push({ action: 'decline' });
+  out.formDecline = await turn(s8, 'tag d.txt');
+  out.formsAsked = formsAsked;
 
   // The protocol's errors.
   out.errors = {

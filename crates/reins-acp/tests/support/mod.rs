@@ -35,6 +35,9 @@ impl Ran {
 struct PathArgs {
     /// The file.
     path: String,
+    /// A tag (asked from a person).
+    #[serde(default)]
+    tag: Option<String>,
 }
 
 fn call_id() -> String {
@@ -46,7 +49,7 @@ fn call_id() -> String {
     )
 }
 
-/// `delete X` (confirm), `slow X` (~20 s unless interrupted), `read X` / `write X` /
+/// `delete X` (confirm), `tag X` (user input), `slow X` (~20 s unless interrupted), `read X` / `write X` /
 /// `run` / `plan` (the client tools); tool results are summarized; anything else is
 /// echoed.
 pub fn respond(req: &ChatRequest) -> ScriptedResponse {
@@ -68,6 +71,7 @@ pub fn respond(req: &ChatRequest) -> ScriptedResponse {
     match verb {
         "delete" => call("delete_file", json!({ "path": arg })),
         "slow" => call("slow_scan", json!({ "path": arg })),
+        "tag" => call("tag_file", json!({ "path": arg })),
         "read" => call("read_text_file", json!({ "path": arg })),
         "write" => call(
             "write_text_file",
@@ -100,6 +104,23 @@ pub fn toolkit(ran: &Ran) -> Toolkit {
             }
         })
         .policy(ToolPolicy::confirm().reason("deleting needs a person's yes")),
+    )
+    .unwrap();
+    let r = ran.clone();
+    t.add(
+        Toolkit::function("tag_file", "Tag a file", move |a: PathArgs, _ctx| {
+            let r = r.clone();
+            async move {
+                let tag = a.tag.unwrap_or_default();
+                r.push(format!("tag:{}={tag}", a.path));
+                Ok::<_, ToolError>(format!("tagged {} {tag}", a.path))
+            }
+        })
+        .policy(ToolPolicy::user_input(json!({
+            "type": "object",
+            "properties": { "tag": { "type": "string", "description": "The tag" } },
+            "required": ["tag"]
+        }))),
     )
     .unwrap();
     let r = ran.clone();
