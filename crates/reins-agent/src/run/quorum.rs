@@ -257,11 +257,14 @@ impl Run {
             .map(|r| r.id)
             .collect();
         if let Some((id, _)) = decisions.iter().find(|(id, how)| {
-            !matches!(how, AutoDecision::PolicyDeny { .. }) && quorums.contains(id)
+            !matches!(
+                how,
+                AutoDecision::PolicyDeny { .. } | AutoDecision::GrantDeny { .. }
+            ) && quorums.contains(id)
         }) {
             let error = AgentError::InvalidInput(format!(
-                "`{id}` needs a quorum of people: the approval policy may deny it, and \
-                 neither the policy nor a standing grant may allow it"
+                "`{id}` needs a quorum of people: the approval policy or a deny rule may \
+                 deny it, and neither the policy nor a standing grant may allow it"
             ));
             self.call.consulting = Some(asked);
             return Err(error);
@@ -494,6 +497,48 @@ mod tests {
             run.requirements().is_empty(),
             "a deny decides a quorum call"
         );
+    }
+
+    #[test]
+    fn a_deny_rule_decides_a_quorum_call() {
+        let mut run = Run::new(RunConfig::default());
+        let mut call = Call::bare("s", RunInput::Message(Msg::user("go")), Utc::now());
+        call.quorums = std::sync::Arc::new(
+            [("send".to_owned(), crate::requirement::Quorum::of(2))]
+                .into_iter()
+                .collect(),
+        );
+        run.apply(Event::Begin(call)).unwrap();
+        let _ = run.next();
+        run.on_model_message(
+            Msg::new(
+                Role::Assistant,
+                vec![ContentBlock::ToolUse(ToolUse::new("c0", "send", json!({})))],
+            ),
+            vec![confirm()],
+            AfterReasoning::default(),
+            Default::default(),
+            Utc::now(),
+        );
+        assert_eq!(ids(&run.next()), ["c0"]);
+        run.apply(Event::DecidedWithoutAsking {
+            decisions: vec![(
+                "c0".to_owned(),
+                AutoDecision::GrantDeny {
+                    id: "d1".into(),
+                    note: "Rejected by a standing rule.".into(),
+                },
+            )],
+            now: Utc::now(),
+        })
+        .unwrap();
+        assert!(run.requirements().is_empty());
+        let rec = run.req_ops.log.last().unwrap();
+        assert_eq!(
+            (rec.decision.as_str(), rec.via.as_str()),
+            ("reject", "grant")
+        );
+        assert_eq!(rec.grant_id.as_deref(), Some("d1"));
     }
 
     #[test]
