@@ -205,3 +205,14 @@ impl Drop for LiveSender {
         }
     }
 }
+
+/// The effects (`reins_agent::effects`) report their run events to the relay.
+impl reins_agent::effects::Witness for LiveSender {
+    fn listening(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    fn send(&self, event: RunEvent) {
+        LiveSender::send(self, &event);
+    }
+}
