@@ -4,14 +4,19 @@
 //!
 //! | step | journal entries |
 //! |---|---|
-//! | start | `load` (the stored session, once per turn), `clock` before each input; `follow` (a paused parent's children, as stored) and `close-children` (after a new message) when the run has paused sub-agent calls |
+//! | start | `load` (the stored session, once per turn), `clock` before each input; `settle` (calls a crash cut short, settled from the ledger and reconciled: `effects::settle_from_ledger`) when the input closes them; `follow` (a paused parent's children, as stored) and `close-children` (after a new message) when the run has paused sub-agent calls; `hook pre-call` after the input is stored |
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
-//! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
-//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
+//! | `Compress` | `commit` (when something is recorded), `compress` (the summary, through `effects::summarize`: the summarizer and its hooks) |
+//! | `Reason` | `commit` (when something is recorded), `model` (through `effects::reason`: the `PreReasoning` hooks, the stream turned into the final message, the `PostReasoning` hooks, with their verdict; a crash mid-call makes the call again, a finished call never) |
+//! | `Execute` | per call: `hook pre-acting <id>` (the call the hooks leave, or their rejection), `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger: `effects::claim`, the tool, `effects::finish`; a call an earlier attempt started is reconciled); a parallel batch: every marker, then `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `clock`, `commit` |
 //! | `Execute`: a sub-agent call | `subagent <id>` (the parent's ledger), the call to the child object's `child` handler, `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
 //! | `Execute`: a question answered | `tool-answer <id>` (the answer handed to the live call, its result; see [`ask`]) |
-//! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
-//! | `Finish` | `commit` |
+//! | `Replayed` | `commit`, `hook replayed <id>,..` (the `ToolReplayed` hooks) |
+//! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit`, `hook post-call` |
+//! | `Finish` | `closing`, `commit`, `hook post-call` |
+//!
+//! A `hook ..` entry is journaled only when one of the agent's hooks listens for its
+//! event.
 
 use reins_memory::RunStateData;
 use std::sync::Arc;
