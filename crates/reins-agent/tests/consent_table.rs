@@ -73,6 +73,11 @@ async fn one_approval_sent_twice_with_one_key_runs_once() {
     on_local(Scenario::IdempotencyKey).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stops_a_running_call() {
+    on_local(Scenario::Interrupt).await;
+}
+
 #[test]
 fn every_scenario_has_a_name_that_reads_back() {
     for s in Scenario::ALL {

@@ -248,9 +248,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                             paused_now = true;
                         }
                         Ended::Status(status) => {
-                            let out = run
-                                .output(status)
-                                .map_err(|e| refused(&self.session, &e))?;
+                            let out = run.output(status).map_err(|e| refused(&self.session, &e))?;
                             self.post_call(&run, Some(out.message.clone())).await?;
                             return Ok(out);
                         }

@@ -187,3 +187,8 @@ async fn a_fork_replays_a_finished_call_without_running_it() {
 async fn one_approval_sent_twice_with_one_key_runs_once() {
     on_restate(Scenario::IdempotencyKey).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stops_a_running_call() {
+    on_restate(Scenario::Interrupt).await;
+}

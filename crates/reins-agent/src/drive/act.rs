@@ -260,8 +260,7 @@ impl Driver {
                 ));
             }
         };
-        self.finish_call(original, to_run, outcome, iteration)
-            .await
+        self.finish_call(original, to_run, outcome, iteration).await
     }
 
     /// The end of a call that ran: its result recorded in the ledger, then the

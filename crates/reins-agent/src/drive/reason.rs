@@ -37,7 +37,8 @@ impl Driver {
             summary,
             output,
         };
-        let reasoned = effects::reason(&self.agent, &self.session, call, &self.cancel, self).await?;
+        let reasoned =
+            effects::reason(&self.agent, &self.session, call, &self.cancel, self).await?;
         let Reasoning::Reasoned {
             message,
             usage,

@@ -138,7 +138,9 @@ pub async fn claim(
             executed: call.edited().then_some(call.to_run),
             key: reins_tool::idempotency_key(session, &original.id, &fingerprint),
         };
-        if let Settled::Result(r) = reconcile(agent, session, iteration, unfinished, cancel, witness).await? {
+        if let Settled::Result(r) =
+            reconcile(agent, session, iteration, unfinished, cancel, witness).await?
+        {
             store.finish(session, &original.id, &r).await?;
             return Ok(Claimed::Settled(r));
         }

@@ -35,8 +35,8 @@ use reins_message::{Msg, ToolSpec};
 use reins_model::{ChatRequest, ToolChoice};
 
 use crate::agent::Agent;
-use crate::output::RunEvent;
 use crate::approval::{PolicyRequest, PolicyVerdict};
+use crate::output::RunEvent;
 use crate::run::{AutoDecision, Consult, Consulted, Reason};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval

@@ -76,7 +76,8 @@ pub async fn reason(
         return Ok(Reasoning::Interrupted);
     }
     witness.emit(|| RunEvent::ReasoningStarted { iteration });
-    let Some((message, usage)) = stream(agent, session, iteration, request, output, cancel, witness).await?
+    let Some((message, usage)) =
+        stream(agent, session, iteration, request, output, cancel, witness).await?
     else {
         return Ok(Reasoning::Interrupted);
     };
@@ -165,8 +166,7 @@ fn report(
             witness.emit(|| RunEvent::ThinkingDelta { text: text.clone() });
         }
         ChatChunk::ToolCallStart { id, name, index } => {
-            if output.is_some_and(|m| m != OutputMode::NativeSchema) && name == FINAL_ANSWER_TOOL
-            {
+            if output.is_some_and(|m| m != OutputMode::NativeSchema) && name == FINAL_ANSWER_TOOL {
                 *answer_index = Some(*index);
             }
             witness.emit(|| RunEvent::ToolCallStarted {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use reins_hook::{Control, Hook, HookContext, HookError, HookEvent, HookEventKind};
 use reins_message::{Msg, ToolOutcome, ToolResult};
-use reins_tool::{Reconciliation, ToolContext, ToolOutput};
+use reins_tool::{Reconciliation, ToolContext, ToolError, ToolOutput};
 use serde_json::{Value, json};
 
 use super::{On, TOOL};
@@ -105,6 +105,20 @@ pub(super) fn sent_before(outbox: &Path, ctx: &ToolContext) -> Reconciliation {
     }
 }
 
+/// The slow part of `send_email` to a `slow…` address: appends `slow <session>/<call>`
+/// to the outbox, then waits (at most 20 s) for the call's cancellation token.
+pub(super) async fn slow_send(outbox: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
+    append(
+        outbox,
+        &format!("slow {}/{}\n", ctx.session_id, ctx.tool_use_id),
+    )
+    .map_err(|e| ToolError::Failed(e.to_string()))?;
+    tokio::select! {
+        () = ctx.cancelled() => Err(ToolError::Cancelled),
+        () = tokio::time::sleep(std::time::Duration::from_secs(20)) => Ok(()),
+    }
+}
+
 type Check = std::result::Result<(), String>;
 
 impl On<'_> {
@@ -129,13 +143,13 @@ impl On<'_> {
     }
 
     /// Sends `email ADDRESS`, expects a pause, approves it; the call's id.
-    async fn email_approved(
-        &self,
-        session: &str,
-        to: &str,
-    ) -> std::result::Result<String, String> {
+    async fn email_approved(&self, session: &str, to: &str) -> std::result::Result<String, String> {
         let v = self.send(session, &format!("email {to}"), "alice").await?;
-        ensure!(v.paused, "the call must wait for a person, got {:?}", v.phase);
+        ensure!(
+            v.paused,
+            "the call must wait for a person, got {:?}",
+            v.phase
+        );
         let id = v.requirements.first().ok_or("no requirement")?.id.clone();
         self.approve(session, &id, "ana")
             .await?
@@ -145,7 +159,10 @@ impl On<'_> {
 
     pub(super) async fn hooks(&self, session: &str) -> Check {
         let blocked = self.email_approved(session, BLOCKED).await?;
-        ensure!(self.runs(session) == 0, "a call the hook blocks must not run");
+        ensure!(
+            self.runs(session) == 0,
+            "a call the hook blocks must not run"
+        );
         let r = self.result(session, &blocked).await?;
         ensure!(
             matches!(&r.outcome, ToolOutcome::Rejected { note: Some(n) } if n.contains("blocked by the mail hook"))
@@ -172,7 +189,10 @@ impl On<'_> {
         );
         for id in [&blocked, &edited] {
             let seen = self.lines(&format!("hook {session}/{id}"));
-            ensure!(seen == 1, "the hook must see call `{id}` once, saw it {seen} times");
+            ensure!(
+                seen == 1,
+                "the hook must see call `{id}` once, saw it {seen} times"
+            );
         }
         Ok(())
     }
@@ -180,7 +200,8 @@ impl On<'_> {
     pub(super) async fn compression(&self, session: &str) -> Check {
         let pad = "the quarterly numbers look steady and the team wants a short note. ".repeat(10);
         for i in 0..8 {
-            self.send(session, &format!("note {i}: {pad}"), "alice").await?;
+            self.send(session, &format!("note {i}: {pad}"), "alice")
+                .await?;
         }
         let v = self.send(session, "count", "alice").await?;
         ensure!(!v.paused, "the run must end, got {:?}", v.phase);
@@ -248,14 +269,16 @@ impl On<'_> {
         );
         let trail = self.trail(session).await?;
         ensure!(
-            trail
-                .iter()
-                .any(|d| d.kind == "reconcile" && d.decision == "happened" && d.requirement_id == r.id),
+            trail.iter().any(|d| d.kind == "reconcile"
+                && d.decision == "happened"
+                && d.requirement_id == r.id),
             "the audit trail must record the reconcile: {trail:?}"
         );
 
         // It did not take effect: it runs, once.
-        let v = self.send(session, "email erin@example.com", "alice").await?;
+        let v = self
+            .send(session, "email erin@example.com", "alice")
+            .await?;
         let r = v.requirements.first().ok_or("no requirement")?.clone();
         self.started_and_died(session, &r.id, &r.tool_use.input)
             .await?;
@@ -263,12 +286,15 @@ impl On<'_> {
             .await?
             .map_err(|e| format!("the approval was refused: {e}"))?;
         let ran = self.lines(&format!("{TOOL} {session}/{} ", r.id));
-        ensure!(ran == 1, "a call that never took effect must run once, ran {ran}");
+        ensure!(
+            ran == 1,
+            "a call that never took effect must run once, ran {ran}"
+        );
         let trail = self.trail(session).await?;
         ensure!(
-            trail
-                .iter()
-                .any(|d| d.kind == "reconcile" && d.decision == "not_run" && d.requirement_id == r.id),
+            trail.iter().any(|d| d.kind == "reconcile"
+                && d.decision == "not_run"
+                && d.requirement_id == r.id),
             "the audit trail must record that the call had not run: {trail:?}"
         );
         Ok(())
@@ -288,7 +314,10 @@ impl On<'_> {
         let record = record_of(self.store, &source, n, false)
             .await
             .map_err(|e| e.to_string())?;
-        ensure!(record.calls.len() == 1, "the fork must record the finished call");
+        ensure!(
+            record.calls.len() == 1,
+            "the fork must record the finished call"
+        );
         write_fork(self.store, &fork, source.messages[..n].to_vec(), record)
             .await
             .map_err(|e| format!("forking failed: {e}"))?;
@@ -317,8 +346,14 @@ impl On<'_> {
     }
 
     pub(super) async fn idempotency_key(&self, session: &str) -> Check {
-        let v = self.send(session, "email gina@example.com", "alice").await?;
-        ensure!(v.paused, "the call must wait for a person, got {:?}", v.phase);
+        let v = self
+            .send(session, "email gina@example.com", "alice")
+            .await?;
+        ensure!(
+            v.paused,
+            "the call must wait for a person, got {:?}",
+            v.phase
+        );
         let id = v.requirements.first().ok_or("no requirement")?.id.clone();
         let submission = Submission {
             input: RunInput::Decisions(vec![Decision::approve(&id).by("ana")]),
@@ -348,9 +383,69 @@ impl On<'_> {
             .trail(session)
             .await?
             .iter()
-            .filter(|d| d.requirement_id == id && d.decision == "approve" && d.verdict == crate::view::Verdict::Applied)
+            .filter(|d| {
+                d.requirement_id == id
+                    && d.decision == "approve"
+                    && d.verdict == crate::view::Verdict::Applied
+            })
             .count();
-        ensure!(approvals == 1, "one approval must be applied, {approvals} were");
+        ensure!(
+            approvals == 1,
+            "one approval must be applied, {approvals} were"
+        );
+        Ok(())
+    }
+
+    pub(super) async fn interrupt(&self, session: &str) -> Check {
+        let v = self
+            .send(session, "email slow@example.com", "alice")
+            .await?;
+        ensure!(
+            v.paused,
+            "the call must wait for a person, got {:?}",
+            v.phase
+        );
+        let id = v.requirements.first().ok_or("no requirement")?.id.clone();
+        let submission = Submission {
+            input: RunInput::Decisions(vec![Decision::approve(&id).by("ana")]),
+            actor: Some(Actor::new("ana")),
+            view: Some(v.token.clone()),
+            idempotency_key: None,
+        };
+        self.backend
+            .submit(session, submission)
+            .await
+            .map_err(|e| format!("the approval was refused: {e}"))?;
+        let started = format!("slow {session}/{id}");
+        let deadline = std::time::Instant::now() + super::SETTLE;
+        while self.lines(&started) == 0 {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the approved call never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let requested = self
+            .backend
+            .interrupt(session)
+            .await
+            .map_err(|e| format!("the interrupt was refused: {e}"))?;
+        ensure!(requested, "an interrupt while a call runs must be taken");
+        let end = self.settled(session, v.version).await?;
+        ensure!(
+            end.phase == crate::run::Phase::Finished(crate::output::RunStatus::Cancelled),
+            "the run must end cancelled, got {:?}",
+            end.phase
+        );
+        ensure!(
+            self.runs(session) == 0,
+            "the interrupted call must not complete"
+        );
+        let r = self.result(session, &id).await?;
+        ensure!(
+            matches!(r.outcome, ToolOutcome::Cancelled | ToolOutcome::Interrupted),
+            "the interrupted call must end cancelled, got {r:?}"
+        );
         Ok(())
     }
 }

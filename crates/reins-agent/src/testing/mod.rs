@@ -29,6 +29,7 @@
 //! | [`Scenario::Compression`] | `context(ContextPolicy::new(700).compress_to(400))` | after a long conversation a summary is stored (a message marked `reins.summary`), and the model's last request carried fewer messages than the transcript |
 //! | [`Scenario::Reconcile`] | `send_email` reconciles by looking for its own line in the outbox | a call whose ledger entry was started and never finished is put to the tool: one that took effect keeps its effect (0 new runs, `reconciled: happened`, audited `kind: reconcile`), one that did not runs once |
 //! | [`Scenario::ForkReplay`] | – | a fork made before a finished call, sent the same message, is served the recorded result: no approval, 0 new runs, audited `replayed` |
+//! | [`Scenario::Interrupt`] | – | an interrupt while an approved call runs: the tool's cancellation token fires, the call ends cancelled and never completes, the run ends `Cancelled` |
 //! | [`Scenario::IdempotencyKey`] | – | the same approval submitted twice with one idempotency key: the tool runs once; the second answer is the first's (a backend that keeps keys) or the refusal of a decision already taken (one that does not) |
 
 use std::path::{Path, PathBuf};
@@ -88,11 +89,13 @@ pub enum Scenario {
     ForkReplay,
     /// One approval submitted twice with the same idempotency key.
     IdempotencyKey,
+    /// An interrupt while an approved call runs.
+    Interrupt,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -105,11 +108,12 @@ impl Scenario {
         Scenario::Reconcile,
         Scenario::ForkReplay,
         Scenario::IdempotencyKey,
+        Scenario::Interrupt,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
     /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
-    /// `fork_replay`, `idempotency_key`).
+    /// `fork_replay`, `idempotency_key`, `interrupt`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -124,6 +128,7 @@ impl Scenario {
             Scenario::Reconcile => "reconcile",
             Scenario::ForkReplay => "fork_replay",
             Scenario::IdempotencyKey => "idempotency_key",
+            Scenario::Interrupt => "interrupt",
         }
     }
 
@@ -156,7 +161,10 @@ impl Scenario {
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
-            Scenario::Reconcile | Scenario::ForkReplay | Scenario::IdempotencyKey => b,
+            Scenario::Reconcile
+            | Scenario::ForkReplay
+            | Scenario::IdempotencyKey
+            | Scenario::Interrupt => b,
         };
         b.build()
     }
@@ -191,6 +199,7 @@ impl Scenario {
             Scenario::Reconcile => on.reconcile(&session).await,
             Scenario::ForkReplay => on.fork_replay(&session).await,
             Scenario::IdempotencyKey => on.idempotency_key(&session).await,
+            Scenario::Interrupt => on.interrupt(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -638,6 +647,9 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                     let outbox = outbox.clone();
                     async move {
                         use std::io::Write;
+                        if a.to.starts_with("slow") {
+                            features::slow_send(&outbox, &ctx).await?;
+                        }
                         let line =
                             format!("{TOOL} {}/{} {}\n", ctx.session_id, ctx.tool_use_id, a.to);
                         std::fs::OpenOptions::new()

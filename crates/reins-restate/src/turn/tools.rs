@@ -283,9 +283,11 @@ async fn run_call(
     } else {
         Takeover::Now
     };
-    let claimed = effects::claim(agent, session, iteration, tool_call, takeover, token, sender)
-        .await
-        .map_err(effect_error)?;
+    let claimed = effects::claim(
+        agent, session, iteration, tool_call, takeover, token, sender,
+    )
+    .await
+    .map_err(effect_error)?;
     match claimed {
         Claimed::Run => {}
         Claimed::Recorded(r) | Claimed::Settled(r) => return Ok(ToolStep::Done(r)),
