@@ -69,8 +69,12 @@ pub async fn run(
 ///
 /// # Errors
 /// A hook's error.
-pub async fn notify(agent: &Agent, session: &str, iteration: u32, event: HookEvent) -> Result<()> {
-    let mut event = event;
+pub async fn notify(
+    agent: &Agent,
+    session: &str,
+    iteration: u32,
+    mut event: HookEvent,
+) -> Result<()> {
     run(agent, session, iteration, &mut event).await.map(|_| ())
 }
 

@@ -96,14 +96,16 @@ pub async fn claim(
     let fingerprint = call.fingerprint();
     let idempotent = rt.toolkit.is_idempotent(&original.name);
     let lease = cfg.tool_lease;
-    let now = takeover == Takeover::Now && !idempotent && {
-        match store.ledger_entry(session, &original.id).await? {
-            Some(e) => match (e.state, e.result) {
-                (LedgerState::Finished, Some(r)) => return Ok(Claimed::Recorded(r)),
-                _ => true,
-            },
-            None => false,
-        }
+    // Taken over at once: a call the caller knows was started by a run that is gone.
+    let entry = if takeover == Takeover::Now && !idempotent {
+        store.ledger_entry(session, &original.id).await?
+    } else {
+        None
+    };
+    let now = match entry.map(|e| (e.state, e.result)) {
+        Some((LedgerState::Finished, Some(r))) => return Ok(Claimed::Recorded(r)),
+        Some(_) => true,
+        None => false,
     };
     let mut claim = store
         .claim(session, &original.id, &fingerprint, lease, now)
