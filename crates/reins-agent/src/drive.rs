@@ -29,10 +29,6 @@ mod reason;
 
 pub use ask::ASKED_ELSEWHERE;
 
-/// The text a tool use gets when its process died while it ran.
-pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
-     it may or may not have taken effect";
-
 /// Everything one call needs.
 pub(crate) struct DriveArgs {
     pub(crate) agent: Agent,

@@ -14,11 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Witness, hooks};
 use crate::agent::Agent;
-use crate::drive::UNKNOWN_OUTCOME;
 use crate::error::{AgentError, Result};
 use crate::output::RunEvent;
 use crate::run::{ExecOutcome, Execution};
 use crate::view::{DecisionRecord, Verdict};
+
+/// The text a tool use gets when its process died while it ran.
+pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
+     it may or may not have taken effect";
 
 /// The audit kind of a reconcile entry.
 const RECONCILE_KIND: &str = "reconcile";
@@ -74,7 +77,8 @@ pub enum Takeover {
 
 /// Claims `call` in the ledger before it runs. A call that finished gives its recorded
 /// result. A call whose earlier run stopped before it finished (its lease ended, or
-/// `takeover` is [`Takeover::Now`]) is taken over: an idempotent tool simply runs
+/// `takeover` is [`Takeover::Now`]: then without waiting for that run's lease) is taken
+/// over: an idempotent tool simply runs
 /// again; any other is reconciled ([`reconcile`]): a found result or `Unknown` is
 /// recorded, and a call that did not take effect runs. A call another process runs
 /// under a live lease is [`AgentError::ToolInFlight`].
@@ -96,44 +100,21 @@ pub async fn claim(
     let fingerprint = call.fingerprint();
     let idempotent = rt.toolkit.is_idempotent(&original.name);
     let lease = cfg.tool_lease;
-    // Taken over at once: a call the caller knows was started by a run that is gone.
+    // A call the caller knows was started by a run that is gone is its own at once:
+    // its lease (the dead run's) is not waited for.
     let entry = if takeover == Takeover::Now && !idempotent {
         store.ledger_entry(session, &original.id).await?
     } else {
         None
     };
-    let now = match entry.map(|e| (e.state, e.result)) {
+    let recovered = match entry.map(|e| (e.state, e.result)) {
         Some((LedgerState::Finished, Some(r))) => return Ok(Claimed::Recorded(r)),
         Some(_) => true,
-        None => false,
+        None => match take(store.as_ref(), session, call, lease, idempotent).await? {
+            Taken::Granted { recovered } => recovered,
+            Taken::Done(claimed) => return Ok(claimed),
+        },
     };
-    let mut claim = store
-        .claim(session, &original.id, &fingerprint, lease, now)
-        .await?;
-    let mut recovered = now && matches!(claim, Claim::Granted);
-    if matches!(claim, Claim::Expired) {
-        // Take the lease over (exactly one of racing processes gets it), then find
-        // out what happened while holding it.
-        claim = store
-            .claim(session, &original.id, &fingerprint, lease, true)
-            .await?;
-        recovered = matches!(claim, Claim::Granted) && !idempotent;
-    }
-    match claim {
-        Claim::Granted => {}
-        Claim::Finished(r) => return Ok(Claimed::Recorded(r)),
-        Claim::InFlight { lease_until } => {
-            return Err(AgentError::ToolInFlight {
-                id: original.id.clone(),
-                until: lease_until,
-            });
-        }
-        Claim::Expired => {
-            let r = ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
-            store.finish(session, &original.id, &r).await?;
-            return Ok(Claimed::Settled(r));
-        }
-    }
     if recovered {
         let unfinished = Unfinished {
             original,
@@ -146,9 +127,52 @@ pub async fn claim(
             store.finish(session, &original.id, &r).await?;
             return Ok(Claimed::Settled(r));
         }
-        // The effect did not happen: the call runs now, under the lease taken.
+        // The effect did not happen: the call runs now.
     }
     Ok(Claimed::Run)
+}
+
+/// What [`take`] got.
+enum Taken {
+    /// The lease; `recovered`: an earlier run of the call stopped before it finished.
+    Granted { recovered: bool },
+    /// No lease: the call is settled.
+    Done(Claimed),
+}
+
+/// Claims the call's lease in the ledger, taking over one whose lease ended (exactly
+/// one of racing processes gets it).
+async fn take(
+    store: &dyn reins_memory::MemoryStore,
+    session: &str,
+    call: ToolCall<'_>,
+    lease: std::time::Duration,
+    idempotent: bool,
+) -> Result<Taken> {
+    let (original, fingerprint) = (call.original, call.fingerprint());
+    let mut claim = store
+        .claim(session, &original.id, &fingerprint, lease, false)
+        .await?;
+    let mut recovered = false;
+    if matches!(claim, Claim::Expired) {
+        claim = store
+            .claim(session, &original.id, &fingerprint, lease, true)
+            .await?;
+        recovered = matches!(claim, Claim::Granted) && !idempotent;
+    }
+    match claim {
+        Claim::Granted => Ok(Taken::Granted { recovered }),
+        Claim::Finished(r) => Ok(Taken::Done(Claimed::Recorded(r))),
+        Claim::InFlight { lease_until } => Err(AgentError::ToolInFlight {
+            id: original.id.clone(),
+            until: lease_until,
+        }),
+        Claim::Expired => {
+            let r = ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
+            store.finish(session, &original.id, &r).await?;
+            Ok(Taken::Done(Claimed::Settled(r)))
+        }
+    }
 }
 
 /// The context a claimed call runs with: its session and id, the arguments'

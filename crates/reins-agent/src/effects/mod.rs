@@ -23,8 +23,8 @@ mod reason;
 
 pub use compress::{Summarized, summarize};
 pub use ledger::{
-    Claimed, Settled, Takeover, ToolCall, Unfinished, claim, context, finish, options, reconcile,
-    settle_from_ledger,
+    Claimed, Settled, Takeover, ToolCall, UNKNOWN_OUTCOME, Unfinished, claim, context, finish,
+    options, reconcile, settle_from_ledger,
 };
 pub use reason::{ModelCall, Reasoning, reason};
 

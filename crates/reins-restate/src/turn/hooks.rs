@@ -71,35 +71,28 @@ impl TurnDriver<'_, '_> {
     }
 
     /// A fork's calls served from its record: the `ToolReplayed` hooks, one journaled
-    /// step for the batch, which also tells live listeners.
+    /// step for the batch (when a hook listens).
     pub(super) async fn replayed(
         &mut self,
         run: &Run,
         results: Vec<ToolResult>,
     ) -> Result<(), TerminalError> {
+        if !self.wants(HookEventKind::ToolReplayed) {
+            return Ok(());
+        }
         let iteration = run.state().iteration();
-        let (agent, session, live) = (self.agent().clone(), self.session.clone(), self.live());
+        let (agent, session) = (self.agent().clone(), self.session.clone());
         let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
-        let name = format!("replayed {}", ids.join(","));
+        let name = format!("hook replayed {}", ids.join(","));
         self.journal(&name, OnCancel::Retry, move || {
-            let (agent, session, live, results) = (
-                agent.clone(),
-                session.clone(),
-                live.clone(),
-                results.clone(),
-            );
+            let (agent, session, results) = (agent.clone(), session.clone(), results.clone());
             async move {
-                let sender = live.relay.open(&live.session, &live.run_id);
                 for result in results {
-                    let event = HookEvent::ToolReplayed {
-                        result: result.clone(),
-                    };
+                    let event = HookEvent::ToolReplayed { result };
                     hooks::notify(&agent, &session, iteration, event)
                         .await
                         .map_err(effect_error)?;
-                    sender.send(&reins_agent::RunEvent::ToolReplayed { result });
                 }
-                sender.close().await;
                 Ok(Json(()))
             }
         })
