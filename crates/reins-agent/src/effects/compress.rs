@@ -22,7 +22,7 @@ pub enum Summarized {
     /// The summary, and the tokens each summarizer call used.
     Summary {
         /// The summary (apply as [`Event::Summarized`]).
-        summary: ContextSummary,
+        summary: Box<ContextSummary>,
         /// Per summarizer call (apply each as [`Event::Usage`]).
         usage: Vec<Usage>,
     },
@@ -39,7 +39,7 @@ impl Summarized {
             Self::Summary { summary, usage } => usage
                 .into_iter()
                 .map(Event::Usage)
-                .chain([Event::Summarized(summary)])
+                .chain([Event::Summarized(*summary)])
                 .collect(),
             Self::Interrupted | Self::Nothing => Vec::new(),
         }
@@ -134,5 +134,8 @@ pub async fn summarize(
         created_at: Utc::now(),
         text,
     };
-    Ok(Summarized::Summary { summary, usage })
+    Ok(Summarized::Summary {
+        summary: Box::new(summary),
+        usage,
+    })
 }
