@@ -308,8 +308,15 @@ async fn run_call(
     );
     let fut: super::ask::CallFuture =
         Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
-    let waited =
-        super::ask::wait(session, &call.original.id, fut, questions, call_cancel, token).await;
+    let waited = super::ask::wait(
+        session,
+        &call.original.id,
+        fut,
+        questions,
+        call_cancel,
+        token,
+    )
+    .await;
     let outcome = match waited {
         super::ask::Waited::Done(outcome) => outcome,
         super::ask::Waited::Asked(question) => {
