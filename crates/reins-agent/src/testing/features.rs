@@ -123,7 +123,7 @@ type Check = std::result::Result<(), String>;
 
 impl On<'_> {
     /// How many lines of `outbox` start with `prefix`.
-    fn lines(&self, prefix: &str) -> usize {
+    fn outbox_lines(&self, prefix: &str) -> usize {
         std::fs::read_to_string(self.outbox)
             .unwrap_or_default()
             .lines()
@@ -177,7 +177,7 @@ impl On<'_> {
             self.runs(session)
         );
         ensure!(
-            self.lines(&format!("{TOOL} {session}/{edited} carol@example.com")) == 1,
+            self.outbox_lines(&format!("{TOOL} {session}/{edited} carol@example.com")) == 1,
             "the tool must run with the hook's address"
         );
         let r = self.result(session, &edited).await?;
@@ -188,7 +188,7 @@ impl On<'_> {
             r.metadata
         );
         for id in [&blocked, &edited] {
-            let seen = self.lines(&format!("hook {session}/{id}"));
+            let seen = self.outbox_lines(&format!("hook {session}/{id}"));
             ensure!(
                 seen == 1,
                 "the hook must see call `{id}` once, saw it {seen} times"
@@ -285,7 +285,7 @@ impl On<'_> {
         self.approve(session, &r.id, "ana")
             .await?
             .map_err(|e| format!("the approval was refused: {e}"))?;
-        let ran = self.lines(&format!("{TOOL} {session}/{} ", r.id));
+        let ran = self.outbox_lines(&format!("{TOOL} {session}/{} ", r.id));
         ensure!(
             ran == 1,
             "a call that never took effect must run once, ran {ran}"
@@ -373,7 +373,7 @@ impl On<'_> {
             ),
             "the same approval again must get the first answer or be refused as already decided, got {again:?}"
         );
-        self.settled(session, v.version).await?;
+        self.settled_after(session, v.version).await?;
         ensure!(
             self.runs(session) == 1,
             "the tool must run once, ran {}",
@@ -418,7 +418,7 @@ impl On<'_> {
             .map_err(|e| format!("the approval was refused: {e}"))?;
         let started = format!("slow {session}/{id}");
         let deadline = std::time::Instant::now() + super::SETTLE;
-        while self.lines(&started) == 0 {
+        while self.outbox_lines(&started) == 0 {
             ensure!(
                 std::time::Instant::now() < deadline,
                 "the approved call never started"
@@ -431,7 +431,7 @@ impl On<'_> {
             .await
             .map_err(|e| format!("the interrupt was refused: {e}"))?;
         ensure!(requested, "an interrupt while a call runs must be taken");
-        let end = self.settled(session, v.version).await?;
+        let end = self.settled_after(session, v.version).await?;
         ensure!(
             end.phase == crate::run::Phase::Finished(crate::output::RunStatus::Cancelled),
             "the run must end cancelled, got {:?}",

@@ -257,11 +257,15 @@ impl On<'_> {
             return Ok(Err(e));
         }
         let after = before.map_or(0, |v| v.version);
-        self.settled(session, after).await.map(Ok)
+        self.settled_after(session, after).await.map(Ok)
     }
 
     /// Waits until `session` is past version `after` and settled (paused or ended).
-    async fn settled(&self, session: &str, after: u64) -> std::result::Result<SessionView, String> {
+    async fn settled_after(
+        &self,
+        session: &str,
+        after: u64,
+    ) -> std::result::Result<SessionView, String> {
         let start = std::time::Instant::now();
         loop {
             match self.backend.view(session).await {
