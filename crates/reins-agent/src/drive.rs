@@ -4,8 +4,8 @@
 //! (`session.send(msg).await`) and a started one (`.start()`, a `RunHandle`).
 
 use chrono::Utc;
-use reins_hook::{Control, HookContext, HookEvent, HookEventKind};
-use reins_memory::{Error as StoreError, LedgerState};
+use reins_hook::{Control, HookEvent, HookEventKind};
+use reins_memory::Error as StoreError;
 use reins_message::{Role, ToolResult};
 use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
@@ -26,18 +26,8 @@ mod act;
 mod ask;
 mod compress;
 mod reason;
-mod reconcile;
 
 pub use ask::ASKED_ELSEWHERE;
-
-/// The text a call gets when it was cut off before it took effect (its tool said so
-/// when asked) and a new message closed its turn.
-const NOT_RUN_SUPERSEDED: &str = "not run: the process running this call stopped before it took effect \
-     (the tool confirmed it), and a new message closed the turn";
-
-/// The text a tool use gets when its process died while it ran.
-pub const UNKNOWN_OUTCOME: &str = "outcome unknown: the process running this call stopped before it finished; \
-     it may or may not have taken effect";
 
 /// Everything one call needs.
 pub(crate) struct DriveArgs {
@@ -164,26 +154,13 @@ impl Driver {
         }
     }
 
-    fn ctx(&self, iteration: u32) -> HookContext {
-        HookContext {
-            agent_name: self.agent.config.name.clone(),
-            session_id: self.session.clone(),
-            iteration,
-        }
-    }
-
     /// Whether any hook listens for `kind`.
     fn wants(&self, kind: HookEventKind) -> bool {
-        let hooks = &self.agent.runtime.hooks;
-        !hooks.is_empty() && hooks.wants(kind)
+        crate::effects::hooks::wants(&self.agent, kind)
     }
 
     async fn hooks(&self, event: &mut HookEvent, iteration: u32) -> Result<Control> {
-        let hooks = &self.agent.runtime.hooks;
-        if hooks.is_empty() || !hooks.wants(event.kind()) {
-            return Ok(Control::default());
-        }
-        Ok(hooks.run(event, &self.ctx(iteration)).await?)
+        crate::effects::hooks::run(&self.agent, &self.session, iteration, event).await
     }
 
     /// The start of a call: the agent's (every rule it carries), with the caller's
@@ -578,45 +555,23 @@ impl Driver {
     }
 
     /// After a crash in the middle of tool execution, before a new message closes the
-    /// turn: calls the ledger shows finished keep their recorded results; calls that
-    /// started and never finished are reconciled (their tool is asked whether they took
-    /// effect): a found result is kept, a call that did not take effect is closed as not
-    /// run, and the rest become `Unknown`. Calls that never started are closed by the
-    /// new message.
+    /// turn: the calls it cut short, settled from the ledger
+    /// ([`crate::effects::settle_from_ledger`]).
     async fn settle_from_ledger(&self, core: &mut SessionCore, input: &RunInput) -> Result<()> {
         let calls = core.run.state().settle_before(input);
         if calls.is_empty() {
             return Ok(());
         }
-        let store = &self.agent.runtime.store;
-        let mut results = Vec::new();
-        for e in calls {
-            let id = &e.tool_use.id;
-            if let Some(entry) = store.ledger_entry(&self.session, id).await? {
-                match (entry.state, entry.result) {
-                    (LedgerState::Finished, Some(r)) => results.push(r),
-                    _ => {
-                        // The key the call ran with: the ledger's fingerprint is that
-                        // of the arguments that ran.
-                        let call = reconcile::Unfinished {
-                            original: &e.tool_use,
-                            executed: None,
-                            key: reins_tool::idempotency_key(&self.session, id, &entry.fingerprint),
-                        };
-                        let r = match self.reconcile(call, core.run.state().iteration()).await? {
-                            reconcile::Settled::Result(r) => r,
-                            // It never took effect, and the new message closes the
-                            // turn: it is not run.
-                            reconcile::Settled::NotRun => {
-                                ToolResult::cancelled(id, &e.tool_use.name, NOT_RUN_SUPERSEDED)
-                            }
-                        };
-                        store.finish(&self.session, id, &r).await?;
-                        results.push(r);
-                    }
-                }
-            }
-        }
+        let iteration = core.run.state().iteration();
+        let results = crate::effects::settle_from_ledger(
+            &self.agent,
+            &self.session,
+            iteration,
+            calls,
+            &self.cancel,
+            self,
+        )
+        .await?;
         if !results.is_empty() {
             core.run.apply(Event::Settled {
                 results,
@@ -624,6 +579,25 @@ impl Driver {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The local driver's events go to the caller's listener; a long effect keeps the
+/// session lock alive.
+#[async_trait::async_trait]
+impl crate::effects::Witness for Driver {
+    fn listening(&self) -> bool {
+        self.events.is_some()
+    }
+
+    fn send(&self, event: RunEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    async fn progress(&self) {
+        self.lock.renew_if_due().await;
     }
 }
 

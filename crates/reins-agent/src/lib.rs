@@ -90,7 +90,8 @@ pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};
 pub use backend::{SessionBackend, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
-pub use drive::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
+pub use drive::ASKED_ELSEWHERE;
+pub use effects::UNKNOWN_OUTCOME;
 pub use error::{AgentError, Decided, Result};
 pub use follow::late_refusal;
 pub use fork::{

@@ -48,6 +48,36 @@ async fn an_output_spec_ends_with_a_structured_answer() {
     on_local(Scenario::OutputSpec).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_blocks_one_call_and_edits_another() {
+    on_local(Scenario::Hooks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_conversation_is_summarized_within_budget() {
+    on_local(Scenario::Compression).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_off_mid_run_is_reconciled() {
+    on_local(Scenario::Reconcile).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_replays_a_finished_call_without_running_it() {
+    on_local(Scenario::ForkReplay).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_approval_sent_twice_with_one_key_runs_once() {
+    on_local(Scenario::IdempotencyKey).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stops_a_running_call() {
+    on_local(Scenario::Interrupt).await;
+}
+
 #[test]
 fn every_scenario_has_a_name_that_reads_back() {
     for s in Scenario::ALL {

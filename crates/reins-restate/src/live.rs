@@ -205,3 +205,34 @@ impl Drop for LiveSender {
         }
     }
 }
+
+/// The effects (`reins_agent::effects`) report their run events to the relay: those of
+/// a step in progress (reins-server takes no other kind on its live route; the rest —
+/// a reconcile's verdict, a replayed result — is in the store).
+impl reins_agent::effects::Witness for LiveSender {
+    fn listening(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    fn send(&self, event: RunEvent) {
+        if is_live(&event) {
+            LiveSender::send(self, &event);
+        }
+    }
+}
+
+/// The run events a step in progress relays.
+fn is_live(event: &RunEvent) -> bool {
+    matches!(
+        event,
+        RunEvent::ReasoningStarted { .. }
+            | RunEvent::TextDelta { .. }
+            | RunEvent::OutputDelta { .. }
+            | RunEvent::ThinkingDelta { .. }
+            | RunEvent::ToolCallStarted { .. }
+            | RunEvent::ToolCallReady { .. }
+            | RunEvent::ToolExecutionStarted { .. }
+            | RunEvent::ToolExecutionChunk { .. }
+            | RunEvent::ToolExecutionFinished { .. }
+    )
+}

@@ -131,10 +131,9 @@ impl SessionObject {
     /// The object for this agent, with the default [`Timeouts`].
     ///
     /// # Errors
-    /// [`crate::Error::Unsupported`] when the agent has hooks or a context policy
-    /// (`AgentBuilder::context`): this driver does not run hooks or summarize context
-    /// yet, and refuses the agent rather than run it without them (see
-    /// docs/restate.md).
+    /// [`crate::Error::Unsupported`] for a setting this driver cannot run (none today:
+    /// hooks, context compression and every consent rule run as on the local driver;
+    /// see docs/restate.md).
     pub fn new(agent: Agent) -> crate::Result<Self> {
         Self::with_timeouts(agent, Timeouts::default())
     }
@@ -144,21 +143,6 @@ impl SessionObject {
     /// # Errors
     /// As [`SessionObject::new`].
     pub fn with_timeouts(agent: Agent, timeouts: Timeouts) -> crate::Result<Self> {
-        if agent.hook_count() > 0 {
-            return Err(crate::Error::Unsupported(format!(
-                "agent `{}` has {} hook(s); the Restate driver does not run hooks yet",
-                agent.name(),
-                agent.hook_count()
-            )));
-        }
-        if agent.context_policy().is_some() {
-            return Err(crate::Error::Unsupported(format!(
-                "agent `{}` has a context policy (`AgentBuilder::context`); the Restate driver \
-                 does not summarize context yet, so it would send requests over the policy's \
-                 budget",
-                agent.name()
-            )));
-        }
         Ok(Self {
             inner: Arc::new(Inner {
                 agent,

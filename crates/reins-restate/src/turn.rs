@@ -4,26 +4,29 @@
 //!
 //! | step | journal entries |
 //! |---|---|
-//! | start | `load` (the stored session, once per turn), `clock` before each input; `follow` (a paused parent's children, as stored) and `close-children` (after a new message) when the run has paused sub-agent calls |
+//! | start | `load` (the stored session, once per turn), `clock` before each input; `settle` (calls a crash cut short, settled from the ledger and reconciled: `effects::settle_from_ledger`) when the input closes them; `follow` (a paused parent's children, as stored) and `close-children` (after a new message) when the run has paused sub-agent calls; `hook pre-call` after the input is stored |
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
-//! | `Reason` | `commit` (when something is recorded), `model` (the final message; a crash mid-stream calls the model again, a finished call never) |
-//! | `Execute` | per call: `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger); a parallel batch: every marker, then `tools <id>,..` (all results); then `clock`, `commit` |
+//! | `Compress` | `commit` (when something is recorded), `compress` (the summary, through `effects::summarize`: the summarizer and its hooks) |
+//! | `Reason` | `commit` (when something is recorded), `model` (through `effects::reason`: the `PreReasoning` hooks, the stream turned into the final message, the `PostReasoning` hooks, with their verdict; a crash mid-call makes the call again, a finished call never) |
+//! | `Execute` | per call: `hook pre-acting <id>` (the call the hooks leave, or their rejection), `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger: `effects::claim`, the tool, `effects::finish`; a call an earlier attempt started is reconciled); a parallel batch: every marker, then `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `clock`, `commit` |
 //! | `Execute`: a sub-agent call | `subagent <id>` (the parent's ledger), the call to the child object's `child` handler, `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
 //! | `Execute`: a question answered | `tool-answer <id>` (the answer handed to the live call, its result; see [`ask`]) |
-//! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit` |
-//! | `Finish` | `commit` |
+//! | `Replayed` | `commit`, `hook replayed <id>,..` (the `ToolReplayed` hooks) |
+//! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit`, `hook post-call` |
+//! | `Finish` | `closing`, `commit`, `hook post-call` |
+//!
+//! A `hook ..` entry is journaled only when one of the agent's hooks listens for its
+//! event.
 
 use reins_memory::RunStateData;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
-use reins_agent::effects;
-use reins_agent::run::{Consulted, Event, Flush, Reason, Run, Step};
-use reins_agent::{Agent, RunEvent, RunOutput, RunStatus};
+use reins_agent::effects::{self, ModelCall, Reasoning};
+use reins_agent::run::{AfterReasoning, Consulted, Event, Flush, Reason, Run, RunInput, Step};
+use reins_agent::{Agent, RunOutput, RunStatus};
 use reins_memory::Commit;
-use reins_message::{Msg, ToolResult, Usage};
-use reins_model::{ChatChunk, ChatRequest, MessageAccumulator};
+use reins_message::{Msg, Role, ToolResult};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -35,20 +38,17 @@ use crate::object::{
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 mod ask;
+mod compress;
+mod hooks;
 pub(crate) mod subagent;
 mod tools;
 
-/// What the model step journals.
+/// What the model step journals: what the model call came to (through
+/// `reins_agent::effects::reason`: the hooks' edits and verdict included), and when.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-enum ModelStep {
-    /// The model's final message.
-    Reasoned {
-        message: Msg,
-        usage: Usage,
-        now: DateTime<Utc>,
-    },
-    /// An interrupt reached the stream: the partial message is dropped.
-    Interrupted,
+struct ModelStep {
+    reasoning: Reasoning,
+    now: DateTime<Utc>,
 }
 
 /// What a tool step journals.
@@ -137,7 +137,6 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             relay: self.inner.live.clone(),
             session: self.session.clone(),
             run_id: self.ctx.invocation_id().to_owned(),
-            iteration: 0,
         }
     }
 
@@ -223,23 +222,35 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         // What the run waits for (from its last `Step::Pause`).
         let mut requirements: Vec<reins_agent::Requirement> = Vec::new();
         loop {
+            let pre_call = self.pre_call_input(&input);
+            // The call that went in ran to a pause (a refused one left the pause as it
+            // was).
+            let mut paused_now = false;
             match self.begin(&mut run, input, now).await? {
                 Ok(()) => {
                     // Stored: a caller that checks after this answer sees the input
                     // applied.
                     self.answer(reply.take(), Ok(self.version));
+                    self.pre_call(&run, pre_call).await?;
                     match self.steps(&mut run).await? {
                         Ended::Paused(_) if self.until_pause => {
                             // A child session's turn: the parent waits for this pause.
                             self.closing().await?;
                             self.commit(&mut run, Flush::All).await?;
-                            return run
+                            let out = run
                                 .output(RunStatus::Paused)
-                                .map_err(|e| refused(&self.session, &e));
+                                .map_err(|e| refused(&self.session, &e))?;
+                            self.post_call(&run, Some(out.message.clone())).await?;
+                            return Ok(out);
                         }
-                        Ended::Paused(reqs) => requirements = reqs,
+                        Ended::Paused(reqs) => {
+                            requirements = reqs;
+                            paused_now = true;
+                        }
                         Ended::Status(status) => {
-                            return run.output(status).map_err(|e| refused(&self.session, &e));
+                            let out = run.output(status).map_err(|e| refused(&self.session, &e))?;
+                            self.post_call(&run, Some(out.message.clone())).await?;
+                            return Ok(out);
                         }
                     }
                 }
@@ -301,6 +312,10 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             self.journal("waiting", OnCancel::Retry, || async { Ok(Json(())) })
                 .await?;
             self.commit(&mut run, Flush::All).await?;
+            if paused_now {
+                let out = run.output(RunStatus::Paused).ok().map(|o| o.message);
+                self.post_call(&run, out).await?;
+            }
             if self.cancelled {
                 self.closing().await?;
                 return run
@@ -346,6 +361,17 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         }
     }
 
+    /// The message a call brings, for the `PreCall` hooks (when one listens).
+    fn pre_call_input(&self, req: &TurnRequest) -> Option<Msg> {
+        if !self.wants(reins_hook::HookEventKind::PreCall) {
+            return None;
+        }
+        match req.input.clone().into_run_input() {
+            RunInput::Message(m) if m.role != Role::Tool => Some(m),
+            _ => None,
+        }
+    }
+
     /// Begins a call with `req`: settles calls a crash cut short (from the ledger),
     /// applies the input and stores it. A refused input changes nothing (its audit
     /// records are kept).
@@ -361,10 +387,31 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         self.follow_children(run).await?;
         let settle = run.state().settle_before(&input);
         if !settle.is_empty() {
-            let (agent, session) = (self.agent().clone(), self.session.clone());
+            let iteration = run.state().iteration();
+            let (agent, session, token, live) = (
+                self.agent().clone(),
+                self.session.clone(),
+                self.token.clone(),
+                self.live(),
+            );
             let results: Vec<ToolResult> = self
                 .journal("settle", OnCancel::Retry, move || {
-                    tools::settle_from_ledger(agent.clone(), session.clone(), settle.clone())
+                    let (agent, session, token, live, calls) = (
+                        agent.clone(),
+                        session.clone(),
+                        token.clone(),
+                        live.clone(),
+                        settle.clone(),
+                    );
+                    async move {
+                        let sender = live.relay.open(&live.session, &live.run_id);
+                        let out = effects::settle_from_ledger(
+                            &agent, &session, iteration, calls, &token, &sender,
+                        )
+                        .await;
+                        sender.close().await;
+                        out.map(Json).map_err(effect_error)
+                    }
                 })
                 .await?;
             if !results.is_empty() {
@@ -421,11 +468,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     run.apply(consulted.into())
                         .map_err(|r| refused(&self.session, &r.error))?;
                 }
-                Step::Compress(_) => {
-                    return Err(TerminalError::new_with_code(
-                        501,
-                        "context compression is not supported by the Restate driver yet",
-                    ));
+                Step::Compress(step) => {
+                    self.commit(run, Flush::Recorded).await?;
+                    if let Some(status) = self.compress(run, step).await? {
+                        return Ok(Ended::Status(status));
+                    }
                 }
                 Step::Reason(step) => {
                     self.commit(run, Flush::Recorded).await?;
@@ -437,8 +484,12 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     self.commit(run, Flush::Recorded).await?;
                     self.act(run, batch).await?;
                 }
-                // A fork's calls served from its record: nothing runs.
-                Step::Replayed(_) => self.commit(run, Flush::Recorded).await?,
+                // A fork's calls served from its record: nothing runs. They are stored,
+                // then announced.
+                Step::Replayed(results) => {
+                    self.commit(run, Flush::Recorded).await?;
+                    self.replayed(run, results).await?;
+                }
                 // Committed once the awakeables are in the object's state.
                 Step::Pause(requirements) => return Ok(Ended::Paused(requirements)),
                 Step::Finish(status) => {
@@ -481,46 +532,56 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         step: Reason,
     ) -> Result<Option<RunStatus>, TerminalError> {
         let agent = self.agent().clone();
-        let live = Live {
-            iteration: step.iteration,
-            ..self.live()
-        };
+        let live = self.live();
         // The request as the local driver makes it (the same function): tools, the
-        // structured answer asked for, or the summary prompt.
-        let request = effects::request(&agent, step, &[]);
-        let token = self.token.clone();
+        // structured answer asked for, or the summary prompt; the call through the
+        // same function too (hooks, stream, message).
+        let call = ModelCall {
+            iteration: step.iteration,
+            summary: step.summary,
+            output: step.output.as_ref().map(|(mode, _)| *mode),
+            request: effects::request(&agent, step, &[]),
+        };
+        let (token, session) = (self.token.clone(), self.session.clone());
         let out = self
             .journal("model", OnCancel::Fail, move || {
-                call_model(agent.clone(), request.clone(), token.clone(), live.clone())
+                call_model(
+                    agent.clone(),
+                    session.clone(),
+                    call.clone(),
+                    token.clone(),
+                    live.clone(),
+                )
             })
             .await;
-        let out = match out {
-            Ok(out) => out,
-            Err(e) if is_cancel(&e) => ModelStep::Interrupted,
+        let (out, now) = match out {
+            Ok(out) => (out.reasoning, out.now),
+            Err(e) if is_cancel(&e) => (Reasoning::Interrupted, Utc::now()),
             Err(e) => return Err(e),
         };
-        match out {
-            ModelStep::Interrupted => self.interrupt(run).await.map(Some),
-            ModelStep::Reasoned {
-                mut message,
-                usage,
-                now,
-            } => {
-                message.name = Some(self.agent().name().to_owned());
-                let gates = message
-                    .tool_uses()
-                    .map(|u| self.agent().toolkit().gate(u))
-                    .collect();
-                let _ = run.apply(Event::Reasoned {
-                    message,
-                    gates,
-                    after: Default::default(),
-                    usage,
-                    now,
-                });
-                Ok(None)
-            }
-        }
+        let Reasoning::Reasoned {
+            message,
+            usage,
+            verdict,
+        } = out
+        else {
+            return self.interrupt(run).await.map(Some);
+        };
+        let gates = message
+            .tool_uses()
+            .map(|u| self.agent().toolkit().gate(u))
+            .collect();
+        let _ = run.apply(Event::Reasoned {
+            message,
+            gates,
+            after: AfterReasoning {
+                stop: verdict.stop,
+                goto: verdict.goto,
+            },
+            usage,
+            now,
+        });
+        Ok(None)
     }
 }
 
@@ -530,78 +591,44 @@ struct Live {
     relay: crate::live::LiveRelay,
     session: String,
     run_id: String,
-    iteration: u32,
 }
 
-/// Streams the model to its final message; an interrupt drops the partial message.
-/// While it streams, its deltas go to the live relay (this execution of the step
-/// under a fresh attempt id); they are delivered before the step returns.
+/// The model call (`reins_agent::effects::reason`: hooks, the stream turned into one
+/// message); an interrupt drops the partial message. While it streams, its events go
+/// to the live relay (this execution of the step under a fresh attempt id); they are
+/// delivered before the step returns.
 async fn call_model(
     agent: Agent,
-    request: ChatRequest,
+    session: String,
+    call: ModelCall,
     token: CancellationToken,
     live: Live,
 ) -> HandlerResult<Json<ModelStep>> {
     if token.is_cancelled() {
-        return Ok(Json(ModelStep::Interrupted));
+        return Ok(Json(ModelStep {
+            reasoning: Reasoning::Interrupted,
+            now: Utc::now(),
+        }));
     }
     let sender = live.relay.open(&live.session, &live.run_id);
-    sender.send(&RunEvent::ReasoningStarted {
-        iteration: live.iteration,
-    });
-    let out = stream_model(&agent, request, &token, &sender).await;
+    let out = effects::reason(&agent, &session, call, &token, &sender).await;
     sender.close().await;
-    out.map(Json)
+    let reasoning = out.map_err(effect_error)?;
+    Ok(Json(ModelStep {
+        reasoning,
+        now: Utc::now(),
+    }))
 }
 
-async fn stream_model(
-    agent: &Agent,
-    request: ChatRequest,
-    token: &CancellationToken,
-    live: &crate::live::LiveSender,
-) -> Result<ModelStep, HandlerError> {
-    let model = agent.model();
-    let stream = tokio::select! {
-        biased;
-        _ = token.cancelled() => None,
-        s = model.stream(request) => Some(s.map_err(retry)?),
-    };
-    let Some(mut stream) = stream else {
-        return Ok(ModelStep::Interrupted);
-    };
-    let mut acc = MessageAccumulator::new();
-    loop {
-        let next = tokio::select! {
-            biased;
-            _ = token.cancelled() => return Ok(ModelStep::Interrupted),
-            c = stream.next() => c,
-        };
-        let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(retry)?;
-        acc.push(&chunk).map_err(retry)?;
-        match &chunk {
-            ChatChunk::TextDelta { text } => live.send(&RunEvent::TextDelta { text: text.clone() }),
-            ChatChunk::ThinkingDelta { text } => {
-                live.send(&RunEvent::ThinkingDelta { text: text.clone() });
-            }
-            ChatChunk::ToolCallStart { id, name, .. } => live.send(&RunEvent::ToolCallStarted {
-                id: id.clone(),
-                name: name.clone(),
-            }),
-            _ => {}
-        }
+/// A step's error from an effect: the model's and the store's are retried (with
+/// Restate's retry policy); anything else (a hook's error, a summarizer that returned
+/// nothing) ends the turn, as it ends the local driver's run.
+pub(crate) fn effect_error(e: reins_agent::AgentError) -> HandlerError {
+    use reins_agent::AgentError as E;
+    match e {
+        E::Model(_) | E::Store(_) | E::ToolInFlight { .. } => retry(e),
+        e => TerminalError::new_with_code(500, e.to_string()).into(),
     }
-    let done = acc.finish();
-    for tool_use in done.message.tool_uses() {
-        live.send(&RunEvent::ToolCallReady {
-            tool_use: tool_use.clone(),
-        });
-    }
-    Ok(ModelStep::Reasoned {
-        message: done.message,
-        usage: done.usage,
-        now: Utc::now(),
-    })
 }
 
 /// One store commit. When the stored version moved, the commit may be this step's own

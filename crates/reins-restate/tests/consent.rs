@@ -163,19 +163,32 @@ async fn an_asking_tool_gets_its_answer_and_runs_once() {
     on_restate(Scenario::AskingTool).await;
 }
 
-/// What the Restate driver cannot do yet it refuses when the service is built,
-/// naming the setting, instead of running the agent without it.
-#[test]
-fn an_agent_with_a_context_policy_is_refused_at_registration() {
-    let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("hi")]);
-    let agent = reins_agent::Agent::builder()
-        .model(model)
-        .context(reins_agent::ContextPolicy::new(10_000))
-        .build()
-        .unwrap();
-    let err = SessionObject::new(agent).unwrap_err();
-    assert!(
-        matches!(&err, reins_restate::Error::Unsupported(m) if m.contains("context policy") && m.contains("AgentBuilder::context")),
-        "{err}"
-    );
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_blocks_one_call_and_edits_another() {
+    on_restate(Scenario::Hooks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_conversation_is_summarized_within_budget() {
+    on_restate(Scenario::Compression).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_off_mid_run_is_reconciled() {
+    on_restate(Scenario::Reconcile).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_replays_a_finished_call_without_running_it() {
+    on_restate(Scenario::ForkReplay).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_approval_sent_twice_with_one_key_runs_once() {
+    on_restate(Scenario::IdempotencyKey).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_stops_a_running_call() {
+    on_restate(Scenario::Interrupt).await;
 }

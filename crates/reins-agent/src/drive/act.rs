@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use reins_hook::{Control, HookEvent, HookEventKind};
-use reins_memory::Claim;
+use reins_hook::{HookEvent, HookEventKind};
 use reins_message::ToolResult;
 use reins_tool::{Concurrency, ToolCallOutcome, ToolContext};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Driver, UNKNOWN_OUTCOME, ask, reconcile};
-use crate::error::{AgentError, Result};
+use super::{Driver, ask};
+use crate::effects::{self, Claimed, Takeover, ToolCall, hooks};
+use crate::error::Result;
 use crate::output::{RunEvent, RunStatus};
 use crate::run::{Event, ExecOutcome, Execution};
 use crate::state::SessionCore;
@@ -175,7 +175,7 @@ impl Driver {
         chunks: UnboundedSender<reins_tool::ToolChunk>,
         routed: Option<crate::run::ChildInput>,
     ) -> Result<(ExecOutcome, bool)> {
-        let (cfg, rt) = (&*self.agent.config, &*self.agent.runtime);
+        let rt = &*self.agent.runtime;
         let original = &exec.tool_use;
         // Checkpoint: before each tool.
         if self.cancel.is_cancelled() {
@@ -190,95 +190,45 @@ impl Driver {
         }
         // The hooks get a copy of the call to edit; without one listening, the call
         // is the run's own (shared, not copied).
-        let (to_run, control) = if self.wants(HookEventKind::PreActing) {
-            let mut ev = HookEvent::PreActing {
-                tool_use: (*exec.effective_use()).clone(),
-            };
-            let control = self.hooks(&mut ev, iteration).await?;
-            let HookEvent::PreActing {
-                tool_use: mut to_run,
-            } = ev
-            else {
-                return Err(AgentError::Internal(
-                    "a hook replaced the PreActing event".to_owned(),
-                ));
-            };
-            // The id and name are the model's: a hook may change the arguments only.
-            to_run.id.clone_from(&original.id);
-            to_run.name.clone_from(&original.name);
-            (Arc::new(to_run), control)
+        let to_run = if self.wants(HookEventKind::PreActing) {
+            let (to_run, verdict) =
+                hooks::pre_acting(&self.agent, &self.session, iteration, &exec.effective_use())
+                    .await?;
+            if let Some(note) = &verdict.rejection {
+                let r = hooks::rejected_by_hook(original, note);
+                return Ok((ExecOutcome::Done(r), false));
+            }
+            Arc::new(to_run)
         } else {
-            (exec.effective_use(), Control::default())
+            exec.effective_use()
         };
-        if let Some(note) = control.rejection() {
-            let r = ToolResult::rejected(&original.id, &original.name, Some(note.to_owned()))
-                .with_metadata("rejected_by", serde_json::Value::String("hook".to_owned()));
-            return Ok((ExecOutcome::Done(r), false));
-        }
         if let Some(sub) = rt.subagents.get(&original.name) {
             return self.execute_subagent(sub, to_run, routed, iteration).await;
         }
-        let edited = to_run.input != original.input || to_run.raw_input != original.raw_input;
-
+        let call = ToolCall {
+            original,
+            to_run: &to_run,
+        };
         // The ledger: at most once.
-        let fingerprint = reins_memory::fingerprint(&to_run.input);
-        let idempotent = rt.toolkit.is_idempotent(&original.name);
-        let store = &rt.store;
-        let mut claim = store
-            .claim(
-                &self.session,
-                &original.id,
-                &fingerprint,
-                cfg.tool_lease,
-                false,
-            )
-            .await?;
-        let mut recovered = false;
-        if matches!(claim, Claim::Expired) {
-            // A process died while it ran the call. Take the lease over (exactly one
-            // of racing processes gets it), then find out what happened while holding
-            // it: an idempotent tool simply runs again; any other is asked.
-            claim = store
-                .claim(
-                    &self.session,
-                    &original.id,
-                    &fingerprint,
-                    cfg.tool_lease,
-                    true,
-                )
-                .await?;
-            recovered = matches!(claim, Claim::Granted) && !idempotent;
-        }
-        match claim {
-            Claim::Granted => {}
-            Claim::Finished(r) => {
+        match effects::claim(
+            &self.agent,
+            &self.session,
+            iteration,
+            call,
+            Takeover::AfterLease,
+            &self.cancel,
+            self,
+        )
+        .await?
+        {
+            Claimed::Run => {}
+            Claimed::Recorded(r) => {
                 self.ledgered(&r.id);
                 return Ok((ExecOutcome::Done(r), false));
             }
-            Claim::InFlight { lease_until } => {
-                return Err(AgentError::ToolInFlight {
-                    id: original.id.clone(),
-                    until: lease_until,
-                });
-            }
-            Claim::Expired => {
-                let r = ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
-                store.finish(&self.session, &original.id, &r).await?;
-                return Ok((ExecOutcome::Done(r), false));
-            }
+            Claimed::Settled(r) => return Ok((ExecOutcome::Done(r), false)),
         }
-        if recovered {
-            let call = reconcile::Unfinished {
-                original,
-                executed: edited.then_some(&to_run),
-                key: reins_tool::idempotency_key(&self.session, &original.id, &fingerprint),
-            };
-            if let reconcile::Settled::Result(r) = self.reconcile(call, iteration).await? {
-                store.finish(&self.session, &original.id, &r).await?;
-                return Ok((ExecOutcome::Done(r), false));
-            }
-            // The effect did not happen: the call runs now, under the lease taken.
-        }
+        let fingerprint = call.fingerprint();
 
         self.emit(|| RunEvent::ToolExecutionStarted {
             id: original.id.clone(),
@@ -293,10 +243,7 @@ impl Driver {
             .with_chunk_sender(chunks)
             .with_question_sender(questions_tx)
             .with_args_fingerprint(fingerprint);
-        let opts = reins_tool::ExecOptions {
-            grace: cfg.grace,
-            ..reins_tool::ExecOptions::default()
-        };
+        let opts = effects::options(&self.agent);
         let toolkit = rt.toolkit.clone();
         let call_use = to_run.clone();
         let call: ask::CallFuture =
@@ -313,8 +260,7 @@ impl Driver {
                 ));
             }
         };
-        self.finish_call(original, to_run, edited, outcome, iteration)
-            .await
+        self.finish_call(original, to_run, outcome, iteration).await
     }
 
     /// The end of a call that ran: its result recorded in the ledger, then the
@@ -323,31 +269,17 @@ impl Driver {
         &self,
         original: &reins_message::ToolUse,
         to_run: Arc<reins_message::ToolUse>,
-        edited: bool,
         outcome: ToolCallOutcome,
         iteration: u32,
     ) -> Result<(ExecOutcome, bool)> {
-        let store = &self.agent.runtime.store;
-        let mut result = match outcome {
-            ToolCallOutcome::Done(r) => r,
-            ToolCallOutcome::Suspended { reason, .. } => {
-                return Ok((
-                    ExecOutcome::Suspended {
-                        id: original.id.clone(),
-                        reason,
-                    },
-                    false,
-                ));
-            }
+        let call = ToolCall {
+            original,
+            to_run: &to_run,
         };
-        result.id.clone_from(&original.id);
-        result.name.clone_from(&original.name);
-        if edited {
-            result
-                .metadata
-                .insert("executed_input".to_owned(), to_run.input.clone());
-        }
-        store.finish(&self.session, &original.id, &result).await?;
+        let result = match effects::finish(&self.agent, &self.session, call, outcome).await? {
+            ExecOutcome::Done(r) => r,
+            other => return Ok((other, false)),
+        };
         if !self.wants(HookEventKind::PostActing) {
             self.ledgered(&original.id);
             return self.post_acting(to_run, result, iteration).await;
@@ -371,17 +303,15 @@ impl Driver {
         if self.cancel.is_cancelled() || !self.wants(HookEventKind::PostActing) {
             return Ok((ExecOutcome::Done(result), false));
         }
-        let mut ev = HookEvent::PostActing {
-            tool_use: Arc::unwrap_or_clone(to_run),
+        let (result, verdict) = hooks::post_acting(
+            &self.agent,
+            &self.session,
+            iteration,
+            Arc::unwrap_or_clone(to_run),
             result,
-        };
-        let control = self.hooks(&mut ev, iteration).await?;
-        let HookEvent::PostActing { result, .. } = ev else {
-            return Err(AgentError::Internal(
-                "a hook replaced the PostActing event".to_owned(),
-            ));
-        };
-        Ok((ExecOutcome::Done(result), control.is_stopped()))
+        )
+        .await?;
+        Ok((ExecOutcome::Done(result), verdict.stop))
     }
 
     /// Serves a sub-agent call (see [`crate::subagent`]): the child session runs, and

@@ -169,7 +169,7 @@ impl Driver {
             .await
         {
             Waited::Done(outcome) => {
-                self.finish_call(&exec.tool_use, to_run, exec.edited, outcome, iteration)
+                self.finish_call(&exec.tool_use, to_run, outcome, iteration)
                     .await
             }
             Waited::Asked(requirement) => Ok((

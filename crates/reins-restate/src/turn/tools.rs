@@ -1,58 +1,114 @@
-//! The tool side of a Restate turn: a batch of calls, each behind a journaled started
-//! marker (`tool-start <id>`), run one journaled step each or together in one
-//! (`tools <id>,..`), each through the reins tool-call ledger, so that a call a crash
-//! interrupted comes back `Unknown` (or runs again once when its tool is idempotent)
-//! and never silently twice; and the settlement of a turn the local driver left
-//! mid-tool.
+//! The tool side of a Restate turn: a batch of calls, each shown to the `PreActing`
+//! hooks (journaled), then behind a journaled started marker (`tool-start <id>`), run
+//! one journaled step each or together in one (`tools <id>,..`), each through the
+//! reins tool-call ledger as the local driver runs it (`reins_agent::effects`: claim,
+//! run, finish), then shown to the `PostActing` hooks (journaled). A call a crash
+//! interrupted is put to its tool's reconcile (or runs again once when its tool is
+//! idempotent) and never silently runs twice.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use reins_agent::effects::{self, Claimed, Takeover, ToolCall};
 use reins_agent::run::{Event, ExecOutcome, Execution, Flush, Run};
-use reins_agent::{Agent, AgentError, RunEvent, UNKNOWN_OUTCOME};
-use reins_memory::{Claim, LedgerState};
-use reins_message::ToolResult;
-use reins_tool::{ToolCallOutcome, ToolContext};
+use reins_agent::{Agent, RunEvent};
+use reins_message::{ToolResult, ToolUse};
+use reins_tool::ToolCallOutcome;
 use restate_sdk::prelude::*;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Live, OnCancel, ToolStep, TurnDriver};
-use crate::object::retry;
+use super::{Live, OnCancel, ToolStep, TurnDriver, effect_error};
+
+/// A call cleared to run: the model's, and the one to run (after the hooks).
+#[derive(Clone)]
+pub(super) struct Ready {
+    original: Arc<ToolUse>,
+    to_run: ToolUse,
+}
 
 impl TurnDriver<'_, '_> {
-    /// Runs a batch of tool calls, each behind a started marker: at the same time in
-    /// one journaled step when the agent runs batches in parallel (the default) and
-    /// the batch has several calls, otherwise one after another, one step each.
+    /// Runs a batch of tool calls: the `PreActing` hooks first (a call they reject
+    /// does not run), then each call behind a started marker — at the same time in one
+    /// journaled step when the agent runs batches in parallel (the default) and the
+    /// batch has several calls, otherwise one after another, one step each — then the
+    /// `PostActing` hooks on each result.
     pub(super) async fn act(
         &mut self,
         run: &mut Run,
         batch: Vec<Execution>,
     ) -> Result<(), TerminalError> {
+        let iteration = run.state().iteration();
         // Sub-agent calls and answered questions are served on their own (see
         // `subagent` and `ask`), before the others; the outcomes keep the batch order.
         let order: Vec<String> = batch.iter().map(|e| e.tool_use.id.clone()).collect();
         let (nested, batch) = self.split_nested(batch);
         let mut outcomes = self.act_nested(nested).await?;
-        let parallel = batch.len() > 1
+        let mut ready = Vec::with_capacity(batch.len());
+        for exec in batch {
+            match self.prepare(iteration, exec).await? {
+                Ok(r) => ready.push(r),
+                Err(rejected) => outcomes.push(ExecOutcome::Done(rejected)),
+            }
+        }
+        let parallel = ready.len() > 1
             && self.agent().tool_concurrency() == reins_tool::Concurrency::Parallel
             && !self.interrupted();
-        outcomes.extend(if parallel {
-            self.act_together(batch).await?
+        let ran = if parallel {
+            self.act_together(iteration, ready).await?
         } else {
-            self.act_in_turn(batch).await?
-        });
+            self.act_in_turn(iteration, ready).await?
+        };
+        let mut stop = false;
+        for (tool_use, outcome) in ran {
+            outcomes.push(match outcome {
+                ExecOutcome::Done(r) => {
+                    let (r, s) = self.post_acting(iteration, tool_use, r).await?;
+                    stop |= s;
+                    ExecOutcome::Done(r)
+                }
+                o => o,
+            });
+        }
         super::ask::in_order(&mut outcomes, &order);
         let now = self.clock().await?;
         let _ = run.apply(Event::Acted {
             outcomes,
-            stop: false,
+            stop,
             now,
         });
         if self.interrupted() {
             return Ok(());
         }
         self.commit(run, Flush::All).await
+    }
+
+    /// The `PreActing` hooks on one call: the call to run, or the result of a call
+    /// they rejected.
+    async fn prepare(
+        &mut self,
+        iteration: u32,
+        exec: Execution,
+    ) -> Result<Result<Ready, ToolResult>, TerminalError> {
+        let to_run = exec.effective_use();
+        if self.interrupted() {
+            return Ok(Ok(Ready {
+                original: exec.tool_use,
+                to_run: (*to_run).clone(),
+            }));
+        }
+        let to_run = match self.pre_acting(iteration, (*to_run).clone()).await? {
+            None => (*to_run).clone(),
+            Some((_, verdict)) if verdict.rejection.is_some() => {
+                let note = verdict.rejection.unwrap_or_default();
+                return Ok(Err(effects::hooks::rejected_by_hook(&exec.tool_use, &note)));
+            }
+            Some((edited, _)) => edited,
+        };
+        Ok(Ok(Ready {
+            original: exec.tool_use,
+            to_run,
+        }))
     }
 
     /// The started marker of call `id`: its closure runs only when the journal does not
@@ -75,17 +131,19 @@ impl TurnDriver<'_, '_> {
     /// The calls one after another: a marker and a step each.
     async fn act_in_turn(
         &mut self,
-        batch: Vec<Execution>,
-    ) -> Result<Vec<ExecOutcome>, TerminalError> {
+        iteration: u32,
+        batch: Vec<Ready>,
+    ) -> Result<Vec<(ToolUse, ExecOutcome)>, TerminalError> {
         let mut outcomes = Vec::with_capacity(batch.len());
-        for exec in batch {
-            let id = exec.tool_use.id.clone();
+        for call in batch {
+            let id = call.original.id.clone();
             if self.interrupted() {
-                outcomes.push(ExecOutcome::Done(ToolResult::cancelled(
+                let r = ToolResult::cancelled(
                     &id,
-                    &exec.tool_use.name,
+                    &call.original.name,
                     reins_agent::run::NOT_RUN_INTERRUPTED,
-                )));
+                );
+                outcomes.push((call.to_run, ExecOutcome::Done(r)));
                 continue;
             }
             let fresh = self.mark_started(&id).await?;
@@ -95,19 +153,21 @@ impl TurnDriver<'_, '_> {
                 self.token.clone(),
                 self.live(),
             );
+            let to_run = call.to_run.clone();
             let step: ToolStep = self
                 .journal(&format!("tool {id}"), OnCancel::Retry, move || {
                     tool_step(
                         agent.clone(),
                         session.clone(),
-                        exec.clone(),
+                        iteration,
+                        call.clone(),
                         fresh.load(Ordering::SeqCst),
                         token.clone(),
                         live.clone(),
                     )
                 })
                 .await?;
-            outcomes.push(step.into_outcome(id));
+            outcomes.push((to_run, step.into_outcome(id)));
         }
         Ok(outcomes)
     }
@@ -116,17 +176,19 @@ impl TurnDriver<'_, '_> {
     /// runs them all (each through the ledger, as alone). A crash in the middle leaves
     /// every marker journaled and no result: on replay each call asks the ledger, as a
     /// single call does — a finished one keeps its result, one that never started
-    /// runs, one cut off is `Unknown` (an idempotent one runs again).
+    /// runs, one cut off is reconciled (an idempotent one runs again).
     async fn act_together(
         &mut self,
-        batch: Vec<Execution>,
-    ) -> Result<Vec<ExecOutcome>, TerminalError> {
+        iteration: u32,
+        batch: Vec<Ready>,
+    ) -> Result<Vec<(ToolUse, ExecOutcome)>, TerminalError> {
         let mut calls = Vec::with_capacity(batch.len());
-        for exec in batch {
-            let fresh = self.mark_started(&exec.tool_use.id).await?;
-            calls.push((exec, fresh));
+        for call in batch {
+            let fresh = self.mark_started(&call.original.id).await?;
+            calls.push((call, fresh));
         }
-        let ids: Vec<String> = calls.iter().map(|(e, _)| e.tool_use.id.clone()).collect();
+        let ids: Vec<String> = calls.iter().map(|(c, _)| c.original.id.clone()).collect();
+        let uses: Vec<ToolUse> = calls.iter().map(|(c, _)| c.to_run.clone()).collect();
         let (agent, session, token, live) = (
             self.agent().clone(),
             self.session.clone(),
@@ -140,11 +202,12 @@ impl TurnDriver<'_, '_> {
                 move || {
                     let runs: Vec<_> = calls
                         .iter()
-                        .map(|(exec, fresh)| {
+                        .map(|(call, fresh)| {
                             tool_step(
                                 agent.clone(),
                                 session.clone(),
-                                exec.clone(),
+                                iteration,
+                                call.clone(),
                                 fresh.load(Ordering::SeqCst),
                                 token.clone(),
                                 live.clone(),
@@ -165,7 +228,8 @@ impl TurnDriver<'_, '_> {
         Ok(steps
             .into_iter()
             .zip(ids)
-            .map(|(step, id)| step.into_outcome(id))
+            .zip(uses)
+            .map(|((step, id), to_run)| (to_run, step.into_outcome(id)))
             .collect())
     }
 }
@@ -180,110 +244,96 @@ impl ToolStep {
     }
 }
 
-/// One tool call through the ledger, as the local driver runs it: a finished call
-/// returns its recorded result; a call an earlier attempt started and did not finish
-/// is `Unknown` unless the tool is idempotent (then it runs again once its lease
-/// ends).
+/// One tool call through the ledger, as the local driver runs it
+/// (`reins_agent::effects::claim`, the tool, `effects::finish`): a finished call returns
+/// its recorded result; a call an earlier attempt of this step started (`fresh` is
+/// false: the journal has its marker, not its result) is taken over at once and put to
+/// its tool's reconcile, unless the tool is idempotent (then it runs again once its
+/// lease ends).
 async fn tool_step(
     agent: Agent,
     session: String,
-    exec: Execution,
+    iteration: u32,
+    call: Ready,
     fresh: bool,
     token: CancellationToken,
     live: Live,
 ) -> HandlerResult<Json<ToolStep>> {
-    let store = agent.store();
-    let original = &exec.tool_use;
-    let to_run = exec.effective_use();
-    let idempotent = agent.toolkit().is_idempotent(&original.name);
-    let unknown = || ToolResult::unknown(&original.id, &original.name, UNKNOWN_OUTCOME);
-    if !fresh {
-        let entry = store
-            .ledger_entry(&session, &original.id)
-            .await
-            .map_err(retry)?;
-        if let Some(entry) = entry {
-            match (entry.state, entry.result) {
-                (LedgerState::Finished, Some(r)) => return Ok(Json(ToolStep::Done(r))),
-                _ if idempotent => {}
-                _ => {
-                    let r = unknown();
-                    store
-                        .finish(&session, &original.id, &r)
-                        .await
-                        .map_err(retry)?;
-                    return Ok(Json(ToolStep::Done(r)));
-                }
-            }
-        }
+    let sender = live.relay.open(&live.session, &live.run_id);
+    let out = run_call(&agent, &session, iteration, &call, fresh, &token, &sender).await;
+    sender.close().await;
+    out.map(Json)
+}
+
+async fn run_call(
+    agent: &Agent,
+    session: &str,
+    iteration: u32,
+    call: &Ready,
+    fresh: bool,
+    token: &CancellationToken,
+    sender: &crate::live::LiveSender,
+) -> Result<ToolStep, HandlerError> {
+    let tool_call = ToolCall {
+        original: &call.original,
+        to_run: &call.to_run,
+    };
+    let takeover = if fresh {
+        Takeover::AfterLease
+    } else {
+        Takeover::Now
+    };
+    let claimed = effects::claim(
+        agent, session, iteration, tool_call, takeover, token, sender,
+    )
+    .await
+    .map_err(effect_error)?;
+    match claimed {
+        Claimed::Run => {}
+        Claimed::Recorded(r) | Claimed::Settled(r) => return Ok(ToolStep::Done(r)),
     }
-    let fingerprint = reins_memory::fingerprint(&to_run.input);
-    let lease = agent.tool_lease();
-    let mut claim = store
-        .claim(&session, &original.id, &fingerprint, lease, false)
-        .await
-        .map_err(retry)?;
-    if matches!(claim, Claim::Expired) && idempotent {
-        claim = store
-            .claim(&session, &original.id, &fingerprint, lease, true)
-            .await
-            .map_err(retry)?;
-    }
-    match claim {
-        Claim::Granted => {}
-        Claim::Finished(r) => return Ok(Json(ToolStep::Done(r))),
-        Claim::InFlight { lease_until } => {
-            // Retried by Restate until the lease ends.
-            return Err(retry(AgentError::ToolInFlight {
-                id: original.id.clone(),
-                until: lease_until,
-            }));
-        }
-        Claim::Expired => {
-            let r = unknown();
-            store
-                .finish(&session, &original.id, &r)
-                .await
-                .map_err(retry)?;
-            return Ok(Json(ToolStep::Done(r)));
-        }
-    }
+    sender.send(&RunEvent::ToolExecutionStarted {
+        id: call.original.id.clone(),
+        name: call.original.name.clone(),
+    });
     // The call gets a token of its own: it outlives this step when it asks a question.
     let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
     let call_cancel = CancellationToken::new();
-    let ctx = ToolContext::new(session.clone(), original.id.clone())
-        .with_cancel(call_cancel.clone())
+    let ctx = effects::context(session, tool_call, call_cancel.clone())
         .with_question_sender(questions_tx);
-    let opts = reins_tool::ExecOptions::default();
-    let sender = live.relay.open(&live.session, &live.run_id);
-    sender.send(&RunEvent::ToolExecutionStarted {
-        id: original.id.clone(),
-        name: original.name.clone(),
-    });
-    let toolkit = agent.toolkit().clone();
-    let call_use = to_run.clone();
-    let call: super::ask::CallFuture =
+    let (toolkit, call_use, opts) = (
+        agent.toolkit().clone(),
+        call.to_run.clone(),
+        effects::options(agent),
+    );
+    let fut: super::ask::CallFuture =
         Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
-    let waited =
-        super::ask::wait(&session, &original.id, call, questions, call_cancel, &token).await;
+    let waited = super::ask::wait(
+        session,
+        &call.original.id,
+        fut,
+        questions,
+        call_cancel,
+        token,
+    )
+    .await;
     let outcome = match waited {
         super::ask::Waited::Done(outcome) => outcome,
         super::ask::Waited::Asked(question) => {
-            sender.close().await;
             let requirement = reins_agent::nested::question_requirement(
-                &agent,
-                original,
+                agent,
+                &call.original,
                 &question,
                 chrono::Utc::now(),
             );
-            return Ok(Json(ToolStep::Asked { requirement }));
+            return Ok(ToolStep::Asked { requirement });
         }
     };
-    finish_call(&agent, &session, &exec, outcome, sender).await
+    finished(agent, session, tool_call, outcome, sender).await
 }
 
 /// The end of a call that ran (at once, or after answers to its questions): its
-/// result recorded in the ledger.
+/// result recorded in the ledger (`effects::finish`).
 pub(super) async fn finish_call(
     agent: &Agent,
     session: &str,
@@ -291,54 +341,36 @@ pub(super) async fn finish_call(
     outcome: ToolCallOutcome,
     sender: crate::live::LiveSender,
 ) -> HandlerResult<Json<ToolStep>> {
-    let store = agent.store();
-    let (original, to_run) = (&exec.tool_use, exec.effective_use());
-    let mut result = match outcome {
-        ToolCallOutcome::Done(r) => r,
-        ToolCallOutcome::Suspended { reason, .. } => {
-            sender.close().await;
-            return Ok(Json(ToolStep::Suspended { reason }));
-        }
+    let to_run = exec.effective_use();
+    let call = ToolCall {
+        original: &exec.tool_use,
+        to_run: &to_run,
     };
-    result.id.clone_from(&original.id);
-    result.name.clone_from(&original.name);
-    if exec.edited {
-        result
-            .metadata
-            .insert("executed_input".to_owned(), to_run.input.clone());
-    }
-    store
-        .finish(session, &original.id, &result)
-        .await
-        .map_err(retry)?;
-    sender.send(&RunEvent::ToolExecutionFinished {
-        result: result.clone(),
-    });
+    let step = finished(agent, session, call, outcome, &sender).await;
     sender.close().await;
-    Ok(Json(ToolStep::Done(result)))
+    step.map(Json)
 }
 
-/// After a crash mid-tool of a turn the local driver ran, before a new message closes
-/// the turn: finished calls keep their recorded results, started ones become `Unknown`.
-pub(super) async fn settle_from_ledger(
-    agent: Agent,
-    session: String,
-    calls: Vec<Execution>,
-) -> HandlerResult<Json<Vec<ToolResult>>> {
-    let store = agent.store();
-    let mut results = Vec::new();
-    for e in calls {
-        let id = &e.tool_use.id;
-        if let Some(entry) = store.ledger_entry(&session, id).await.map_err(retry)? {
-            match (entry.state, entry.result) {
-                (LedgerState::Finished, Some(r)) => results.push(r),
-                _ => {
-                    let r = ToolResult::unknown(id, &e.tool_use.name, UNKNOWN_OUTCOME);
-                    store.finish(&session, id, &r).await.map_err(retry)?;
-                    results.push(r);
-                }
-            }
+async fn finished(
+    agent: &Agent,
+    session: &str,
+    call: ToolCall<'_>,
+    outcome: ToolCallOutcome,
+    sender: &crate::live::LiveSender,
+) -> Result<ToolStep, HandlerError> {
+    match effects::finish(agent, session, call, outcome)
+        .await
+        .map_err(effect_error)?
+    {
+        ExecOutcome::Done(result) => {
+            sender.send(&RunEvent::ToolExecutionFinished {
+                result: result.clone(),
+            });
+            Ok(ToolStep::Done(result))
         }
+        ExecOutcome::Suspended { reason, .. } => Ok(ToolStep::Suspended { reason }),
+        _ => Err(effect_error(reins_agent::AgentError::Internal(
+            "a tool call ended neither done nor suspended".to_owned(),
+        ))),
     }
-    Ok(Json(results))
 }

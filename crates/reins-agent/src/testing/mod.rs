@@ -20,6 +20,17 @@
 //!
 //! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
 //! [`Scenario::AskingTool`]) are described in [`nested`].
+//!
+//! The features every driver runs (in [`features`](self#features)):
+//!
+//! | scenario | the agent | what must hold |
+//! |---|---|---|
+//! | [`Scenario::Hooks`] | a `PreActing` hook that blocks mail to `mallory@example.com` and writes every address in lower case | the blocked call is rejected (`rejected_by: hook`), 0 runs; the other runs once with the edited address (recorded as `executed_input`); the hook saw each call once |
+//! | [`Scenario::Compression`] | `context(ContextPolicy::new(700).compress_to(400))` | after a long conversation a summary is stored (a message marked `reins.summary`), and the model's last request carried fewer messages than the transcript |
+//! | [`Scenario::Reconcile`] | `send_email` reconciles by looking for its own line in the outbox | a call whose ledger entry was started and never finished is put to the tool: one that took effect keeps its effect (0 new runs, `reconciled: happened`, audited `kind: reconcile`), one that did not runs once |
+//! | [`Scenario::ForkReplay`] | – | a fork made before a finished call, sent the same message, is served the recorded result: no approval, 0 new runs, audited `replayed` |
+//! | [`Scenario::Interrupt`] | – | an interrupt while an approved call runs: the tool's cancellation token fires, the call ends cancelled and never completes, the run ends `Cancelled` |
+//! | [`Scenario::IdempotencyKey`] | – | the same approval submitted twice with one idempotency key: the tool runs once; the second answer is the first's (a backend that keeps keys) or the refusal of a decision already taken (one that does not) |
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -42,6 +53,8 @@ use crate::run::{Phase, RunInput};
 use crate::state::SessionView;
 use crate::structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
+
+mod features;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
 pub const TOOL: &str = "send_email";
@@ -66,11 +79,23 @@ pub enum Scenario {
     SubAgent,
     /// A tool asks a question mid-call (see [`nested`]).
     AskingTool,
+    /// A hook blocks one call and edits another.
+    Hooks,
+    /// A context budget the conversation outgrows.
+    Compression,
+    /// Calls whose ledger entries were started and never finished.
+    Reconcile,
+    /// A fork replays a finished call's recorded result.
+    ForkReplay,
+    /// One approval submitted twice with the same idempotency key.
+    IdempotencyKey,
+    /// An interrupt while an approved call runs.
+    Interrupt,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -78,10 +103,17 @@ impl Scenario {
         Scenario::OutputSpec,
         Scenario::SubAgent,
         Scenario::AskingTool,
+        Scenario::Hooks,
+        Scenario::Compression,
+        Scenario::Reconcile,
+        Scenario::ForkReplay,
+        Scenario::IdempotencyKey,
+        Scenario::Interrupt,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`, `subagent`, `asking_tool`).
+    /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
+    /// `fork_replay`, `idempotency_key`, `interrupt`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -91,6 +123,12 @@ impl Scenario {
             Scenario::OutputSpec => "output_spec",
             Scenario::SubAgent => "subagent",
             Scenario::AskingTool => "asking_tool",
+            Scenario::Hooks => "hooks",
+            Scenario::Compression => "compression",
+            Scenario::Reconcile => "reconcile",
+            Scenario::ForkReplay => "fork_replay",
+            Scenario::IdempotencyKey => "idempotency_key",
+            Scenario::Interrupt => "interrupt",
         }
     }
 
@@ -121,6 +159,12 @@ impl Scenario {
             Scenario::ApprovalTtl => b.approval_ttl(TOOL, Duration::from_secs(1)),
             Scenario::StandingGrant => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
+            Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
+            Scenario::Compression => b.context(features::context_policy()),
+            Scenario::Reconcile
+            | Scenario::ForkReplay
+            | Scenario::IdempotencyKey
+            | Scenario::Interrupt => b,
         };
         b.build()
     }
@@ -150,6 +194,12 @@ impl Scenario {
             Scenario::OutputSpec => on.output_spec(&session).await,
             Scenario::SubAgent => on.subagent(&session).await,
             Scenario::AskingTool => on.asking_tool(&session).await,
+            Scenario::Hooks => on.hooks(&session).await,
+            Scenario::Compression => on.compression(&session).await,
+            Scenario::Reconcile => on.reconcile(&session).await,
+            Scenario::ForkReplay => on.fork_replay(&session).await,
+            Scenario::IdempotencyKey => on.idempotency_key(&session).await,
+            Scenario::Interrupt => on.interrupt(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -207,6 +257,15 @@ impl On<'_> {
             return Ok(Err(e));
         }
         let after = before.map_or(0, |v| v.version);
+        self.settled_after(session, after).await.map(Ok)
+    }
+
+    /// Waits until `session` is past version `after` and settled (paused or ended).
+    async fn settled_after(
+        &self,
+        session: &str,
+        after: u64,
+    ) -> std::result::Result<SessionView, String> {
         let start = std::time::Instant::now();
         loop {
             match self.backend.view(session).await {
@@ -217,7 +276,7 @@ impl On<'_> {
                             Phase::Reasoning | Phase::Acting | Phase::Summarizing
                         ) =>
                 {
-                    return Ok(Ok(v));
+                    return Ok(v);
                 }
                 Ok(_) | Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => {}
                 Err(e) => return Err(format!("reading the session failed: {e}")),
@@ -550,6 +609,10 @@ impl ChatModel for RuleModel {
                 } else {
                     match t.strip_prefix("email ") {
                         Some(to) => call(TOOL, json!({"to": to.trim(), "body": "hello"})),
+                        None if t == "count" => text(&format!("seen {n}")),
+                        None if t.starts_with("Conversation to summarize:") => {
+                            text("summary: notes were taken")
+                        }
                         None if t == "report" && offered => {
                             call(FINAL_ANSWER_TOOL, json!({"report": "all quiet"}))
                         }
@@ -574,8 +637,10 @@ struct EmailArgs {
 }
 
 /// `send_email`: needs a confirmation; each run appends `send_email <session>/<call>
-/// <to>` to the outbox (one `write`, so processes sharing the file never interleave).
+/// <to>` to the outbox (one `write`, so processes sharing the file never interleave);
+/// asked to reconcile a call, it looks for that call's line.
 fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
+    let reconcile_outbox = outbox.clone();
     let mut tools = Toolkit::new();
     tools
         .add(
@@ -586,6 +651,9 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                     let outbox = outbox.clone();
                     async move {
                         use std::io::Write;
+                        if a.to.starts_with("slow") {
+                            features::slow_send(&outbox, &ctx).await?;
+                        }
                         let line =
                             format!("{TOOL} {}/{} {}\n", ctx.session_id, ctx.tool_use_id, a.to);
                         std::fs::OpenOptions::new()
@@ -598,7 +666,11 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                     }
                 },
             )
-            .policy(ToolPolicy::confirm().reason("sends an email")),
+            .policy(ToolPolicy::confirm().reason("sends an email"))
+            .reconcile(move |ctx: ToolContext| {
+                let outbox = reconcile_outbox.clone();
+                async move { Ok(features::sent_before(&outbox, &ctx)) }
+            }),
         )
         .map_err(|e| AgentError::InvalidInput(e.to_string()))?;
     Ok(tools)

@@ -7,8 +7,28 @@
 //! | step | effect |
 //! |---|---|
 //! | [`Step::Consult`](crate::run::Step::Consult) | [`consult`]: the approval policy, then the standing grants; answered with [`Event::DecidedWithoutAsking`](crate::run::Event::DecidedWithoutAsking) (`Consulted` converts into it) |
-//! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt) |
+//! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt); [`reason`]: the `PreReasoning` hooks, the model's stream turned into one message, the `PostReasoning` hooks |
+//! | [`Step::Compress`](crate::run::Step::Compress) | [`summarize`]: the summary (the summarizer chunk by chunk, the `PreSummary`/`PostSummary` hooks) |
+//! | [`Step::Execute`](crate::run::Step::Execute) | [`hooks::pre_acting`], then the ledger: [`claim`] (a recorded result, or a call cut off reconciled: [`reconcile`]), the tool, [`finish`]; then [`hooks::post_acting`] |
+//! | [`Step::Replayed`](crate::run::Step::Replayed) | [`hooks::notify`] with `ToolReplayed` |
+//! | a new input after a crash mid-tool | [`settle_from_ledger`] |
+//!
+//! What the effects report while they run goes to a [`Witness`] (the local driver's
+//! event channel, reins-restate's live relay).
 
+mod compress;
+pub mod hooks;
+mod ledger;
+mod reason;
+
+pub use compress::{Summarized, summarize};
+pub use ledger::{
+    Claimed, Settled, Takeover, ToolCall, UNKNOWN_OUTCOME, Unfinished, claim, context, finish,
+    options, reconcile, settle_from_ledger,
+};
+pub use reason::{ModelCall, Reasoning, reason};
+
+use async_trait::async_trait;
 use chrono::Utc;
 use reins_memory::{Error as StoreError, GrantEffect, GrantFilter};
 use reins_message::{Msg, ToolSpec};
@@ -16,6 +36,7 @@ use reins_model::{ChatRequest, ToolChoice};
 
 use crate::agent::Agent;
 use crate::approval::{PolicyRequest, PolicyVerdict};
+use crate::output::RunEvent;
 use crate::run::{AutoDecision, Consult, Consulted, Reason};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval
@@ -134,4 +155,41 @@ pub fn request(agent: &Agent, step: Reason, extra_tools: &[ToolSpec]) -> ChatReq
         crate::structured::ask_for_output(&mut request, *mode, spec);
     }
     request
+}
+
+/// Where the effects report what happens while they run: the run events (to a
+/// listener, or a relay), and progress on a long effect.
+#[async_trait]
+pub trait Witness: Send + Sync {
+    /// Whether anyone listens (events are made only then).
+    fn listening(&self) -> bool {
+        true
+    }
+
+    /// Reports a run event.
+    fn send(&self, event: RunEvent);
+
+    /// A long effect made progress (a streamed chunk): a driver keeps its leases alive.
+    async fn progress(&self) {}
+}
+
+impl dyn Witness + '_ {
+    /// Reports the event `make` makes, when anyone listens.
+    pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
+        if self.listening() {
+            self.send(make());
+        }
+    }
+}
+
+/// A [`Witness`] nobody listens to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unheard;
+
+impl Witness for Unheard {
+    fn listening(&self) -> bool {
+        false
+    }
+
+    fn send(&self, _event: RunEvent) {}
 }
