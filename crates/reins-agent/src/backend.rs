@@ -1,12 +1,15 @@
 //! [`SessionBackend`]: what a front end (an HTTP server, a protocol adapter) needs of
-//! whatever runs sessions — read one, hand it an input, interrupt it — so that it can
+//! whatever runs sessions — read one, hand it an input, interrupt it, replay it — so
+//! that it can
 //! front the local driver (an [`Agent`]) or another driver (reins-restate's
 //! `RestateClient`, a Restate deployment) without depending on it.
 
 use async_trait::async_trait;
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::agent::Agent;
 use crate::error::{AgentError, Result};
+use crate::fork::{ReplayReport, ReplayTurn};
 use crate::output::RunEvent;
 use crate::run::RunInput;
 use crate::state::SessionView;
@@ -59,6 +62,18 @@ pub trait SessionBackend: Send + Sync {
 
     /// Interrupts the run in progress on the session; `false` when none was.
     async fn interrupt(&self, session: &str) -> Result<bool>;
+
+    /// Replays the recorded session with the backend's own agent (its model and
+    /// prompts, as they are now) on a scratch store: each turn's user message is sent
+    /// again, tool calls are served from the recording and none runs, and the report
+    /// says where the new run diverged ([`crate::replay`]). Each replayed turn goes to
+    /// `turns` as soon as the backend has it. Nothing is written to the session's
+    /// store. An unknown session is `AgentError::Store(SessionNotFound)`.
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport>;
 }
 
 impl Agent {
@@ -124,6 +139,16 @@ impl SessionBackend for Agent {
             .request_interrupt()
             .await
     }
+
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport> {
+        let recorded = self.existing_session(session).await?;
+        let candidate = self.with_store(std::sync::Arc::new(reins_memory::InMemoryStore::new()));
+        crate::fork::replay_streaming(&recorded, &candidate, turns).await
+    }
 }
 
 #[async_trait]
@@ -138,5 +163,13 @@ impl<T: SessionBackend + ?Sized> SessionBackend for std::sync::Arc<T> {
 
     async fn interrupt(&self, session: &str) -> Result<bool> {
         (**self).interrupt(session).await
+    }
+
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport> {
+        (**self).replay(session, turns).await
     }
 }

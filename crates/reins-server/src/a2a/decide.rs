@@ -96,6 +96,28 @@ pub(super) async fn on_task(
         }
         decisions.push(to_decision(item, req)?);
     }
+    if let Some(backend) = state.backend.clone() {
+        let view = token.as_deref().map(parse_view).transpose()?;
+        let input = reins_agent::RunInput::Decisions(decisions);
+        let refused = match super::backend::submit(
+            state,
+            &*backend,
+            who,
+            &task.context_id,
+            input,
+            &msg.message_id,
+            view,
+        )
+        .await
+        {
+            Ok(()) => return answer(state, who, &task.id, Follow::Stored, reply).await,
+            Err(e) => RpcError::from(e),
+        };
+        if sent_before(&s, who, msg, &ids).await? {
+            return answer(state, who, &task.id, Follow::Stored, reply).await;
+        }
+        return Err(refused);
+    }
     let builder = s.resolve(decisions);
     let started = match token {
         Some(t) => builder.at(&parse_view(t)?).start().await,

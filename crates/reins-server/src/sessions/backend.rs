@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use crate::auth::AccessRole;
 use crate::error::{Result, ServerError};
 use crate::extract::{ApiJson, Caller, SessionId};
-use crate::hub::Subscription;
+use crate::hub::{HubEvent, Origin, Subscription};
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
 use crate::types::InterruptAnswer;
@@ -275,7 +275,7 @@ fn stream_until_settled(
                     () = tx.closed() => return,
                     r = live.recv() => match r {
                         Ok(env) => {
-                            let ev = Event::default().event(env.event.clone()).data(env.data.clone());
+                            let ev = Event::default().event(env.name()).data(env.native_data());
                             if tx.send(ev).await.is_err() {
                                 return;
                             }
@@ -348,7 +348,9 @@ pub(crate) async fn post_live(
             code: "invalid_input",
             message,
         };
-        let event: RunEvent = serde_json::from_value(data.clone())
+        let field = |name: &str| data.get(name).and_then(Value::as_str).map(str::to_owned);
+        let (run_id, attempt) = (field("run_id"), field("attempt"));
+        let event: RunEvent = serde_json::from_value(data)
             .map_err(|e| invalid(format!("event {i} is not a run event: {e}")))?;
         if !is_live(&event) {
             return Err(invalid(format!(
@@ -356,16 +358,17 @@ pub(crate) async fn post_live(
                 event.name()
             )));
         }
-        let run_id = data
-            .get("run_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        checked.push((event.name(), data, run_id));
+        checked.push((event, run_id, attempt));
     }
     let published = checked.len();
     let chan = state.hub.channel(&id);
-    for (name, data, run_id) in checked {
-        chan.publish(&state.hub.instance, name, data, run_id.as_deref(), false);
+    for (event, run_id, attempt) in checked {
+        let origin = Origin {
+            run_id: run_id.as_deref(),
+            attempt: attempt.as_deref(),
+            terminal: false,
+        };
+        chan.publish(&state.hub.instance, HubEvent::Run(event), origin);
     }
     Ok((
         StatusCode::ACCEPTED,
