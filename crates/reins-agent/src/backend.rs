@@ -14,6 +14,7 @@ use crate::output::RunEvent;
 use crate::run::RunInput;
 use crate::state::SessionView;
 use crate::view::{Actor, ViewToken};
+use reins_message::ToolSpec;
 
 /// One input for a session, with who gives it and the view it was decided on.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,11 @@ pub struct Submission {
     /// repeated decision is refused there by the consent rules (stale view, nothing
     /// pending) and changes nothing either way.
     pub idempotency_key: Option<String>,
+    /// The caller's own tools (AG-UI's client tools): offered to the model beside
+    /// the toolkit's and always external — a call of one pauses the run with an
+    /// `External` requirement, answered with the tool's result
+    /// ([`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
+    pub client_tools: Vec<ToolSpec>,
 }
 
 impl Submission {
@@ -40,6 +46,7 @@ impl Submission {
             actor: None,
             view: None,
             idempotency_key: None,
+            client_tools: Vec::new(),
         }
     }
 }
@@ -104,7 +111,11 @@ impl SessionBackend for Agent {
 
     async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
         let Submission {
-            input, actor, view, ..
+            input,
+            actor,
+            view,
+            client_tools: tools,
+            ..
         } = submission;
         let s = match &input {
             RunInput::Message(_) => self.session_of_owner(session).await?,
@@ -115,12 +126,14 @@ impl SessionBackend for Agent {
             None => s,
         };
         let mut handle = match (input, view) {
-            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).start().await?,
-            (RunInput::Message(m), None) => s.send(m).start().await?,
-            (RunInput::Resume, Some(v)) => s.resume().at(&v).start().await?,
-            (RunInput::Resume, None) => s.resume().start().await?,
-            (RunInput::Decisions(d), Some(v)) => s.resolve(d).at(&v).start().await?,
-            (RunInput::Decisions(d), None) => s.resolve(d).start().await?,
+            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).client_tools(tools).start().await?,
+            (RunInput::Message(m), None) => s.send(m).client_tools(tools).start().await?,
+            (RunInput::Resume, Some(v)) => s.resume().at(&v).client_tools(tools).start().await?,
+            (RunInput::Resume, None) => s.resume().client_tools(tools).start().await?,
+            (RunInput::Decisions(d), Some(v)) => {
+                s.resolve(d).at(&v).client_tools(tools).start().await?
+            }
+            (RunInput::Decisions(d), None) => s.resolve(d).client_tools(tools).start().await?,
         };
         // The input is validated and stored before the run announces its start; a
         // refused one ends the run before that, with the error `wait` returns.

@@ -218,6 +218,7 @@ impl SessionBackend for RestateClient {
             input,
             actor: s.actor,
             view: s.view,
+            client_tools: s.client_tools,
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await

@@ -35,6 +35,7 @@ use crate::object::{
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 mod ask;
+mod client_tools;
 pub(crate) mod subagent;
 mod tools;
 
@@ -89,6 +90,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// Restate cancelled the invocation (an interrupt).
     cancelled: bool,
     version: u64,
+    /// The caller's own tools for this turn (see [`client_tools`]).
+    client_tools: Vec<reins_message::ToolSpec>,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -124,6 +127,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             token,
             cancelled: false,
             version: 0,
+            client_tools: Vec::new(),
         }
     }
 
@@ -194,6 +198,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
 
     /// Drives the turn from its first input to the end of the run.
     pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
+        self.client_tools = req.client_tools.clone();
         let (agent, session) = (self.agent().clone(), self.session.clone());
         let loaded: Option<Loaded> = self
             .journal("load", OnCancel::Retry, move || {
@@ -487,7 +492,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         };
         // The request as the local driver makes it (the same function): tools, the
         // structured answer asked for, or the summary prompt.
-        let request = effects::request(&agent, step, &[]);
+        let request = effects::request(&agent, step, &self.client_tools);
         let token = self.token.clone();
         let out = self
             .journal("model", OnCancel::Fail, move || {
@@ -507,10 +512,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 now,
             } => {
                 message.name = Some(self.agent().name().to_owned());
-                let gates = message
-                    .tool_uses()
-                    .map(|u| self.agent().toolkit().gate(u))
-                    .collect();
+                let gates = message.tool_uses().map(|u| self.gate(u)).collect();
                 let _ = run.apply(Event::Reasoned {
                     message,
                     gates,

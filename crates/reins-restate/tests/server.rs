@@ -179,7 +179,92 @@ async fn script(http: &Http, tag: &str, runs: impl Fn() -> usize) -> Vec<(String
     assert_eq!(runs(), 1);
     refusals.extend(a2a(http, tag, &runs).await);
     refusals.extend(fork_and_replay(http, tag, &runs).await);
+    refusals.extend(agui_client_tools(http, tag).await);
     refusals
+}
+
+/// One AG-UI run: the events (`data:` JSON) of its SSE answer.
+async fn agui(http: &Http, token: &str, body: Value) -> Vec<Value> {
+    let resp = http
+        .client
+        .post(format!("{}/agui", http.base))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.text()
+        .await
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// AG-UI with the client's own tools: the model calls one, the run ends with the call
+/// pending for the client; the client's tool message with the result goes on, and the
+/// model answers with it. A result for a call that does not wait for one, sent alone,
+/// is nothing new (`RUN_ERROR`).
+async fn agui_client_tools(http: &Http, tag: &str) -> Vec<(String, u16, String)> {
+    let thread = format!("alice/{tag}-agui");
+    let tools = json!([{
+        "name": "client_clock",
+        "description": "The time where the user is",
+        "parameters": {"type": "object", "properties": {}},
+    }]);
+    let user = json!({"id": format!("{tag}-u1"), "role": "user", "content": "use client_clock"});
+    let events = agui(
+        http,
+        "alice-token",
+        json!({"threadId": thread, "runId": "r1", "messages": [user], "tools": tools}),
+    )
+    .await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(last["outcome"]["type"], "success", "{events:?}");
+    let call = last["outcome"]["pendingToolCallIds"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no pending client call: {events:?}"))
+        .to_owned();
+
+    // The client ran it: its tool message goes on.
+    let result =
+        json!({"id": format!("{tag}-t1"), "role": "tool", "toolCallId": call, "content": "12:00"});
+    let events = agui(
+        http,
+        "alice-token",
+        json!({"threadId": thread, "runId": "r2", "messages": [user, result], "tools": tools}),
+    )
+    .await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(last["outcome"], json!({"type": "success"}), "{events:?}");
+    let snapshot = events
+        .iter()
+        .find(|e| e["type"] == "MESSAGES_SNAPSHOT")
+        .unwrap_or_else(|| panic!("no snapshot: {events:?}"));
+    assert!(snapshot.to_string().contains("done: 12:00"), "{snapshot}");
+
+    // The same result again: nothing new to run.
+    let events = agui(
+        http,
+        "alice-token",
+        json!({"threadId": thread, "runId": "r3", "messages": [user, result], "tools": tools}),
+    )
+    .await;
+    let last = events.last().unwrap();
+    let what = "ag-ui: a client tool's result sent again";
+    vec![(
+        what.to_owned(),
+        200,
+        format!(
+            "{} {}",
+            last["type"].as_str().unwrap_or("-"),
+            last["code"].as_str().unwrap_or("-")
+        ),
+    )]
 }
 
 /// One A2A JSON-RPC call: `(HTTP status, the JSON-RPC answer)`.
@@ -495,8 +580,8 @@ struct DeleteArgs {
 }
 
 /// The demo service's model, for the local driver: `delete PATH` calls `delete_file`
-/// (id `call_<number of messages>`), tool results are answered `done: <results>`,
-/// anything else `ok`.
+/// and `use TOOL` calls `TOOL` (id `call_<number of messages>`), tool results are
+/// answered `done: <results>`, anything else `ok`.
 struct Rules;
 
 #[async_trait::async_trait]
@@ -507,6 +592,22 @@ impl ChatModel for Rules {
 
     async fn stream(&self, request: ChatRequest) -> reins_model::Result<ChatStream> {
         let n = request.messages.len();
+        let call = |name: &str, args: Value| {
+            vec![
+                ChatChunk::ToolCallStart {
+                    index: 0,
+                    id: format!("call_{n}"),
+                    name: name.to_owned(),
+                },
+                ChatChunk::ToolArgsDelta {
+                    index: 0,
+                    fragment: args.to_string(),
+                },
+                ChatChunk::Finish {
+                    reason: FinishReason::ToolUse,
+                },
+            ]
+        };
         let text = |t: String| {
             vec![
                 ChatChunk::TextDelta { text: t },
@@ -522,20 +623,10 @@ impl ChatModel for Rules {
             }
             Some(m) if m.role == Role::User && m.text().starts_with("delete ") => {
                 let path = m.text().trim_start_matches("delete ").to_owned();
-                vec![
-                    ChatChunk::ToolCallStart {
-                        index: 0,
-                        id: format!("call_{n}"),
-                        name: "delete_file".to_owned(),
-                    },
-                    ChatChunk::ToolArgsDelta {
-                        index: 0,
-                        fragment: json!({"path": path}).to_string(),
-                    },
-                    ChatChunk::Finish {
-                        reason: FinishReason::ToolUse,
-                    },
-                ]
+                call("delete_file", json!({"path": path}))
+            }
+            Some(m) if m.role == Role::User && m.text().starts_with("use ") => {
+                call(m.text().trim_start_matches("use "), json!({}))
             }
             _ => text("ok".to_owned()),
         };

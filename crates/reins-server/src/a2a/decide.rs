@@ -26,7 +26,7 @@ use super::incoming::Incoming;
 use super::send::{Follow, Reply, answer, begin};
 use super::task::{TaskState, TaskView, task_json};
 use super::{RpcError, actor_session, load_task};
-use crate::auth::{AccessRole, Principal};
+use crate::auth::Principal;
 use crate::sessions::decide::{parse_view, to_decision};
 use crate::state::AppState;
 
@@ -51,7 +51,7 @@ pub(super) async fn on_task(
             ),
         });
     };
-    if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
+    if !who.is_decider() {
         return Err(RpcError::new(
             -32001,
             format!(

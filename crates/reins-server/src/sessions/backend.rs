@@ -20,17 +20,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use reins_agent::run::Phase;
-use reins_agent::{RunEvent, RunOutput, RunState, RunStatus, SessionBackend, Submission};
+use reins_agent::{RunEvent, RunOutput, SessionBackend, Submission};
 use reins_memory::SessionState;
 use reins_message::{Msg, Role};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use crate::auth::AccessRole;
 use crate::error::{Result, ServerError};
-use crate::extract::{ApiJson, Caller, SessionId};
+use crate::extract::{Admin, ApiJson, SessionId};
 use crate::hub::{HubEvent, Origin, Subscription};
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
@@ -122,16 +120,8 @@ pub(crate) async fn output_if_settled(
     if stored.version <= after {
         return Ok(None);
     }
-    let phase = stored
-        .run_state
-        .clone()
-        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
-        .map_or(Phase::Idle, |rs| rs.phase());
-    let status = match phase {
-        Phase::Reasoning | Phase::Acting | Phase::Summarizing => return Ok(None),
-        Phase::Paused => RunStatus::Paused,
-        Phase::Finished(status) => status,
-        Phase::Idle => RunStatus::Completed,
+    let Some(status) = view::outcome_of(view::phase_of(stored.run_state.as_ref())) else {
+        return Ok(None);
     };
     let message = stored
         .messages
@@ -332,16 +322,10 @@ fn is_live(event: &RunEvent) -> bool {
 /// (`text_delta`, `reasoning_started`, …) is refused whole (422).
 pub(crate) async fn post_live(
     State(state): State<AppState>,
-    Caller(who): Caller,
+    _admin: Admin,
     SessionId(id): SessionId,
     ApiJson(body): ApiJson<LiveEvents>,
 ) -> Result<Response> {
-    if !who.has(AccessRole::Admin) {
-        return Err(ServerError::Forbidden(format!(
-            "`{}` may not publish live events: that needs the admin role (a backend's service process)",
-            who.name
-        )));
-    }
     let mut checked = Vec::with_capacity(body.events.len());
     for (i, data) in body.events.into_iter().enumerate() {
         let invalid = |message: String| ServerError::Invalid {

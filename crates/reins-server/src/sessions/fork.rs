@@ -162,8 +162,7 @@ pub(crate) async fn get_turns(
     }))
 }
 
-/// Replays the session with the agent that runs it (this server's, or its backend's) and
-/// streams where it diverged.
+/// Replays the session with the agent that runs it and streams where it diverged.
 #[utoipa::path(
     post, path = "/v1/sessions/{id}/replay", tag = "sessions",
     params(("id" = String, Path, description = "The recorded session")),
