@@ -165,9 +165,8 @@ async fn the_local_driver_keeps_the_backend_contract() {
         )
         .unwrap();
     // The run, then its replay (the same answers).
-    let call = || {
-        ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "x.txt"}))
-    };
+    let call =
+        || ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "x.txt"}));
     let model = ScriptedModel::new([
         call(),
         ScriptedResponse::text("done"),
