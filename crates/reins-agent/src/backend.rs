@@ -1,16 +1,20 @@
 //! [`SessionBackend`]: what a front end (an HTTP server, a protocol adapter) needs of
-//! whatever runs sessions — read one, hand it an input, interrupt it — so that it can
+//! whatever runs sessions — read one, hand it an input, interrupt it, replay it — so
+//! that it can
 //! front the local driver (an [`Agent`]) or another driver (reins-restate's
 //! `RestateClient`, a Restate deployment) without depending on it.
 
 use async_trait::async_trait;
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::agent::Agent;
 use crate::error::{AgentError, Result};
+use crate::fork::{ReplayReport, ReplayTurn};
 use crate::output::RunEvent;
 use crate::run::RunInput;
 use crate::state::SessionView;
 use crate::view::{Actor, ViewToken};
+use reins_message::ToolSpec;
 
 /// One input for a session, with who gives it and the view it was decided on.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +31,11 @@ pub struct Submission {
     /// repeated decision is refused there by the consent rules (stale view, nothing
     /// pending) and changes nothing either way.
     pub idempotency_key: Option<String>,
+    /// The caller's own tools (AG-UI's client tools): offered to the model beside
+    /// the toolkit's and always external — a call of one pauses the run with an
+    /// `External` requirement, answered with the tool's result
+    /// ([`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
+    pub client_tools: Vec<ToolSpec>,
 }
 
 impl Submission {
@@ -37,6 +46,7 @@ impl Submission {
             actor: None,
             view: None,
             idempotency_key: None,
+            client_tools: Vec::new(),
         }
     }
 }
@@ -59,6 +69,18 @@ pub trait SessionBackend: Send + Sync {
 
     /// Interrupts the run in progress on the session; `false` when none was.
     async fn interrupt(&self, session: &str) -> Result<bool>;
+
+    /// Replays the recorded session with the backend's own agent (its model and
+    /// prompts, as they are now) on a scratch store: each turn's user message is sent
+    /// again, tool calls are served from the recording and none runs, and the report
+    /// says where the new run diverged ([`crate::replay`]). Each replayed turn goes to
+    /// `turns` as soon as the backend has it. Nothing is written to the session's
+    /// store. An unknown session is `AgentError::Store(SessionNotFound)`.
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport>;
 }
 
 impl Agent {
@@ -89,7 +111,11 @@ impl SessionBackend for Agent {
 
     async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
         let Submission {
-            input, actor, view, ..
+            input,
+            actor,
+            view,
+            client_tools: tools,
+            ..
         } = submission;
         let s = match &input {
             RunInput::Message(_) => self.session_of_owner(session).await?,
@@ -100,12 +126,14 @@ impl SessionBackend for Agent {
             None => s,
         };
         let mut handle = match (input, view) {
-            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).start().await?,
-            (RunInput::Message(m), None) => s.send(m).start().await?,
-            (RunInput::Resume, Some(v)) => s.resume().at(&v).start().await?,
-            (RunInput::Resume, None) => s.resume().start().await?,
-            (RunInput::Decisions(d), Some(v)) => s.resolve(d).at(&v).start().await?,
-            (RunInput::Decisions(d), None) => s.resolve(d).start().await?,
+            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).client_tools(tools).start().await?,
+            (RunInput::Message(m), None) => s.send(m).client_tools(tools).start().await?,
+            (RunInput::Resume, Some(v)) => s.resume().at(&v).client_tools(tools).start().await?,
+            (RunInput::Resume, None) => s.resume().client_tools(tools).start().await?,
+            (RunInput::Decisions(d), Some(v)) => {
+                s.resolve(d).at(&v).client_tools(tools).start().await?
+            }
+            (RunInput::Decisions(d), None) => s.resolve(d).client_tools(tools).start().await?,
         };
         // The input is validated and stored before the run announces its start; a
         // refused one ends the run before that, with the error `wait` returns.
@@ -124,6 +152,16 @@ impl SessionBackend for Agent {
             .request_interrupt()
             .await
     }
+
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport> {
+        let recorded = self.existing_session(session).await?;
+        let candidate = self.with_store(std::sync::Arc::new(reins_memory::InMemoryStore::new()));
+        crate::fork::replay_streaming(&recorded, &candidate, turns).await
+    }
 }
 
 #[async_trait]
@@ -138,5 +176,13 @@ impl<T: SessionBackend + ?Sized> SessionBackend for std::sync::Arc<T> {
 
     async fn interrupt(&self, session: &str) -> Result<bool> {
         (**self).interrupt(session).await
+    }
+
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> Result<ReplayReport> {
+        (**self).replay(session, turns).await
     }
 }

@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use reins_agent::run::Phase;
 use reins_agent::{
-    AgentError, Decision, Requirement, RunOutput, SessionBackend, SessionView, Submission,
+    AgentError, Decision, ReplayReport, ReplayTurn, Requirement, RunOutput, SessionBackend,
+    SessionView, Submission,
 };
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -133,6 +134,16 @@ impl RestateClient {
         Ok(self.view(session).await?.requirements)
     }
 
+    /// Replays the recorded session with the service's agent on a scratch store (the
+    /// object's `replay` handler): where the agent, as it is deployed now, diverges
+    /// from the recording. No tool runs and nothing is stored.
+    ///
+    /// # Errors
+    /// [`Error::Refused`] (`not_found`) for a session that does not exist.
+    pub async fn replay(&self, session: &str) -> Result<ReplayReport> {
+        self.post(session, "replay", None, None).await
+    }
+
     /// Interrupts the session's turn in progress (a paused session stays paused).
     ///
     /// # Errors
@@ -207,6 +218,7 @@ impl SessionBackend for RestateClient {
             input,
             actor: s.actor,
             view: s.view,
+            client_tools: s.client_tools,
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await
@@ -219,6 +231,24 @@ impl SessionBackend for RestateClient {
             .await
             .map(|i| i.requested)
             .map_err(to_agent_error)
+    }
+
+    /// The service replays the whole session before it answers: the turns go to
+    /// `turns` all at once, with the report.
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<tokio::sync::mpsc::UnboundedSender<ReplayTurn>>,
+    ) -> reins_agent::Result<ReplayReport> {
+        let report = RestateClient::replay(self, session)
+            .await
+            .map_err(to_agent_error)?;
+        if let Some(tx) = turns {
+            for t in &report.turns {
+                let _ = tx.send(t.clone());
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The session object: a Restate virtual object keyed by the session id. Its exclusive
 //! `turn` handler drives a [`Run`] (see [`crate::turn`]); its shared handlers take
-//! inputs (`submit`), show the session (`view`) and interrupt it (`interrupt`) while a
-//! turn holds the object.
+//! inputs (`submit`), show the session (`view`), interrupt it (`interrupt`) while a
+//! turn holds the object, and replay it on a scratch store (`replay`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use reins_agent::run::{Call, Event, Phase, Run, RunState};
-use reins_agent::{Agent, AgentError, RunOutput, SessionView};
+use reins_agent::{Agent, AgentError, ReplayReport, RunOutput, SessionBackend, SessionView};
 use reins_memory::DecisionEntry;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -660,6 +660,20 @@ impl SessionObject {
             },
             token: run.view(),
         }))
+    }
+
+    /// Replays the recorded session with this service's agent on a scratch in-memory
+    /// store (`reins_agent::replay`): tool calls are served from the recording and
+    /// none runs; nothing is written to the session's store or the object's state, so
+    /// it runs beside a turn and a retry replays again. An unknown session is refused
+    /// (`not_found`).
+    #[handler]
+    async fn replay(&self, ctx: SharedObjectContext<'_>) -> HandlerResult<Json<ReplayReport>> {
+        let session = ctx.key().to_owned();
+        SessionBackend::replay(&self.inner.agent, &session, None)
+            .await
+            .map(Json)
+            .map_err(|e| refused(&session, &e).into())
     }
 
     /// Interrupts the turn in progress: cancels its invocation (Restate stops it

@@ -40,6 +40,7 @@ use crate::wire::{Refused, TurnInput, TurnRequest};
 mod ask;
 mod compress;
 mod hooks;
+mod client_tools;
 pub(crate) mod subagent;
 mod tools;
 
@@ -89,6 +90,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// Restate cancelled the invocation (an interrupt).
     cancelled: bool,
     version: u64,
+    /// The caller's own tools for this turn (see [`client_tools`]).
+    client_tools: Vec<reins_message::ToolSpec>,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -124,6 +127,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             token,
             cancelled: false,
             version: 0,
+            client_tools: Vec::new(),
         }
     }
 
@@ -193,6 +197,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
 
     /// Drives the turn from its first input to the end of the run.
     pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
+        self.client_tools = req.client_tools.clone();
         let (agent, session) = (self.agent().clone(), self.session.clone());
         let loaded: Option<Loaded> = self
             .journal("load", OnCancel::Retry, move || {
@@ -540,7 +545,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             iteration: step.iteration,
             summary: step.summary,
             output: step.output.as_ref().map(|(mode, _)| *mode),
-            request: effects::request(&agent, step, &[]),
+            request: effects::request(&agent, step, &self.client_tools),
         };
         let (token, session) = (self.token.clone(), self.session.clone());
         let out = self
@@ -569,7 +574,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         };
         let gates = message
             .tool_uses()
-            .map(|u| self.agent().toolkit().gate(u))
+            .map(|u| self.gate(u))
             .collect();
         let _ = run.apply(Event::Reasoned {
             message,

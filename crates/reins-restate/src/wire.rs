@@ -5,7 +5,7 @@
 use reins_agent::{
     Actor, AgentError, Decided, Decision, QuorumCount, Requirement, RunInput, ViewToken,
 };
-use reins_message::Msg;
+use reins_message::{Msg, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// What a caller hands a session: the three inputs of [`RunInput`], as JSON.
@@ -75,6 +75,13 @@ pub struct TurnRequest {
     /// ([`AgentError::StaleView`]) and nothing changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<ViewToken>,
+    /// The caller's own tools for the turn this input starts (AG-UI's client tools):
+    /// offered to the model beside the toolkit's and always external — a call of one
+    /// pauses the run with an `External` requirement, answered with the tool's result
+    /// (an `external_result` decision). An input that wakes a paused turn keeps the
+    /// tools that turn started with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<ToolSpec>,
 }
 
 impl TurnRequest {
@@ -99,6 +106,7 @@ impl TurnRequest {
             input,
             actor: None,
             view: None,
+            client_tools: Vec::new(),
         }
     }
 
@@ -113,6 +121,14 @@ impl TurnRequest {
     #[must_use]
     pub fn at(mut self, view: ViewToken) -> Self {
         self.view = Some(view);
+        self
+    }
+
+    /// Offers the model these tools of the caller's for the turn (see
+    /// [`TurnRequest::client_tools`]).
+    #[must_use]
+    pub fn with_client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
         self
     }
 }

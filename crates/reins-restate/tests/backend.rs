@@ -47,7 +47,7 @@ fn decide(id: &str, view: Option<ViewToken>) -> Submission {
 }
 
 /// The contract: unknown session, a pause, a stale view refused, an approval that runs
-/// the tool once, a decision for nothing pending refused.
+/// the tool once, a decision for nothing pending refused, a replay that runs nothing.
 async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usize) {
     assert!(matches!(
         b.view("nobody").await,
@@ -117,6 +117,23 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     );
     assert!(!b.interrupt(session).await.unwrap());
     assert_eq!(runs(), 1);
+
+    // A replay with the backend's own agent: the recorded call is served, none runs;
+    // each turn goes to the listener, and an unknown session is refused.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = b.replay(session, Some(tx)).await.unwrap();
+    assert_eq!(report.source, session);
+    assert_eq!(report.turns.len(), 1, "{report:?}");
+    assert_eq!(report.turns[0].served, ["delete_file"], "{report:?}");
+    assert!(report.matches(), "{report:?}");
+    assert_eq!(rx.recv().await.as_ref(), Some(&report.turns[0]));
+    assert!(matches!(
+        b.replay("nobody", None).await,
+        Err(AgentError::Store(
+            reins_memory::Error::SessionNotFound { .. }
+        ))
+    ));
+    assert_eq!(runs(), 1);
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -147,8 +164,13 @@ async fn the_local_driver_keeps_the_backend_contract() {
             .policy(ToolPolicy::confirm()),
         )
         .unwrap();
+    // The run, then its replay (the same answers).
+    let call =
+        || ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "x.txt"}));
     let model = ScriptedModel::new([
-        ScriptedResponse::tool_call_with_id("call_1", "delete_file", json!({"path": "x.txt"})),
+        call(),
+        ScriptedResponse::text("done"),
+        call(),
         ScriptedResponse::text("done"),
     ]);
     let agent = Agent::builder()

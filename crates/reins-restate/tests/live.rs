@@ -500,12 +500,16 @@ async fn the_real_agui_client_streams_restate_turns_through_reins_server() {
     assert_eq!(trail[0].record["actor"]["principal"], "carol");
     assert_eq!(trail[0].record["actor"]["metadata"]["via"], "ag-ui");
 
-    // Client-side tools: refused in AG-UI's own form, nothing stored.
-    assert_eq!(facts["tools_error"]["code"], "not_supported", "{facts}");
-    assert!(
-        h.client
-            .view("carol/agui-tools")
-            .await
-            .is_err_and(|e| e.refused().is_some_and(|r| r.code == "not_found"))
+    // Client-side tools: the model is offered them, a call of one waits for the
+    // client, and the client's result goes on; nothing runs in the service.
+    assert!(facts["tools_error"].is_null(), "{facts}");
+    assert_eq!(
+        facts["tools_pending"].as_array().map(Vec::len),
+        Some(1),
+        "{facts}"
     );
+    assert_eq!(facts["tools_answer"], "done: blue", "{facts}");
+    let trail = h.decisions("carol/agui-tools").await;
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0].record["actor"]["metadata"]["via"], "ag-ui");
 }

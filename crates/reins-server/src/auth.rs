@@ -153,6 +153,24 @@ impl Principal {
         }
     }
 
+    /// Whether it may decide on requirements at all: the approver or the admin role
+    /// (which tools, [`Principal::may_decide`] says).
+    pub fn is_decider(&self) -> bool {
+        self.has(AccessRole::Approver) || self.has(AccessRole::Admin)
+    }
+
+    /// Refuses (403) a principal that may not decide; `what` names the act ("decide",
+    /// "answer interrupts").
+    pub(crate) fn require_decider(&self, what: &str) -> Result<()> {
+        if self.is_decider() {
+            return Ok(());
+        }
+        Err(ServerError::Forbidden(format!(
+            "`{}` may not {what}: that needs the approver or admin role",
+            self.name
+        )))
+    }
+
     pub(crate) fn require_read(&self, session: &str) -> Result<()> {
         if self.may_read(session) {
             Ok(())

@@ -112,9 +112,10 @@ pub enum ServerError {
     /// The model failed (502).
     #[error("model error: {0}")]
     Model(String),
-    /// This server does not serve the request in its configuration (501): e.g. a
-    /// protocol endpoint while sessions run in a backend
-    /// ([`Server::backend`](crate::Server::backend)).
+    /// This server does not serve the request in its configuration (501). Every
+    /// route is served with and without a backend
+    /// ([`Server::backend`](crate::Server::backend)); the variant is kept for
+    /// servers that embed the router and refuse a route of theirs.
     #[error("{0}")]
     Unsupported(String),
     /// Anything else (500).

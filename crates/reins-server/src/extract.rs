@@ -27,6 +27,45 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The authenticated principal of a request that decides on requirements: the
+/// approver or the admin role, else 403 before anything else is read.
+pub(crate) struct Decider(pub(crate) Arc<Principal>);
+
+impl FromRequestParts<AppState> for Decider {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Caller(who) = Caller::from_request_parts(parts, state).await?;
+        who.require_decider("decide")?;
+        Ok(Self(who))
+    }
+}
+
+/// A request only the admin role may make (a backend's service process relaying live
+/// events), else 403.
+pub(crate) struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ServerError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Caller(who) = Caller::from_request_parts(parts, state).await?;
+        if !who.has(crate::auth::AccessRole::Admin) {
+            return Err(ServerError::Forbidden(format!(
+                "`{}` may not publish live events: that needs the admin role (a backend's service process)",
+                who.name
+            )));
+        }
+        Ok(Self)
+    }
+}
+
 /// A JSON body; malformed JSON and wrong types are 400, too large is 413.
 pub(crate) struct ApiJson<T>(pub(crate) T);
 

@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use reins_agent::approval::{GrantFilter, NewGrant};
 use reins_memory::Grant;
 
-use crate::auth::{AccessRole, Principal};
+use crate::auth::Principal;
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiJson, ApiQuery, Caller};
 use crate::state::AppState;
@@ -32,8 +32,7 @@ pub(crate) fn router() -> Router<AppState> {
 
 /// Whether `who` may see `g`.
 fn may_see(who: &Principal, g: &Grant) -> bool {
-    who.has(AccessRole::Admin)
-        || who.has(AccessRole::Approver)
+    who.is_decider()
         || g.principal.as_deref() == Some(who.name.as_str())
         || g.session.as_deref().is_some_and(|s| who.owns(s))
 }

@@ -176,9 +176,10 @@ impl Server {
     /// `POST /v1/sessions/{id}/live` on each instance (a principal with the admin
     /// role; reins-restate's `LiveRelay`); they go out on the session stream and on
     /// the stream of the run, before the step's stored message. AG-UI (`/agui`)
-    /// runs through the backend too (without client-side tools); A2A and replay,
-    /// which run the local driver, answer 501 (`not_supported`). See
-    /// `docs/restate.md`.
+    /// runs through the backend too (without client-side tools), and so does A2A
+    /// (a message, a decision, a cancel of a working task); replay asks the backend to
+    /// replay with its own agent ([`SessionBackend::replay`]); a fork is written to
+    /// the store and its runs go to the backend. See `docs/restate.md`.
     pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
         self.backend = Some(backend);
         self
@@ -282,20 +283,15 @@ impl Server {
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
         };
+        // The backend's service processes send their live run events to a fronting
+        // server; AG-UI and A2A run through whatever runs the sessions.
         let protocols = if fronting {
-            // They drive runs with the local driver, which a fronting server does not run.
-            // The backend's service processes send their live run events here.
-            // AG-UI streams the backend's runs (their live events, then the stored end).
             sessions::live_router()
-                .merge(agui::router())
-                .route("/a2a", axum::routing::any(not_on_a_backend))
-                .route(
-                    "/.well-known/agent-card.json",
-                    axum::routing::any(not_on_a_backend),
-                )
         } else {
-            Router::new().merge(agui::router()).merge(a2a::router())
-        };
+            Router::new()
+        }
+        .merge(agui::router())
+        .merge(a2a::router());
         Router::new()
             .merge(sessions::router())
             .merge(inbox::router())
@@ -319,12 +315,4 @@ impl Server {
             .layer(CompressionLayer::new())
             .layer(TraceLayer::new_for_http())
     }
-}
-
-/// A2A on a server that fronts a backend.
-async fn not_on_a_backend() -> ServerError {
-    ServerError::Unsupported(
-        "this server fronts sessions that run in a backend (Server::backend); A2A runs the local driver and is not served here"
-            .to_owned(),
-    )
 }

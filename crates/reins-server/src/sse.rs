@@ -28,8 +28,8 @@ pub(crate) const CLIENT_BUFFER: usize = 32;
 fn event_of(env: &Envelope) -> Event {
     Event::default()
         .id(env.id.clone())
-        .event(env.event.clone())
-        .data(env.data.clone())
+        .event(env.name())
+        .data(env.native_data())
 }
 
 /// The SSE response that sends what arrives on `rx`, with a keep-alive comment when
@@ -67,10 +67,7 @@ pub(crate) async fn run_stream(run: Arc<LocalRun>, sub: Subscription) -> Result<
             Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => break None,
         }
     };
-    if first
-        .as_ref()
-        .is_none_or(|e| e.event == "failed" || e.event == "error")
-    {
+    if first.as_ref().is_none_or(|e| e.event.is_failure()) {
         // Refused or failed at once: answer with the error's status.
         run.wait().await?;
     }

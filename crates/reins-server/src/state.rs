@@ -27,3 +27,14 @@ pub(crate) struct AppState {
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
 }
+
+impl AppState {
+    /// What runs the sessions: the backend when the server fronts one, else the
+    /// agent (the local driver, in this process).
+    pub(crate) fn sessions(&self) -> Arc<dyn SessionBackend> {
+        match &self.backend {
+            Some(b) => Arc::clone(b),
+            None => Arc::new(self.agent.clone()),
+        }
+    }
+}

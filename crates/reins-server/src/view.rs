@@ -3,7 +3,8 @@
 //! its pending requirements, its view token and, when asked for, its transcript. The
 //! session resource, the session stream and the inbox all read sessions through it.
 
-use reins_agent::{Agent, Requirement, RunState, ViewToken};
+use reins_agent::run::Phase;
+use reins_agent::{Agent, Requirement, RunState, RunStatus, ViewToken};
 use reins_memory::{RequirementRecord, SessionHead, SessionState};
 
 use crate::error::Result;
@@ -59,6 +60,39 @@ fn reads_run_state<'a>(
             .is_some_and(|rs| !rs.delegated_calls().is_empty())
 }
 
+/// Where a stored session's run is, from its stored run state (none: idle). The one
+/// place the server reads it: the session's status ([`status_of`]) and the outcome
+/// of a run that stopped ([`outcome_of`]) both come from it.
+pub(crate) fn phase_of(run_state: Option<&serde_json::Value>) -> Phase {
+    run_state
+        .cloned()
+        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
+        .map_or(Phase::Idle, |rs| rs.phase())
+}
+
+/// The status the API shows for a run at `phase`: running while the model or tools
+/// are at work (here or anywhere: `running_here` says a run of it executes on this
+/// instance), paused while it waits, idle otherwise.
+pub(crate) fn status_of(phase: Phase, running_here: bool) -> SessionStatus {
+    match phase {
+        _ if running_here => SessionStatus::Running,
+        Phase::Reasoning | Phase::Acting | Phase::Summarizing => SessionStatus::Running,
+        Phase::Paused => SessionStatus::Paused,
+        Phase::Idle | Phase::Finished(_) => SessionStatus::Idle,
+    }
+}
+
+/// How the run of a session at `phase` stands once it no longer runs (`None` while it
+/// does): paused, or how it finished (a session with no run in progress: completed).
+pub(crate) fn outcome_of(phase: Phase) -> Option<RunStatus> {
+    match phase {
+        Phase::Reasoning | Phase::Acting | Phase::Summarizing => None,
+        Phase::Paused => Some(RunStatus::Paused),
+        Phase::Finished(status) => Some(status),
+        Phase::Idle => Some(RunStatus::Completed),
+    }
+}
+
 /// Reads the session as stored. `running_here`: a run of it is in flight on this
 /// instance.
 pub(crate) async fn load(
@@ -80,34 +114,9 @@ pub(crate) async fn of(
     with_messages: bool,
 ) -> Result<(SessionDetail, Vec<Requirement>)> {
     let pending = pending(agent, &state).await?;
-    let phase_paused;
-    let phase_active;
-    match state
-        .run_state
-        .clone()
-        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
-    {
-        Some(rs) => {
-            use reins_agent::run::Phase;
-            phase_paused = rs.phase() == Phase::Paused;
-            phase_active = matches!(
-                rs.phase(),
-                Phase::Reasoning | Phase::Acting | Phase::Summarizing
-            );
-        }
-        None => {
-            phase_paused = false;
-            phase_active = false;
-        }
-    }
-    let paused = phase_paused && !running_here;
-    let status = if running_here || phase_active {
-        SessionStatus::Running
-    } else if paused {
-        SessionStatus::Paused
-    } else {
-        SessionStatus::Idle
-    };
+    let phase = phase_of(state.run_state.as_ref());
+    let status = status_of(phase, running_here);
+    let paused = status == SessionStatus::Paused;
     let shown: Vec<Requirement> = if paused { pending } else { Vec::new() };
     let detail = SessionDetail {
         session_id: state.id.clone(),

@@ -252,6 +252,7 @@ impl On<'_> {
             actor: Some(Actor::new(principal)),
             view: before.as_ref().map(|v| v.token.clone()),
             idempotency_key: Some(reins_message::new_id()),
+            client_tools: Vec::new(),
         };
         if let Err(e) = self.backend.submit(session, submission).await {
             return Ok(Err(e));

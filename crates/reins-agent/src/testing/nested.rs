@@ -268,6 +268,7 @@ impl On<'_> {
                     actor: Some(Actor::new("alice")),
                     view: None,
                     idempotency_key: None,
+                    client_tools: Vec::new(),
                 },
             )
             .await

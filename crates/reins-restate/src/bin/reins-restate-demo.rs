@@ -22,6 +22,7 @@
 //! | `delete PATH` | `delete_file {path}`: needs a person's confirmation |
 //! | `work MS` | `work {ms}`: runs at once, takes MS ms, not idempotent |
 //! | `sync MS` | `sync {ms}`: runs at once, takes MS ms, idempotent |
+//! | `use TOOL` | `TOOL {}`: a tool the request offers (an AG-UI client's own) |
 //! | `batch N MS` | N `work {ms}` calls in one answer (one batch: they run at the same time) |
 //! | `stream N` | nothing: answers in N text chunks, 100 ms apart |
 //! | anything else | nothing: answers `ok` |
@@ -132,6 +133,8 @@ impl ChatModel for RuleModel {
                     "delete" => call("delete_file", serde_json::json!({"path": arg})),
                     "work" => call("work", serde_json::json!({"ms": ms})),
                     "sync" => call("sync", serde_json::json!({"ms": ms})),
+                    // A tool the request offers: the caller's own (AG-UI's client tools).
+                    "use" => call(arg, serde_json::json!({})),
                     "batch" => {
                         let each: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
                         let count = usize::try_from(ms.min(16)).unwrap_or(0);

@@ -26,7 +26,7 @@ use super::incoming::Incoming;
 use super::send::{Follow, Reply, answer, begin};
 use super::task::{TaskState, TaskView, task_json};
 use super::{RpcError, actor_session, load_task};
-use crate::auth::{AccessRole, Principal};
+use crate::auth::Principal;
 use crate::sessions::decide::{parse_view, to_decision};
 use crate::state::AppState;
 
@@ -51,7 +51,7 @@ pub(super) async fn on_task(
             ),
         });
     };
-    if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
+    if !who.is_decider() {
         return Err(RpcError::new(
             -32001,
             format!(
@@ -95,6 +95,28 @@ pub(super) async fn on_task(
             None => return Err(not_pending(&task, &item.requirement_id)),
         }
         decisions.push(to_decision(item, req)?);
+    }
+    if let Some(backend) = state.backend.clone() {
+        let view = token.as_deref().map(parse_view).transpose()?;
+        let input = reins_agent::RunInput::Decisions(decisions);
+        let refused = match super::backend::submit(
+            state,
+            &*backend,
+            who,
+            &task.context_id,
+            input,
+            &msg.message_id,
+            view,
+        )
+        .await
+        {
+            Ok(()) => return answer(state, who, &task.id, Follow::Stored, reply).await,
+            Err(e) => RpcError::from(e),
+        };
+        if sent_before(&s, who, msg, &ids).await? {
+            return answer(state, who, &task.id, Follow::Stored, reply).await;
+        }
+        return Err(refused);
     }
     let builder = s.resolve(decisions);
     let started = match token {

@@ -34,6 +34,7 @@
 //! `-32700`); A2A's errors carry a `google.rpc.ErrorInfo` in `data`. A missing or
 //! unknown token is HTTP 401, as on the native API. A refused request changes nothing.
 
+mod backend;
 mod card;
 mod decide;
 mod incoming;
@@ -363,12 +364,18 @@ async fn actor_session(
     message_id: Option<&str>,
 ) -> Result<reins_agent::Session, RpcError> {
     let s = state.agent.session(session).await?;
+    Ok(s.as_actor(a2a_actor(who, message_id)))
+}
+
+/// The caller as the actor of what an A2A message does: `via: a2a`, and the A2A
+/// `message_id` when the message is known.
+fn a2a_actor(who: &Principal, message_id: Option<&str>) -> Actor {
     let mut actor = Actor::new(who.name.clone());
     actor.metadata = Some(match message_id {
         Some(m) => json!({"via": "a2a", "message_id": m}),
         None => json!({"via": "a2a"}),
     });
-    Ok(s.as_actor(actor))
+    actor
 }
 
 async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Result<Value, RpcError> {
@@ -385,6 +392,28 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 format!(
                     "task `{id}` has ended ({}); it cannot be canceled",
                     task.state.wire()
+                ),
+            ));
+        }
+        TaskState::Working if state.backend.is_some() => {
+            let backend = state.sessions();
+            if !backend.interrupt(&session).await? {
+                return Err(RpcError::new(
+                    -32002,
+                    format!("task `{id}` has no run in flight to cancel"),
+                ));
+            }
+            state.hub.notify(&session);
+            wait_idle(state, &session).await;
+        }
+        // A backend takes decisions and interrupts apart: rejecting the calls could
+        // let the model answer before the interrupt lands, so the task would end
+        // completed rather than canceled. Refused rather than run differently.
+        TaskState::InputRequired if state.backend.is_some() => {
+            return Err(RpcError::new(
+                -32002,
+                format!(
+                    "task `{id}` waits for decisions, and this server fronts a backend that cannot reject them and stop in one step: send a message on the task that rejects them"
                 ),
             ));
         }

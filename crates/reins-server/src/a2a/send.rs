@@ -159,6 +159,29 @@ async fn new_task(
             "role": "ROLE_USER", "parts": [{"text": msg.text}],
         }],
     });
+    if let Some(backend) = state.backend.clone() {
+        let input = reins_agent::RunInput::Message(user);
+        return match super::backend::submit(
+            state,
+            &*backend,
+            who,
+            &session,
+            input,
+            &msg.message_id,
+            None,
+        )
+        .await
+        {
+            Ok(()) => answer(state, who, &task_id, Follow::Stored, reply).await,
+            Err(e @ AgentError::SessionBusy { .. }) => {
+                twin(state, who, &session, msg, e, reply).await
+            }
+            Err(e) => match started_before(state, &session, msg).await? {
+                Some(task_id) => answer(state, who, &task_id, Follow::Stored, reply).await,
+                None => Err(e.into()),
+            },
+        };
+    }
     let s = actor_session(state, who, &session, Some(&msg.message_id)).await?;
     match s.send(user).start().await {
         Ok(handle) => match begin(state, &session, handle).await {
@@ -174,21 +197,30 @@ async fn new_task(
                 None => Err(e.into()),
             },
         },
-        Err(e @ AgentError::SessionBusy { .. }) => {
-            // The same message sent at once by another request (a retry racing the
-            // first send) holds the session: once it has stored the message, this is
-            // a retry of it.
-            let deadline = Instant::now() + TWIN_WAIT;
-            while Instant::now() < deadline {
-                if let Some(task_id) = started_before(state, &session, msg).await? {
-                    return answer(state, who, &task_id, Follow::Stored, reply).await;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e.into())
-        }
+        Err(e @ AgentError::SessionBusy { .. }) => twin(state, who, &session, msg, e, reply).await,
         Err(e) => Err(e.into()),
     }
+}
+
+/// `busy`: the same message sent at once by another request (a retry racing the first
+/// send) may hold the session; once it has stored the message, this is a retry of it.
+/// Otherwise the refusal stands.
+async fn twin(
+    state: &AppState,
+    who: &Principal,
+    session: &str,
+    msg: &Incoming,
+    busy: AgentError,
+    reply: Reply,
+) -> Result<Response, RpcError> {
+    let deadline = Instant::now() + TWIN_WAIT;
+    while Instant::now() < deadline {
+        if let Some(task_id) = started_before(state, session, msg).await? {
+            return answer(state, who, &task_id, Follow::Stored, reply).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(busy.into())
 }
 
 /// Starts a run in the hub and waits for its first event: the run's input is stored
@@ -204,7 +236,7 @@ pub(super) async fn begin(
     loop {
         match sub.rx.recv().await {
             Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
-                if env.event == "failed" || env.event == "error" {
+                if env.event.is_failure() {
                     run.wait().await?;
                 }
                 return Ok((run, sub));

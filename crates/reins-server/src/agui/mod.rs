@@ -26,8 +26,9 @@
 //! On a server that fronts a backend ([`Server::backend`](crate::Server::backend), a
 //! Restate deployment) the same requests go to the backend after the same checks: the
 //! stream translates the live events the backend's processes relay, then ends with the
-//! stored transcript and outcome once the thread has settled; client-side tools are
-//! refused there (`not_supported`).
+//! stored transcript and outcome once the thread has settled. The client's tools go
+//! with the input (`Submission::client_tools`): the backend's turn offers them to the
+//! model and pauses on a call of one, as the local driver does.
 //!
 //! Refusals about the caller are HTTP errors, as on the native API: 401 (no token),
 //! 403 (not the caller's thread; deciding without the approver role), 400 (a body
@@ -50,7 +51,7 @@ use reins_agent::{Actor, Decision, Requirement, RunInput, Submission, ViewToken}
 use reins_message::{Msg, ToolSpec};
 use serde_json::{Value, json};
 
-use crate::auth::{AccessRole, Principal};
+use crate::auth::Principal;
 use crate::error::{Result, ServerError};
 use crate::extract::{ApiJson, Caller, validate_session_id};
 use crate::state::AppState;
@@ -158,12 +159,6 @@ async fn post_agui(
     if let Some(backend) = state.backend.clone()
         && !matches!(plan, Plan::Show)
     {
-        if !client_tools.is_empty() {
-            return refuse(Refusal::new(
-                "not_supported",
-                "this server fronts a backend (Restate), whose runs cannot call the client's tools: send the run without `tools`",
-            ));
-        }
         let mut actor = Actor::new(who.name.clone());
         actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
         let mut submission = match plan {
@@ -176,6 +171,7 @@ async fn post_agui(
             Plan::Show => return Err(ServerError::invalid("nothing to run")),
         };
         submission.actor = Some(actor);
+        submission.client_tools = client_tools;
         return stream::backend_stream(state, scope, backend, submission).await;
     }
     let (handle, sub) = match plan {
@@ -578,12 +574,7 @@ async fn plan(
 
 /// Refuses (403) a caller that may not decide on calls to these tools.
 fn require_decider<'a>(who: &Principal, tools: impl Iterator<Item = &'a str>) -> Result<()> {
-    if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
-        return Err(ServerError::Forbidden(format!(
-            "`{}` may not answer interrupts: that needs the approver or admin role",
-            who.name
-        )));
-    }
+    who.require_decider("answer interrupts")?;
     for t in tools {
         if !who.may_decide(t) {
             return Err(ServerError::Forbidden(format!(

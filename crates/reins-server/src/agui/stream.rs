@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::resume::interrupt_of;
 use super::wire::{ResumeEntry, arguments_of, event, messages_of, result_text, run_error};
-use crate::hub::{LocalRun, Subscription};
+use crate::hub::{HubEvent, LocalRun, Subscription};
 use crate::sse;
 use crate::state::AppState;
 
@@ -287,9 +287,8 @@ pub(crate) async fn backend_stream(
                     }
                     r = rx.recv() => {
                         let Ok(env) = r else { continue };
-                        let data: Value = serde_json::from_str(&env.data).unwrap_or(Value::Null);
-                        if let Ok(ev) = serde_json::from_value::<RunEvent>(data)
-                            && !send_all(t.on(&ev)).await
+                        if let HubEvent::Run(ev) = &env.event
+                            && !send_all(t.on(ev)).await
                         {
                             gone().await;
                             return;
@@ -366,31 +365,16 @@ pub(crate) fn run_stream(
                     return;
                 }
             };
-            let data: Value = serde_json::from_str(&env.data).unwrap_or(Value::Null);
-            match env.event.as_str() {
-                "output" => {
+            match &env.event {
+                HubEvent::Output(o) => {
                     let mut events = t.close();
-                    match serde_json::from_value::<RunOutput>(data["output"].clone()) {
-                        Ok(o) => events.extend(closing(&state, &scope, &o).await),
-                        Err(e) => events.push(run_error(
-                            "internal",
-                            format!("the run's output could not be read: {e}"),
-                        )),
-                    }
+                    events.extend(closing(&state, &scope, o).await);
                     send_all(events).await;
                     return;
                 }
-                "error" => {
-                    let code = data["error"]["code"]
-                        .as_str()
-                        .unwrap_or("internal")
-                        .to_owned();
-                    let message = data["error"]["message"]
-                        .as_str()
-                        .unwrap_or("the run failed")
-                        .to_owned();
+                HubEvent::Error(e) => {
                     let mut events = t.close();
-                    let replayed = match code.as_str() {
+                    let replayed = match e.code() {
                         "already_decided" | "busy" => {
                             super::replay_end(&state, &scope, &resume).await
                         }
@@ -398,17 +382,15 @@ pub(crate) fn run_stream(
                     };
                     match replayed {
                         Some(end) => events.extend(end),
-                        None => events.push(run_error(&code, message)),
+                        None => events.push(run_error(e.code(), e.to_string())),
                     }
                     send_all(events).await;
                     return;
                 }
-                _ => {
-                    if let Ok(ev) = serde_json::from_value::<RunEvent>(data) {
-                        if !send_all(t.on(&ev)).await {
-                            run.interrupter.interrupt();
-                            return;
-                        }
+                HubEvent::Run(ev) => {
+                    if !send_all(t.on(ev)).await {
+                        run.interrupter.interrupt();
+                        return;
                     }
                 }
             }

@@ -1,17 +1,49 @@
 //! A session's event channel: every event published for the session, fanned out to its
 //! subscribers through a bounded broadcast channel, and kept in a short replay ring for
-//! clients that reconnect with `Last-Event-ID`.
+//! clients that reconnect with `Last-Event-ID`. Events travel typed ([`HubEvent`]);
+//! each protocol encodes them at its edge (the native SSE streams with
+//! [`Envelope::native_data`], AG-UI and A2A from the types).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
+use reins_agent::{RunEvent, RunOutput};
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
+
+use crate::error::ServerError;
 
 /// How many events each session keeps for reconnecting clients.
 const RING: usize = 512;
 /// How many events a slow subscriber may fall behind before it is resynchronised.
 const CHANNEL: usize = 256;
+
+/// What a session's channel carries.
+#[derive(Debug, Clone)]
+pub(crate) enum HubEvent {
+    /// A run event: of a run executing here, or relayed live by a backend's service.
+    Run(RunEvent),
+    /// The run ended with this output.
+    Output(Box<RunOutput>),
+    /// The run ended with this error.
+    Error(ServerError),
+}
+
+impl HubEvent {
+    /// The native API's SSE event name.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Run(ev) => ev.name(),
+            Self::Output(_) => "output",
+            Self::Error(_) => "error",
+        }
+    }
+
+    /// Whether the run failed or was refused with this event.
+    pub(crate) fn is_failure(&self) -> bool {
+        matches!(self, Self::Run(RunEvent::Failed { .. }) | Self::Error(_))
+    }
+}
 
 /// One published event.
 #[derive(Debug)]
@@ -19,12 +51,49 @@ pub(crate) struct Envelope {
     /// `<instance>-<seq>`: the SSE id.
     pub(crate) id: String,
     pub(crate) seq: u64,
-    /// The SSE event name.
-    pub(crate) event: String,
-    /// The JSON data.
-    pub(crate) data: String,
+    /// The event.
+    pub(crate) event: HubEvent,
     /// The run it belongs to, if any.
     pub(crate) run_id: Option<String>,
+    /// The attempt of a backend's step it was relayed from (see reins-restate's
+    /// `LiveRelay`), if any.
+    pub(crate) attempt: Option<String>,
+    /// The last event of its run.
+    pub(crate) terminal: bool,
+}
+
+impl Envelope {
+    /// The SSE event name of the native API.
+    pub(crate) fn name(&self) -> &'static str {
+        self.event.name()
+    }
+
+    /// The native API's JSON data: a run event's JSON (reins-agent's `RunEvent`) with
+    /// `run_id` (and a relayed event's `attempt`) beside; `{run_id, output}`;
+    /// `{run_id, error}`.
+    pub(crate) fn native_data(&self) -> String {
+        let mut data = match &self.event {
+            HubEvent::Run(ev) => serde_json::to_value(ev).unwrap_or(Value::Null),
+            HubEvent::Output(out) => json!({"output": out}),
+            HubEvent::Error(e) => json!({"error": e.body().error}),
+        };
+        if let Some(o) = data.as_object_mut() {
+            if let Some(run_id) = &self.run_id {
+                o.insert("run_id".to_owned(), Value::String(run_id.clone()));
+            }
+            if let Some(attempt) = &self.attempt {
+                o.insert("attempt".to_owned(), Value::String(attempt.clone()));
+            }
+        }
+        data.to_string()
+    }
+}
+
+/// Where a published event comes from: its run, and a relayed event's attempt.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Origin<'a> {
+    pub(crate) run_id: Option<&'a str>,
+    pub(crate) attempt: Option<&'a str>,
     /// The last event of its run.
     pub(crate) terminal: bool,
 }
@@ -64,14 +133,7 @@ impl Channel {
         }
     }
 
-    pub(crate) fn publish(
-        &self,
-        instance: &str,
-        event: &str,
-        data: Value,
-        run_id: Option<&str>,
-        terminal: bool,
-    ) {
+    pub(crate) fn publish(&self, instance: &str, event: HubEvent, origin: Origin<'_>) {
         let Ok(mut ring) = self.ring.lock() else {
             return;
         };
@@ -80,10 +142,10 @@ impl Channel {
         let env = Arc::new(Envelope {
             id: format!("{instance}-{seq}"),
             seq,
-            event: event.to_owned(),
-            data: data.to_string(),
-            run_id: run_id.map(str::to_owned),
-            terminal,
+            event,
+            run_id: origin.run_id.map(str::to_owned),
+            attempt: origin.attempt.map(str::to_owned),
+            terminal: origin.terminal,
         });
         if ring.items.len() >= RING {
             ring.items.pop_front();
@@ -145,7 +207,10 @@ mod tests {
     fn a_subscriber_replays_what_it_missed_and_learns_of_gaps() {
         let c = Arc::new(Channel::new());
         for i in 0..3 {
-            c.publish("i", "e", Value::from(i), None, false);
+            let ev = HubEvent::Run(RunEvent::TextDelta {
+                text: i.to_string(),
+            });
+            c.publish("i", ev, Origin::default());
         }
         let fresh = c.subscribe(None);
         assert_eq!(

@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use reins_agent::{Agent, RunHandle};
 use reins_memory::StoreChange;
-use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
-pub(crate) use channel::{Channel, Envelope, Subscription};
+pub(crate) use channel::{Channel, Envelope, HubEvent, Origin, Subscription};
 use run::Done;
 pub(crate) use run::LocalRun;
 
@@ -155,10 +154,9 @@ impl Hub {
     }
 
     /// Pumps a run's events into the session's channel until it ends, then publishes
-    /// its `output` or `error`; the run no longer depends on the request that started
-    /// it. Each event goes out under its name with the run id added to its JSON; the
-    /// events that mark a committed step also notify, so that subscribers read the
-    /// store then.
+    /// its output or error; the run no longer depends on the request that started
+    /// it. Each event goes out typed, with the run id; the events that mark a
+    /// committed step also notify, so that subscribers read the store then.
     pub(crate) fn start_run(
         self: &Arc<Self>,
         session: &str,
@@ -173,28 +171,32 @@ impl Hub {
         let chan = hub.channel(session);
         let session = session.to_owned();
         tokio::spawn(async move {
+            let origin = Origin {
+                run_id: Some(&run_id),
+                ..Origin::default()
+            };
             while let Some(ev) = handle.next_event().await {
-                let mut data = serde_json::to_value(&ev).unwrap_or(Value::Null);
-                if let Some(o) = data.as_object_mut() {
-                    o.insert("run_id".to_owned(), Value::String(run_id.clone()));
-                }
-                chan.publish(&hub.instance, ev.name(), data, Some(&run_id), false);
-                if ev.marks_committed_step() {
+                let committed = ev.marks_committed_step();
+                chan.publish(&hub.instance, HubEvent::Run(ev), origin);
+                if committed {
                     hub.notify(&session);
                 }
             }
             let result = handle.wait().await;
             hub.remove_run(&session, &run_id);
+            let end = Origin {
+                terminal: true,
+                ..origin
+            };
             let done: Done = Some(match result {
                 Ok(out) => {
-                    let data = json!({"run_id": run_id, "output": out});
-                    chan.publish(&hub.instance, "output", data, Some(&run_id), true);
+                    let ev = HubEvent::Output(Box::new(out.clone()));
+                    chan.publish(&hub.instance, ev, end);
                     Ok(out)
                 }
                 Err(e) => {
                     let e = ServerError::from(e);
-                    let data = json!({"run_id": run_id, "error": e.body().error});
-                    chan.publish(&hub.instance, "error", data, Some(&run_id), true);
+                    chan.publish(&hub.instance, HubEvent::Error(e.clone()), end);
                     Err(e)
                 }
             });

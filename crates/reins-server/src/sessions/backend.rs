@@ -20,18 +20,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use reins_agent::run::Phase;
-use reins_agent::{RunEvent, RunOutput, RunState, RunStatus, SessionBackend, Submission};
+use reins_agent::{RunEvent, RunOutput, SessionBackend, Submission};
 use reins_memory::SessionState;
 use reins_message::{Msg, Role};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-use crate::auth::AccessRole;
 use crate::error::{Result, ServerError};
-use crate::extract::{ApiJson, Caller, SessionId};
-use crate::hub::Subscription;
+use crate::extract::{Admin, ApiJson, SessionId};
+use crate::hub::{HubEvent, Origin, Subscription};
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
 use crate::types::InterruptAnswer;
@@ -122,16 +120,8 @@ pub(crate) async fn output_if_settled(
     if stored.version <= after {
         return Ok(None);
     }
-    let phase = stored
-        .run_state
-        .clone()
-        .and_then(|v| serde_json::from_value::<RunState>(v).ok())
-        .map_or(Phase::Idle, |rs| rs.phase());
-    let status = match phase {
-        Phase::Reasoning | Phase::Acting | Phase::Summarizing => return Ok(None),
-        Phase::Paused => RunStatus::Paused,
-        Phase::Finished(status) => status,
-        Phase::Idle => RunStatus::Completed,
+    let Some(status) = view::outcome_of(view::phase_of(stored.run_state.as_ref())) else {
+        return Ok(None);
     };
     let message = stored
         .messages
@@ -275,7 +265,7 @@ fn stream_until_settled(
                     () = tx.closed() => return,
                     r = live.recv() => match r {
                         Ok(env) => {
-                            let ev = Event::default().event(env.event.clone()).data(env.data.clone());
+                            let ev = Event::default().event(env.name()).data(env.native_data());
                             if tx.send(ev).await.is_err() {
                                 return;
                             }
@@ -332,23 +322,19 @@ fn is_live(event: &RunEvent) -> bool {
 /// (`text_delta`, `reasoning_started`, …) is refused whole (422).
 pub(crate) async fn post_live(
     State(state): State<AppState>,
-    Caller(who): Caller,
+    _admin: Admin,
     SessionId(id): SessionId,
     ApiJson(body): ApiJson<LiveEvents>,
 ) -> Result<Response> {
-    if !who.has(AccessRole::Admin) {
-        return Err(ServerError::Forbidden(format!(
-            "`{}` may not publish live events: that needs the admin role (a backend's service process)",
-            who.name
-        )));
-    }
     let mut checked = Vec::with_capacity(body.events.len());
     for (i, data) in body.events.into_iter().enumerate() {
         let invalid = |message: String| ServerError::Invalid {
             code: "invalid_input",
             message,
         };
-        let event: RunEvent = serde_json::from_value(data.clone())
+        let field = |name: &str| data.get(name).and_then(Value::as_str).map(str::to_owned);
+        let (run_id, attempt) = (field("run_id"), field("attempt"));
+        let event: RunEvent = serde_json::from_value(data)
             .map_err(|e| invalid(format!("event {i} is not a run event: {e}")))?;
         if !is_live(&event) {
             return Err(invalid(format!(
@@ -356,16 +342,17 @@ pub(crate) async fn post_live(
                 event.name()
             )));
         }
-        let run_id = data
-            .get("run_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        checked.push((event.name(), data, run_id));
+        checked.push((event, run_id, attempt));
     }
     let published = checked.len();
     let chan = state.hub.channel(&id);
-    for (name, data, run_id) in checked {
-        chan.publish(&state.hub.instance, name, data, run_id.as_deref(), false);
+    for (event, run_id, attempt) in checked {
+        let origin = Origin {
+            run_id: run_id.as_deref(),
+            attempt: attempt.as_deref(),
+            terminal: false,
+        };
+        chan.publish(&state.hub.instance, HubEvent::Run(event), origin);
     }
     Ok((
         StatusCode::ACCEPTED,

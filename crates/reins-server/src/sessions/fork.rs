@@ -2,14 +2,20 @@
 //! from this one's history up to a turn (calls the original already made are served
 //! from its ledger, not run again), `GET /v1/sessions/{id}/turns` lists the turns a
 //! fork can start before, and `POST /v1/sessions/{id}/replay` re-drives the session
-//! with this server's agent on a scratch in-memory store, streaming where it diverged.
+//! with the agent that runs it (this server's, or the backend's: a Restate
+//! deployment's service) on a scratch in-memory store, streaming where it diverged.
+//!
+//! A fork is a store operation, the same whatever runs the sessions: the server writes
+//! the new session into the store it shares with its backend, and the fork's runs go
+//! to the backend like any other session's, where the calls its record holds are
+//! served from it (the run's `Step::Replayed`), not run again.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use reins_agent::{ForkPoint, ReplayTurn};
+use reins_agent::{ForkPoint, ReplayTurn, SessionBackend};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -156,7 +162,7 @@ pub(crate) async fn get_turns(
     }))
 }
 
-/// Replays the session with this server's agent and streams where it diverged.
+/// Replays the session with the agent that runs it and streams where it diverged.
 #[utoipa::path(
     post, path = "/v1/sessions/{id}/replay", tag = "sessions",
     params(("id" = String, Path, description = "The recorded session")),
@@ -179,20 +185,14 @@ pub(crate) async fn post_replay(
             who.name
         )));
     }
-    if state.backend.is_some() {
-        return Err(ServerError::Unsupported(format!(
-            "session `{id}` runs in a backend: replay runs the local driver, which this server does not run"
-        )));
-    }
+    // Whatever runs the sessions replays them with its own agent, on a scratch store;
+    // an unknown session is refused (404) before the stream starts.
     state.agent.store().load_session(&id).await?;
-    let recorded = state.agent.session(&id).await?;
-    let candidate = state
-        .agent
-        .with_store(std::sync::Arc::new(reins_memory::InMemoryStore::new()));
+    let sessions = state.sessions();
     let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<ReplayTurn>();
     let (tx, rx) = mpsc::channel(sse::CLIENT_BUFFER);
     tokio::spawn(async move {
-        let replay = reins_agent::replay_streaming(&recorded, &candidate, Some(turn_tx));
+        let replay = sessions.replay(&id, Some(turn_tx));
         tokio::pin!(replay);
         let result = loop {
             tokio::select! {

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use crate::auth::AccessRole;
 use crate::error::{ErrorBody, Result, ServerError};
-use crate::extract::{ApiJson, ApiQuery, Caller, SessionId};
+use crate::extract::{ApiJson, ApiQuery, Caller, Decider, SessionId};
 use crate::hub::{LocalRun, Subscription};
 use crate::sse;
 use crate::state::AppState;
@@ -171,18 +171,12 @@ pub(crate) async fn get_decisions(
 )]
 pub(crate) async fn post_decisions(
     State(state): State<AppState>,
-    Caller(who): Caller,
+    Decider(who): Decider,
     SessionId(id): SessionId,
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<DecisionsRequest>,
 ) -> Result<Response> {
-    if !(who.has(AccessRole::Approver) || who.has(AccessRole::Admin)) {
-        return Err(ServerError::Forbidden(format!(
-            "`{}` may not decide: that needs the approver or admin role",
-            who.name
-        )));
-    }
     who.require_read(&id)?;
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));

@@ -114,8 +114,8 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
 fn event_of_at(hub: &Hub, env: &Envelope, cur: &Position) -> Event {
     Event::default()
         .id(hub.event_id(cur.seq, cur.messages.unwrap_or(0)))
-        .event(env.event.clone())
-        .data(env.data.clone())
+        .event(env.name())
+        .data(env.native_data())
 }
 
 /// Reads the stored session and sends what the client lacks: the messages after the

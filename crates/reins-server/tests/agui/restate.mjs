@@ -4,7 +4,7 @@
 // shares this folder's node_modules): `node restate.mjs <base url>`, the token in
 // AGUI_CAROL (a user who owns `carol/…` threads and may approve). The service is
 // reins-restate's demo (`stream N` answers in N chunks; `delete PATH` calls a tool
-// that needs approval). Prints one JSON document: the facts the Rust test asserts on.
+// that needs approval; `use TOOL` calls a tool the request offers). Prints one JSON document: the facts the Rust test asserts on.
 
 import { HttpAgent } from "@ag-ui/client";
 import { EventSchema } from "@ag-ui/core/schemas";
@@ -74,7 +74,7 @@ async function run(a, params = {}) {
         deltas.push(p.event.delta);
       },
       onRunFinishedEvent(p) {
-        finished = { outcome: p.outcome, interrupts: p.interrupts };
+        finished = { outcome: p.outcome, interrupts: p.interrupts, pending: p.pendingToolCallIds };
       },
       onRunErrorEvent(p) {
         error = { code: p.event.code, message: p.event.message };
@@ -124,14 +124,22 @@ const types = (events) => events.map((e) => e.type);
   out.approve_text = r2.deltas.join("");
 }
 
-// 3. Client-side tools cannot run in the backend: refused, nothing stored.
+// 3. Client-side tools: the backend's turn offers them to the model and pauses on a
+// call of one; the client's tool message with the result goes on.
 {
+  const tools = [{ name: "pick_color", description: "Pick a color", parameters: { type: "object", properties: {} } }];
   const a = agent("carol/agui-tools");
-  say(a, "hello");
-  const r = await run(a, {
-    tools: [{ name: "pick_color", description: "Pick a color", parameters: { type: "object", properties: {} } }],
-  });
-  out.tools_error = r.error;
+  say(a, "use pick_color");
+  const r1 = await run(a, { tools });
+  expect(r1.finished?.outcome === "success" && r1.finished.pending?.length === 1, `tools: ${JSON.stringify(r1)}`);
+  const call = r1.finished.pending[0];
+  a.addMessage({ id: crypto.randomUUID(), role: "tool", toolCallId: call, content: "blue" });
+  const r2 = await run(a, { tools });
+  expect(r2.finished?.outcome === "success", `tools: resumed ${JSON.stringify(r2)}`);
+  const snap = r2.events.find((e) => e.type === "MESSAGES_SNAPSHOT");
+  out.tools_pending = r1.finished.pending;
+  out.tools_answer = snap?.messages[snap.messages.length - 1]?.content ?? null;
+  out.tools_error = r1.error ?? r2.error;
 }
 
 out.invalid_events = invalid;
