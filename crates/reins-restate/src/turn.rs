@@ -38,9 +38,9 @@ use crate::object::{
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 mod ask;
+mod client_tools;
 mod compress;
 mod hooks;
-mod client_tools;
 pub(crate) mod subagent;
 mod tools;
 
@@ -572,10 +572,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         else {
             return self.interrupt(run).await.map(Some);
         };
-        let gates = message
-            .tool_uses()
-            .map(|u| self.gate(u))
-            .collect();
+        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
         let _ = run.apply(Event::Reasoned {
             message,
             gates,

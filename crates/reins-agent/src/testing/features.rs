@@ -360,6 +360,7 @@ impl On<'_> {
             actor: Some(Actor::new("ana")),
             view: Some(v.token.clone()),
             idempotency_key: Some(format!("approve-{id}")),
+            client_tools: Vec::new(),
         };
         self.backend
             .submit(session, submission.clone())
@@ -411,6 +412,7 @@ impl On<'_> {
             actor: Some(Actor::new("ana")),
             view: Some(v.token.clone()),
             idempotency_key: None,
+            client_tools: Vec::new(),
         };
         self.backend
             .submit(session, submission)
