@@ -113,12 +113,13 @@ async fn post_agui(
         // A resume that repeats what was applied (a retry, or the slower of two
         // identical resumes) is answered with the outcome of the run it started;
         // anything else waits for no one.
-        if !replays_applied(&state, &thread, resume_of(&input)).await? {
-            return refuse(busy(&thread));
-        }
-        match settled(&state, &thread).await? {
-            Some(now) => read = now,
-            None => return refuse(busy(&thread)),
+        match racing(&state, &thread, resume_of(&input)).await? {
+            Racing::Replay => match settled(&state, &thread).await? {
+                Some(now) => read = now,
+                None => return refuse(busy(&thread)),
+            },
+            Racing::Ended(now) => read = now,
+            Racing::Busy => return refuse(busy(&thread)),
         }
     }
     let Thread {
@@ -207,15 +208,20 @@ async fn post_agui(
     };
     let handle = match handle {
         Ok(h) => h,
-        // The same answer raced with this one and was applied first: a replay.
+        // The same answer raced with this one and was applied first (or is being
+        // applied by the run that took the session): a replay.
         Err(
-            reins_agent::AgentError::AlreadyDecided { .. }
-            | reins_agent::AgentError::SessionBusy { .. },
-        ) if replays_applied(&state, &thread, resume_of(&input)).await? => {
-            return match settled(&state, &thread).await? {
-                Some(now) => Ok(fixed(&state, show(&state, &scope, &now))),
-                None => refuse(busy(&thread)),
-            };
+            e @ (reins_agent::AgentError::AlreadyDecided { .. }
+            | reins_agent::AgentError::SessionBusy { .. }),
+        ) if !resume_of(&input).is_empty() => {
+            if let Racing::Replay = racing(&state, &thread, resume_of(&input)).await? {
+                return match settled(&state, &thread).await? {
+                    Some(now) => Ok(fixed(&state, show(&state, &scope, &now))),
+                    None => refuse(busy(&thread)),
+                };
+            }
+            let e = ServerError::from(e);
+            return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
         }
         Err(e) => {
             // Refused before anything was written: say why in AG-UI's own form.
@@ -338,6 +344,49 @@ fn busy(thread: &str) -> Refusal {
         "busy",
         format!("thread `{thread}` has a run in flight; wait for it or interrupt it"),
     )
+}
+
+/// How long a resume that arrives while a run is in flight waits for the audit trail
+/// to show whether it repeats what that run applied (the run records its decisions
+/// when it commits its first step, an instant after it started).
+const APPLIED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a resume that arrived while a run is in flight is.
+enum Racing {
+    /// It repeats what the running run applied: answer with that run's outcome.
+    Replay,
+    /// The run ended before the trail said so: judge the resume on this thread.
+    Ended(Thread),
+    /// Something else (or nothing to replay): refused as `busy`.
+    Busy,
+}
+
+/// Tells a resume that repeats the running run's decisions — whose record may not be
+/// in the audit trail yet — from one that does not (see [`Racing`]). Waits only while
+/// nothing in the trail contradicts it, at most [`APPLIED_WAIT`].
+async fn racing(state: &AppState, thread: &str, resume: &[wire::ResumeEntry]) -> Result<Racing> {
+    if resume.is_empty() {
+        return Ok(Racing::Busy);
+    }
+    let deadline = tokio::time::Instant::now() + APPLIED_WAIT;
+    loop {
+        let trail = state.agent.session(thread).await?.decisions().await?;
+        let seen: Vec<Option<bool>> = resume.iter().map(|e| replays(e, &trail)).collect();
+        if seen.iter().all(|s| *s == Some(true)) {
+            return Ok(Racing::Replay);
+        }
+        if seen.contains(&Some(false)) {
+            return Ok(Racing::Busy);
+        }
+        let read = read_thread(state, thread).await?;
+        if !read.running {
+            return Ok(Racing::Ended(read));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Racing::Busy);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Whether the request is a resume whose every entry repeats what the thread's audit
