@@ -306,7 +306,8 @@ impl BedrockChat {
     ///
     /// # Errors
     /// [`ModelError::InvalidRequest`] when the request cannot be expressed (a named
-    /// tool choice without tools, structured output, audio, image URLs).
+    /// tool choice without tools, tool calls in the history without tools offered,
+    /// structured output, an image type Converse does not take).
     pub fn request_body(&self, request: &ChatRequest) -> Result<serde_json::Value> {
         request_body(request)
     }

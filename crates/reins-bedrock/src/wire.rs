@@ -260,9 +260,8 @@ fn user_content(m: &Msg) -> Result<Vec<Value>> {
             }
             ContentBlock::Image { source } => out.push(image(source)?),
             ContentBlock::Audio { .. } => {
-                return Err(ModelError::InvalidRequest(
-                    "Bedrock's Converse API takes no audio input".into(),
-                ));
+                tracing::info!(message_id = %m.id, "Converse takes no audio: sending a note in its place");
+                out.push(json!({ "text": "[audio left out: this model takes no audio]" }));
             }
             _ => {}
         }
@@ -286,8 +285,10 @@ fn image(source: &MediaSource) -> Result<Value> {
             };
             Ok(json!({ "image": { "format": format, "source": { "bytes": data } } }))
         }
-        MediaSource::Url { url } => Err(ModelError::InvalidRequest(format!(
-            "Bedrock's Converse API takes images as bytes (or from S3), not from a URL: {url}"
-        ))),
+        MediaSource::Url { url } => {
+            // Converse takes image bytes (or S3 locations), not web URLs.
+            tracing::info!(%url, "Converse takes no image URLs: sending the URL as text");
+            Ok(json!({ "text": format!("[image at {url}]") }))
+        }
     }
 }
