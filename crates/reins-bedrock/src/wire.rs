@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 
 use crate::decode::{PROVIDER, REDACTED};
 
-/// The text of the user turn put first when a conversation would otherwise begin
-/// with the assistant (Converse wants the first message from the user).
+/// The text of the user turn put before an assistant message that would otherwise
+/// begin the conversation or follow another assistant message (Converse wants the
+/// first message from the user, and the roles to alternate).
 pub const CONTINUE_TEXT: &str = "(continuing the conversation)";
 
 /// The JSON body of a Converse / ConverseStream request.
@@ -126,10 +127,14 @@ fn messages(msgs: &[Msg]) -> Result<Vec<Value>> {
                     window.iter().flat_map(Msg::tool_results_iter).collect();
                 let (content, kept) = assistant_content(m, &answers);
                 if !content.is_empty() {
-                    if turns.is_empty() {
+                    // Converse starts with the user and alternates; two assistant
+                    // messages in a row (an interrupted turn, then a new one) stay
+                    // apart, or the second one's reasoning would follow the first's
+                    // text.
+                    if turns.last().is_none_or(|(role, _)| *role == "assistant") {
                         turns.push(("user", vec![json!({ "text": CONTINUE_TEXT })]));
                     }
-                    push(&mut turns, "assistant", content);
+                    turns.push(("assistant", content));
                 }
                 let mut user = Vec::new();
                 let mut answered: HashSet<&str> = HashSet::new();
