@@ -82,11 +82,7 @@ struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    fn signed(
-        &self,
-        request: reqwest::RequestBuilder,
-        secret: &str,
-    ) -> std::result::Result<reqwest::RequestBuilder, String> {
+    fn signature_headers(&self, secret: &str) -> std::result::Result<Vec<(String, String)>, String> {
         let identity = Credentials::new(
             self.access.key_id.clone(),
             secret.to_owned(),
@@ -115,11 +111,10 @@ impl Exchange<'_> {
         let (instructions, _) = sign(signable, &params)
             .map_err(|e| e.to_string())?
             .into_parts();
-        let mut request = request;
-        for (name, value) in instructions.headers() {
-            request = request.header(name, value);
-        }
-        Ok(request)
+        Ok(instructions
+            .headers()
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .collect())
     }
 }
 
@@ -139,9 +134,12 @@ impl WireFormat for Exchange<'_> {
     }
 
     fn authorize(&self, request: reqwest::RequestBuilder, secret: &str) -> reqwest::RequestBuilder {
-        match self.signed(request.try_clone().unwrap_or_else(|| request_copy_failed()), secret) {
-            Ok(signed) => signed,
+        match self.signature_headers(secret) {
+            Ok(headers) => headers
+                .into_iter()
+                .fold(request, |r, (name, value)| r.header(name, value)),
             Err(e) => {
+                // Unsigned, the request is refused with 403 (an auth error).
                 tracing::warn!("could not sign the Bedrock request: {e}");
                 request
             }
@@ -173,12 +171,6 @@ impl WireFormat for Exchange<'_> {
             _ => exception("unknown", message, false),
         }
     }
-}
-
-/// A request builder whose body is a stream cannot be cloned; ours is bytes, so this
-/// never runs, but it must not panic on outside data either.
-fn request_copy_failed() -> reqwest::RequestBuilder {
-    reqwest::Client::new().post("http://invalid.invalid/")
 }
 
 impl BedrockChat {
@@ -300,6 +292,40 @@ impl BedrockChat {
     /// The base URL requests go to.
     pub fn base_url(&self) -> &str {
         self.http.base_url()
+    }
+
+    /// The path of the non-streamed Converse call for this model
+    /// (`/model/{modelId}/converse`, the id percent-encoded).
+    pub fn converse_path(&self) -> String {
+        format!("/model/{}/converse", path_segment(&self.model))
+    }
+
+    /// The SigV4 headers (`authorization`, `x-amz-date`, and
+    /// `x-amz-security-token` with a session token) for a `POST` of `body` as
+    /// `application/json` to `url`, signed now for this region and service
+    /// `bedrock` — for calls this type does not make itself, such as the
+    /// non-streamed Converse.
+    ///
+    /// # Errors
+    /// [`ModelError::Auth`] when the credentials are missing or cannot sign.
+    pub fn sign_headers(&self, url: &str, body: &[u8]) -> Result<Vec<(String, String)>> {
+        let secret = self.http.api_key()?.unwrap_or_default();
+        if self.access.key_id.is_empty() || secret.is_empty() {
+            return Err(ModelError::Auth {
+                message: "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                    .into(),
+            });
+        }
+        let exchange = Exchange {
+            url: url.to_owned(),
+            path: &self.path,
+            region: &self.region,
+            access: &self.access,
+            body: body.to_vec(),
+        };
+        exchange
+            .signature_headers(secret)
+            .map_err(|message| ModelError::Auth { message })
     }
 
     /// The JSON body this provider would send for `request`.
