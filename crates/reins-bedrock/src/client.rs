@@ -82,7 +82,10 @@ struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    fn signature_headers(&self, secret: &str) -> std::result::Result<Vec<(String, String)>, String> {
+    fn signature_headers(
+        &self,
+        secret: &str,
+    ) -> std::result::Result<Vec<(String, String)>, String> {
         let identity = Credentials::new(
             self.access.key_id.clone(),
             secret.to_owned(),
@@ -167,7 +170,9 @@ impl WireFormat for Exchange<'_> {
             });
         match status {
             429 => ModelError::from_http_status(status, message, retry_after),
-            _ if (400..600).contains(&status) => ModelError::from_http_status(status, message, retry_after),
+            _ if (400..600).contains(&status) => {
+                ModelError::from_http_status(status, message, retry_after)
+            }
             _ => exception("unknown", message, false),
         }
     }

@@ -303,7 +303,9 @@ pub(crate) fn exception(kind: &str, message: String, in_stream: bool) -> ModelEr
         _ => 0,
     };
     match ModelError::from_http_status(status, message, None) {
-        ModelError::Server { message, .. } if in_stream => ModelError::Server { status: 0, message },
+        ModelError::Server { message, .. } if in_stream => {
+            ModelError::Server { status: 0, message }
+        }
         ModelError::BadRequest { status: 0, message } => ModelError::Server { status: 0, message },
         other => other,
     }

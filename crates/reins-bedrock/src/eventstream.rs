@@ -260,7 +260,9 @@ pub fn encode_exception(exception_type: &str, message: &str) -> Vec<u8> {
             (":content-type", "application/json"),
             (":message-type", "exception"),
         ],
-        serde_json::json!({ "message": message }).to_string().as_bytes(),
+        serde_json::json!({ "message": message })
+            .to_string()
+            .as_bytes(),
     )
 }
 
@@ -288,7 +290,10 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_is_caught() {
-        let a = encode_event("messageStop", &serde_json::json!({"stopReason": "end_turn"}));
+        let a = encode_event(
+            "messageStop",
+            &serde_json::json!({"stopReason": "end_turn"}),
+        );
         for i in 0..a.len() {
             let mut bad = a.clone();
             bad[i] ^= 0x20;

@@ -8,8 +8,8 @@
 use proptest::prelude::*;
 use reins_bedrock::BedrockChat;
 use reins_bedrock::PROVIDER;
-use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, signature};
 use reins_message::ToolSpec;
+use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, signature};
 use reins_model::ChatRequest;
 use reins_model::testing::rules::bedrock_request_problems;
 use serde_json::json;

@@ -92,7 +92,10 @@ async fn the_next_request_carries_the_reasoning_block_and_signature() {
         json!({"reasoningContent": {"reasoningText": {"text": "Need the weather tool.", "signature": "SIG/abc+123=="}}})
     );
     assert_eq!(assistant[1]["toolUse"]["toolUseId"], "tooluse_1");
-    assert_eq!(body["messages"][2]["content"][0]["toolResult"]["toolUseId"], "tooluse_1");
+    assert_eq!(
+        body["messages"][2]["content"][0]["toolResult"]["toolUseId"],
+        "tooluse_1"
+    );
 }
 
 #[tokio::test]
@@ -149,9 +152,15 @@ async fn requests_are_signed_with_sigv4_for_bedrock() {
         .unwrap();
     let req = &server.requests()[0];
     let auth = req.header("authorization").unwrap();
-    assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTESTEXAMPLE/"), "{auth}");
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTESTEXAMPLE/"),
+        "{auth}"
+    );
     assert!(auth.contains("/us-east-1/bedrock/aws4_request"), "{auth}");
-    assert!(auth.contains("SignedHeaders=") && auth.contains("Signature="), "{auth}");
+    assert!(
+        auth.contains("SignedHeaders=") && auth.contains("Signature="),
+        "{auth}"
+    );
     assert!(auth.contains("x-amz-date"), "{auth}");
     assert!(req.header("x-amz-date").is_some());
     assert_eq!(req.header("x-amz-security-token"), Some("SESSION-TOKEN"));
@@ -160,14 +169,33 @@ async fn requests_are_signed_with_sigv4_for_bedrock() {
     assert!(!format!("{m:?}").contains("SESSION-TOKEN"));
 }
 
+/// Whether an error is of the expected kind.
+type Check = fn(&ModelError) -> bool;
+
 #[tokio::test]
 async fn exceptions_map_to_error_kinds() {
     use reins_bedrock::eventstream::{encode_event, encode_exception};
-    let cases: [(&str, fn(&ModelError) -> bool, usize); 4] = [
-        ("validationException", |e| matches!(e, ModelError::BadRequest { status: 400, .. }), 1),
-        ("accessDeniedException", |e| matches!(e, ModelError::Auth { .. }), 1),
-        ("throttlingException", |e| matches!(e, ModelError::RateLimited { .. }), 3),
-        ("internalServerException", |e| matches!(e, ModelError::Server { .. }), 3),
+    let cases: [(&str, Check, usize); 4] = [
+        (
+            "validationException",
+            |e| matches!(e, ModelError::BadRequest { status: 400, .. }),
+            1,
+        ),
+        (
+            "accessDeniedException",
+            |e| matches!(e, ModelError::Auth { .. }),
+            1,
+        ),
+        (
+            "throttlingException",
+            |e| matches!(e, ModelError::RateLimited { .. }),
+            3,
+        ),
+        (
+            "internalServerException",
+            |e| matches!(e, ModelError::Server { .. }),
+            3,
+        ),
     ];
     for (kind, check, requests) in cases {
         let body = [
@@ -186,7 +214,11 @@ async fn exceptions_map_to_error_kinds() {
     }
     // As an HTTP status, the same.
     for (status, check) in [
-        (400u16, (|e: &ModelError| matches!(e, ModelError::BadRequest { .. })) as fn(&ModelError) -> bool),
+        (
+            400u16,
+            (|e: &ModelError| matches!(e, ModelError::BadRequest { .. }))
+                as fn(&ModelError) -> bool,
+        ),
         (403, |e| matches!(e, ModelError::Auth { .. })),
         (429, |e| matches!(e, ModelError::RateLimited { .. })),
     ] {
@@ -221,7 +253,11 @@ async fn unsigned_and_foreign_reasoning_is_left_out() {
                     signature: Some("EqQBplain".into()),
                 },
                 ContentBlock::text("Calling."),
-                ContentBlock::ToolUse(ToolUse::new("call_1", "get_weather", json!({"city": "Rome"}))),
+                ContentBlock::ToolUse(ToolUse::new(
+                    "call_1",
+                    "get_weather",
+                    json!({"city": "Rome"}),
+                )),
             ],
         ),
         Msg::tool_results([ToolResult::success("call_1", "get_weather", "24°C")]),
@@ -271,7 +307,10 @@ async fn redacted_reasoning_round_trips() {
 
 #[test]
 fn a_conversation_starting_with_the_assistant_gets_a_user_turn_first() {
-    let req = ChatRequest::new(vec![Msg::assistant("Hello, how can I help?"), Msg::user("hi")]);
+    let req = ChatRequest::new(vec![
+        Msg::assistant("Hello, how can I help?"),
+        Msg::user("hi"),
+    ]);
     let body = BedrockChat::new("m").request_body(&req).unwrap();
     valid(&body);
     assert_eq!(body["messages"][0]["content"][0]["text"], CONTINUE_TEXT);
@@ -287,8 +326,8 @@ fn structured_output_and_missing_tools_are_typed_errors() {
         BedrockChat::new("m").request_body(&req),
         Err(ModelError::InvalidRequest(_))
     ));
-    let req = ChatRequest::new(vec![Msg::user("hi")])
-        .with_tool_choice(ToolChoice::Tool("nope".into()));
+    let req =
+        ChatRequest::new(vec![Msg::user("hi")]).with_tool_choice(ToolChoice::Tool("nope".into()));
     assert!(matches!(
         BedrockChat::new("m").request_body(&req),
         Err(ModelError::InvalidRequest(_))

@@ -258,10 +258,7 @@ async fn forced_tool_plain(t: Target) -> Outcome {
     let path = by_path.as_deref().unwrap_or(path);
     // Gemini and Bedrock stream by path (`streamGenerateContent`, `converse-stream`),
     // not by a body field.
-    if let Some(o) = body
-        .as_object_mut()
-        .filter(|_| by_path.is_none())
-    {
+    if let Some(o) = body.as_object_mut().filter(|_| by_path.is_none()) {
         o.insert("stream".into(), json!(false));
         o.remove("stream_options");
     }

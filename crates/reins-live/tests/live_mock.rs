@@ -315,9 +315,7 @@ fn bedrock_without_credentials_skips_every_scenario_and_names_what_is_missing() 
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains(
-            "bedrock skipped: AWS_SECRET_ACCESS_KEY and AWS_ACCESS_KEY_ID are not set"
-        ),
+        stdout.contains("bedrock skipped: AWS_SECRET_ACCESS_KEY and AWS_ACCESS_KEY_ID are not set"),
         "{stdout}"
     );
     assert!(

@@ -111,7 +111,10 @@ pub fn text(t: &str) -> String {
 /// A complete answer reasoning, then calling `name` with `input`.
 pub fn reasoned_call(reasoning: &str, sig: &str, id: &str, name: &str, input: &str) -> String {
     response(
-        vec![reasoning_block(0, reasoning, sig), tool_block(1, id, name, input)],
+        vec![
+            reasoning_block(0, reasoning, sig),
+            tool_block(1, id, name, input),
+        ],
         "tool_use",
     )
 }
@@ -174,7 +177,10 @@ impl ProviderFixture for Bedrock {
         vec![
             // A payload that is not JSON.
             hex(&encode(
-                &[(":event-type", "contentBlockDelta"), (":message-type", "event")],
+                &[
+                    (":event-type", "contentBlockDelta"),
+                    (":message-type", "event"),
+                ],
                 b"{this is not json",
             )),
             // JSON of the wrong shape.

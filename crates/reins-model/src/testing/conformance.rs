@@ -117,7 +117,11 @@ fn assert_first_output_is_text(items: &[crate::Result<ChatChunk>], text: Option<
 pub async fn a_connection_reset_after_output_started_is_not_retried<P: ProviderFixture>(
     provider: &P,
 ) {
-    let server = provider.serve(provider.stream_reply(provider.text_begun("partial")).then_reset());
+    let server = provider.serve(
+        provider
+            .stream_reply(provider.text_begun("partial"))
+            .then_reset(),
+    );
     let items = ok(collect(&provider.model_at(&server), hi()).await);
     assert_first_output_is_text(&items, Some("partial"));
     assert!(
@@ -183,8 +187,11 @@ pub async fn silence_before_any_output_times_out_and_is_retried<P: ProviderFixtu
 pub async fn a_stream_that_never_ends_times_out_once_silent_without_retry<P: ProviderFixture>(
     provider: &P,
 ) {
-    let server =
-        provider.serve(provider.stream_reply(provider.text_begun("thinking about it")).then_silence());
+    let server = provider.serve(
+        provider
+            .stream_reply(provider.text_begun("thinking about it"))
+            .then_silence(),
+    );
     let items = ok(collect(&impatient(provider, &server), hi()).await);
     assert_first_output_is_text(&items, None);
     assert!(

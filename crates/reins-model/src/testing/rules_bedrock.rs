@@ -55,7 +55,9 @@ pub fn bedrock_request_problems(body: &Value) -> Vec<String> {
     for (i, m) in messages.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role != "user" && role != "assistant" {
-            problems.push(format!("messages[{i}]: role `{role}` is not user or assistant"));
+            problems.push(format!(
+                "messages[{i}]: role `{role}` is not user or assistant"
+            ));
         }
         if i == 0 && role != "user" {
             problems.push("messages[0]: the conversation must start with a user message".into());
@@ -96,7 +98,10 @@ pub fn bedrock_request_problems(body: &Value) -> Vec<String> {
                 } else if !ids_seen.insert(id.to_owned()) {
                     problems.push(format!("{at}: toolUseId `{id}` used twice"));
                 }
-                if u.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                if u.get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     problems.push(format!("{at}: toolUse without name"));
                 }
                 if !u.get("input").is_some_and(Value::is_object) {
@@ -118,7 +123,10 @@ pub fn bedrock_request_problems(body: &Value) -> Vec<String> {
                 if results.contains(&id.to_owned()) {
                     problems.push(format!("{at}: toolResult `{id}` twice"));
                 }
-                if r.get("content").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+                if r.get("content")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+                {
                     problems.push(format!("{at}: toolResult without content"));
                 }
                 if let Some(s) = r.get("status") {
@@ -131,7 +139,9 @@ pub fn bedrock_request_problems(body: &Value) -> Vec<String> {
             match b.get("reasoningContent") {
                 Some(rc) => {
                     if role != "assistant" {
-                        problems.push(format!("{at}: reasoningContent outside an assistant message"));
+                        problems.push(format!(
+                            "{at}: reasoningContent outside an assistant message"
+                        ));
                     }
                     if seen_other {
                         problems.push(format!("{at}: reasoningContent after other blocks"));
@@ -142,7 +152,9 @@ pub fn bedrock_request_problems(body: &Value) -> Vec<String> {
                             if sig.is_empty() {
                                 problems.push(format!("{at}: reasoningText without its signature"));
                             } else if sig.starts_with("bedrock:") {
-                                problems.push(format!("{at}: signature still sealed (`bedrock:` prefix)"));
+                                problems.push(format!(
+                                    "{at}: signature still sealed (`bedrock:` prefix)"
+                                ));
                             }
                             if !t.get("text").is_some_and(Value::is_string) {
                                 problems.push(format!("{at}: reasoningText without text"));
