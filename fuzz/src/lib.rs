@@ -11,6 +11,7 @@
 //! | `anthropic_stream` | `reins_anthropic::decode::chunk_stream`       | the same |
 //! | `responses_stream` | `reins_openai::responses::decode::chunk_stream` | the same |
 //! | `gemini_stream`    | `reins_gemini::decode::chunk_stream`          | the same |
+//! | `bedrock_eventstream` | `reins_bedrock::eventstream::FrameDecoder`, `reins_bedrock::decode::chunk_stream` | the frames do not depend on how the bytes are split; the chunk stream as above |
 //! | `repair`           | `sanitize_for_request`, `sanitize_after_interrupt` | with unique tool use ids, the output is provider-valid, and repairing it again changes nothing |
 //! | `snapshot`         | `SessionSnapshot::from_json`                  | accepted snapshots round-trip |
 #![forbid(unsafe_code)]
@@ -120,6 +121,32 @@ pub fn responses_stream(data: &[u8]) {
 /// The Gemini stream decoder over arbitrary bytes.
 pub fn gemini_stream(data: &[u8]) {
     drive(reins_gemini::decode::chunk_stream(body(data)));
+}
+
+/// The Bedrock event-stream frame decoder and ConverseStream decoder over
+/// arbitrary bytes: the frames (or the error) do not depend on how the bytes are
+/// split, and the chunk stream behaves as every provider's.
+pub fn bedrock_eventstream(data: &[u8]) {
+    use reins_bedrock::eventstream::FrameDecoder;
+    let rest = data.get(1..).unwrap_or_default();
+    let decode = |parts: Vec<&[u8]>| {
+        let mut d = FrameDecoder::new();
+        let mut out = std::collections::VecDeque::new();
+        for p in parts {
+            if d.push(p, &mut out).is_err() {
+                return (out, true);
+            }
+        }
+        (out, false)
+    };
+    let whole = decode(vec![rest]);
+    let split = decode(pieces(data));
+    assert_eq!(whole, split, "frames depend on how the bytes were split");
+    let chunks: Vec<reins_model::Result<bytes::Bytes>> = pieces(data)
+        .into_iter()
+        .map(|p| Ok(bytes::Bytes::copy_from_slice(p)))
+        .collect();
+    drive(reins_bedrock::decode::chunk_stream(futures::stream::iter(chunks)));
 }
 
 /// Builds a transcript from bytes: each pair of bytes picks a message shape. Tool
@@ -271,13 +298,14 @@ pub fn snapshot(data: &[u8]) {
 pub type Target = fn(&[u8]);
 
 /// Every target by name, for the smoke runner.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("msg_json", msg_json),
     ("sse_parser", sse_parser),
     ("openai_stream", openai_stream),
     ("anthropic_stream", anthropic_stream),
     ("responses_stream", responses_stream),
     ("gemini_stream", gemini_stream),
+    ("bedrock_eventstream", bedrock_eventstream),
     ("repair", repair),
     ("snapshot", snapshot),
 ];

@@ -19,6 +19,9 @@ pub enum Provider {
     /// Google's Gemini API (`GEMINI_API_KEY`), or Vertex AI
     /// (`GOOGLE_CLOUD_PROJECT`, `GOOGLE_CLOUD_LOCATION`, `VERTEX_ACCESS_TOKEN`).
     Gemini,
+    /// Amazon Bedrock's Converse API (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`, `AWS_REGION`).
+    Bedrock,
 }
 
 impl Provider {
@@ -31,8 +34,9 @@ impl Provider {
             "anthropic" | "claude" => Ok(Self::Anthropic),
             "responses" | "openai-responses" | "azure" => Ok(Self::Responses),
             "gemini" | "google" | "vertex" => Ok(Self::Gemini),
+            "bedrock" | "aws" => Ok(Self::Bedrock),
             other => Err(format!(
-                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic, responses, gemini"
+                "unknown provider `{other}`; choose one of: offline, dashscope, openai, anthropic, responses, gemini, bedrock"
             )),
         }
     }
@@ -95,7 +99,8 @@ options:
                       built-in one; see crates/reins-demo/scripts/README.md)
   --check             with --script: every `expect…` line is an assertion; exit 1 on
                       the first mismatch
-  --provider NAME     offline | dashscope | openai | anthropic | responses | gemini
+  --provider NAME     offline | dashscope | openai | anthropic | responses | gemini |
+                      bedrock
   --model NAME        the model name for the chosen provider
   --offline           same as --provider offline
   --mcp 'CMD ARGS'    add the tools of an MCP server started with this command line
@@ -110,7 +115,8 @@ Without --provider the model is chosen from the environment: REINS_PROVIDER name
 (claude-sonnet-4-5), else AZURE_OPENAI_ENDPOINT with AZURE_OPENAI_API_KEY (the
 Responses API on the deployment AZURE_OPENAI_DEPLOYMENT), else GEMINI_API_KEY
 (gemini-2.5-flash; Vertex AI when GOOGLE_CLOUD_PROJECT and VERTEX_ACCESS_TOKEN are
-set), else the built-in offline model. `responses` is OpenAI's Responses API (OPENAI_API_KEY; gpt-5-mini), or Azure's
+set), else AWS_ACCESS_KEY_ID with AWS_SECRET_ACCESS_KEY (Amazon Bedrock,
+amazon.nova-lite-v1:0 in AWS_REGION), else the built-in offline model. `responses` is OpenAI's Responses API (OPENAI_API_KEY; gpt-5-mini), or Azure's
 when AZURE_OPENAI_ENDPOINT is set. Script mode always uses the offline model unless
 --provider is given.
 
@@ -207,6 +213,7 @@ mod tests {
         assert_eq!(o.provider, Some(Provider::Responses));
         assert_eq!(Provider::parse("azure"), Ok(Provider::Responses));
         assert_eq!(Provider::parse("gemini"), Ok(Provider::Gemini));
+        assert_eq!(Provider::parse("bedrock"), Ok(Provider::Bedrock));
         assert!(p(&["--fresh", "--resume"]).is_err());
     }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins::anthropic::AnthropicChat;
+use reins::bedrock::BedrockChat;
 use reins::gemini::GeminiChat;
 use reins::model::ChatModel;
 use reins::openai::{OpenAiChat, OpenAiResponses};
@@ -53,6 +54,8 @@ pub fn choose(
         || (has_env("GOOGLE_CLOUD_PROJECT") && has_env("VERTEX_ACCESS_TOKEN"))
     {
         Provider::Gemini
+    } else if has_env("AWS_ACCESS_KEY_ID") && has_env("AWS_SECRET_ACCESS_KEY") {
+        Provider::Bedrock
     } else {
         Provider::Offline
     });
@@ -134,6 +137,21 @@ pub fn choose(
             };
             Choice {
                 label: format!("{} via {via} ({})", m.model_name(), m.base_url()),
+                model: Arc::new(m),
+                offline: false,
+            }
+        }
+        Provider::Bedrock => {
+            need("AWS_ACCESS_KEY_ID")?;
+            need("AWS_SECRET_ACCESS_KEY")?;
+            let m = BedrockChat::new(model.unwrap_or("amazon.nova-lite-v1:0"));
+            Choice {
+                label: format!(
+                    "{} via Amazon Bedrock in {} ({})",
+                    m.model_name(),
+                    m.region(),
+                    m.base_url()
+                ),
                 model: Arc::new(m),
                 offline: false,
             }

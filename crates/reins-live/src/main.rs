@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reins::anthropic::AnthropicChat;
+use reins::bedrock::BedrockChat;
 use reins::gemini::GeminiChat;
 use reins::model::ChatModel;
 use reins::model::RetryPolicy;
@@ -30,7 +31,7 @@ use reins::model::http::HttpSettings;
 use reins::openai::{OpenAiChat, OpenAiResponses};
 
 const HELP: &str =
-    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic|responses|gemini]
+    "usage: live --base-url URL --model NAME [--api-key-env VAR] [--provider openai|anthropic|responses|gemini|bedrock]
             [--timeout SECS] [--only NAME[,NAME..]] [--list]
 
 Runs a fixed set of scenarios against a real model server and prints a table
@@ -42,16 +43,21 @@ Runs a fixed set of scenarios against a real model server and prints a table
                       responses the part before /responses (default
                       $OPENAI_BASE_URL, else https://api.openai.com/v1), for
                       gemini the part before /models/.. (default
-                      $GEMINI_BASE_URL, else the Gemini API's /v1beta)
+                      $GEMINI_BASE_URL, else the Gemini API's /v1beta), for
+                      bedrock the part before /model/.. (default
+                      $BEDROCK_BASE_URL, else bedrock-runtime in $AWS_REGION)
   --model NAME        the model name to send (defaults: gpt-5-mini for
-                      responses, gemini-2.5-flash for gemini)
+                      responses, gemini-2.5-flash for gemini,
+                      amazon.nova-lite-v1:0 for bedrock)
   --api-key-env VAR   read the API key from this environment variable (default:
                       none for openai, ANTHROPIC_API_KEY for anthropic,
-                      OPENAI_API_KEY for responses, GEMINI_API_KEY for gemini)
+                      OPENAI_API_KEY for responses, GEMINI_API_KEY for gemini,
+                      AWS_SECRET_ACCESS_KEY for bedrock, which also reads
+                      AWS_ACCESS_KEY_ID, AWS_SESSION_TOKEN and AWS_REGION)
   --provider P        openai (default; any Chat Completions server), anthropic,
-                      responses (OpenAI's Responses API) or gemini. For responses
-                      and gemini a missing key skips every scenario, saying so,
-                      and exits 0
+                      responses (OpenAI's Responses API), gemini or bedrock. For
+                      responses, gemini and bedrock missing credentials skip
+                      every scenario, saying so, and exit 0
   --timeout SECS      per request: time to the first chunk and longest silence
                       (default 300: small CPU models are slow)
   --only NAMES        run only these scenarios (comma-separated ids, see --list)
@@ -72,6 +78,8 @@ pub(crate) enum Provider {
     Responses,
     /// Google Gemini.
     Gemini,
+    /// Amazon Bedrock (Converse).
+    Bedrock,
 }
 
 impl Provider {
@@ -82,6 +90,7 @@ impl Provider {
             Self::Anthropic => "anthropic",
             Self::Responses => "responses",
             Self::Gemini => "gemini",
+            Self::Bedrock => "bedrock",
         }
     }
 
@@ -92,6 +101,7 @@ impl Provider {
             Self::Anthropic => Some("ANTHROPIC_API_KEY"),
             Self::Responses => Some("OPENAI_API_KEY"),
             Self::Gemini => Some("GEMINI_API_KEY"),
+            Self::Bedrock => Some("AWS_SECRET_ACCESS_KEY"),
         }
     }
 
@@ -111,6 +121,12 @@ impl Provider {
                     .filter(|v| !v.trim().is_empty())
                     .unwrap_or_else(|| reins::gemini::GEMINI_BASE_URL.to_owned()),
             ),
+            Self::Bedrock => Some(
+                std::env::var("BEDROCK_BASE_URL")
+                    .ok()
+                    .filter(|v| !v.trim().is_empty())
+                    .unwrap_or_else(|| reins::bedrock::endpoint_for(&aws_region())),
+            ),
         }
     }
 
@@ -120,8 +136,22 @@ impl Provider {
             Self::OpenAi | Self::Anthropic => None,
             Self::Responses => Some("gpt-5-mini"),
             Self::Gemini => Some("gemini-2.5-flash"),
+            Self::Bedrock => Some("amazon.nova-lite-v1:0"),
         }
     }
+}
+
+/// The region Bedrock requests are signed for: `AWS_REGION`, else
+/// `AWS_DEFAULT_REGION`, else `us-east-1`.
+pub(crate) fn aws_region() -> String {
+    ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|r| !r.trim().is_empty()))
+        .unwrap_or_else(|| "us-east-1".to_owned())
+}
+
+fn env_value(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
 }
 
 /// The parsed command line.
@@ -165,9 +195,10 @@ fn parse(args: &[String]) -> Result<Parsed, String> {
                     "anthropic" => Provider::Anthropic,
                     "responses" => Provider::Responses,
                     "gemini" => Provider::Gemini,
+                    "bedrock" => Provider::Bedrock,
                     other => {
                         return Err(format!(
-                            "unknown provider `{other}`: use openai, anthropic, responses or gemini"
+                            "unknown provider `{other}`: use openai, anthropic, responses, gemini or bedrock"
                         ));
                     }
                 }
@@ -228,6 +259,7 @@ pub(crate) struct Target {
     pub(crate) anthropic: Option<AnthropicChat>,
     pub(crate) responses: Option<OpenAiResponses>,
     pub(crate) gemini: Option<GeminiChat>,
+    pub(crate) bedrock: Option<BedrockChat>,
     pub(crate) http: HttpSettings,
 }
 
@@ -256,6 +288,7 @@ fn target(args: Args) -> Result<Target, String> {
             Provider::Anthropic => "anthropic",
             Provider::Responses => "openai",
             Provider::Gemini => "gemini",
+            Provider::Bedrock => "bedrock",
         },
         args.base_url.clone(),
     )
@@ -273,6 +306,7 @@ fn target(args: Args) -> Result<Target, String> {
                 anthropic: None,
                 responses: None,
                 gemini: None,
+                bedrock: None,
                 http,
                 args,
             }
@@ -285,6 +319,7 @@ fn target(args: Args) -> Result<Target, String> {
                 anthropic: None,
                 responses: Some(m),
                 gemini: None,
+                bedrock: None,
                 http,
                 args,
             }
@@ -297,6 +332,32 @@ fn target(args: Args) -> Result<Target, String> {
                 anthropic: None,
                 responses: None,
                 gemini: Some(m),
+                bedrock: None,
+                http,
+                args,
+            }
+        }
+        Provider::Bedrock => {
+            let secret = http.api_key().ok().flatten().unwrap_or_default().to_owned();
+            let m = BedrockChat::from_settings(
+                http.clone(),
+                aws_region(),
+                env_value("AWS_ACCESS_KEY_ID").unwrap_or_default(),
+                secret.clone(),
+                &args.model,
+            )
+            .with_credentials(
+                env_value("AWS_ACCESS_KEY_ID").unwrap_or_default(),
+                secret,
+                env_value("AWS_SESSION_TOKEN"),
+            );
+            Target {
+                model: Arc::new(m.clone()),
+                openai: None,
+                anthropic: None,
+                responses: None,
+                gemini: None,
+                bedrock: Some(m),
                 http,
                 args,
             }
@@ -309,6 +370,7 @@ fn target(args: Args) -> Result<Target, String> {
                 anthropic: Some(m),
                 responses: None,
                 gemini: None,
+                bedrock: None,
                 http,
                 args,
             }
@@ -415,21 +477,29 @@ fn main() -> ExitCode {
     };
     // A hosted API without its key: every scenario is skipped, and the run says so.
     if args.provider.default_base_url().is_some() {
-        if let Some(var) = key_env(&args) {
-            if std::env::var(&var).map_or(true, |v| v.trim().is_empty()) {
-                let ids: Vec<&str> = scenarios::ALL
-                    .iter()
-                    .map(|s| s.id)
-                    .filter(|id| args.only.is_empty() || args.only.iter().any(|o| o == id))
-                    .collect();
-                println!(
-                    "live conformance: {} skipped: {var} is not set (export it, or name another \
-                     variable with --api-key-env).\nSkipped scenarios: {}",
-                    args.provider.name(),
-                    ids.join(", ")
-                );
-                return ExitCode::SUCCESS;
-            }
+        let mut needed: Vec<String> = key_env(&args).into_iter().collect();
+        if args.provider == Provider::Bedrock {
+            needed.push("AWS_ACCESS_KEY_ID".to_owned());
+        }
+        let missing: Vec<String> = needed
+            .into_iter()
+            .filter(|var| std::env::var(var).map_or(true, |v| v.trim().is_empty()))
+            .collect();
+        if !missing.is_empty() {
+            let ids: Vec<&str> = scenarios::ALL
+                .iter()
+                .map(|s| s.id)
+                .filter(|id| args.only.is_empty() || args.only.iter().any(|o| o == id))
+                .collect();
+            println!(
+                "live conformance: {} skipped: {} {} not set (export it, or name another \
+                 variable with --api-key-env).\nSkipped scenarios: {}",
+                args.provider.name(),
+                missing.join(" and "),
+                if missing.len() > 1 { "are" } else { "is" },
+                ids.join(", ")
+            );
+            return ExitCode::SUCCESS;
         }
     }
     let target = match target(args) {
@@ -457,6 +527,7 @@ fn main() -> ExitCode {
             Provider::Anthropic => "anthropic",
             Provider::Responses => "openai responses",
             Provider::Gemini => "gemini",
+            Provider::Bedrock => "bedrock",
         },
         target.args.model,
         target.args.base_url

@@ -245,27 +245,39 @@ async fn forced_tool_plain(t: Target) -> Outcome {
             let m = t.gemini.as_ref().ok_or("no gemini model")?;
             (m.request_body(&req).map_err(|e| e.to_string())?, "")
         }
+        Provider::Bedrock => {
+            let m = t.bedrock.as_ref().ok_or("no bedrock model")?;
+            (m.request_body(&req).map_err(|e| e.to_string())?, "")
+        }
     };
-    let gemini_path = format!("/models/{}:generateContent", t.args.model);
-    let path = if t.args.provider == Provider::Gemini {
-        gemini_path.as_str()
-    } else {
-        path
+    let by_path = match (t.args.provider, &t.bedrock) {
+        (Provider::Gemini, _) => Some(format!("/models/{}:generateContent", t.args.model)),
+        (Provider::Bedrock, Some(m)) => Some(m.converse_path()),
+        _ => None,
     };
-    // Gemini streams by path (`streamGenerateContent`), not by a body field.
-    if let Some(o) = body
-        .as_object_mut()
-        .filter(|_| t.args.provider != Provider::Gemini)
-    {
+    let path = by_path.as_deref().unwrap_or(path);
+    // Gemini and Bedrock stream by path (`streamGenerateContent`, `converse-stream`),
+    // not by a body field.
+    if let Some(o) = body.as_object_mut().filter(|_| by_path.is_none()) {
         o.insert("stream".into(), json!(false));
         o.remove("stream_options");
     }
-    let mut http = client.post(t.http.endpoint(path)).json(&body);
+    let url = t.http.endpoint(path);
+    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+    let mut http = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(bytes.clone());
+    if let Some(m) = &t.bedrock {
+        for (name, value) in m.sign_headers(&url, &bytes).map_err(|e| e.to_string())? {
+            http = http.header(name, value);
+        }
+    }
     match (t.args.provider, key) {
         (Provider::OpenAi | Provider::Responses, Some(k)) => http = http.bearer_auth(k),
         (Provider::Anthropic, Some(k)) => http = http.header("x-api-key", k),
         (Provider::Gemini, Some(k)) => http = http.header("x-goog-api-key", k),
-        (_, None) => {}
+        (Provider::Bedrock, _) | (_, None) => {}
     }
     if t.args.provider == Provider::Anthropic {
         http = http.header("anthropic-version", reins::anthropic::ANTHROPIC_VERSION);
@@ -300,6 +312,16 @@ async fn forced_tool_plain(t: Target) -> Outcome {
             (
                 call["name"].as_str().unwrap_or("").to_owned(),
                 call["args"].clone(),
+            )
+        }
+        Provider::Bedrock => {
+            let call = v["output"]["message"]["content"]
+                .as_array()
+                .and_then(|blocks| blocks.iter().find_map(|b| b.get("toolUse")))
+                .ok_or_else(|| format!("no toolUse block in: {}", clip(&text, 200)))?;
+            (
+                call["name"].as_str().unwrap_or("").to_owned(),
+                call["input"].clone(),
             )
         }
         Provider::Responses => {

@@ -302,3 +302,24 @@ fn a_hosted_provider_without_its_key_skips_every_scenario_and_says_so() {
         "{stdout}"
     );
 }
+
+#[test]
+fn bedrock_without_credentials_skips_every_scenario_and_names_what_is_missing() {
+    let out = Command::new(env!("CARGO_BIN_EXE_live"))
+        .args(["--provider", "bedrock", "--only", "chat,approve"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("BEDROCK_BASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("bedrock skipped: AWS_SECRET_ACCESS_KEY and AWS_ACCESS_KEY_ID are not set"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Skipped scenarios: chat, approve"),
+        "{stdout}"
+    );
+}

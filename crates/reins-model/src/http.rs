@@ -295,7 +295,7 @@ impl HttpSettings {
             .client
             .post(self.endpoint(wire.path()))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .header(reqwest::header::ACCEPT, wire.accept())
             .body(body.to_vec());
         if let Some(key) = key {
             req = wire.authorize(req, key);
@@ -312,7 +312,7 @@ impl HttpSettings {
             let text = resp.text().await.unwrap_or_default();
             return Err(wire.http_error(status.as_u16(), &text, retry_after));
         }
-        let body = resp.bytes_stream().map_err(net_error).boxed();
+        let body = wire.body_stream(resp.bytes_stream().map_err(net_error).boxed());
         let stream = SseChunkStream::new(body, wire.decoder())
             .with_idle_timeout(self.timeout)
             .ready()
@@ -320,6 +320,9 @@ impl HttpSettings {
         Ok(Box::pin(stream))
     }
 }
+
+/// A response body as it arrives: byte chunks, or the error that ended it.
+pub type BodyStream = futures::stream::BoxStream<'static, Result<bytes::Bytes>>;
 
 /// A provider's wire format, as far as the HTTP exchange needs it; the request
 /// body is built by the provider and handed to [`HttpSettings::stream`].
@@ -341,6 +344,19 @@ pub trait WireFormat: Send + Sync {
     /// Adds the provider's other headers (default: none).
     fn headers(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         request
+    }
+
+    /// The `accept` header of the request (default: `text/event-stream`).
+    fn accept(&self) -> &str {
+        "text/event-stream"
+    }
+
+    /// The response body as the server-sent events the decoder reads (default: as
+    /// it came). A provider whose stream has another framing (e.g. AWS's binary
+    /// event stream) turns each of its frames into an event here, and yields
+    /// [`ModelError::MalformedStream`] for a frame it cannot read.
+    fn body_stream(&self, body: BodyStream) -> BodyStream {
+        body
     }
 
     /// Maps an error response to a [`ModelError`]. The default reads

@@ -89,6 +89,7 @@
 //! | `openai`    | no      | [`openai`]: OpenAI-compatible providers (OpenAI, DashScope, DeepSeek, Ollama, vLLM, llama.cpp) and the Responses API (OpenAI, Azure OpenAI) |
 //! | `anthropic` | no      | [`anthropic`]: the Anthropic Messages API |
 //! | `gemini`    | no      | [`gemini`]: the Google Gemini API and Vertex AI |
+//! | `bedrock`   | no      | [`bedrock`]: Amazon Bedrock's Converse API (SigV4) |
 //! | `testing`   | no      | `ScriptedModel`: a deterministic offline model for tests and demos |
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `mcp-server` | no     | [`mcp_server`]: an agent as an MCP server, its pauses as the host's questions (stdio, streamable HTTP); needs Rust 1.88 |
@@ -108,6 +109,8 @@ pub use reins_acp as acp;
 pub use reins_agent as agent;
 #[cfg(feature = "anthropic")]
 pub use reins_anthropic as anthropic;
+#[cfg(feature = "bedrock")]
+pub use reins_bedrock as bedrock;
 #[cfg(feature = "gemini")]
 pub use reins_gemini as gemini;
 pub use reins_hook as hook;
@@ -139,6 +142,8 @@ pub mod prelude {
     };
     #[cfg(feature = "anthropic")]
     pub use reins_anthropic::AnthropicChat;
+    #[cfg(feature = "bedrock")]
+    pub use reins_bedrock::BedrockChat;
     #[cfg(feature = "gemini")]
     pub use reins_gemini::GeminiChat;
     #[cfg(feature = "mcp")]

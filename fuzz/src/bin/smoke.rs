@@ -261,6 +261,46 @@ fn sse_gemini() -> Vec<Vec<u8>> {
     ]
 }
 
+fn frames_bedrock() -> Vec<Vec<u8>> {
+    use reins_bedrock::eventstream::{encode_event, encode_exception};
+    use serde_json::json;
+    let events = [
+        encode_event("messageStart", &json!({"role": "assistant"})),
+        encode_event(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "hm"}}}),
+        ),
+        encode_event(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "c2ln"}}}),
+        ),
+        encode_event("contentBlockStop", &json!({"contentBlockIndex": 0})),
+        encode_event(
+            "contentBlockStart",
+            &json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "t1", "name": "get"}}}),
+        ),
+        encode_event(
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "{\"a\": 1}"}}}),
+        ),
+        encode_event("contentBlockStop", &json!({"contentBlockIndex": 1})),
+        encode_event("messageStop", &json!({"stopReason": "tool_use"})),
+        encode_event(
+            "metadata",
+            &json!({"usage": {"inputTokens": 3, "outputTokens": 9, "totalTokens": 12}}),
+        ),
+    ];
+    vec![
+        [vec![5u8], events.concat()].concat(),
+        [
+            vec![3u8],
+            events[0].clone(),
+            encode_exception("throttlingException", "slow down"),
+        ]
+        .concat(),
+    ]
+}
+
 fn msgs() -> Vec<Msg> {
     vec![
         Msg::user("delete temp.txt"),
@@ -285,6 +325,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "anthropic_stream" => sse_anthropic(),
         "responses_stream" => sse_responses(),
         "gemini_stream" => sse_gemini(),
+        "bedrock_eventstream" => frames_bedrock(),
         "repair" => vec![
             serde_json::to_vec(&msgs()).unwrap_or_default(),
             serde_json::to_vec(&msgs()[..2]).unwrap_or_default(),

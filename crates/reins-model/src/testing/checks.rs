@@ -44,7 +44,7 @@ pub async fn sent_body<P: ProviderFixture>(
     request: ChatRequest,
     configure: impl FnOnce(P::Model) -> P::Model,
 ) -> Value {
-    let server = provider.serve(Reply::sse(provider.text_answer("ok")));
+    let server = provider.serve(provider.stream_reply(provider.text_answer("ok")));
     let done = ok(configure(provider.model_at(&server))
         .complete(request)
         .await);

@@ -24,7 +24,7 @@ use crate::{ChatChunk, ChatModel, ModelError, RetryPolicy};
 pub async fn rate_limit_with_retry_after_is_honoured_then_succeeds<P: ProviderFixture>(
     provider: &P,
 ) {
-    let server = provider.serve(Reply::sse(provider.text_answer("fine")));
+    let server = provider.serve(provider.stream_reply(provider.text_answer("fine")));
     server.reply_once(
         Reply::json(429, provider.error_body(429, "slow down")).with_header("retry-after", "0"),
     );
@@ -77,7 +77,7 @@ pub async fn server_errors_are_retried_then_typed<P: ProviderFixture>(provider: 
         );
         assert_eq!(requests, 3, "HTTP {status}");
 
-        let server = provider.serve(Reply::sse(provider.text_answer("fine")));
+        let server = provider.serve(provider.stream_reply(provider.text_answer("fine")));
         server.reply_once(
             Reply::new(status)
                 .with_header("content-type", "text/html")
@@ -117,7 +117,11 @@ fn assert_first_output_is_text(items: &[crate::Result<ChatChunk>], text: Option<
 pub async fn a_connection_reset_after_output_started_is_not_retried<P: ProviderFixture>(
     provider: &P,
 ) {
-    let server = provider.serve(Reply::sse(provider.text_begun("partial")).then_reset());
+    let server = provider.serve(
+        provider
+            .stream_reply(provider.text_begun("partial"))
+            .then_reset(),
+    );
     let items = ok(collect(&provider.model_at(&server), hi()).await);
     assert_first_output_is_text(&items, Some("partial"));
     assert!(
@@ -139,7 +143,7 @@ pub async fn a_stream_that_stops_mid_tool_call_is_a_malformed_stream_not_a_call<
     provider: &P,
 ) {
     let body = provider.tool_call_begun("call_1", "delete_file", r#"{"path": "a."#);
-    let server = provider.serve(Reply::sse(body));
+    let server = provider.serve(provider.stream_reply(body));
     let items = ok(collect(&provider.model_at(&server), hi()).await);
     assert!(
         items
@@ -172,7 +176,7 @@ fn impatient<P: ProviderFixture>(provider: &P, server: &TestServer) -> P::Model 
 /// Headers, then silence: each attempt times out and is retried (3 requests),
 /// then `Timeout`.
 pub async fn silence_before_any_output_times_out_and_is_retried<P: ProviderFixture>(provider: &P) {
-    let server = provider.serve(Reply::sse("").then_silence());
+    let server = provider.serve(provider.stream_reply("").then_silence());
     let e = stream_error(&impatient(provider, &server)).await;
     assert!(matches!(e, ModelError::Timeout(_)), "{e:?}");
     assert_eq!(server.request_count(), 3);
@@ -183,8 +187,11 @@ pub async fn silence_before_any_output_times_out_and_is_retried<P: ProviderFixtu
 pub async fn a_stream_that_never_ends_times_out_once_silent_without_retry<P: ProviderFixture>(
     provider: &P,
 ) {
-    let server =
-        provider.serve(Reply::sse(provider.text_begun("thinking about it")).then_silence());
+    let server = provider.serve(
+        provider
+            .stream_reply(provider.text_begun("thinking about it"))
+            .then_silence(),
+    );
     let items = ok(collect(&impatient(provider, &server), hi()).await);
     assert_first_output_is_text(&items, None);
     assert!(
@@ -198,7 +205,7 @@ pub async fn a_stream_that_never_ends_times_out_once_silent_without_retry<P: Pro
 /// `stream` or inside the stream), with no retry (1 request).
 pub async fn malformed_sse_is_a_typed_error_and_not_retried<P: ProviderFixture>(provider: &P) {
     for body in provider.malformed_bodies() {
-        let server = provider.serve(Reply::sse(body.clone()));
+        let server = provider.serve(provider.stream_reply(body.clone()));
         let last = match collect(&provider.model_at(&server), hi()).await {
             Err(e) => e,
             Ok(items) => match items.into_iter().last() {
@@ -220,7 +227,7 @@ pub async fn invalid_json_tool_arguments_reach_the_caller_as_raw_input<P: Provid
     provider: &P,
 ) {
     let raw = r#"{"path": "a.txt", oops}"#;
-    let server = provider.serve(Reply::sse(provider.tool_call_answer(
+    let server = provider.serve(provider.stream_reply(provider.tool_call_answer(
         "call_1",
         "delete_file",
         raw,
@@ -241,11 +248,11 @@ pub async fn an_empty_response_is_a_malformed_stream_and_an_empty_answer_is_empt
 >(
     provider: &P,
 ) {
-    let (e, requests) = error_for(provider, Reply::sse("")).await;
+    let (e, requests) = error_for(provider, provider.stream_reply("")).await;
     assert!(matches!(e, ModelError::MalformedStream(_)), "{e:?}");
     assert_eq!(requests, 1);
 
-    let server = provider.serve(Reply::sse(provider.empty_answer()));
+    let server = provider.serve(provider.stream_reply(provider.empty_answer()));
     let done = ok(provider.model_at(&server).complete(hi()).await);
     assert!(done.message.content.is_empty(), "{:?}", done.message);
 }

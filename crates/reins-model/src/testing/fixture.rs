@@ -116,6 +116,13 @@ pub trait ProviderFixture {
     /// a retry.
     fn malformed_bodies(&self) -> Vec<String>;
 
+    /// The `200` response carrying one of this fixture's bodies (default:
+    /// [`Reply::sse`]). A provider whose stream is not text (AWS's binary event
+    /// stream) writes its bodies in a text form and turns them into bytes here.
+    fn stream_reply(&self, body: impl Into<String>) -> Reply {
+        Reply::sse(body)
+    }
+
     /// The 5xx statuses the API documents as retryable (default 500, 502, 503).
     fn server_error_statuses(&self) -> Vec<u16> {
         vec![500, 502, 503]

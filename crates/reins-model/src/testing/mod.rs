@@ -97,6 +97,7 @@ mod checks;
 pub mod conformance;
 mod fixture;
 pub mod rules;
+mod rules_bedrock;
 mod server;
 
 use std::time::Duration;

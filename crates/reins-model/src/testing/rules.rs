@@ -11,6 +11,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+pub use super::rules_bedrock::bedrock_request_problems;
+
 /// OpenAI Responses API (`POST /v1/responses`), as its API reference and error
 /// messages state them:
 ///
