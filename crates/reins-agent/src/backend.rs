@@ -1,8 +1,8 @@
 //! [`SessionBackend`]: what a front end (an HTTP server, a protocol adapter) needs of
-//! whatever runs sessions — read one, hand it an input, interrupt it, replay it — so
-//! that it can
-//! front the local driver (an [`Agent`]) or another driver (reins-restate's
-//! `RestateClient`, a Restate deployment) without depending on it.
+//! whatever runs sessions — read one, hand it an input and follow the run it starts
+//! ([`Started`]), interrupt it, replay it — so that it can front the local driver (an
+//! [`Agent`]) or another driver (reins-restate's `RestateClient`, a Restate
+//! deployment) the same way, without depending on it.
 
 use async_trait::async_trait;
 use tokio::sync::mpsc::UnboundedSender;
@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::agent::Agent;
 use crate::error::{AgentError, Result};
 use crate::fork::{ReplayReport, ReplayTurn};
+use crate::handle::RunHandle;
 use crate::output::RunEvent;
 use crate::run::RunInput;
 use crate::state::SessionView;
@@ -51,6 +52,22 @@ impl Submission {
     }
 }
 
+/// The run a backend started for an input ([`SessionBackend::start`]), and where its
+/// typed events come from.
+#[derive(Debug)]
+pub enum Started {
+    /// The run executes in this process: the handle yields its [`RunEvent`]s as they
+    /// happen, then its [`RunOutput`](crate::RunOutput) or the error it ended with
+    /// ([`RunHandle::wait`]), and interrupts it at once
+    /// ([`RunHandle::interrupter`]). The local driver's runs.
+    Here(RunHandle),
+    /// The run executes in the backend's own processes. They relay the run events of
+    /// the steps in progress to the front end as they happen (reins-server's
+    /// `POST /v1/sessions/{id}/live`), and the store — which the front end shares with
+    /// the backend — records each committed step and where the run stopped.
+    Relayed,
+}
+
 /// Where a front end reads sessions and sends their inputs. Refusals are the local
 /// driver's errors, whatever the backend: an unknown session is
 /// `AgentError::Store(SessionNotFound)` (except for a message, which creates it), a
@@ -67,8 +84,28 @@ pub trait SessionBackend: Send + Sync {
     /// in the backend (read [`SessionBackend::view`] to follow it).
     async fn submit(&self, session: &str, submission: Submission) -> Result<()>;
 
+    /// Hands the session an input, like [`SessionBackend::submit`], and says how the
+    /// run it starts reaches the front end ([`Started`]). A refused input is an
+    /// error here, before any run starts (the local driver may also refuse it as the
+    /// handle's first outcome). The default submits and answers
+    /// [`Started::Relayed`].
+    async fn start(&self, session: &str, submission: Submission) -> Result<Started> {
+        self.submit(session, submission).await?;
+        Ok(Started::Relayed)
+    }
+
     /// Interrupts the run in progress on the session; `false` when none was.
     async fn interrupt(&self, session: &str) -> Result<bool>;
+
+    /// Whether the runs this backend starts execute in this process
+    /// ([`Started::Here`]): a front end can then stop one before its first step (say,
+    /// reject what a paused session waits for and stop at once), and an interrupt the
+    /// backend accepts for a run that is not here was stored for the instance that
+    /// runs it. `false` (the default): the backend's own processes run them and it
+    /// delivers interrupts itself.
+    fn runs_here(&self) -> bool {
+        false
+    }
 
     /// Replays the recorded session with the backend's own agent (its model and
     /// prompts, as they are now) on a scratch store: each turn's user message is sent
@@ -110,6 +147,22 @@ impl SessionBackend for Agent {
     }
 
     async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
+        let Started::Here(mut handle) = self.start(session, submission).await? else {
+            return Ok(());
+        };
+        // The input is validated and stored before the run announces its start; a
+        // refused one ends the run before that, with the error `wait` returns.
+        match handle.next_event().await {
+            Some(RunEvent::RunStarted { .. }) => {
+                handle.detach();
+                Ok(())
+            }
+            _ => handle.wait().await.map(|_| ()),
+        }
+    }
+
+    /// The run executes in this process: [`Started::Here`], with its handle.
+    async fn start(&self, session: &str, submission: Submission) -> Result<Started> {
         let Submission {
             input,
             actor,
@@ -125,7 +178,7 @@ impl SessionBackend for Agent {
             Some(a) => s.as_actor(a),
             None => s,
         };
-        let mut handle = match (input, view) {
+        let handle = match (input, view) {
             (RunInput::Message(m), Some(v)) => s.send(m).at(&v).client_tools(tools).start().await?,
             (RunInput::Message(m), None) => s.send(m).client_tools(tools).start().await?,
             (RunInput::Resume, Some(v)) => s.resume().at(&v).client_tools(tools).start().await?,
@@ -135,15 +188,7 @@ impl SessionBackend for Agent {
             }
             (RunInput::Decisions(d), None) => s.resolve(d).client_tools(tools).start().await?,
         };
-        // The input is validated and stored before the run announces its start; a
-        // refused one ends the run before that, with the error `wait` returns.
-        match handle.next_event().await {
-            Some(RunEvent::RunStarted { .. }) => {
-                handle.detach();
-                Ok(())
-            }
-            _ => handle.wait().await.map(|_| ()),
-        }
+        Ok(Started::Here(handle))
     }
 
     async fn interrupt(&self, session: &str) -> Result<bool> {
@@ -151,6 +196,10 @@ impl SessionBackend for Agent {
             .await?
             .request_interrupt()
             .await
+    }
+
+    fn runs_here(&self) -> bool {
+        true
     }
 
     async fn replay(
@@ -174,8 +223,16 @@ impl<T: SessionBackend + ?Sized> SessionBackend for std::sync::Arc<T> {
         (**self).submit(session, submission).await
     }
 
+    async fn start(&self, session: &str, submission: Submission) -> Result<Started> {
+        (**self).start(session, submission).await
+    }
+
     async fn interrupt(&self, session: &str) -> Result<bool> {
         (**self).interrupt(session).await
+    }
+
+    fn runs_here(&self) -> bool {
+        (**self).runs_here()
     }
 
     async fn replay(

@@ -11,7 +11,7 @@ use reins_memory::{MemoryStore, SessionState};
 use crate::error::{AgentError, Decided, Result};
 use crate::requirement::Requirement;
 use crate::run::{Call, Refusal, Run, RunConfig, RunInput};
-use crate::state::SessionCore;
+use crate::state::{SessionCore, SessionView};
 use crate::view::{Actor, DecisionRecord, Verdict};
 
 /// How deep sub-agents may nest before following stops (a guard against a store that
@@ -80,23 +80,32 @@ pub(crate) async fn child_waits_for(
     }))
 }
 
-/// What a stored session waits for, following its sub-agents' child sessions: empty
-/// unless it is paused. For readers of the store that are not a [`Session`]
-/// (an inbox listing many sessions).
+/// The view of a stored session — where its run is, whether it is paused, what it
+/// waits for (following its sub-agents' child sessions in `store`) and the view token
+/// to act on it — as a [`Session`] shows it. The one computation of a session's status
+/// for readers of the store that are not a `Session`: reins-server's API and inbox,
+/// the Restate session object. Only the stored run state is read: `state` may come
+/// without its transcript (a [`SessionHead`](reins_memory::SessionHead)).
+///
+/// # Errors
+/// [`AgentError::CorruptRunState`] for a run state that does not read; a store
+/// failure while following a child session.
 ///
 /// [`Session`]: crate::Session
+pub async fn stored_view(store: &Arc<dyn MemoryStore>, state: SessionState) -> Result<SessionView> {
+    let id = state.id.clone();
+    let mut core = SessionCore::from_state(state, RunConfig::default())?;
+    follow_children(store, RunConfig::default(), &id, &mut core.run).await?;
+    Ok(core.view_of(&id))
+}
+
+/// What a stored session waits for, following its sub-agents' child sessions: empty
+/// unless it is paused ([`stored_view`]'s requirements).
 pub async fn pending_requirements(
     store: &Arc<dyn MemoryStore>,
     state: SessionState,
 ) -> Result<Vec<Requirement>> {
-    let id = state.id.clone();
-    let mut core = SessionCore::from_state(state, RunConfig::default())?;
-    follow_children(store, RunConfig::default(), &id, &mut core.run).await?;
-    Ok(if core.run.is_paused() {
-        core.run.requirements()
-    } else {
-        Vec::new()
-    })
+    Ok(stored_view(store, state).await?.requirements)
 }
 
 /// Whether one of the requirements `ids` of `session` was already decided: the

@@ -88,12 +88,12 @@ mod watch;
 
 pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};
-pub use backend::{SessionBackend, Submission};
+pub use backend::{SessionBackend, Started, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::ASKED_ELSEWHERE;
 pub use effects::UNKNOWN_OUTCOME;
 pub use error::{AgentError, Decided, Result};
-pub use follow::late_refusal;
+pub use follow::{late_refusal, stored_view};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,

@@ -33,6 +33,27 @@ pub struct SessionView {
     pub token: ViewToken,
 }
 
+impl SessionView {
+    /// Whether the run is at work: the model or tools (here or on another instance).
+    pub fn is_running(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing
+        )
+    }
+
+    /// How the run stands once it no longer runs (`None` while it does): paused, or
+    /// how it finished (a session with no run in progress: completed).
+    pub fn outcome(&self) -> Option<crate::RunStatus> {
+        match self.phase {
+            Phase::Reasoning | Phase::Acting | Phase::Summarizing => None,
+            Phase::Paused => Some(crate::RunStatus::Paused),
+            Phase::Finished(status) => Some(status),
+            Phase::Idle => Some(crate::RunStatus::Completed),
+        }
+    }
+}
+
 /// The state shared by every handle on one session of one agent.
 pub(crate) struct SessionShared {
     pub(crate) id: String,

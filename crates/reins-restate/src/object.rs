@@ -626,40 +626,24 @@ impl SessionObject {
         let session = ctx.key().to_owned();
         // Read directly, not journaled: nothing follows the read in this handler, so a
         // replay may read again (and the journal does not carry the transcript).
-        let Json(loaded) = load(self.inner.agent.clone(), session.clone(), false).await?;
-        let Some(loaded) = loaded else {
-            return Err(refused(
-                &session,
-                &AgentError::Store(reins_memory::Error::SessionNotFound {
-                    id: session.clone(),
-                }),
-            )
-            .into());
+        let store = self.inner.agent.store();
+        let state = match store.load_session(&session).await {
+            Ok(s) => s,
+            Err(e @ reins_memory::Error::SessionNotFound { .. }) => {
+                return Err(refused(&session, &AgentError::Store(e)).into());
+            }
+            Err(e) => return Err(retry(e).into()),
         };
-        let version = loaded.version;
-        let agent = self.inner.agent.owner_of(&session).await.map_err(retry)?;
-        let mut run = loaded.into_run(&agent, &session)?;
-        // Paused sub-agent calls show what their child sessions wait for now.
-        let calls = reins_agent::nested::to_follow(&run);
-        if !calls.is_empty() {
-            reins_agent::nested::follow(&agent, &session, calls)
-                .await
-                .map_err(retry)?
-                .apply(&mut run);
-        }
-        let paused = run.is_paused();
-        Ok(Json(SessionView {
-            session_id: session,
-            version,
-            phase: run.phase(),
-            paused,
-            requirements: if paused {
-                run.requirements()
-            } else {
-                Vec::new()
-            },
-            token: run.view(),
-        }))
+        // The one computation of a stored session's view, the local driver's and
+        // reins-server's: paused sub-agent calls show what their child sessions wait
+        // for now.
+        reins_agent::stored_view(store, state)
+            .await
+            .map(Json)
+            .map_err(|e| match e {
+                e @ AgentError::CorruptRunState { .. } => refused(&session, &e).into(),
+                e => retry(e).into(),
+            })
     }
 
     /// Replays the recorded session with this service's agent on a scratch in-memory

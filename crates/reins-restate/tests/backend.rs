@@ -14,6 +14,7 @@ use reins_agent::run::Phase;
 use reins_agent::{
     Agent, AgentError, Decision, RunInput, RunStatus, SessionBackend, Submission, ViewToken,
 };
+use reins_memory::MemoryStore;
 use reins_message::Msg;
 use reins_model::{ScriptedModel, ScriptedResponse};
 use reins_tool::{ToolError, ToolPolicy, Toolkit};
@@ -48,7 +49,19 @@ fn decide(id: &str, view: Option<ViewToken>) -> Submission {
 
 /// The contract: unknown session, a pause, a stale view refused, an approval that runs
 /// the tool once, a decision for nothing pending refused, a replay that runs nothing.
-async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usize) {
+/// Each view the backend shows is the one `reins_agent::stored_view` computes from
+/// what `store` holds (the one computation of a session's view).
+async fn contract(
+    b: &dyn SessionBackend,
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    runs: impl Fn() -> usize,
+) {
+    let same_view = |v: reins_agent::SessionView| async move {
+        let stored = store.load_session(session).await.unwrap();
+        let computed = reins_agent::stored_view(store, stored).await.unwrap();
+        assert_eq!(v, computed);
+    };
     assert!(matches!(
         b.view("nobody").await,
         Err(AgentError::Store(
@@ -67,6 +80,7 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     b.submit(session, first).await.unwrap();
     let view = settle(b, session, 0).await;
     assert!(view.paused, "{view:?}");
+    same_view(view.clone()).await;
     assert_eq!(view.requirements.len(), 1);
     let id = view.requirements[0].id.clone();
 
@@ -85,6 +99,7 @@ async fn contract(b: &dyn SessionBackend, session: &str, runs: impl Fn() -> usiz
     b.submit(session, approve).await.unwrap();
     let end = settle(b, session, view.version).await;
     assert_eq!(end.phase, Phase::Finished(RunStatus::Completed));
+    same_view(end).await;
     assert_eq!(runs(), 1);
 
     // The same decision again (a late second approver): refused, nothing runs, and
@@ -178,7 +193,8 @@ async fn the_local_driver_keeps_the_backend_contract() {
         .toolkit(tools)
         .build()
         .unwrap();
-    contract(&agent, "local-1", || runs.load(Ordering::SeqCst)).await;
+    let store = agent.store().clone();
+    contract(&agent, &store, "local-1", || runs.load(Ordering::SeqCst)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,5 +203,13 @@ async fn a_restate_deployment_keeps_the_backend_contract() {
         return;
     };
     let backend: Arc<dyn SessionBackend> = Arc::new(h.client.clone());
-    contract(&backend, "restate-1", || h.count("delete_file start")).await;
+    let store: Arc<dyn MemoryStore> = Arc::new(
+        reins_memory::SqliteStore::open(h.dir.path().join("reins.sqlite"))
+            .await
+            .unwrap(),
+    );
+    contract(&backend, &store, "restate-1", || {
+        h.count("delete_file start")
+    })
+    .await;
 }

@@ -7,9 +7,10 @@
 //! [`Server::new`] takes an [`Agent`]; [`Server::serve`] serves it on a TCP listener
 //! (HTTP/1.1 with header, body and request timeouts against slow clients), and
 //! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
-//! (serve that with [`serve()`] to keep the header timeout). With
-//! [`Server::backend`] it fronts sessions that run elsewhere — a Restate deployment —
-//! with the same API and inbox.
+//! (serve that with [`serve()`] to keep the header timeout). The agent runs the
+//! sessions unless [`Server::backend`] gives another
+//! [`SessionBackend`](reins_agent::SessionBackend) — a Restate deployment — behind
+//! the same API and inbox.
 //!
 //! | endpoint | what it does |
 //! |---|---|
@@ -118,7 +119,7 @@ use crate::state::{AppState, Limits};
 #[must_use]
 pub struct Server {
     agent: Agent,
-    backend: Option<Arc<dyn SessionBackend>>,
+    backend: Arc<dyn SessionBackend>,
     auth: Auth,
     limits: Limits,
     poll_interval: Duration,
@@ -129,7 +130,6 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("agent", &self.agent.name())
-            .field("backend", &self.backend.is_some())
             .field("auth", &self.auth)
             .field("limits", &self.limits)
             .field("serve", &self.serve)
@@ -142,8 +142,8 @@ impl Server {
     /// (401).
     pub fn new(agent: Agent) -> Self {
         Self {
+            backend: Arc::new(agent.clone()),
             agent,
-            backend: None,
             auth: Auth::new(),
             limits: Limits {
                 body_limit: 1024 * 1024,
@@ -156,32 +156,33 @@ impl Server {
         }
     }
 
-    /// Fronts sessions that run in `backend` instead of in this process: a Restate
-    /// deployment (reins-restate's `RestateClient`) or any other
-    /// [`SessionBackend`]. Runs, decisions and interrupts go to the backend, after the
-    /// same checks as for the local driver (roles, what is pending, the view token);
-    /// its refusals come back with the same statuses and codes. Everything read —
-    /// sessions, pending requirements, the inbox, the audit trail, the live stream of
-    /// stored steps — comes from the agent's store, which must be the store the
-    /// backend records its sessions in; the agent's model is not called.
+    /// Puts `backend` in place of the agent as what runs the sessions: a Restate
+    /// deployment (reins-restate's `RestateClient`) or any other [`SessionBackend`]
+    /// (by default the server holds the agent itself, the local driver). Runs,
+    /// decisions, interrupts, AG-UI and A2A inputs and replays go to it, after the
+    /// same checks (roles, what is pending, the view token); its refusals come back
+    /// with the same statuses and codes. Everything read — sessions, pending
+    /// requirements, the inbox, the audit trail, the live stream of stored steps —
+    /// comes from the agent's store, which must be the store the backend records its
+    /// sessions in; the agent's model is not called.
     ///
-    /// A request that starts a run answers once the stored session has moved past its
-    /// input and no longer runs (paused or ended), with the output read back from the
-    /// store (its `usage` and `iterations` are counted by the backend and left at zero);
-    /// `?stream=true` streams the stored steps (`message`, `state`) and ends with
-    /// `output`. An `Idempotency-Key` header on a run or a decision is passed to the
-    /// backend (Restate answers a repeated key with the first answer). The run
-    /// events of steps in progress (text deltas, tool calls starting and finishing)
-    /// come from the backend's service processes, which send them to
-    /// `POST /v1/sessions/{id}/live` on each instance (a principal with the admin
-    /// role; reins-restate's `LiveRelay`); they go out on the session stream and on
-    /// the stream of the run, before the step's stored message. AG-UI (`/agui`)
-    /// runs through the backend too (without client-side tools), and so does A2A
-    /// (a message, a decision, a cancel of a working task); replay asks the backend to
-    /// replay with its own agent ([`SessionBackend::replay`]); a fork is written to
-    /// the store and its runs go to the backend. See `docs/restate.md`.
+    /// How a run is followed is the backend's answer to
+    /// [`SessionBackend::start`]: a run executing here streams its typed events from
+    /// its handle; a run in the backend's own processes
+    /// ([`Started::Relayed`](reins_agent::Started::Relayed)) is answered once the
+    /// stored session has moved past its input and no longer runs, with the output
+    /// read back from the store (its `usage` and `iterations` are counted by the
+    /// backend and left at zero); `?stream=true` streams the stored steps (`message`,
+    /// `state`) and ends with `output`. The run events of its steps in progress
+    /// (text deltas, tool calls starting and finishing) come from the backend's
+    /// processes, which send them to `POST /v1/sessions/{id}/live` on each instance
+    /// (a principal with the admin role; reins-restate's `LiveRelay`); they go out on
+    /// the session stream and on the stream of the run, before the step's stored
+    /// message. An `Idempotency-Key` header on a run or a decision is passed to the
+    /// backend (Restate answers a repeated key with the first answer). See
+    /// `docs/restate.md`.
     pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
-        self.backend = Some(backend);
+        self.backend = backend;
         self
     }
 
@@ -275,7 +276,6 @@ impl Server {
             tracing::warn!("reins-server has no tokens configured: every request will get 401");
         }
         let limits = self.limits.clone();
-        let fronting = self.backend.is_some();
         let state = AppState {
             agent: self.agent,
             backend: self.backend,
@@ -283,15 +283,8 @@ impl Server {
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
         };
-        // The backend's service processes send their live run events to a fronting
-        // server; AG-UI and A2A run through whatever runs the sessions.
-        let protocols = if fronting {
-            sessions::live_router()
-        } else {
-            Router::new()
-        }
-        .merge(agui::router())
-        .merge(a2a::router());
+        // AG-UI and A2A run through whatever runs the sessions.
+        let protocols = agui::router().merge(a2a::router());
         Router::new()
             .merge(sessions::router())
             .merge(inbox::router())

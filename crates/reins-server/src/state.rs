@@ -19,22 +19,14 @@ pub(crate) struct Limits {
 
 #[derive(Clone)]
 pub(crate) struct AppState {
+    /// The agent whose store holds the sessions (every read comes from it) and whose
+    /// toolkit and card the protocols describe.
     pub(crate) agent: Agent,
-    /// Where runs, decisions and interrupts go when sessions run elsewhere (a Restate
-    /// deployment); `None`: the local driver, in this process.
-    pub(crate) backend: Option<Arc<dyn SessionBackend>>,
+    /// What runs the sessions: runs, decisions, interrupts and replays go to it. The
+    /// agent itself (the local driver, in this process) unless the server fronts
+    /// another backend (a Restate deployment).
+    pub(crate) backend: Arc<dyn SessionBackend>,
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
-}
-
-impl AppState {
-    /// What runs the sessions: the backend when the server fronts one, else the
-    /// agent (the local driver, in this process).
-    pub(crate) fn sessions(&self) -> Arc<dyn SessionBackend> {
-        match &self.backend {
-            Some(b) => Arc::clone(b),
-            None => Arc::new(self.agent.clone()),
-        }
-    }
 }

@@ -23,7 +23,7 @@ use reins_agent::{Session, Verdict};
 use serde_json::{Value, json};
 
 use super::incoming::Incoming;
-use super::send::{Follow, Reply, answer, begin};
+use super::send::{Follow, Reply, answer};
 use super::task::{TaskState, TaskView, task_json};
 use super::{RpcError, actor_session, load_task};
 use crate::auth::Principal;
@@ -96,45 +96,21 @@ pub(super) async fn on_task(
         }
         decisions.push(to_decision(item, req)?);
     }
-    if let Some(backend) = state.backend.clone() {
-        let view = token.as_deref().map(parse_view).transpose()?;
-        let input = reins_agent::RunInput::Decisions(decisions);
-        let refused = match super::backend::submit(
-            state,
-            &*backend,
-            who,
-            &task.context_id,
-            input,
-            &msg.message_id,
-            view,
-        )
-        .await
+    let view = token.as_deref().map(parse_view).transpose()?;
+    let input = reins_agent::RunInput::Decisions(decisions);
+    let refused =
+        match super::backend::start(state, who, &task.context_id, input, &msg.message_id, view)
+            .await
         {
-            Ok(()) => return answer(state, who, &task.id, Follow::Stored, reply).await,
-            Err(e) => RpcError::from(e),
-        };
-        if sent_before(&s, who, msg, &ids).await? {
-            return answer(state, who, &task.id, Follow::Stored, reply).await;
-        }
-        return Err(refused);
-    }
-    let builder = s.resolve(decisions);
-    let started = match token {
-        Some(t) => builder.at(&parse_view(t)?).start().await,
-        None => builder.start().await,
-    };
-    let refused = match started {
-        Ok(handle) => match begin(state, &task.context_id, handle).await {
-            Ok((run, sub)) => {
+            Ok(Some((run, sub))) => {
                 let mut initial = task_json(&task, None, false);
                 initial["status"] = json!({"state": TaskState::Working.wire()});
                 let follow = Follow::Run { run, sub, initial };
                 return answer(state, who, &task.id, follow, reply).await;
             }
+            Ok(None) => return answer(state, who, &task.id, Follow::Stored, reply).await,
             Err(e) => RpcError::from(e),
-        },
-        Err(e) => RpcError::from(e),
-    };
+        };
     // Refused (another decision took effect first, say): unless by this message's own
     // twin, the same message sent twice at once.
     if sent_before(&s, who, msg, &ids).await? {

@@ -51,7 +51,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use reins_agent::{Actor, Decision, ViewToken};
+use reins_agent::{Actor, Decision, RunInput, Started, Submission, ViewToken};
 use serde_json::{Value, json};
 
 use crate::auth::{AccessRole, Principal};
@@ -395,43 +395,34 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 ),
             ));
         }
-        TaskState::Working if state.backend.is_some() => {
-            let backend = state.sessions();
-            if !backend.interrupt(&session).await? {
-                return Err(RpcError::new(
-                    -32002,
-                    format!("task `{id}` has no run in flight to cancel"),
-                ));
+        TaskState::Working => {
+            if let Some(run) = state.hub.local_run(&session) {
+                run.interrupter.interrupt();
+                let _ = run.wait().await;
+            } else {
+                // Elsewhere: the backend stores the request for the instance that
+                // runs it (the local driver) or delivers it itself.
+                if !state.backend.interrupt(&session).await? {
+                    return Err(RpcError::new(
+                        -32002,
+                        format!("task `{id}` has no run in flight that can be reached to cancel"),
+                    ));
+                }
+                state.hub.notify(&session);
+                wait_idle(state, &session).await;
             }
-            state.hub.notify(&session);
-            wait_idle(state, &session).await;
         }
-        // A backend takes decisions and interrupts apart: rejecting the calls could
-        // let the model answer before the interrupt lands, so the task would end
-        // completed rather than canceled. Refused rather than run differently.
-        TaskState::InputRequired if state.backend.is_some() => {
+        // A backend whose runs execute elsewhere takes decisions and interrupts apart:
+        // rejecting the calls could let the model answer before the interrupt lands,
+        // so the task would end completed rather than canceled. Refused rather than
+        // run differently.
+        TaskState::InputRequired if !state.backend.runs_here() => {
             return Err(RpcError::new(
                 -32002,
                 format!(
                     "task `{id}` waits for decisions, and this server fronts a backend that cannot reject them and stop in one step: send a message on the task that rejects them"
                 ),
             ));
-        }
-        TaskState::Working => {
-            if let Some(run) = state.hub.local_run(&session) {
-                run.interrupter.interrupt();
-                let _ = run.wait().await;
-            } else {
-                let s = actor_session(state, who, &session, None).await?;
-                let stored = s.request_interrupt().await?;
-                if !stored {
-                    return Err(RpcError::new(
-                        -32002,
-                        format!("task `{id}` runs on another instance that cannot be reached"),
-                    ));
-                }
-                wait_idle(state, &session).await;
-            }
         }
         TaskState::InputRequired => {
             // Nothing runs: reject what it waits for, and stop before the model.
@@ -440,12 +431,20 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 .iter()
                 .map(|r| Decision::reject(r.id.clone(), "the task was canceled"))
                 .collect();
-            let s = actor_session(state, who, &session, None).await?;
-            let view = ViewToken::of(true, &task.pending);
-            let handle = s.resolve(decisions).at(&view).start().await?;
-            handle.interrupt();
-            let run = state.hub.start_run(&session, handle);
-            let _ = run.wait().await;
+            let mut submission = Submission::new(RunInput::Decisions(decisions));
+            submission.actor = Some(a2a_actor(who, None));
+            submission.view = Some(ViewToken::of(true, &task.pending));
+            match state.backend.start(&session, submission).await? {
+                Started::Here(handle) => {
+                    handle.interrupt();
+                    let run = state.hub.start_run(&session, handle);
+                    let _ = run.wait().await;
+                }
+                Started::Relayed => {
+                    state.hub.notify(&session);
+                    wait_idle(state, &session).await;
+                }
+            }
         }
     }
     let task = load_task(state, who, &id).await?;

@@ -18,16 +18,17 @@ use std::time::{Duration, Instant};
 
 use axum::response::Response;
 use axum::response::sse::Event;
-use reins_agent::{AgentError, RunHandle};
+use reins_agent::AgentError;
 use reins_message::{Msg, Role};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
+use super::backend::NotStarted;
 use super::incoming::{Incoming, incoming};
 use super::task::{TASK_MARK, TaskState, TaskView, task_json};
-use super::{RpcError, actor_session, decide, id_param, load_task, rpc, rpc_result, task};
+use super::{RpcError, decide, id_param, load_task, rpc, rpc_result, task};
 use crate::auth::Principal;
 use crate::error::ServerError;
 use crate::extract::validate_session_id;
@@ -159,46 +160,23 @@ async fn new_task(
             "role": "ROLE_USER", "parts": [{"text": msg.text}],
         }],
     });
-    if let Some(backend) = state.backend.clone() {
-        let input = reins_agent::RunInput::Message(user);
-        return match super::backend::submit(
-            state,
-            &*backend,
-            who,
-            &session,
-            input,
-            &msg.message_id,
-            None,
-        )
-        .await
-        {
-            Ok(()) => answer(state, who, &task_id, Follow::Stored, reply).await,
-            Err(e @ AgentError::SessionBusy { .. }) => {
-                twin(state, who, &session, msg, e, reply).await
-            }
-            Err(e) => match started_before(state, &session, msg).await? {
-                Some(task_id) => answer(state, who, &task_id, Follow::Stored, reply).await,
-                None => Err(e.into()),
-            },
-        };
-    }
-    let s = actor_session(state, who, &session, Some(&msg.message_id)).await?;
-    match s.send(user).start().await {
-        Ok(handle) => match begin(state, &session, handle).await {
-            Ok((run, sub)) => {
-                let follow = Follow::Run { run, sub, initial };
-                answer(state, who, &task_id, follow, reply).await
-            }
-            // Refused before anything was stored. The same message sent at once by
-            // another request may have been stored in between (the store holds each
-            // message id once per session): then this is a retry of it.
-            Err(e) => match started_before(state, &session, msg).await? {
-                Some(task_id) => answer(state, who, &task_id, Follow::Stored, reply).await,
-                None => Err(e.into()),
-            },
+    let input = reins_agent::RunInput::Message(user);
+    match super::backend::start(state, who, &session, input, &msg.message_id, None).await {
+        Ok(Some((run, sub))) => {
+            let follow = Follow::Run { run, sub, initial };
+            answer(state, who, &task_id, follow, reply).await
+        }
+        Ok(None) => answer(state, who, &task_id, Follow::Stored, reply).await,
+        Err(NotStarted::Refused(e @ AgentError::SessionBusy { .. })) => {
+            twin(state, who, &session, msg, e, reply).await
+        }
+        // Refused before anything was stored. The same message sent at once by
+        // another request may have been stored in between (the store holds each
+        // message id once per session): then this is a retry of it.
+        Err(e) => match started_before(state, &session, msg).await? {
+            Some(task_id) => answer(state, who, &task_id, Follow::Stored, reply).await,
+            None => Err(e.into()),
         },
-        Err(e @ AgentError::SessionBusy { .. }) => twin(state, who, &session, msg, e, reply).await,
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -223,31 +201,6 @@ async fn twin(
     Err(busy.into())
 }
 
-/// Starts a run in the hub and waits for its first event: the run's input is stored
-/// then, or the run was refused (its error: nothing changed). Gives the run and the
-/// subscription that follows it.
-pub(super) async fn begin(
-    state: &AppState,
-    session: &str,
-    handle: RunHandle,
-) -> Result<(Arc<LocalRun>, Subscription), ServerError> {
-    let mut sub = state.hub.channel(session).subscribe(None);
-    let run = state.hub.start_run(session, handle);
-    loop {
-        match sub.rx.recv().await {
-            Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
-                if env.event.is_failure() {
-                    run.wait().await?;
-                }
-                return Ok((run, sub));
-            }
-            Ok(_) => {}
-            // Behind or closed: the run's own outcome tells.
-            Err(_) => return Ok((run, sub)),
-        }
-    }
-}
-
 /// How to answer a message: its JSON-RPC id and form.
 pub(super) struct Reply {
     pub(super) rpc_id: Value,
@@ -257,7 +210,8 @@ pub(super) struct Reply {
 
 /// What an answer follows.
 pub(super) enum Follow {
-    /// The run this request started ([`begin`]); `initial` is its task as it starts
+    /// The run this request started, executing here ([`start`](super::backend::start));
+    /// `initial` is its task as it starts
     /// (`TASK_STATE_WORKING`).
     Run {
         run: Arc<LocalRun>,

@@ -23,12 +23,13 @@
 //!   /v1/sessions/{id}/interrupt` does; a run interrupted so ends with `outcome:
 //!   cancelled` for whoever still listens).
 //!
-//! On a server that fronts a backend ([`Server::backend`](crate::Server::backend), a
-//! Restate deployment) the same requests go to the backend after the same checks: the
-//! stream translates the live events the backend's processes relay, then ends with the
-//! stored transcript and outcome once the thread has settled. The client's tools go
-//! with the input (`Submission::client_tools`): the backend's turn offers them to the
-//! model and pauses on a call of one, as the local driver does.
+//! Every input goes to whatever runs the sessions (the local driver, or a backend
+//! given to [`Server::backend`](crate::Server::backend), a Restate deployment) through
+//! the same door as the native API's. The stream translates the run's typed events —
+//! those of a run executing here, or those the backend's processes relay — then ends
+//! with the stored transcript and outcome. The client's tools go with the input
+//! (`Submission::client_tools`): the driver offers them to the model and pauses on a
+//! call of one.
 //!
 //! Refusals about the caller are HTTP errors, as on the native API: 401 (no token),
 //! 403 (not the caller's thread; deciding without the approver role), 400 (a body
@@ -54,6 +55,7 @@ use serde_json::{Value, json};
 use crate::auth::Principal;
 use crate::error::{Result, ServerError};
 use crate::extract::{ApiJson, Caller, validate_session_id};
+use crate::sessions::backend::Begun;
 use crate::state::AppState;
 use crate::view;
 
@@ -157,25 +159,7 @@ async fn post_agui(
         })
         .collect();
 
-    if let Some(backend) = state.backend.clone()
-        && !matches!(plan, Plan::Show)
-    {
-        let mut actor = Actor::new(who.name.clone());
-        actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
-        let mut submission = match plan {
-            Plan::Send(msg) => Submission::new(RunInput::Message(msg)),
-            Plan::Decide(decisions, view) => {
-                let mut s = Submission::new(RunInput::Decisions(decisions));
-                s.view = Some(view);
-                s
-            }
-            Plan::Show => return Err(ServerError::invalid("nothing to run")),
-        };
-        submission.actor = Some(actor);
-        submission.client_tools = client_tools;
-        return stream::backend_stream(state, scope, backend, submission).await;
-    }
-    let (handle, sub) = match plan {
+    let mut submission = match plan {
         Plan::Show => {
             let now = Thread {
                 transcript,
@@ -184,30 +168,21 @@ async fn post_agui(
             };
             return Ok(fixed(&state, show(&state, &scope, &now)));
         }
-        Plan::Send(msg) => {
-            let session = actor_session(&state, &who, &scope).await?;
-            let sub = state.hub.channel(&thread).subscribe(None);
-            (
-                session.send(msg).client_tools(client_tools).start().await,
-                sub,
-            )
-        }
+        Plan::Send(msg) => Submission::new(RunInput::Message(msg)),
         Plan::Decide(decisions, view) => {
-            let session = actor_session(&state, &who, &scope).await?;
-            let sub = state.hub.channel(&thread).subscribe(None);
-            (
-                session
-                    .resolve(decisions)
-                    .at(&view)
-                    .client_tools(client_tools)
-                    .start()
-                    .await,
-                sub,
-            )
+            let mut s = Submission::new(RunInput::Decisions(decisions));
+            s.view = Some(view);
+            s
         }
     };
-    let handle = match handle {
-        Ok(h) => h,
+    let mut actor = Actor::new(who.name.clone());
+    actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
+    submission.actor = Some(actor);
+    submission.client_tools = client_tools;
+    // Subscribed before the input goes in: the run's events from its first one.
+    let sub = state.hub.channel(&thread).subscribe(None);
+    let begun = match crate::sessions::backend::begin(&state, &thread, submission).await {
+        Ok(b) => b,
         // The same answer raced with this one and was applied first (or is being
         // applied by the run that took the session): a replay.
         Err(
@@ -229,11 +204,15 @@ async fn post_agui(
             return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
         }
     };
-    let run = state.hub.start_run(&thread, handle);
-    // A run refused once started (the same answer raced with this one and was applied
-    // first) ends as a replay of the resume, as above.
-    let replay = resume_of(&input).to_vec();
-    Ok(stream::run_stream(state, scope, run, sub, replay))
+    match begun {
+        Begun::Here(run) => {
+            // A run refused once started (the same answer raced with this one and was
+            // applied first) ends as a replay of the resume, as above.
+            let replay = resume_of(&input).to_vec();
+            Ok(stream::run_stream(state, scope, run, sub, replay))
+        }
+        Begun::Relayed(mark) => Ok(stream::relayed_stream(state, scope, mark, sub)),
+    }
 }
 
 /// A thread as stored: its transcript, what it waits for, whether a run of it is in
@@ -401,18 +380,6 @@ async fn replays_applied(
     }
     let trail = state.agent.session(thread).await?.decisions().await?;
     Ok(resume.iter().all(|e| replays(e, &trail) == Some(true)))
-}
-
-/// The session, acting as the caller (recorded on its decisions, with `via: ag-ui`).
-async fn actor_session(
-    state: &AppState,
-    who: &Principal,
-    scope: &RunScope,
-) -> Result<reins_agent::Session> {
-    let session = state.agent.session(&scope.thread_id).await?;
-    let mut actor = Actor::new(who.name.clone());
-    actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
-    Ok(session.as_actor(actor))
 }
 
 /// A message of the client's conversation that may be new input: a user message, or

@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use axum::response::sse::Event;
-use reins_agent::{
-    Requirement, RequirementKind, RunEvent, RunOutput, RunStatus, SessionBackend, Submission,
-};
+use reins_agent::{Requirement, RequirementKind, RunEvent, RunOutput, RunStatus};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -17,6 +15,7 @@ use tokio::sync::mpsc;
 use super::resume::interrupt_of;
 use super::wire::{ResumeEntry, arguments_of, event, messages_of, result_text, run_error};
 use crate::hub::{HubEvent, LocalRun, Subscription};
+use crate::sessions::backend::{Mark, output_if_settled, wait_for_change};
 use crate::sse;
 use crate::state::AppState;
 
@@ -207,27 +206,21 @@ pub(crate) async fn closing(state: &AppState, scope: &RunScope, out: &RunOutput)
     events
 }
 
-/// The stream of a run in a backend ([`Server::backend`](crate::Server::backend)):
-/// `RUN_STARTED` once the backend took the input (a refusal is a `RUN_ERROR`), the
-/// live events its processes relay, translated, then — once the thread has moved past
-/// the input and no longer runs — the closing events. The run is interrupted (in the
-/// backend) when the client stops reading.
-pub(crate) async fn backend_stream(
+/// The stream of a run in the backend's own processes ([`Begun::Relayed`](crate::sessions::backend::Begun::Relayed)):
+/// `RUN_STARTED`, the live events its processes relay, translated, then — once the
+/// thread has moved past the input and no longer runs — the closing events. The run
+/// is interrupted (in the backend) when the client stops reading.
+pub(crate) fn relayed_stream(
     state: AppState,
     scope: RunScope,
-    backend: Arc<dyn SessionBackend>,
-    submission: Submission,
-) -> crate::error::Result<Response> {
+    mark: Mark,
+    sub: Subscription,
+) -> Response {
     let id = scope.thread_id.clone();
-    let before = state.agent.store().session_version(&id).await?.unwrap_or(0);
+    let before = mark.version;
     let Subscription {
         mut rx, _channel, ..
-    } = state.hub.channel(&id).subscribe(None);
-    if let Err(e) = backend.submit(&id, submission).await {
-        let e = crate::error::ServerError::from(e);
-        return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
-    }
-    state.hub.notify(&id);
+    } = sub;
     let (tx, out) = mpsc::channel(sse::CLIENT_BUFFER);
     let keep_alive = state.limits.keep_alive;
     tokio::spawn(async move {
@@ -248,7 +241,7 @@ pub(crate) async fn backend_stream(
         };
         let gone = || async {
             // The client went away (aborted): that is an interrupt.
-            let _ = backend.interrupt(&id).await;
+            let _ = state.backend.interrupt(&id).await;
         };
         if !send_all(vec![scope.started()]).await {
             gone().await;
@@ -256,9 +249,7 @@ pub(crate) async fn backend_stream(
         }
         loop {
             let settled = match state.agent.store().load_session(&id).await {
-                Ok(stored) => {
-                    crate::sessions::backend::output_if_settled(&state, stored, before).await
-                }
+                Ok(stored) => output_if_settled(&state, stored, before).await,
                 Err(e) => Err(e.into()),
             };
             match settled {
@@ -294,12 +285,12 @@ pub(crate) async fn backend_stream(
                             return;
                         }
                     }
-                    () = crate::sessions::backend::wait_for_change(&mut notices, &id) => break,
+                    () = wait_for_change(&mut notices, &id) => break,
                 }
             }
         }
     });
-    Ok(sse::respond(out, keep_alive))
+    sse::respond(out, keep_alive)
 }
 
 /// The stream of a run started here: `RUN_STARTED`, its events, the closing ones. The

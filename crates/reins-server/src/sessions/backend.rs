@@ -1,18 +1,21 @@
-//! Sessions that run in a backend ([`Server::backend`](crate::Server::backend)): a
-//! Restate deployment, or anything else that implements reins-agent's
-//! [`SessionBackend`]. The session routes hand it their inputs — a run's message,
-//! decisions, interrupts — after the same checks as for the local driver, and answer
-//! from the store, which stays the record: the request that started a run waits until
-//! the stored session has moved past the input and is no longer running (paused,
-//! finished), then answers with the output read back from the store, or streams the
-//! committed steps as they are stored (`?stream=true`).
+//! The one door every protocol's input goes through ([`begin`]): the input goes to
+//! the [`SessionBackend`] that runs the sessions (the local driver, or a Restate
+//! deployment behind [`Server::backend`](crate::Server::backend)), after the same
+//! checks whatever the backend, and the run it starts is followed the way the backend
+//! says ([`Started`]): a run executing here is registered in the hub, whose pump
+//! publishes its typed events and its end ([`Begun::Here`]); a run in the backend's
+//! own processes is followed through the store, which stays the record — the request
+//! that started it waits until the stored session has moved past the input and no
+//! longer runs (paused, finished), then answers with the output read back from the
+//! store, or streams the committed steps as they are stored (`?stream=true`).
 //!
-//! The run events of steps in progress (text deltas, tool calls starting and
-//! finishing) are not in the store: the backend's service processes send them here
+//! The run events of such a run's steps in progress (text deltas, tool calls starting
+//! and finishing) are not in the store: the backend's service processes send them here
 //! (`POST /v1/sessions/{id}/live`, [`post_live`]), and they go out on the session's
-//! event channel, to the session stream and to the stream of the run that asked for
-//! them, as a local run's do.
+//! event channel, typed, to the session stream and to the stream of the run that asked
+//! for them, as a local run's do.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -20,7 +23,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use reins_agent::{RunEvent, RunOutput, SessionBackend, Submission};
+use reins_agent::{AgentError, RunEvent, RunOutput, Started, Submission};
 use reins_memory::SessionState;
 use reins_message::{Msg, Role};
 use serde_json::{Value, json};
@@ -29,15 +32,66 @@ use tokio::sync::mpsc;
 
 use crate::error::{Result, ServerError};
 use crate::extract::{Admin, ApiJson, SessionId};
-use crate::hub::{HubEvent, Origin, Subscription};
+use crate::hub::{HubEvent, LocalRun, Origin, Subscription};
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
-use crate::types::InterruptAnswer;
+use crate::types::{InterruptAnswer, SessionStatus};
 use crate::view;
 
 /// How often the store is read while waiting, besides every change notice (a safety
 /// net for stores whose change feed is slow or missing).
 const REREAD: Duration = Duration::from_millis(250);
+
+/// Where the stored session stood before an input went in: its version and how many
+/// messages it held (a new session: none).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mark {
+    pub(crate) version: u64,
+    pub(crate) messages: usize,
+}
+
+/// The run an input started, as this server follows it.
+pub(crate) enum Begun {
+    /// It executes here: registered in the hub, which publishes its typed events and
+    /// its output or error on the session's channel.
+    Here(Arc<LocalRun>),
+    /// It executes in the backend's processes: their live events arrive at
+    /// [`post_live`], and the store says when it has moved past the [`Mark`] and no
+    /// longer runs.
+    Relayed(Mark),
+}
+
+/// Hands `submission` for session `id` to the backend that runs the sessions and
+/// starts following the run it starts. Subscribe to the session's channel before, to
+/// get the run's events from its first one. A refused input is the backend's typed
+/// error (the local driver's refusal, whatever the backend); nothing changed then.
+pub(crate) async fn begin(
+    state: &AppState,
+    id: &str,
+    submission: Submission,
+) -> std::result::Result<Begun, AgentError> {
+    // A run executing here reports its own end; for one elsewhere, where the store
+    // stood before is what tells that it moved.
+    let mark = if state.backend.runs_here() {
+        Mark::default()
+    } else {
+        match state.agent.store().load_session(id).await {
+            Ok(s) => Mark {
+                version: s.version,
+                messages: s.messages.len(),
+            },
+            Err(reins_memory::Error::SessionNotFound { .. }) => Mark::default(),
+            Err(e) => return Err(AgentError::Store(e)),
+        }
+    };
+    match state.backend.start(id, submission).await? {
+        Started::Here(handle) => Ok(Begun::Here(state.hub.start_run(id, handle))),
+        Started::Relayed => {
+            state.hub.notify(id);
+            Ok(Begun::Relayed(mark))
+        }
+    }
+}
 
 /// The `Idempotency-Key` header, when given: a retried request with the same key gets
 /// the first answer from a backend that keeps keys (Restate does).
@@ -57,57 +111,67 @@ pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
     Ok(Some(key.to_owned()))
 }
 
-/// Hands `submission` to the backend, then answers as the local driver's routes do: the
-/// run's output once it pauses or ends, or (`stream`) an SSE stream of its committed
-/// steps ending with `output`. A refused input is the backend's typed error, mapped as
-/// the local driver's is.
-pub(super) async fn submit(
+/// Hands `submission` to the backend ([`begin`]) and answers the request that sent
+/// it: the run's output once it pauses or ends, or (`stream`) the run's SSE stream.
+pub(crate) async fn submit(
     state: AppState,
-    backend: &dyn SessionBackend,
     id: String,
     submission: Submission,
     stream: bool,
 ) -> Result<Response> {
-    // Where the session stands before the input goes in (a new one: nothing stored).
-    let (before, from) = match state.agent.store().load_session(&id).await {
-        Ok(s) => (s.version, s.messages.len()),
-        Err(reins_memory::Error::SessionNotFound { .. }) => (0, 0),
-        Err(e) => return Err(e.into()),
-    };
-    // Subscribed before the input goes in: the run's live events from its first one.
+    // Subscribed before the input goes in: the run's events from its first one.
     let sub = stream.then(|| state.hub.channel(&id).subscribe(None));
-    backend.submit(&id, submission).await?;
-    state.hub.notify(&id);
-    if let Some(sub) = sub {
-        return Ok(stream_until_settled(state, id, before, from, sub));
+    let begun = begin(&state, &id, submission).await?;
+    match (begun, sub) {
+        (Begun::Here(run), Some(sub)) => crate::sse::run_stream(run, sub).await,
+        (Begun::Here(run), None) => Ok(Json(run.wait().await?).into_response()),
+        (Begun::Relayed(mark), Some(sub)) => Ok(stream_until_settled(state, id, mark, sub)),
+        (Begun::Relayed(mark), None) => {
+            let out = settled(&state, &id, mark.version).await?;
+            Ok(Json(out).into_response())
+        }
     }
-    let out = settled(&state, &id, before).await?;
-    Ok(Json(out).into_response())
 }
 
-/// Interrupts the session's run in the backend: 202 when one was in flight, 409 when
-/// none was (as with the local driver).
-pub(super) async fn interrupt(
-    state: &AppState,
-    backend: &dyn SessionBackend,
-    id: String,
-) -> Result<Response> {
-    // 404 for an unknown session.
-    view::load(&state.agent, &id, false, false).await?;
-    if backend.interrupt(&id).await? {
-        state.hub.notify(&id);
-        return Ok((
+/// Interrupts the session's run wherever it executes: at once when it runs here
+/// (`delivered: local`); otherwise through the backend, which stores the request for
+/// the instance that runs it (the local driver: `stored`) or delivers it itself
+/// (`backend`). 202 when a run was in flight, 409 when none was.
+pub(crate) async fn interrupt(state: &AppState, id: String) -> Result<Response> {
+    let answer = |id: String, delivered: &str| {
+        (
             StatusCode::ACCEPTED,
             Json(InterruptAnswer {
                 session_id: id,
-                delivered: "backend".to_owned(),
+                delivered: delivered.to_owned(),
             }),
         )
-            .into_response());
+            .into_response()
+    };
+    if let Some(run) = state.hub.local_run(&id) {
+        run.interrupter.interrupt();
+        return Ok(answer(id, "local"));
     }
-    Err(ServerError::Busy(format!(
-        "session `{id}` has no run in flight: nothing to interrupt"
-    )))
+    // 404 for an unknown session.
+    let (detail, _) = view::load(&state.agent, &id, false, false).await?;
+    if state.backend.interrupt(&id).await? {
+        state.hub.notify(&id);
+        let delivered = if state.backend.runs_here() {
+            "stored"
+        } else {
+            "backend"
+        };
+        return Ok(answer(id, delivered));
+    }
+    Err(ServerError::Busy(
+        if detail.status == SessionStatus::Running {
+            format!(
+                "session `{id}` runs on another instance, and its interrupt could not be delivered"
+            )
+        } else {
+            format!("session `{id}` has no run in flight: nothing to interrupt")
+        },
+    ))
 }
 
 /// The output of the run recorded in `stored`, when the session has moved past version
@@ -120,9 +184,6 @@ pub(crate) async fn output_if_settled(
     if stored.version <= after {
         return Ok(None);
     }
-    let Some(status) = view::outcome_of(view::phase_of(stored.run_state.as_ref())) else {
-        return Ok(None);
-    };
     let message = stored
         .messages
         .iter()
@@ -131,7 +192,11 @@ pub(crate) async fn output_if_settled(
         .cloned()
         .unwrap_or_else(|| Msg::new(Role::Assistant, Vec::new()));
     let session_id = stored.id.clone();
-    let (_, requirements) = view::of(&state.agent, stored, false, false).await?;
+    let view = reins_agent::stored_view(state.agent.store(), stored).await?;
+    let Some(status) = view.outcome() else {
+        return Ok(None);
+    };
+    let requirements = view.requirements;
     Ok(Some(RunOutput {
         session_id,
         status,
@@ -148,7 +213,7 @@ pub(crate) async fn output_if_settled(
 
 /// Waits until the session has moved past version `after` and its run no longer runs;
 /// the request timeout bounds the wait (408).
-async fn settled(state: &AppState, id: &str, after: u64) -> Result<RunOutput> {
+pub(crate) async fn settled(state: &AppState, id: &str, after: u64) -> Result<RunOutput> {
     let mut notices = state.hub.notices();
     state.hub.ensure_poller(&state.agent);
     loop {
@@ -189,13 +254,11 @@ pub(crate) async fn wait_for_change(
 /// `output` (`{output}`) once it has moved past `after` and no longer runs; or `error`.
 /// Live events that arrived before a step's commit go out before what the commit
 /// stored.
-fn stream_until_settled(
-    state: AppState,
-    id: String,
-    after: u64,
-    from: usize,
-    sub: Subscription,
-) -> Response {
+fn stream_until_settled(state: AppState, id: String, mark: Mark, sub: Subscription) -> Response {
+    let Mark {
+        version: after,
+        messages: from,
+    } = mark;
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
     let keep_alive = state.limits.keep_alive;
     tokio::spawn(async move {

@@ -1,8 +1,7 @@
 //! Decisions on a session's pending requirements: an API decision checked and turned
-//! into a reins [`Decision`], and the decisions started as their actor against the
-//! caller's view token.
+//! into a reins [`Decision`], and the caller's view token read.
 
-use reins_agent::{Actor, Decision, Requirement, RequirementKind, RunHandle, Session, ViewToken};
+use reins_agent::{Decision, Requirement, RequirementKind, ViewToken};
 
 use crate::error::{Result, ServerError};
 use crate::types::{Action, DecisionItem};
@@ -80,25 +79,6 @@ fn to_reins(item: &DecisionItem, req: Option<&Requirement>, id: String) -> Resul
             Decision::external_result(id, output, item.is_error.unwrap_or(false))
         }
     })
-}
-
-/// Starts the decisions as `actor`, refused (409) when `token` no longer matches what
-/// is pending.
-pub(super) async fn start(
-    session: &Session,
-    token: Option<&str>,
-    decisions: Vec<Decision>,
-    actor: Actor,
-) -> Result<RunHandle> {
-    let session = session.as_actor(actor);
-    let handle = match token {
-        Some(token) => {
-            let view = parse_view(token)?;
-            session.resolve(decisions).at(&view).start().await?
-        }
-        None => session.resolve(decisions).start().await?,
-    };
-    Ok(handle)
 }
 
 /// A view token from the API (400 when it is not one).

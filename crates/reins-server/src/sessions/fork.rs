@@ -188,7 +188,7 @@ pub(crate) async fn post_replay(
     // Whatever runs the sessions replays them with its own agent, on a scratch store;
     // an unknown session is refused (404) before the stream starts.
     state.agent.store().load_session(&id).await?;
-    let sessions = state.sessions();
+    let sessions = state.backend.clone();
     let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<ReplayTurn>();
     let (tx, rx) = mpsc::channel(sse::CLIENT_BUFFER);
     tokio::spawn(async move {

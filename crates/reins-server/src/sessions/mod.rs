@@ -1,21 +1,20 @@
 //! The session resource, `/v1/sessions/{id}`: start a run on it, read it, answer what
 //! it waits for (with the audit trail of those decisions), interrupt its run, and
 //! watch it live ([`stream`]). A request that starts a run is answered with the run's
-//! output, or with its own SSE stream when `?stream=true`. With a
-//! [`SessionBackend`](reins_agent::SessionBackend) ([`Server::backend`](crate::Server::backend)),
-//! runs, decisions and interrupts go to it ([`backend`]); reads come from the store
-//! either way.
+//! output, or with its own SSE stream when `?stream=true`. Runs, decisions and
+//! interrupts go to the [`SessionBackend`](reins_agent::SessionBackend) that runs the
+//! sessions — the local driver, or the one given to
+//! [`Server::backend`](crate::Server::backend) — through one door ([`backend`]);
+//! reads come from the store.
 
 pub(crate) mod backend;
 pub(crate) mod decide;
 pub(crate) mod fork;
 mod stream;
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use reins_agent::{Agent, Submission};
@@ -25,12 +24,9 @@ use serde_json::Value;
 use crate::auth::AccessRole;
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiJson, ApiQuery, Caller, Decider, SessionId};
-use crate::hub::{LocalRun, Subscription};
-use crate::sse;
 use crate::state::AppState;
 use crate::types::{
-    DecisionsList, DecisionsRequest, InterruptAnswer, RunRequest, SessionDetail, SessionStatus,
-    StreamQuery,
+    DecisionsList, DecisionsRequest, InterruptAnswer, RunRequest, SessionDetail, StreamQuery,
 };
 use crate::view;
 
@@ -48,12 +44,9 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/sessions/{id}/fork", post(fork::post_fork))
         .route("/v1/sessions/{id}/turns", get(fork::get_turns))
         .route("/v1/sessions/{id}/replay", post(fork::post_replay))
-}
-
-/// The route a backend's service processes send live run events to (only on a server
-/// that fronts a backend).
-pub(crate) fn live_router() -> Router<AppState> {
-    Router::new().route("/v1/sessions/{id}/live", post(backend::post_live))
+        // Where a backend's service processes relay the live run events of the steps
+        // they run.
+        .route("/v1/sessions/{id}/live", post(backend::post_live))
 }
 
 /// Starts a run on a session (created if new).
@@ -87,24 +80,10 @@ pub(crate) async fn post_run(
             message: "the message is empty".to_owned(),
         });
     }
-    if let Some(b) = state.backend.clone() {
-        let mut submission =
-            Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
-        submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
-        submission.idempotency_key = backend::idempotency_key(&headers)?;
-        return backend::submit(state, &*b, id, submission, q.stream).await;
-    }
-    let session = state
-        .agent
-        .owner_of(&id)
-        .await?
-        .session(&id)
-        .await?
-        .as_actor(reins_agent::Actor::new(who.name.clone()));
-    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
-    let handle = session.send(Msg::user(body.message)).start().await?;
-    let run = state.hub.start_run(&id, handle);
-    answer(run, sub).await
+    let mut submission = Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
+    submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
+    submission.idempotency_key = backend::idempotency_key(&headers)?;
+    backend::submit(state, id, submission, q.stream).await
 }
 
 /// Reads a session: status, transcript, pending requirements and the view token.
@@ -217,22 +196,15 @@ pub(crate) async fn post_decisions(
         }
         decisions.push(decide::to_decision(item, req)?);
     }
-    if let Some(b) = state.backend.clone() {
-        let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
-        submission.actor = Some(who.actor());
-        submission.view = body
-            .view_token
-            .as_deref()
-            .map(decide::parse_view)
-            .transpose()?;
-        submission.idempotency_key = backend::idempotency_key(&headers)?;
-        return backend::submit(state, &*b, id, submission, q.stream).await;
-    }
-    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
-    let handle =
-        decide::start(&session, body.view_token.as_deref(), decisions, who.actor()).await?;
-    let run = state.hub.start_run(&id, handle);
-    answer(run, sub).await
+    let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
+    submission.actor = Some(who.actor());
+    submission.view = body
+        .view_token
+        .as_deref()
+        .map(decide::parse_view)
+        .transpose()?;
+    submission.idempotency_key = backend::idempotency_key(&headers)?;
+    backend::submit(state, id, submission, q.stream).await
 }
 
 /// Stops the session's run wherever it executes.
@@ -258,38 +230,7 @@ pub(crate) async fn post_interrupt(
             who.name
         )));
     }
-    if let Some(b) = state.backend.clone() {
-        return backend::interrupt(&state, &*b, id).await;
-    }
-    let answer = |delivered: &str| {
-        (
-            axum::http::StatusCode::ACCEPTED,
-            Json(InterruptAnswer {
-                session_id: id.clone(),
-                delivered: delivered.to_owned(),
-            }),
-        )
-            .into_response()
-    };
-    if let Some(run) = state.hub.local_run(&id) {
-        run.interrupter.interrupt();
-        return Ok(answer("local"));
-    }
-    // Not here: 404 for an unknown session, then ask the agent to store the request.
-    let (detail, _) = view::load(&state.agent, &id, false, false).await?;
-    let session = state.agent.session(&id).await?;
-    if session.request_interrupt().await? {
-        return Ok(answer("stored"));
-    }
-    Err(ServerError::Busy(
-        if detail.status == SessionStatus::Running {
-            format!(
-                "session `{id}` runs on another instance, and this agent cannot store interrupt requests"
-            )
-        } else {
-            format!("session `{id}` has no run in flight: nothing to interrupt")
-        },
-    ))
+    backend::interrupt(&state, id).await
 }
 
 /// The session's live events (SSE), from any instance.
@@ -333,13 +274,4 @@ async fn audit_trail(agent: &Agent, id: &str) -> Result<Vec<Value>> {
         .iter()
         .filter_map(|d| serde_json::to_value(d).ok())
         .collect())
-}
-
-/// Waits for the run's output, or streams it.
-async fn answer(run: Arc<LocalRun>, sub: Option<Subscription>) -> Result<Response> {
-    if let Some(sub) = sub {
-        return sse::run_stream(run, sub).await;
-    }
-    let out = run.wait().await?;
-    Ok(Json(out).into_response())
 }
