@@ -632,7 +632,7 @@ impl SessionObject {
             Err(e @ reins_memory::Error::SessionNotFound { .. }) => {
                 return Err(refused(&session, &AgentError::Store(e)).into());
             }
-            Err(e) => return Err(retry(e).into()),
+            Err(e) => return Err(retry(e)),
         };
         // The one computation of a stored session's view, the local driver's and
         // reins-server's: paused sub-agent calls show what their child sessions wait
@@ -642,7 +642,7 @@ impl SessionObject {
             .map(Json)
             .map_err(|e| match e {
                 e @ AgentError::CorruptRunState { .. } => refused(&session, &e).into(),
-                e => retry(e).into(),
+                e => retry(e),
             })
     }
 
