@@ -276,6 +276,11 @@ impl Server {
             tracing::warn!("reins-server has no tokens configured: every request will get 401");
         }
         let limits = self.limits.clone();
+        let relayed = if self.backend.runs_here() {
+            Router::new()
+        } else {
+            sessions::live_router()
+        };
         let state = AppState {
             agent: self.agent,
             backend: self.backend,
@@ -283,8 +288,9 @@ impl Server {
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
         };
-        // AG-UI and A2A run through whatever runs the sessions.
-        let protocols = agui::router().merge(a2a::router());
+        // A backend whose runs execute in its own processes relays their live events
+        // here; AG-UI and A2A run through whatever runs the sessions.
+        let protocols = relayed.merge(agui::router()).merge(a2a::router());
         Router::new()
             .merge(sessions::router())
             .merge(inbox::router())

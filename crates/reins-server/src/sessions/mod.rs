@@ -44,9 +44,12 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/sessions/{id}/fork", post(fork::post_fork))
         .route("/v1/sessions/{id}/turns", get(fork::get_turns))
         .route("/v1/sessions/{id}/replay", post(fork::post_replay))
-        // Where a backend's service processes relay the live run events of the steps
-        // they run.
-        .route("/v1/sessions/{id}/live", post(backend::post_live))
+}
+
+/// The route a backend's service processes relay the live run events of the steps
+/// they run to (served when the backend's runs execute elsewhere).
+pub(crate) fn live_router() -> Router<AppState> {
+    Router::new().route("/v1/sessions/{id}/live", post(backend::post_live))
 }
 
 /// Starts a run on a session (created if new).
