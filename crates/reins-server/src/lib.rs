@@ -9,7 +9,7 @@
 //! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
 //! (serve that with [`serve()`] to keep the header timeout). The agent runs the
 //! sessions unless [`Server::backend`] gives another
-//! [`SessionBackend`](reins_agent::SessionBackend) — a Restate deployment — behind
+//! [`SessionBackend`] — a Restate deployment — behind
 //! the same API and inbox.
 //!
 //! | endpoint | what it does |
