@@ -29,4 +29,8 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
+    /// The dispatcher's task, stopped when the last clone of the state is dropped.
+    pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
+    /// The webhook subscribers.
+    pub(crate) webhooks: Arc<crate::notify::webhook::Webhooks>,
 }

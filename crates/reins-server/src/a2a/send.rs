@@ -160,6 +160,10 @@ async fn new_task(
             "role": "ROLE_USER", "parts": [{"text": msg.text}],
         }],
     });
+    // The task's push configuration, stored before its run can change its state.
+    if let Some(push) = &msg.push {
+        super::push::save(state, who, &task_id, &session, push).await?;
+    }
     let input = reins_agent::RunInput::Message(user);
     match super::backend::start(state, who, &session, input, &msg.message_id, None).await {
         Ok(Some((run, sub))) => {
