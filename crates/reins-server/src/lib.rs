@@ -78,6 +78,7 @@
 // agents.
 mod a2a;
 mod agui;
+pub mod approvals;
 mod grants;
 mod health;
 mod inbox;
@@ -105,6 +106,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
+pub use approvals::{ApprovalConfigError, EmailApprovals, SlackApprovals};
 pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;
@@ -123,6 +125,7 @@ pub struct Server {
     limits: Limits,
     poll_interval: Duration,
     serve: ServeOptions,
+    approvals: approvals::Approvals,
 }
 
 impl std::fmt::Debug for Server {
@@ -133,6 +136,7 @@ impl std::fmt::Debug for Server {
             .field("auth", &self.auth)
             .field("limits", &self.limits)
             .field("serve", &self.serve)
+            .field("approvals", &self.approvals)
             .finish_non_exhaustive()
     }
 }
@@ -153,7 +157,26 @@ impl Server {
             },
             poll_interval: Duration::from_secs(2),
             serve: ServeOptions::default(),
+            approvals: approvals::Approvals::default(),
         }
+    }
+
+    /// Takes decisions by email: each approver configured in `email` who may decide on
+    /// a waiting call gets a mail with the call and a signed, single-use link to a
+    /// confirmation page (`/inbox/email/{token}`), whose form decides as that approver
+    /// (audited `via: email`). See `docs/notifications.md`.
+    pub fn email_approvals(mut self, email: EmailApprovals) -> Self {
+        self.approvals.email = Some(email);
+        self
+    }
+
+    /// Takes decisions from Slack: a message per waiting call with Approve / Reject /
+    /// Edit buttons, and the interactivity endpoint `POST /v1/slack/interactions`
+    /// (Slack's request signature checked; audited `via: slack`). See
+    /// `docs/notifications.md`.
+    pub fn slack_approvals(mut self, slack: SlackApprovals) -> Self {
+        self.approvals.slack = Some(slack);
+        self
     }
 
     /// Fronts sessions that run in `backend` instead of in this process: a Restate
@@ -282,6 +305,7 @@ impl Server {
             auth: Arc::new(self.auth),
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
+            approvals: Arc::new(self.approvals),
         };
         // The backend's service processes send their live run events to a fronting
         // server; AG-UI and A2A run through whatever runs the sessions.
@@ -296,6 +320,7 @@ impl Server {
             .merge(sessions::router())
             .merge(inbox::router())
             .merge(grants::router())
+            .merge(approvals::router())
             .merge(health::router())
             .merge(openapi::router())
             .merge(protocols)

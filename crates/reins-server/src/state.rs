@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use reins_agent::{Agent, SessionBackend};
 
+use crate::approvals::Approvals;
 use crate::auth::Auth;
 use crate::hub::Hub;
 
@@ -26,6 +27,9 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
+    /// The approval channels (email links, Slack buttons) this server takes decisions
+    /// from.
+    pub(crate) approvals: Arc<Approvals>,
 }
 
 impl AppState {

@@ -1,11 +1,106 @@
 //! Decisions on a session's pending requirements: an API decision checked and turned
 //! into a reins [`Decision`], and the decisions started as their actor against the
 //! caller's view token.
+//!
+//! Every door that decides goes through [`checked`] (who may decide on which tool, what
+//! is pending, the conversion) and then the run, which applies reins-agent's consent
+//! rules (view, expiry, fingerprint, quorum): the native API, and the approval
+//! channels (email links, Slack buttons) through [`decide_as`].
 
-use reins_agent::{Actor, Decision, Requirement, RequirementKind, RunHandle, Session, ViewToken};
+use std::sync::Arc;
 
+use reins_agent::{
+    Actor, Decision, Requirement, RequirementKind, RunHandle, Session, Submission, ViewToken,
+};
+
+use crate::auth::Principal;
 use crate::error::{Result, ServerError};
+use crate::hub::LocalRun;
+use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
+use crate::view;
+
+/// The checks every door makes before a decision reaches the run: `who` may decide on
+/// each requirement's tool, and each names a requirement that is pending (or that
+/// someone decided already: handed to the run all the same, which refuses it with the
+/// same answer whatever the timing and records the late decision in the audit trail).
+/// Returns the session (a sub-agent's child session runs with the sub-agent's tools and
+/// model) and the reins decisions.
+pub(crate) async fn checked(
+    state: &AppState,
+    who: &Principal,
+    id: &str,
+    items: &[DecisionItem],
+) -> Result<(Session, Vec<Decision>)> {
+    let (_, pending) = view::load(&state.agent, id, false, false).await?;
+    let session = state.agent.owner_of(id).await?.session(id).await?;
+    let mut decisions = Vec::with_capacity(items.len());
+    for item in items {
+        let req = pending.iter().find(|r| r.id == item.requirement_id);
+        match req {
+            Some(req) if !who.may_decide(&req.tool_use.name) => {
+                return Err(ServerError::Forbidden(format!(
+                    "`{}` may not decide on `{}` calls",
+                    who.name, req.tool_use.name
+                )));
+            }
+            Some(_) => {}
+            None if session.decided(&item.requirement_id).await?.is_some() => {}
+            None => {
+                return Err(ServerError::UnknownRequirement(format!(
+                    "`{}` is not pending on session `{id}`; pending: {}",
+                    item.requirement_id,
+                    if pending.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        pending
+                            .iter()
+                            .map(|r| r.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                )));
+            }
+        }
+        decisions.push(to_decision(item, req)?);
+    }
+    Ok((session, decisions))
+}
+
+/// Where a decision went once the run took it.
+pub(crate) enum Taken {
+    /// A run on this instance goes on with it.
+    Local(Arc<LocalRun>),
+    /// The backend took it (its run goes on there).
+    Backend,
+}
+
+/// Decides as `who`, recorded under `actor` (the door names itself in the actor's
+/// metadata: `via`), through the same checks as the native API ([`checked`]) and the
+/// run's consent rules. Returns once the run took the decision (or refused it: the
+/// typed error, e.g. `already_decided` with who decided first); the run goes on.
+pub(crate) async fn decide_as(
+    state: &AppState,
+    who: &Principal,
+    actor: Actor,
+    id: &str,
+    items: &[DecisionItem],
+) -> Result<Taken> {
+    who.require_decider("decide")?;
+    if items.is_empty() {
+        return Err(ServerError::invalid("no decisions given"));
+    }
+    let (session, decisions) = checked(state, who, id, items).await?;
+    if let Some(b) = state.backend.clone() {
+        let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
+        submission.actor = Some(actor);
+        b.submit(id, submission).await?;
+        state.hub.notify(id);
+        return Ok(Taken::Backend);
+    }
+    let handle = start(&session, None, decisions, actor).await?;
+    Ok(Taken::Local(state.hub.start_run(id, handle)))
+}
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
 /// `req`: the pending requirement it answers (`None` when it is not pending: the run

@@ -1,0 +1,78 @@
+//! Approvals where the approvers are: by email ([`EmailApprovals`]: a signed,
+//! single-use link to a confirmation page) and in Slack ([`SlackApprovals`]: a message
+//! with Approve / Reject / Edit buttons). Both decide through the same checks as every
+//! other door (who may decide on which tool, what is pending, the view, expiry, the
+//! arguments' fingerprint, quorums), and the audit trail records the door in the
+//! actor's metadata (`via: email`, `via: slack`) beside the approver's name and roles.
+//! See `docs/notifications.md`.
+
+pub(crate) mod email;
+mod link;
+mod page;
+pub(crate) mod slack;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::Value;
+
+pub use email::{EmailApprovals, EmailApprovalsBuilder};
+pub use slack::{SlackApprovals, SlackApprovalsBuilder};
+
+use crate::auth::Principal;
+use crate::state::AppState;
+
+/// A setting of an approval channel that is missing or invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ApprovalConfigError(pub(crate) String);
+
+/// The approval channels a server has.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Approvals {
+    pub(crate) email: Option<EmailApprovals>,
+    pub(crate) slack: Option<SlackApprovals>,
+}
+
+/// The routes of the approval channels: the email links' confirmation page and the
+/// Slack interactivity endpoint.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/inbox/email/{token}",
+            get(email::get_link).post(email::post_link),
+        )
+        .route("/v1/slack/interactions", post(slack::post_interaction))
+}
+
+/// The actor a channel decides as: the approver with its roles (what quorums check),
+/// the door (`via`), and what else the door records (`extra`'s fields).
+pub(crate) fn actor(who: &Principal, via: &str, extra: Value) -> reins_agent::Actor {
+    let mut actor = who.actor();
+    let mut meta = actor
+        .metadata
+        .take()
+        .and_then(|m| match m {
+            Value::Object(o) => Some(o),
+            _ => None,
+        })
+        .unwrap_or_default();
+    meta.insert("via".to_owned(), Value::String(via.to_owned()));
+    if let Value::Object(extra) = extra {
+        meta.extend(extra);
+    }
+    actor.metadata = Some(Value::Object(meta));
+    actor
+}
+
+/// A session id for a URL query or path segment.
+pub(crate) fn enc_path(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
