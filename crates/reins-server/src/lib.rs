@@ -83,6 +83,8 @@ mod health;
 mod inbox;
 mod sessions;
 
+pub mod notify;
+
 pub mod auth;
 mod error;
 mod extract;
@@ -123,6 +125,8 @@ pub struct Server {
     limits: Limits,
     poll_interval: Duration,
     serve: ServeOptions,
+    channels: Vec<Arc<dyn notify::Channel>>,
+    notify: notify::NotifyOptions,
 }
 
 impl std::fmt::Debug for Server {
@@ -153,6 +157,8 @@ impl Server {
             },
             poll_interval: Duration::from_secs(2),
             serve: ServeOptions::default(),
+            channels: Vec::new(),
+            notify: notify::NotifyOptions::default(),
         }
     }
 
@@ -235,6 +241,22 @@ impl Server {
         self
     }
 
+    /// Registers a notification channel (see [`notify`]): the notices it
+    /// [wants](notify::Channel::wants) are delivered to it from the store's outbox, with
+    /// retries. A channel whose name another registered channel has replaces it.
+    pub fn channel(mut self, channel: impl notify::Channel) -> Self {
+        let channel: Arc<dyn notify::Channel> = Arc::new(channel);
+        self.channels.retain(|c| c.name() != channel.name());
+        self.channels.push(channel);
+        self
+    }
+
+    /// How notices are retried and leased (see [`notify::NotifyOptions`]).
+    pub fn notify_options(mut self, options: notify::NotifyOptions) -> Self {
+        self.notify = options;
+        self
+    }
+
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
@@ -276,7 +298,20 @@ impl Server {
         }
         let limits = self.limits.clone();
         let fronting = self.backend.is_some();
+        // The outbox records notices from now on, and this instance delivers them
+        // (with every other instance sharing the store).
+        let store = Arc::clone(self.agent.store());
+        store.record_notices(true);
+        let dispatcher = notify::Dispatcher {
+            store,
+            channels: Arc::new(self.channels),
+            sources: Arc::new(Vec::new()),
+            options: self.notify,
+            owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
+        };
         let state = AppState {
+            dispatcher: Arc::new(dispatcher.clone()),
+            _dispatching: dispatcher.spawn().map(Arc::new),
             agent: self.agent,
             backend: self.backend,
             auth: Arc::new(self.auth),
