@@ -75,6 +75,11 @@ pub struct Commit {
     /// [`commit_takes_lock`](crate::MemoryStore::commit_takes_lock) is true; not part
     /// of [`Commit::is_empty`].
     pub acquire_lock: Option<LockRequest>,
+    /// Notices of what this commit changes, written to the outbox in its transaction
+    /// when the store records notices ([`MemoryStore::record_notices`](crate::MemoryStore::record_notices));
+    /// dropped otherwise. A commit that carries only notices writes them without
+    /// changing the session's version. Not part of [`Commit::is_empty`].
+    pub notices: Vec<crate::Notice>,
 }
 
 /// The run lock a commit takes ([`Commit::acquire_lock`]): who takes it, and for how
@@ -188,6 +193,13 @@ impl Commit {
             owner: owner.into(),
             lease,
         });
+        self
+    }
+
+    /// Adds a notice for the outbox (see [`Commit::notices`]).
+    #[must_use]
+    pub fn notify(mut self, notice: crate::Notice) -> Self {
+        self.notices.push(notice);
         self
     }
 

@@ -159,6 +159,12 @@ pub enum Error {
         /// What was asked for.
         what: String,
     },
+    /// No delivery has this id.
+    #[error("no delivery `{id}` in the outbox")]
+    DeliveryNotFound {
+        /// The id asked for.
+        id: String,
+    },
 }
 
 /// The crate's result type.

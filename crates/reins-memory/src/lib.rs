@@ -13,6 +13,8 @@
 //!   at-most-once side effects) and a cross-process run lock, taken together with a
 //!   version read ([`MemoryStore::try_lock_session_reading_version`]) and released by
 //!   the run's last commit ([`Commit::release_lock`]).
+//! - An **outbox** of [`Notice`]s written with the changes they report, and their
+//!   [`Delivery`]s with leases and an attempt log (see [`notice`]).
 //! - Backends: [`InMemoryStore`] (always), `SqliteStore` (feature `sqlite`),
 //!   `PostgresStore` (feature `postgres`). All pass one conformance suite.
 //!
@@ -61,6 +63,7 @@ mod commit;
 mod error;
 pub mod grant;
 mod memory;
+pub mod notice;
 pub mod repair;
 mod run_state;
 mod store;
@@ -72,6 +75,9 @@ pub use commit::{Commit, LockRequest};
 pub use error::{Error, Result};
 pub use grant::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
 pub use memory::InMemoryStore;
+pub use notice::{
+    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, NoticeKind,
+};
 pub use reins_message::fingerprint;
 pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,

@@ -12,6 +12,7 @@ use serde_json::Value;
 pub use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter};
+use crate::notice::{AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -476,6 +477,106 @@ pub trait MemoryStore: Send + Sync + 'static {
             what: "standing grants".to_owned(),
         })
     }
+
+    /// Turns the outbox on or off for this handle and its clones (see [`crate::notice`]):
+    /// while it is on, the notices a [`Commit`] carries and those of grant changes are
+    /// written with them; while it is off (the default) they are dropped. The provided
+    /// method does nothing (a store without an outbox).
+    fn record_notices(&self, on: bool) {
+        let _ = on;
+    }
+
+    /// Whether the outbox is on (see [`record_notices`](MemoryStore::record_notices)).
+    fn records_notices(&self) -> bool {
+        false
+    }
+
+    /// Writes notices that do not travel with a change of their own (an escalation), in
+    /// one transaction, whether or not the outbox is on. A notice id already stored is
+    /// skipped. The provided method answers [`Error::Unsupported`].
+    async fn append_notices(&self, notices: Vec<Notice>) -> Result<()> {
+        let _ = notices;
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// Up to `limit` notices not yet routed, oldest first.
+    async fn unrouted_notices(&self, limit: usize) -> Result<Vec<Notice>> {
+        let _ = limit;
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// Routes a notice: one pending [`Delivery`] per destination, due now, and the
+    /// notice marked routed, in one transaction. Idempotent: a delivery that exists is
+    /// kept as it is, and routing a routed notice again adds only new destinations.
+    async fn route_notice(&self, notice: &str, destinations: &[String]) -> Result<()> {
+        let _ = (notice, destinations);
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// Claims up to `limit` due deliveries for `owner`: pending, due, and not leased to
+    /// another owner (or with its lease ended). Each gets a lease of `lease` and its
+    /// attempt count raised by one; oldest due first. Racing claimers never get the
+    /// same delivery while a lease lasts.
+    async fn claim_deliveries(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<Delivery>> {
+        let _ = (owner, limit, lease);
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// Records the outcome of attempt `attempt` of a delivery `owner` claimed: appends
+    /// to its attempt log and settles it ([`AttemptOutcome`]), releasing the lease. When
+    /// `owner` no longer holds the lease for that attempt (it ended and someone else
+    /// claimed it) nothing changes and the answer is false.
+    async fn record_attempt(
+        &self,
+        delivery: &str,
+        owner: &str,
+        attempt: u32,
+        outcome: AttemptOutcome,
+    ) -> Result<bool> {
+        let _ = (delivery, owner, attempt, outcome);
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// The deliveries `filter` admits, newest first.
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>> {
+        let _ = filter;
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// A delivery's attempt log, oldest first.
+    async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<DeliveryAttempt>> {
+        let _ = delivery;
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
+
+    /// Makes a delivery pending and due now again (a person asked to redeliver), keeping
+    /// its attempt log; a lease in flight is left to end. [`Error::DeliveryNotFound`]
+    /// for an unknown id.
+    async fn redeliver(&self, delivery: &str) -> Result<Delivery> {
+        let _ = delivery;
+        Err(Error::Unsupported {
+            what: "the notification outbox".to_owned(),
+        })
+    }
 }
 
 macro_rules! forward_store {
@@ -570,6 +671,36 @@ macro_rules! forward_store {
             }
             async fn revoke_grant(&self, id: &str, by: Option<&str>, at: DateTime<Utc>) -> Result<Grant> {
                 (**self).revoke_grant(id, by, at).await
+            }
+            fn record_notices(&self, on: bool) {
+                (**self).record_notices(on)
+            }
+            fn records_notices(&self) -> bool {
+                (**self).records_notices()
+            }
+            async fn append_notices(&self, notices: Vec<Notice>) -> Result<()> {
+                (**self).append_notices(notices).await
+            }
+            async fn unrouted_notices(&self, limit: usize) -> Result<Vec<Notice>> {
+                (**self).unrouted_notices(limit).await
+            }
+            async fn route_notice(&self, notice: &str, destinations: &[String]) -> Result<()> {
+                (**self).route_notice(notice, destinations).await
+            }
+            async fn claim_deliveries(&self, owner: &str, limit: usize, lease: Duration) -> Result<Vec<Delivery>> {
+                (**self).claim_deliveries(owner, limit, lease).await
+            }
+            async fn record_attempt(&self, delivery: &str, owner: &str, attempt: u32, outcome: AttemptOutcome) -> Result<bool> {
+                (**self).record_attempt(delivery, owner, attempt, outcome).await
+            }
+            async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>> {
+                (**self).deliveries(filter).await
+            }
+            async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<DeliveryAttempt>> {
+                (**self).delivery_attempts(delivery).await
+            }
+            async fn redeliver(&self, delivery: &str) -> Result<Delivery> {
+                (**self).redeliver(delivery).await
             }
         }
     )*};

@@ -84,6 +84,8 @@ mod health;
 mod inbox;
 mod sessions;
 
+pub mod notify;
+
 pub mod auth;
 mod error;
 mod extract;
@@ -126,6 +128,8 @@ pub struct Server {
     poll_interval: Duration,
     serve: ServeOptions,
     approvals: approvals::Approvals,
+    channels: Vec<Arc<dyn notify::Channel>>,
+    notify: notify::NotifyOptions,
 }
 
 impl std::fmt::Debug for Server {
@@ -158,6 +162,8 @@ impl Server {
             poll_interval: Duration::from_secs(2),
             serve: ServeOptions::default(),
             approvals: approvals::Approvals::default(),
+            channels: Vec::new(),
+            notify: notify::NotifyOptions::default(),
         }
     }
 
@@ -258,6 +264,22 @@ impl Server {
         self
     }
 
+    /// Registers a notification channel (see [`notify`]): the notices it
+    /// [wants](notify::Channel::wants) are delivered to it from the store's outbox, with
+    /// retries. A channel whose name another registered channel has replaces it.
+    pub fn channel(mut self, channel: impl notify::Channel) -> Self {
+        let channel: Arc<dyn notify::Channel> = Arc::new(channel);
+        self.channels.retain(|c| c.name() != channel.name());
+        self.channels.push(channel);
+        self
+    }
+
+    /// How notices are retried and leased (see [`notify::NotifyOptions`]).
+    pub fn notify_options(mut self, options: notify::NotifyOptions) -> Self {
+        self.notify = options;
+        self
+    }
+
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
@@ -299,10 +321,29 @@ impl Server {
         }
         let limits = self.limits.clone();
         let fronting = self.backend.is_some();
+        // The outbox records notices from now on, and this instance delivers them
+        // (with every other instance sharing the store).
+        let store = Arc::clone(self.agent.store());
+        store.record_notices(true);
+        let auth = Arc::new(self.auth);
+        let mut channels = self.channels;
+        for c in self.approvals.channels(&self.agent, &auth) {
+            channels.retain(|have| have.name() != c.name());
+            channels.push(c);
+        }
+        let dispatcher = notify::Dispatcher {
+            store,
+            channels: Arc::new(channels),
+            sources: Arc::new(Vec::new()),
+            options: self.notify,
+            owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
+        };
         let state = AppState {
+            dispatcher: Arc::new(dispatcher.clone()),
+            _dispatching: dispatcher.spawn().map(Arc::new),
             agent: self.agent,
             backend: self.backend,
-            auth: Arc::new(self.auth),
+            auth,
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
             approvals: Arc::new(self.approvals),

@@ -30,6 +30,10 @@ pub(crate) struct AppState {
     /// The approval channels (email links, Slack buttons) this server takes decisions
     /// from.
     pub(crate) approvals: Arc<Approvals>,
+    /// The notification dispatcher (its outbox, channels and sources).
+    pub(crate) dispatcher: Arc<crate::notify::Dispatcher>,
+    /// The dispatcher's task, stopped when the last clone of the state is dropped.
+    pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
 }
 
 impl AppState {

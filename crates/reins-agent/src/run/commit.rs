@@ -54,6 +54,7 @@ impl Run {
             decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
             release_lock: None,
             acquire_lock: None,
+            notices: Vec::new(),
         };
         if self.state != *self.committed {
             // One copy, shared by the store (kept typed in memory, serialized straight

@@ -189,16 +189,25 @@ pub(crate) struct SendError {
 }
 
 impl EmailApprovals {
-    /// Mails every configured approver who may decide on `req`'s tool a link to decide
-    /// on it. Returns who was mailed.
+    /// Mails every configured approver who may decide on `req`'s tool (of `only`, when
+    /// it names any: an escalation's group) a link to decide on it. Returns who was
+    /// mailed. Only confirmations are mailed: input and external results need the
+    /// inbox.
     pub(crate) async fn announce(
         &self,
         auth: &Auth,
         session: &str,
         req: &Requirement,
+        only: &[String],
     ) -> Result<Vec<String>, SendError> {
         let mut sent = Vec::new();
+        if !matches!(req.kind, RequirementKind::Confirmation) {
+            return Ok(sent);
+        }
         for (name, mailbox) in &self.approvers {
+            if !only.is_empty() && !only.contains(name) {
+                continue;
+            }
             let Some(who) = auth.by_name(name) else {
                 continue;
             };

@@ -6,6 +6,7 @@
 //! actor's metadata (`via: email`, `via: slack`) beside the approver's name and roles.
 //! See `docs/notifications.md`.
 
+mod channel;
 pub(crate) mod email;
 mod link;
 mod page;
@@ -31,6 +32,34 @@ pub struct ApprovalConfigError(pub(crate) String);
 pub(crate) struct Approvals {
     pub(crate) email: Option<EmailApprovals>,
     pub(crate) slack: Option<SlackApprovals>,
+}
+
+impl Approvals {
+    /// The notification channels of the configured doors (`email`, `slack`).
+    pub(crate) fn channels(
+        &self,
+        agent: &reins_agent::Agent,
+        auth: &std::sync::Arc<crate::auth::Auth>,
+    ) -> Vec<std::sync::Arc<dyn crate::notify::Channel>> {
+        let lookup = channel::Lookup {
+            agent: agent.clone(),
+            auth: std::sync::Arc::clone(auth),
+        };
+        let mut out: Vec<std::sync::Arc<dyn crate::notify::Channel>> = Vec::new();
+        if let Some(email) = &self.email {
+            out.push(std::sync::Arc::new(channel::EmailChannel {
+                email: email.clone(),
+                lookup: lookup.clone(),
+            }));
+        }
+        if let Some(slack) = &self.slack {
+            out.push(std::sync::Arc::new(channel::SlackChannel {
+                slack: slack.clone(),
+                lookup,
+            }));
+        }
+        out
+    }
 }
 
 /// The routes of the approval channels: the email links' confirmation page and the

@@ -7,15 +7,12 @@
 //! rules (view, expiry, fingerprint, quorum): the native API, and the approval
 //! channels (email links, Slack buttons) through [`decide_as`].
 
-use std::sync::Arc;
-
 use reins_agent::{
     Actor, Decision, Requirement, RequirementKind, RunHandle, Session, Submission, ViewToken,
 };
 
 use crate::auth::Principal;
 use crate::error::{Result, ServerError};
-use crate::hub::LocalRun;
 use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
 use crate::view;
@@ -67,14 +64,6 @@ pub(crate) async fn checked(
     Ok((session, decisions))
 }
 
-/// Where a decision went once the run took it.
-pub(crate) enum Taken {
-    /// A run on this instance goes on with it.
-    Local(Arc<LocalRun>),
-    /// The backend took it (its run goes on there).
-    Backend,
-}
-
 /// Decides as `who`, recorded under `actor` (the door names itself in the actor's
 /// metadata: `via`), through the same checks as the native API ([`checked`]) and the
 /// run's consent rules. Returns once the run took the decision (or refused it: the
@@ -85,7 +74,7 @@ pub(crate) async fn decide_as(
     actor: Actor,
     id: &str,
     items: &[DecisionItem],
-) -> Result<Taken> {
+) -> Result<()> {
     who.require_decider("decide")?;
     if items.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
@@ -96,10 +85,12 @@ pub(crate) async fn decide_as(
         submission.actor = Some(actor);
         b.submit(id, submission).await?;
         state.hub.notify(id);
-        return Ok(Taken::Backend);
+        return Ok(());
     }
     let handle = start(&session, None, decisions, actor).await?;
-    Ok(Taken::Local(state.hub.start_run(id, handle)))
+    // The run goes on here; its output is the session's to read.
+    state.hub.start_run(id, handle);
+    Ok(())
 }
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
