@@ -1,0 +1,264 @@
+//! Approvals where the approvers are, with the real parts: mail through a real SMTP
+//! server (aiosmtpd, capturing what reins sends) whose link is followed in headless
+//! Chromium, and Slack buttons whose requests are signed by Slack's official SDK
+//! (`slack_sdk`), whose block models also parse every message reins posts to a
+//! loopback stand-in for Slack's Web API. `approvals/slack.rs` holds the Slack test.
+//!
+//! The email confirmation page's screenshot replaces `docs/screenshots/email-confirm.png`
+//! when `REINS_WRITE_SCREENSHOTS=1` asks. Without Chromium or the venv the tests fail
+//! under `CI=true` and report themselves SKIPPED elsewhere.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use support::*;
+
+#[allow(dead_code)]
+#[path = "browser/harness.rs"]
+mod browser;
+use browser::*;
+
+#[path = "approvals/harness.rs"]
+mod harness;
+use harness::*;
+
+#[path = "approvals/slack.rs"]
+mod slack;
+
+/// The agent of these tests: the shared one, and `delete_file` approvals expire after
+/// `ttl` when given.
+fn agent_with_ttl(
+    store: std::sync::Arc<dyn reins_memory::MemoryStore>,
+    ran: &Ran,
+    ttl: Option<Duration>,
+) -> reins_agent::Agent {
+    let mut b = reins_agent::Agent::builder()
+        .name("TestAgent")
+        .model(reins_model::ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(ran))
+        .store_arc(store)
+        .session_lease(Duration::from_secs(3))
+        .tool_lease(Duration::from_secs(3));
+    if let Some(ttl) = ttl {
+        b = b.approval_ttl("delete_file", ttl);
+    }
+    b.build().unwrap()
+}
+
+/// Changes one character of the link's signed claims.
+fn tamper(link: &str) -> String {
+    let (head, token) = link.rsplit_once('/').unwrap();
+    let mut chars: Vec<char> = token.chars().collect();
+    let i = chars.len() / 4;
+    chars[i] = if chars[i] == 'A' { 'B' } else { 'A' };
+    format!("{head}/{}", chars.into_iter().collect::<String>())
+}
+
+async fn status_of(s: &TestServer, session: &str) -> String {
+    let (_, v) = s.get(ADMIN, &format!("/v1/sessions/{}", enc(session))).await;
+    v["status"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_links_decide_once_in_a_real_browser() {
+    let Some(python) = python_or_skip("email_links_decide_once_in_a_real_browser") else {
+        return;
+    };
+    let Some((chromium, chromedriver)) =
+        chromium_or_skip("email_links_decide_once_in_a_real_browser")
+    else {
+        return;
+    };
+    let shots = Shots::new();
+    let smtp = SmtpSink::start(&python);
+    let s = approvals_server(Some(smtp.port), None, |store, ran| {
+        agent_with_ttl(store, ran, None)
+    })
+    .await;
+
+    // A call to send_email waits: ana and rita (both may decide on it) get a mail.
+    pause(&s, "alice/mail-1", "mail bob@example.com").await;
+    let mut mails = [smtp.next(), smtp.next()];
+    mails.sort_by_key(|m| m["to"][0].as_str().unwrap().to_owned());
+    assert_eq!(mails[0]["to"], json!(["ana@corp.test"]), "{mails:?}");
+    assert_eq!(mails[1]["to"], json!(["rita@corp.test"]), "{mails:?}");
+    let body = mails[0]["body"].as_str().unwrap();
+    assert!(body.contains("send_email") && body.contains("bob@example.com"), "{body}");
+    assert!(
+        mails[0]["subject"].as_str().unwrap().contains("send_email"),
+        "{mails:?}"
+    );
+    let (ana_link, rita_link) = (link_in(&mails[0]), link_in(&mails[1]));
+    assert!(ana_link.starts_with(&s.base), "{ana_link}");
+
+    // A mail scanner fetches the link: the page shows, nothing is decided.
+    let scanned = s.client.get(&ana_link).send().await.unwrap();
+    assert_eq!(scanned.status(), 200);
+    assert_eq!(
+        scanned.headers()["referrer-policy"], "no-referrer",
+        "the token does not leak to other sites"
+    );
+    let html = scanned.text().await.unwrap();
+    assert!(html.contains("bob@example.com") && html.contains("Approve"), "{html}");
+    assert!(s.ran().is_empty());
+    assert_eq!(status_of(&s, "alice/mail-1").await, "paused");
+
+    // Ana follows it in the browser: the confirmation page, then Approve.
+    let driver = start_driver(&chromedriver);
+    let c = browser(&driver, &chromium).await;
+    c.goto(&ana_link).await.unwrap();
+    wait_text(&c, "#confirm h1", |t| t.contains("send_email")).await;
+    wait_text(&c, "#for", |t| t == "ana").await;
+    wait_text(&c, "#args", |t| t.contains("\"to\": \"bob@example.com\"")).await;
+    shots.take(&c, "email-confirm.png").await;
+    c.find(Locator::Css("#approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#outcome h1", |t| t == "Approved").await;
+    eventually("the tool ran", || s.ran() == ["mail:bob@example.com"]).await;
+
+    // The audit trail says who, and that it came by email.
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fmail-1/decisions").await;
+    let applied: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["verdict"] == "applied")
+        .collect();
+    assert_eq!(applied.len(), 1, "{trail}");
+    assert_eq!(applied[0]["decision"], "approve");
+    assert_eq!(applied[0]["actor"]["principal"], "ana");
+    assert_eq!(applied[0]["actor"]["metadata"]["via"], "email");
+
+    // The same link again: used; nothing runs again.
+    c.goto(&ana_link).await.unwrap();
+    wait_text(&c, "#outcome h1", |t| t == "This link was used").await;
+    let again = s
+        .client
+        .post(&ana_link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409);
+    // Rita's link for the same call: decided already, by ana.
+    c.goto(&rita_link).await.unwrap();
+    wait_text(&c, "#outcome h1", |t| t == "Already decided").await;
+    wait_text(&c, "#detail", |t| t.contains("approve by ana")).await;
+    // A tampered link: refused before anything is read.
+    c.goto(&tamper(&ana_link)).await.unwrap();
+    wait_text(&c, "#outcome h1", |t| t == "This link is not valid").await;
+    let forged = s
+        .client
+        .post(tamper(&rita_link))
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 400);
+    assert_eq!(s.ran(), ["mail:bob@example.com"], "nothing ran twice");
+
+    // Two presses of one link at once (a double click, a retried POST): one decides,
+    // the other is told it was decided; the tool runs once.
+    pause(&s, "alice/mail-2", "mail carol@example.com").await;
+    let link = [smtp.next(), smtp.next()]
+        .into_iter()
+        .find(|m| m["to"][0] == "ana@corp.test")
+        .map(|m| link_in(&m))
+        .unwrap();
+    let press = || {
+        s.client
+            .post(&link)
+            .form(&[("action", "approve")])
+            .send()
+    };
+    let (a, b) = tokio::join!(press(), press());
+    let mut codes = [a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
+    codes.sort_unstable();
+    assert_eq!(codes[0], 200, "{codes:?}");
+    assert_eq!(codes[1], 409, "{codes:?}");
+    eventually("the second call ran once", || {
+        s.ran() == ["mail:bob@example.com", "mail:carol@example.com"]
+    })
+    .await;
+
+    // Rejecting through a link: nothing runs; the note reaches the model.
+    pause(&s, "alice/mail-3", "mail eve@example.com").await;
+    let link = [smtp.next(), smtp.next()]
+        .into_iter()
+        .find(|m| m["to"][0] == "rita@corp.test")
+        .map(|m| link_in(&m))
+        .unwrap();
+    c.goto(&link).await.unwrap();
+    c.find(Locator::Css("#note"))
+        .await
+        .unwrap()
+        .send_keys("not to eve")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#reject"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#outcome h1", |t| t == "Rejected").await;
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fmail-3/decisions").await;
+    let rec = &trail["decisions"][0];
+    assert_eq!(rec["decision"], "reject", "{trail}");
+    assert_eq!(rec["actor"]["principal"], "rita");
+    assert_eq!(rec["actor"]["metadata"]["via"], "email");
+    assert_eq!(rec["note"], "not to eve");
+    assert_eq!(s.ran().len(), 2);
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_link_decides_nothing() {
+    let Some(python) = python_or_skip("an_expired_link_decides_nothing") else {
+        return;
+    };
+    let smtp = SmtpSink::start(&python);
+    let s = approvals_server(Some(smtp.port), None, |store, ran| {
+        agent_with_ttl(store, ran, Some(Duration::from_secs(2)))
+    })
+    .await;
+    // delete_file: only ana may decide (rita approves send_email only), and the
+    // approval expires in 2 s: the link with it.
+    pause(&s, "alice/del", "delete a.txt").await;
+    let mail = smtp.next();
+    assert_eq!(mail["to"], json!(["ana@corp.test"]));
+    assert!(
+        mail["body"].as_str().unwrap().contains("Expires:"),
+        "{mail}"
+    );
+    assert!(
+        smtp.any_within(Duration::from_millis(500)).is_none(),
+        "rita may not decide on delete_file: no mail to her"
+    );
+    let link = link_in(&mail);
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let page = s.client.get(&link).send().await.unwrap();
+    assert_eq!(page.status(), 410);
+    assert!(page.text().await.unwrap().contains("This link expired"));
+    let post = s
+        .client
+        .post(&link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 410);
+    assert!(s.ran().is_empty());
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fdel/decisions").await;
+    assert_eq!(trail["decisions"], json!([]), "nothing was decided");
+}
