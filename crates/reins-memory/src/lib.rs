@@ -63,6 +63,7 @@ mod commit;
 mod error;
 pub mod grant;
 mod memory;
+mod memory_outbox;
 pub mod notice;
 pub mod repair;
 mod run_state;

@@ -11,6 +11,7 @@ use reins_message::ToolResult;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter, sort_grants};
+use crate::notice::{AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice};
 use crate::run_state::RunStateData;
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
@@ -41,6 +42,8 @@ pub struct InMemoryStore {
     changes: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
     /// The interrupt requests only (what an agent's listener waits on).
     interrupts: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
+    /// Whether the outbox records the notices of changes.
+    notices_on: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How many changes a slow listener may fall behind before it sees `Lagged`.
@@ -54,6 +57,7 @@ struct Inner {
     locks: HashMap<String, Lock>,
     decisions: HashMap<String, Vec<DecisionEntry>>,
     grants: BTreeMap<String, Grant>,
+    outbox: crate::memory_outbox::MemOutbox,
 }
 
 #[derive(Debug)]
@@ -118,6 +122,16 @@ impl InMemoryStore {
             if let Some(tx) = self.interrupts.get().filter(|tx| tx.receiver_count() > 0) {
                 let _ = tx.send(change());
             }
+        }
+    }
+
+    /// Wakes listeners (a dispatcher) after an outbox change that is no session's.
+    fn notify_outbox(&self) {
+        if let Some(tx) = self.changes.get().filter(|tx| tx.receiver_count() > 0) {
+            let _ = tx.send(StoreChange {
+                session: None,
+                maybe_interrupt: false,
+            });
         }
     }
 
@@ -231,6 +245,11 @@ impl MemoryStore for InMemoryStore {
         }
         let release = commit.release_lock.take();
         let acquire = commit.acquire_lock.take();
+        let notices = if self.records_notices() {
+            std::mem::take(&mut commit.notices)
+        } else {
+            Vec::new()
+        };
         let now = Utc::now();
         if let Some(req) = &acquire {
             if held_by_another(&inner.locks, id, &req.owner, now) {
@@ -249,12 +268,14 @@ impl MemoryStore for InMemoryStore {
         if commit.is_empty() {
             let version = entry.state.version;
             lock_ops(&mut inner.locks);
+            inner.outbox.append(notices);
             return Ok(version);
         }
         let decisions = std::mem::take(&mut commit.decisions);
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
         lock_ops(&mut inner.locks);
+        inner.outbox.append(notices);
         drop(guard);
         self.notify(id, false);
         Ok(version)
@@ -489,6 +510,9 @@ impl MemoryStore for InMemoryStore {
             });
         }
         inner.grants.insert(grant.id.clone(), grant.clone());
+        if self.records_notices() {
+            inner.outbox.append(vec![Notice::grant_created(grant)]);
+        }
         Ok(())
     }
 
@@ -523,7 +547,67 @@ impl MemoryStore for InMemoryStore {
         }
         g.revoked_at = Some(at);
         g.revoked_by = by.map(str::to_owned);
-        Ok(g.clone())
+        let g = g.clone();
+        if self.records_notices() {
+            inner.outbox.append(vec![Notice::grant_revoked(&g)]);
+        }
+        Ok(g)
+    }
+
+    fn record_notices(&self, on: bool) {
+        self.notices_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_notices(&self) -> bool {
+        self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn append_notices(&self, notices: Vec<Notice>) -> Result<()> {
+        self.lock().outbox.append(notices);
+        self.notify_outbox();
+        Ok(())
+    }
+
+    async fn unrouted_notices(&self, limit: usize) -> Result<Vec<Notice>> {
+        Ok(self.lock().outbox.unrouted(limit))
+    }
+
+    async fn route_notice(&self, notice: &str, destinations: &[String]) -> Result<()> {
+        self.lock().outbox.route(notice, destinations)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<Delivery>> {
+        Ok(self.lock().outbox.claim(owner, limit, lease))
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery: &str,
+        owner: &str,
+        attempt: u32,
+        outcome: AttemptOutcome,
+    ) -> Result<bool> {
+        Ok(self.lock().outbox.record(delivery, owner, attempt, outcome))
+    }
+
+    async fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>> {
+        Ok(self.lock().outbox.list(filter))
+    }
+
+    async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<DeliveryAttempt>> {
+        Ok(self.lock().outbox.attempts(delivery))
+    }
+
+    async fn redeliver(&self, delivery: &str) -> Result<Delivery> {
+        let d = self.lock().outbox.redeliver(delivery)?;
+        self.notify_outbox();
+        Ok(d)
     }
 }
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use reins_memory::{Commit, RunStateData};
+use reins_memory::{Commit, Notice, NoticeKind, RunStateData};
+use serde_json::{Value, json};
 
 use super::{Flush, Run};
 use crate::view::DecisionRecord;
@@ -54,8 +55,14 @@ impl Run {
             decisions: ops.log.iter().map(DecisionRecord::to_entry).collect(),
             release_lock: None,
             acquire_lock: None,
-            notices: Vec::new(),
+            notices: ops.waiting,
         };
+        for (id, decision) in &commit.decide {
+            commit.notices.push(self.decided_notice(id, decision, &ops.log));
+        }
+        if let Some(n) = self.ended_notice() {
+            commit.notices.push(n);
+        }
         if self.state != *self.committed {
             // One copy, shared by the store (kept typed in memory, serialized straight
             // to text by the SQL stores) and by the next comparison.
@@ -63,5 +70,56 @@ impl Run {
             commit.run_state = Some(Some(RunStateData::typed(Arc::clone(&self.committed))));
         }
         commit
+    }
+
+    /// The notice of a decision this commit applies (with its audit record when there
+    /// is one: the tool, who decided, how).
+    fn decided_notice(&self, id: &str, decision: &Value, log: &[DecisionRecord]) -> Notice {
+        let mut n = Notice::new(NoticeKind::RequirementDecided)
+            .session(&self.call.session)
+            .requirement(id);
+        match log.iter().rev().find(|r| r.requirement_id == id) {
+            Some(record) => {
+                n.tool = Some(record.tool_name.clone());
+                n.principals
+                    .extend(record.actor.as_ref().map(|a| a.principal.clone()));
+                n.payload = json!({
+                    "decision": record.decision,
+                    "via": record.via,
+                    "note": record.note,
+                    "record": decision,
+                });
+            }
+            None => n.payload = json!({ "record": decision }),
+        }
+        n
+    }
+
+    /// The notice of a run that ends with this commit, if it does.
+    fn ended_notice(&self) -> Option<Notice> {
+        use crate::output::RunStatus;
+        use crate::run::types::Phase;
+        let Phase::Finished(status) = self.state.phase else {
+            return None;
+        };
+        if self.committed.phase == self.state.phase {
+            return None;
+        }
+        let word = match status {
+            RunStatus::Completed => "completed",
+            RunStatus::MaxIterations => "max_iterations",
+            RunStatus::Paused | RunStatus::Cancelled => return None,
+        };
+        let text = self
+            .call
+            .last_assistant
+            .as_ref()
+            .map(reins_message::Msg::text)
+            .unwrap_or_default();
+        Some(
+            Notice::new(NoticeKind::RunCompleted)
+                .session(&self.call.session)
+                .payload(json!({ "status": word, "text": text })),
+        )
     }
 }

@@ -157,6 +157,8 @@ struct ReqOps {
     decide: Vec<(String, Value)>,
     /// Audit trail entries for the next commit.
     log: Vec<DecisionRecord>,
+    /// Notices of requirements that started waiting, for the next commit.
+    waiting: Vec<reins_memory::Notice>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -356,6 +358,14 @@ impl Run {
         self.req_ops.clear = true;
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
         self.req_ops.decide.clear();
+        // A notice for each requirement that starts waiting now (not for those
+        // rewritten with it).
+        let session = self.call.session.clone();
+        self.req_ops.waiting = waiting
+            .iter()
+            .filter(|r| !self.state.stored_requirements.contains(&r.id))
+            .map(|r| waiting_notice(&session, r))
+            .collect();
         self.state.stored_requirements = ids;
     }
 
@@ -747,6 +757,15 @@ impl Run {
 }
 
 /// The store record of a requirement.
+/// The notice of a requirement that starts waiting.
+fn waiting_notice(session: &str, r: &Requirement) -> reins_memory::Notice {
+    reins_memory::Notice::new(reins_memory::NoticeKind::RequirementWaiting)
+        .session(session)
+        .requirement(&r.id)
+        .tool(&r.tool_use.name)
+        .payload(serde_json::to_value(r).unwrap_or(Value::Null))
+}
+
 pub(crate) fn requirement_record(r: &Requirement) -> RequirementRecord {
     RequirementRecord {
         id: r.id.clone(),
