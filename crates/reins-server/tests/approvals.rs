@@ -61,7 +61,9 @@ fn tamper(link: &str) -> String {
 }
 
 async fn status_of(s: &TestServer, session: &str) -> String {
-    let (_, v) = s.get(ADMIN, &format!("/v1/sessions/{}", enc(session))).await;
+    let (_, v) = s
+        .get(ADMIN, &format!("/v1/sessions/{}", enc(session)))
+        .await;
     v["status"].as_str().unwrap_or_default().to_owned()
 }
 
@@ -89,7 +91,10 @@ async fn email_links_decide_once_in_a_real_browser() {
     assert_eq!(mails[0]["to"], json!(["ana@corp.test"]), "{mails:?}");
     assert_eq!(mails[1]["to"], json!(["rita@corp.test"]), "{mails:?}");
     let body = mails[0]["body"].as_str().unwrap();
-    assert!(body.contains("send_email") && body.contains("bob@example.com"), "{body}");
+    assert!(
+        body.contains("send_email") && body.contains("bob@example.com"),
+        "{body}"
+    );
     assert!(
         mails[0]["subject"].as_str().unwrap().contains("send_email"),
         "{mails:?}"
@@ -101,11 +106,15 @@ async fn email_links_decide_once_in_a_real_browser() {
     let scanned = s.client.get(&ana_link).send().await.unwrap();
     assert_eq!(scanned.status(), 200);
     assert_eq!(
-        scanned.headers()["referrer-policy"], "no-referrer",
+        scanned.headers()["referrer-policy"],
+        "no-referrer",
         "the token does not leak to other sites"
     );
     let html = scanned.text().await.unwrap();
-    assert!(html.contains("bob@example.com") && html.contains("Approve"), "{html}");
+    assert!(
+        html.contains("bob@example.com") && html.contains("Approve"),
+        "{html}"
+    );
     assert!(s.ran().is_empty());
     assert_eq!(status_of(&s, "alice/mail-1").await, "paused");
 
@@ -175,12 +184,7 @@ async fn email_links_decide_once_in_a_real_browser() {
         .find(|m| m["to"][0] == "ana@corp.test")
         .map(|m| link_in(&m))
         .unwrap();
-    let press = || {
-        s.client
-            .post(&link)
-            .form(&[("action", "approve")])
-            .send()
-    };
+    let press = || s.client.post(&link).form(&[("action", "approve")]).send();
     let (a, b) = tokio::join!(press(), press());
     let mut codes = [a.unwrap().status().as_u16(), b.unwrap().status().as_u16()];
     codes.sort_unstable();

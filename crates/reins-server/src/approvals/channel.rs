@@ -21,7 +21,10 @@ pub(crate) struct Lookup {
 impl Lookup {
     /// The requirement a notice names, while it is still pending (`None` when it was
     /// decided meanwhile: nothing to ask any more).
-    async fn pending(&self, notice: &Notice) -> Result<Option<(String, Requirement)>, DeliveryError> {
+    async fn pending(
+        &self,
+        notice: &Notice,
+    ) -> Result<Option<(String, Requirement)>, DeliveryError> {
         let (Some(session), Some(id)) = (&notice.session, &notice.requirement) else {
             return Ok(None);
         };

@@ -148,7 +148,9 @@ impl EmailApprovalsBuilder {
         let from: Mailbox = from.parse().map_err(|e| {
             ApprovalConfigError(format!("the sender `{from}` is not an address: {e}"))
         })?;
-        let base_url = self.base_url.ok_or_else(|| missing("the server's base URL"))?;
+        let base_url = self
+            .base_url
+            .ok_or_else(|| missing("the server's base URL"))?;
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(ApprovalConfigError(format!(
                 "the base URL `{base_url}` must start with http:// or https://"
@@ -370,24 +372,34 @@ pub(crate) async fn post_link(
         Ok(_) => {
             let (title, detail) = if action == Action::Approve {
                 match &ready.req.quorum {
-                    Some(q) if u32::try_from(q.approvals.len()).unwrap_or(u32::MAX) + 1 < q.needed => (
-                        "Approval counted",
-                        format!(
-                            "Your approval of `{}` is counted ({} of {} needed); the call runs once enough approvers agree.",
-                            ready.req.tool_use.name,
-                            q.approvals.len() + 1,
-                            q.needed
-                        ),
-                    ),
+                    Some(q)
+                        if u32::try_from(q.approvals.len()).unwrap_or(u32::MAX) + 1 < q.needed =>
+                    {
+                        (
+                            "Approval counted",
+                            format!(
+                                "Your approval of `{}` is counted ({} of {} needed); the call runs once enough approvers agree.",
+                                ready.req.tool_use.name,
+                                q.approvals.len() + 1,
+                                q.needed
+                            ),
+                        )
+                    }
                     _ => (
                         "Approved",
-                        format!("`{}` runs now, as you were shown it.", ready.req.tool_use.name),
+                        format!(
+                            "`{}` runs now, as you were shown it.",
+                            ready.req.tool_use.name
+                        ),
                     ),
                 }
             } else {
                 (
                     "Rejected",
-                    format!("`{}` will not run; the agent is told.", ready.req.tool_use.name),
+                    format!(
+                        "`{}` will not run; the agent is told.",
+                        ready.req.tool_use.name
+                    ),
                 )
             };
             outcome(StatusCode::OK, true, title, &detail)
@@ -413,7 +425,13 @@ pub(crate) fn refusal(e: &ServerError) -> Response {
 
 /// "approve by ana at …": the decision that took effect.
 fn already(decided: &Value) -> String {
-    let s = |k: &str| decided.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |k: &str| {
+        decided
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     let by = decided
         .get("by")
         .and_then(Value::as_str)
@@ -472,11 +490,17 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
         .session(&claims.session)
         .await
         .map_err(|e| page_error(e.into()))?;
-    let trail = session.decisions().await.map_err(|e| page_error(e.into()))?;
+    let trail = session
+        .decisions()
+        .await
+        .map_err(|e| page_error(e.into()))?;
     if let Some(used) = trail.iter().find(|r| {
         r.verdict == Verdict::Applied
             && r.actor.as_ref().is_some_and(|a| {
-                a.metadata.as_ref().and_then(|m| m.get("link")).and_then(Value::as_str)
+                a.metadata
+                    .as_ref()
+                    .and_then(|m| m.get("link"))
+                    .and_then(Value::as_str)
                     == Some(claims.nonce.as_str())
             })
     }) {
@@ -578,5 +602,9 @@ fn confirm_page(ready: &Ready, token: &str) -> Response {
         reason = esc(&req.reason),
         args = esc(&args),
     );
-    page(StatusCode::OK, &format!("Decide on {}", req.tool_use.name), &body)
+    page(
+        StatusCode::OK,
+        &format!("Decide on {}", req.tool_use.name),
+        &body,
+    )
 }

@@ -215,9 +215,11 @@ impl SlackApprovals {
                    "text": {"type": "plain_text", "text": "Reject"}}),
         ];
         if let Some(inbox) = &self.inbox_url {
-            buttons.push(json!({"type": "button", "action_id": "edit", "value": value,
+            buttons.push(
+                json!({"type": "button", "action_id": "edit", "value": value,
                 "text": {"type": "plain_text", "text": "Edit"},
-                "url": format!("{inbox}/?session={}", enc_path(session))}));
+                "url": format!("{inbox}/?session={}", enc_path(session))}),
+            );
         }
         let mut blocks = call_blocks(session, req);
         blocks.push(json!({"type": "actions", "block_id": "decide", "elements": buttons}));
@@ -265,7 +267,10 @@ impl SlackApprovals {
         Err(ApiError {
             permanent: !matches!(
                 error.as_str(),
-                "ratelimited" | "internal_error" | "fatal_error" | "service_unavailable"
+                "ratelimited"
+                    | "internal_error"
+                    | "fatal_error"
+                    | "service_unavailable"
                     | "request_timeout"
             ),
             message: format!("Slack's {method} refused: {error}"),
@@ -314,7 +319,9 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// Text for Slack's mrkdwn (`&`, `<`, `>` escaped).
 fn mrkdwn(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Cuts `s` to at most `max` characters.
@@ -339,7 +346,11 @@ fn call_blocks(session: &str, req: &Requirement) -> Vec<Value> {
         about.push_str(&format!("\n*Expires:* {}", at.to_rfc3339()));
     }
     if let Some(q) = &req.quorum {
-        about.push_str(&format!("\n*Approvals:* {} of {}", q.approvals.len(), q.needed));
+        about.push_str(&format!(
+            "\n*Approvals:* {} of {}",
+            q.approvals.len(),
+            q.needed
+        ));
     }
     vec![
         json!({"type": "header", "text": {"type": "plain_text",
@@ -499,15 +510,29 @@ pub(crate) async fn post_interaction(
     let result = decide_as(&state, &who, actor, &value.s, &[item]).await;
     let line = match &result {
         Ok(_) if decision == Action::Approve => {
-            format!(":white_check_mark: Approved by *{}* in Slack", mrkdwn(&who.name))
+            format!(
+                ":white_check_mark: Approved by *{}* in Slack",
+                mrkdwn(&who.name)
+            )
         }
         Ok(_) => format!(":no_entry: Rejected by *{}* in Slack", mrkdwn(&who.name)),
         Err(ServerError::AlreadyDecided { decided, .. }) => {
-            let s = |k: &str| decided.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let s = |k: &str| {
+                decided
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
             format!(
                 ":information_source: Already decided: *{}* by *{}* at {}. {} pressed too late; nothing changed.",
                 s("decision"),
-                mrkdwn(decided.get("by").and_then(Value::as_str).unwrap_or("someone")),
+                mrkdwn(
+                    decided
+                        .get("by")
+                        .and_then(Value::as_str)
+                        .unwrap_or("someone")
+                ),
                 s("at"),
                 mrkdwn(&who.name)
             )
@@ -518,8 +543,18 @@ pub(crate) async fn post_interaction(
             mrkdwn(&e.to_string())
         ),
     };
-    let keep_buttons = matches!(&result, Err(e) if !matches!(e, ServerError::AlreadyDecided { .. }));
-    if let Some(c) = interaction.container {
+    // A press refused for who pressed (403: not an approver of this tool) leaves the
+    // message alone: Slack shows that user the error; the others may still decide.
+    let told = match &result {
+        Ok(_) => true,
+        Err(e) => matches!(
+            e.status(),
+            StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY | StatusCode::NOT_FOUND
+        ),
+    };
+    let keep_buttons =
+        matches!(&result, Err(e) if !matches!(e, ServerError::AlreadyDecided { .. }));
+    if let Some(c) = interaction.container.filter(|_| told) {
         if let (Some(channel), Some(ts)) = (c.channel_id, c.message_ts) {
             let blocks = updated_blocks(interaction.message.as_ref(), &line, keep_buttons);
             let body = json!({"channel": channel, "ts": ts, "text": line, "blocks": blocks});
@@ -534,9 +569,7 @@ pub(crate) async fn post_interaction(
     match result {
         Ok(_) => StatusCode::OK.into_response(),
         // Refused decisions are told in the message; Slack gets its acknowledgement.
-        Err(e) if e.status() == StatusCode::CONFLICT || e.status() == StatusCode::UNPROCESSABLE_ENTITY => {
-            StatusCode::OK.into_response()
-        }
+        Err(_) if told => StatusCode::OK.into_response(),
         Err(e) => {
             let status = e.status();
             let body = e.body();
@@ -581,7 +614,10 @@ mod tests {
         mac.update(format!("v0:{ts}:").as_bytes());
         mac.update(body);
         let bytes = mac.finalize().into_bytes();
-        format!("v0={}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        format!(
+            "v0={}",
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        )
     }
 
     #[test]
@@ -592,9 +628,18 @@ mod tests {
         assert_eq!(s.verify("1000", &good, body, 1000), Ok(()));
         assert_eq!(s.verify("1000", &good, body, 1300), Ok(()));
         assert!(s.verify("1000", &good, body, 1301).is_err(), "too old");
-        assert!(s.verify("1000", &good, body, 699).is_err(), "from the future");
-        assert!(s.verify("1000", &good, b"payload=x", 1000).is_err(), "another body");
-        assert!(s.verify("1001", &good, body, 1000).is_err(), "another timestamp");
+        assert!(
+            s.verify("1000", &good, body, 699).is_err(),
+            "from the future"
+        );
+        assert!(
+            s.verify("1000", &good, b"payload=x", 1000).is_err(),
+            "another body"
+        );
+        assert!(
+            s.verify("1001", &good, body, 1000).is_err(),
+            "another timestamp"
+        );
         let other = sign(b"another secret", "1000", body);
         assert!(s.verify("1000", &other, body, 1000).is_err());
         assert!(s.verify("1000", "v0=zz", body, 1000).is_err());

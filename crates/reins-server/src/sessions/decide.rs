@@ -13,6 +13,7 @@ use reins_agent::{
 
 use crate::auth::Principal;
 use crate::error::{Result, ServerError};
+use crate::hub::HubEvent;
 use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
 use crate::view;
@@ -66,8 +67,9 @@ pub(crate) async fn checked(
 
 /// Decides as `who`, recorded under `actor` (the door names itself in the actor's
 /// metadata: `via`), through the same checks as the native API ([`checked`]) and the
-/// run's consent rules. Returns once the run took the decision (or refused it: the
-/// typed error, e.g. `already_decided` with who decided first); the run goes on.
+/// run's consent rules. Returns once the run took the decisions, or with its refusal
+/// (the typed error, e.g. `already_decided` naming who decided first); the run goes
+/// on.
 pub(crate) async fn decide_as(
     state: &AppState,
     who: &Principal,
@@ -87,10 +89,28 @@ pub(crate) async fn decide_as(
         state.hub.notify(id);
         return Ok(());
     }
+    // The run checks the decisions once it holds the session: it says `run_started`
+    // when it took them, or ends with the refusal (another decision applied first,
+    // say). Subscribed before it starts, to hear either.
+    let mut sub = state.hub.channel(id).subscribe(None);
     let handle = start(&session, None, decisions, actor).await?;
-    // The run goes on here; its output is the session's to read.
-    state.hub.start_run(id, handle);
-    Ok(())
+    let run = state.hub.start_run(id, handle);
+    loop {
+        match sub.rx.recv().await {
+            Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
+                return match &env.event {
+                    HubEvent::Error(e) => Err(e.clone()),
+                    // Refused: the run's end carries the typed error.
+                    ev if ev.is_failure() => run.wait().await.map(|_| ()),
+                    // `run_started`, or anything after it: the decisions were taken.
+                    _ => Ok(()),
+                };
+            }
+            Ok(_) => {}
+            // Fell behind or closed: the run's end says it.
+            Err(_) => return run.wait().await.map(|_| ()),
+        }
+    }
 }
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.

@@ -217,7 +217,8 @@ pub async fn approvals_server(
     slack_api: Option<&str>,
     build: impl FnOnce(Arc<dyn reins_memory::MemoryStore>, &Ran) -> reins_agent::Agent,
 ) -> TestServer {
-    let (dir, store) = sqlite_store().await;
+    // The in-memory store keeps an outbox (the notices the dispatcher delivers).
+    let store: Arc<dyn reins_memory::MemoryStore> = Arc::new(reins_memory::InMemoryStore::new());
     let ran: Ran = Arc::default();
     let agent = build(store, &ran);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -254,7 +255,7 @@ pub async fn approvals_server(
                 .unwrap(),
         );
     }
-    serve_on(listener, server, agent, ran, Some(dir))
+    serve_on(listener, server, agent, ran, None)
 }
 
 /// Polls until `f` holds (30 s at most).

@@ -42,13 +42,7 @@ fn press(user: &str, action: &str, posted: &Value) -> String {
 }
 
 /// Sends an interaction signed by the SDK under `secret` at `ts`.
-async fn send(
-    s: &TestServer,
-    python: &Path,
-    secret: &str,
-    ts: i64,
-    body: &str,
-) -> (u16, Value) {
+async fn send(s: &TestServer, python: &Path, secret: &str, ts: i64, body: &str) -> (u16, Value) {
     let (sig, _) = sdk_sign(python, secret, ts, body);
     let res = s
         .client
@@ -106,7 +100,10 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     // well; the SDK itself would refuse it too), an unmapped user, a mapped user who
     // may not decide.
     let (st, err) = send(&s, &python, "not the signing secret", now(), &approve).await;
-    assert_eq!((st, err["error"]["code"].as_str()), (401, Some("invalid_signature")));
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (401, Some("invalid_signature"))
+    );
     let old = now() - 6 * 60;
     let (sig, sdk_accepts) = sdk_sign(&python, SIGNING_SECRET, old, &approve);
     assert!(!sdk_accepts);
@@ -128,9 +125,27 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
         .await
         .unwrap();
     assert_eq!(unsigned.status(), 401);
-    let (st, err) = send(&s, &python, SIGNING_SECRET, now(), &press("U_NOBODY", "approve", &posted)).await;
-    assert_eq!((st, err["error"]["code"].as_str()), (403, Some("unknown_user")), "{err}");
-    let (st, err) = send(&s, &python, SIGNING_SECRET, now(), &press("U_BOB", "approve", &posted)).await;
+    let (st, err) = send(
+        &s,
+        &python,
+        SIGNING_SECRET,
+        now(),
+        &press("U_NOBODY", "approve", &posted),
+    )
+    .await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (403, Some("unknown_user")),
+        "{err}"
+    );
+    let (st, err) = send(
+        &s,
+        &python,
+        SIGNING_SECRET,
+        now(),
+        &press("U_BOB", "approve", &posted),
+    )
+    .await;
     assert_eq!(st, 403, "bob is a user, not an approver: {err}");
     assert!(s.ran().is_empty());
     assert_eq!(super::status_of(&s, "alice/slack-1").await, "paused");
@@ -163,7 +178,10 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     assert_eq!(st, 200);
     let updates = stub.wait_for("chat.update", 2).await;
     let text = updates[1]["body"]["text"].as_str().unwrap();
-    assert!(text.contains("Already decided") && text.contains("by *ana*"), "{text}");
+    assert!(
+        text.contains("Already decided") && text.contains("by *ana*"),
+        "{text}"
+    );
     assert_eq!(s.ran(), ["delete:x.txt"]);
 
     // Slack and the inbox race on one call: one winner; the other is told who.
@@ -173,7 +191,10 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     let ts = now();
     let (sig, _) = sdk_sign(&python, SIGNING_SECRET, ts, &body);
     let (_, pending) = s.get(ANA, "/v1/sessions/alice%2Fslack-2").await;
-    let rid = pending["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let rid = pending["requirements"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let slack_press = s
         .client
         .post(s.url("/v1/slack/interactions"))
@@ -193,11 +214,17 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     let text = update["body"]["text"].as_str().unwrap().to_owned();
     if inbox_status == 200 {
         // The inbox won: Slack's message says so, naming ana.
-        assert!(text.contains("Already decided") && text.contains("by *ana*"), "{text}");
+        assert!(
+            text.contains("Already decided") && text.contains("by *ana*"),
+            "{text}"
+        );
     } else {
         // Slack won: the inbox got 409 naming ops.
         assert_eq!(inbox_status, 409, "{inbox_body}");
-        assert_eq!(inbox_body["error"]["code"], "already_decided", "{inbox_body}");
+        assert_eq!(
+            inbox_body["error"]["code"], "already_decided",
+            "{inbox_body}"
+        );
         assert_eq!(inbox_body["error"]["decided"]["by"], "ops", "{inbox_body}");
         assert!(text.contains("Approved by *ops*"), "{text}");
     }
