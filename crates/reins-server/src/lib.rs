@@ -108,7 +108,9 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
-pub use approvals::{ApprovalConfigError, EmailApprovals, SlackApprovals};
+pub use approvals::{
+    ApprovalConfigError, Clock, EmailApprovals, ExpiryAction, SlackApprovals, WaitPolicy, Waiting,
+};
 pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;
@@ -182,6 +184,16 @@ impl Server {
     /// `docs/notifications.md`.
     pub fn slack_approvals(mut self, slack: SlackApprovals) -> Self {
         self.approvals.slack = Some(slack);
+        self
+    }
+
+    /// How long calls may wait, per tool: after a while the next group of approvers
+    /// is told (a `requirement.escalated` notice), and once a call's time to live
+    /// passed it is rejected with a note (audited `via: expiry`) or left waiting (a
+    /// `requirement.expired` notice). A sweep on every instance applies the rules;
+    /// see [`Waiting`].
+    pub fn waiting(mut self, waiting: Waiting) -> Self {
+        self.approvals.waiting = waiting;
         self
     }
 
@@ -338,7 +350,8 @@ impl Server {
             options: self.notify,
             owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
         };
-        let state = AppState {
+        let waiting = self.approvals.waiting.clone();
+        let mut state = AppState {
             dispatcher: Arc::new(dispatcher.clone()),
             _dispatching: dispatcher.spawn().map(Arc::new),
             agent: self.agent,
@@ -347,7 +360,10 @@ impl Server {
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
             approvals: Arc::new(self.approvals),
+            _sweeping: None,
         };
+        // The sweep's own state holds no handle to it: it stops with the router.
+        state._sweeping = approvals::waiting::spawn(state.clone(), waiting).map(Arc::new);
         // The backend's service processes send their live run events to a fronting
         // server; AG-UI and A2A run through whatever runs the sessions.
         let protocols = if fronting {

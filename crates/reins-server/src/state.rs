@@ -30,6 +30,9 @@ pub(crate) struct AppState {
     /// The approval channels (email links, Slack buttons) this server takes decisions
     /// from.
     pub(crate) approvals: Arc<Approvals>,
+    /// The sweep of waiting calls (escalation, expiry), stopped when the last clone of
+    /// the state that holds it is dropped (the sweep's own clone holds none).
+    pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
     /// The notification dispatcher (its outbox, channels and sources).
     pub(crate) dispatcher: Arc<crate::notify::Dispatcher>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.

@@ -266,3 +266,102 @@ async fn an_expired_link_decides_nothing() {
     let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fdel/decisions").await;
     assert_eq!(trail["decisions"], json!([]), "nothing was decided");
 }
+
+/// A clock the test moves: the real time plus an offset.
+#[derive(Default)]
+struct TestClock(std::sync::Mutex<chrono::Duration>);
+
+impl reins_server::Clock for TestClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + *self.0.lock().unwrap()
+    }
+}
+
+impl TestClock {
+    fn advance_to(&self, minutes: i64) {
+        *self.0.lock().unwrap() = chrono::Duration::minutes(minutes);
+    }
+}
+
+/// Escalation and expiry on a clock the test moves: a send_email call waiting 10
+/// minutes is escalated to rita (mailed once, however many sweeps look at it) and left
+/// waiting after an hour; a delete_file call waiting 30 minutes is rejected with a
+/// note, audited `via: expiry`, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
+    use reins_server::{ExpiryAction, WaitPolicy, Waiting};
+    let Some(python) = python_or_skip("waiting_calls_escalate_then_expire") else {
+        return;
+    };
+    let smtp = SmtpSink::start(&python);
+    let clock = std::sync::Arc::new(TestClock::default());
+    let waiting = Waiting::new()
+        .every(Duration::from_millis(100))
+        .clock(clock.clone())
+        .tool(
+            "send_email",
+            WaitPolicy::new()
+                .escalate_after(Duration::from_secs(600), ["rita"])
+                .expire_after(Duration::from_secs(3600), ExpiryAction::LeaveWaiting),
+        )
+        .tool(
+            "delete_file",
+            WaitPolicy::new().expire_after(
+                Duration::from_secs(1800),
+                ExpiryAction::reject("nobody answered within 30 minutes"),
+            ),
+        );
+    let s = approvals_server_with(
+        Some(smtp.port),
+        None,
+        |store, ran| agent_with_ttl(store, ran, None),
+        |server| server.waiting(waiting),
+    )
+    .await;
+
+    pause(&s, "alice/mail", "mail bob@example.com").await;
+    let first = [smtp.next(), smtp.next()];
+    assert!(
+        first
+            .iter()
+            .all(|m| !m["subject"].as_str().unwrap().is_empty())
+    );
+    pause(&s, "alice/del", "delete a.txt").await;
+    assert_eq!(smtp.next()["to"], json!(["ana@corp.test"]));
+    assert!(smtp.any_within(Duration::from_millis(500)).is_none());
+
+    // 11 minutes on: the mail call is escalated to rita, once.
+    clock.advance_to(11);
+    let escalated = smtp.next();
+    assert_eq!(escalated["to"], json!(["rita@corp.test"]), "{escalated}");
+    assert!(link_in(&escalated).contains("/inbox/email/"));
+    assert!(
+        smtp.any_within(Duration::from_millis(600)).is_none(),
+        "escalated once, however many sweeps"
+    );
+    assert_eq!(status_of(&s, "alice/del").await, "paused");
+
+    // 31 minutes: the delete is rejected by expiry; nothing runs.
+    clock.advance_to(31);
+    let start = Instant::now();
+    while status_of(&s, "alice/del").await == "paused" {
+        assert!(start.elapsed() < Duration::from_secs(30), "never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fdel/decisions").await;
+    let rec = &trail["decisions"][0];
+    assert_eq!(rec["decision"], "reject", "{trail}");
+    assert_eq!(rec["verdict"], "applied");
+    assert_eq!(rec["actor"]["principal"], "reins");
+    assert_eq!(rec["actor"]["metadata"]["via"], "expiry");
+    assert_eq!(rec["note"], "nobody answered within 30 minutes");
+    assert!(s.ran().is_empty());
+
+    // An hour: the mail call is left waiting (only a notice says it is overdue).
+    clock.advance_to(61);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(status_of(&s, "alice/mail").await, "paused");
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fmail/decisions").await;
+    assert_eq!(trail["decisions"], json!([]));
+    assert!(s.ran().is_empty());
+}

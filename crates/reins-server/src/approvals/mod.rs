@@ -4,6 +4,8 @@
 //! other door (who may decide on which tool, what is pending, the view, expiry, the
 //! arguments' fingerprint, quorums), and the audit trail records the door in the
 //! actor's metadata (`via: email`, `via: slack`) beside the approver's name and roles.
+//! [`Waiting`] escalates calls that wait too long and applies an action to those whose
+//! time to live passed (`via: expiry`).
 //! See `docs/notifications.md`.
 
 mod channel;
@@ -11,6 +13,7 @@ pub(crate) mod email;
 mod link;
 mod page;
 pub(crate) mod slack;
+pub(crate) mod waiting;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -18,6 +21,7 @@ use serde_json::Value;
 
 pub use email::{EmailApprovals, EmailApprovalsBuilder};
 pub use slack::{SlackApprovals, SlackApprovalsBuilder};
+pub use waiting::{Clock, ExpiryAction, SystemClock, WaitPolicy, Waiting};
 
 use crate::auth::Principal;
 use crate::state::AppState;
@@ -32,6 +36,7 @@ pub struct ApprovalConfigError(pub(crate) String);
 pub(crate) struct Approvals {
     pub(crate) email: Option<EmailApprovals>,
     pub(crate) slack: Option<SlackApprovals>,
+    pub(crate) waiting: Waiting,
 }
 
 impl Approvals {

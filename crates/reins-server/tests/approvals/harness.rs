@@ -217,6 +217,16 @@ pub async fn approvals_server(
     slack_api: Option<&str>,
     build: impl FnOnce(Arc<dyn reins_memory::MemoryStore>, &Ran) -> reins_agent::Agent,
 ) -> TestServer {
+    approvals_server_with(smtp_port, slack_api, build, |s| s).await
+}
+
+/// [`approvals_server`], with `configure` applied last.
+pub async fn approvals_server_with(
+    smtp_port: Option<u16>,
+    slack_api: Option<&str>,
+    build: impl FnOnce(Arc<dyn reins_memory::MemoryStore>, &Ran) -> reins_agent::Agent,
+    configure: impl FnOnce(Server) -> Server,
+) -> TestServer {
     // The in-memory store keeps an outbox (the notices the dispatcher delivers).
     let store: Arc<dyn reins_memory::MemoryStore> = Arc::new(reins_memory::InMemoryStore::new());
     let ran: Ran = Arc::default();
@@ -255,7 +265,7 @@ pub async fn approvals_server(
                 .unwrap(),
         );
     }
-    serve_on(listener, server, agent, ran, None)
+    serve_on(listener, configure(server), agent, ran, None)
 }
 
 /// Polls until `f` holds (30 s at most).
