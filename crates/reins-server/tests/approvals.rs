@@ -118,9 +118,27 @@ async fn email_links_decide_once_in_a_real_browser() {
     assert!(s.ran().is_empty());
     assert_eq!(status_of(&s, "alice/mail-1").await, "paused");
 
-    // Ana follows it in the browser: the confirmation page, then Approve.
+    // The inbox card says who was told, how, and that the mail went out; "Assigned to
+    // me" lists it for ana.
     let driver = start_driver(&chromedriver);
     let c = browser(&driver, &chromium).await;
+    c.goto(&format!("{}/#token={ANA}", s.base)).await.unwrap();
+    let notified = wait_text(
+        &c,
+        ".req-card[data-session=\"alice/mail-1\"] .notified",
+        |t| t.contains("email → ana, rita · delivered"),
+    )
+    .await;
+    assert!(notified.starts_with("Notified:"), "{notified}");
+    c.find(Locator::Css("#assigned-me"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_text(&c, "#inbox", |t| t.contains("send_email")).await;
+
+    // Ana follows the link: the confirmation page, then Approve.
     c.goto(&ana_link).await.unwrap();
     wait_text(&c, "#confirm h1", |t| t.contains("send_email")).await;
     wait_text(&c, "#for", |t| t == "ana").await;
@@ -340,6 +358,30 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
         "escalated once, however many sweeps"
     );
     assert_eq!(status_of(&s, "alice/del").await, "paused");
+    // The inbox says who was told, and lists the call as assigned to rita.
+    let (st, page) = s.get(RITA, "/v1/requirements?assigned=me").await;
+    assert_eq!(st, 200, "{page}");
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "rita decides on send_email only: {page}");
+    let notified = items[0]["notified"].as_array().unwrap();
+    let escalation = notified
+        .iter()
+        .find(|n| n["notice"] == "requirement.escalated")
+        .unwrap_or_else(|| panic!("{page}"));
+    assert_eq!(escalation["channel"], "email");
+    assert_eq!(escalation["to"], json!(["rita"]));
+    assert_eq!(escalation["state"], "delivered");
+    let first = notified
+        .iter()
+        .find(|n| n["notice"] == "requirement.waiting")
+        .unwrap();
+    assert_eq!(first["to"], json!(["ana", "rita"]));
+    let (_, mine) = s.get(ANA, "/v1/requirements?assigned=me").await;
+    assert_eq!(mine["items"].as_array().unwrap().len(), 2, "{mine}");
+    let (_, theirs) = s.get(ADMIN, "/v1/requirements?assigned=me").await;
+    assert_eq!(theirs["items"], json!([]), "nothing was sent to ops");
+    let (st, _) = s.get(ANA, "/v1/requirements?assigned=everyone").await;
+    assert_eq!(st, 400);
 
     // 31 minutes: the delete is rejected by expiry; nothing runs.
     clock.advance_to(31);

@@ -110,3 +110,52 @@ pub(crate) fn enc_path(id: &str) -> String {
     }
     out
 }
+
+/// The deliveries of the notices about a waiting requirement, for the inbox: which
+/// channel, whom it reaches, where it stands. Empty when the store keeps no outbox.
+pub(crate) async fn notified(
+    state: &AppState,
+    session: &str,
+    req: &reins_agent::Requirement,
+) -> Vec<crate::types::Notified> {
+    let filter = reins_memory::DeliveryFilter::all()
+        .session(session)
+        .requirement(&req.id);
+    let Ok(mut deliveries) = state.agent.store().deliveries(&filter).await else {
+        return Vec::new();
+    };
+    deliveries.reverse();
+    deliveries
+        .into_iter()
+        .map(|d| crate::types::Notified {
+            to: recipients(state, &d.destination, &d.notice, &req.tool_use.name),
+            channel: d.destination,
+            notice: d.notice.kind.as_str().to_owned(),
+            state: d.state.as_str().to_owned(),
+            attempts: d.attempts,
+            at: d.updated_at,
+            error: d.last_error,
+        })
+        .collect()
+}
+
+/// Whom a delivery reaches: the approvers the email channel mails for this notice, the
+/// Slack channel, or the notice's principals.
+fn recipients(
+    state: &AppState,
+    destination: &str,
+    notice: &reins_memory::Notice,
+    tool: &str,
+) -> Vec<String> {
+    match (destination, &state.approvals.email, &state.approvals.slack) {
+        ("email", Some(email), _) => email
+            .approvers
+            .keys()
+            .filter(|name| notice.principals.is_empty() || notice.principals.contains(name))
+            .filter(|name| state.auth.by_name(name).is_some_and(|p| p.may_decide(tool)))
+            .cloned()
+            .collect(),
+        ("slack", _, Some(slack)) => vec![slack.channel().to_owned()],
+        _ => notice.principals.clone(),
+    }
+}

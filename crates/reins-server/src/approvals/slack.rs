@@ -186,6 +186,11 @@ struct ButtonValue {
 }
 
 impl SlackApprovals {
+    /// The channel the messages go to.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
     /// Posts the message for a waiting call (`confirmation` calls only: the others
     /// need the inbox). Returns the message's `ts`, `None` when nothing was posted.
     pub(crate) async fn announce(
