@@ -88,8 +88,24 @@ impl WaitPolicy {
     }
 }
 
-/// The waiting rules of a server (see the [module docs](self)), given with
-/// [`Server::waiting`](crate::Server::waiting).
+/// The waiting rules of a server, given with [`Server::waiting`](crate::Server::waiting):
+/// per tool, when to escalate a waiting call to the next group and what happens once
+/// its time to live passed. A sweep on every instance applies them every
+/// [`every`](Waiting::every), on the [`Clock`] given (tests move theirs); each
+/// escalation and expiry notice is written once, however many sweeps and instances look.
+///
+/// ```
+/// use std::time::Duration;
+/// use reins_server::{ExpiryAction, WaitPolicy, Waiting};
+///
+/// let waiting = Waiting::new().tool(
+///     "delete_file",
+///     WaitPolicy::new()
+///         .escalate_after(Duration::from_secs(600), ["ops-lead"])
+///         .expire_after(Duration::from_secs(3600), ExpiryAction::reject("nobody answered")),
+/// );
+/// # let _ = waiting;
+/// ```
 #[derive(Clone)]
 #[must_use]
 pub struct Waiting {
