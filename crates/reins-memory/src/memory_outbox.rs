@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice,
+    Subscription,
 };
 use crate::store::lease_end;
 
@@ -22,6 +23,7 @@ pub(crate) struct MemOutbox {
     /// Deliveries by id, with the order they were made in.
     deliveries: BTreeMap<String, (u64, Delivery)>,
     attempts: HashMap<String, Vec<DeliveryAttempt>>,
+    pub(crate) subscriptions: BTreeMap<String, Subscription>,
 }
 
 impl MemOutbox {

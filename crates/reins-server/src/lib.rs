@@ -302,16 +302,18 @@ impl Server {
         // (with every other instance sharing the store).
         let store = Arc::clone(self.agent.store());
         store.record_notices(true);
+        let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
+        let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone()];
         let dispatcher = notify::Dispatcher {
             store,
             channels: Arc::new(self.channels),
-            sources: Arc::new(Vec::new()),
+            sources: Arc::new(sources),
             options: self.notify,
             owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
         };
         let state = AppState {
-            dispatcher: Arc::new(dispatcher.clone()),
             _dispatching: dispatcher.spawn().map(Arc::new),
+            webhooks,
             agent: self.agent,
             backend: self.backend,
             auth: Arc::new(self.auth),
@@ -331,6 +333,7 @@ impl Server {
             .merge(sessions::router())
             .merge(inbox::router())
             .merge(grants::router())
+            .merge(notify::api::router())
             .merge(health::router())
             .merge(openapi::router())
             .merge(protocols)

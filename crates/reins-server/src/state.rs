@@ -26,10 +26,10 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
-    /// The notification dispatcher (its outbox, channels and sources).
-    pub(crate) dispatcher: Arc<crate::notify::Dispatcher>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
     pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
+    /// The webhook subscribers.
+    pub(crate) webhooks: Arc<crate::notify::webhook::Webhooks>,
 }
 
 impl AppState {

@@ -44,6 +44,10 @@ const GRANTS: flow::GrantSql = flow::GrantSql {
 
 /// The SQL of the outbox steps.
 const OUTBOX: flow::OutboxSql = flow::OutboxSql {
+    put_subscription: "INSERT INTO reins_subscriptions (id, kind, created_at, body) VALUES ($1, $2, $3, $4::jsonb) \
+         ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, body = excluded.body",
+    subscriptions: "SELECT id, created_at, body::text FROM reins_subscriptions WHERE kind = $1 ORDER BY created_at, id",
+    delete_subscription: "DELETE FROM reins_subscriptions WHERE id = $1",
     insert_notice: "INSERT INTO reins_notices (id, kind, session_id, requirement, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (id) DO NOTHING",
     unrouted: "SELECT body::text FROM reins_notices WHERE NOT routed ORDER BY seq LIMIT $1",
     notice: "SELECT body::text FROM reins_notices WHERE id = $1",
@@ -742,6 +746,21 @@ impl MemoryStore for PostgresStore {
     async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<crate::DeliveryAttempt>> {
         let mut conn = self.pool.acquire().await?;
         flow::delivery_attempts(&mut Pg(&mut conn), &OUTBOX, delivery).await
+    }
+
+    async fn put_subscription(&self, subscription: &crate::Subscription) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        flow::put_subscription(&mut Pg(&mut conn), &OUTBOX, subscription).await
+    }
+
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<crate::Subscription>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::subscriptions(&mut Pg(&mut conn), &OUTBOX, kind).await
+    }
+
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        let mut conn = self.pool.acquire().await?;
+        flow::delete_subscription(&mut Pg(&mut conn), &OUTBOX, id).await
     }
 
     async fn redeliver(&self, delivery: &str) -> Result<crate::Delivery> {

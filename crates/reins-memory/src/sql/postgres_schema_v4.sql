@@ -39,3 +39,9 @@ CREATE TABLE reins_delivery_attempts (
     error       TEXT,
     PRIMARY KEY (delivery_id, attempt)
 );
+CREATE TABLE reins_subscriptions (
+    id         TEXT PRIMARY KEY,
+    kind       TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL,
+    body       JSONB NOT NULL
+);

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::memory_outbox::settle;
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice,
+    Subscription,
 };
 use crate::sql::{encode_json, to_i64};
 use crate::store::lease_end;
@@ -46,6 +47,12 @@ pub(crate) struct OutboxSql {
     pub attempts: &'static str,
     /// `(id, now: Stamp)`: pending and due now.
     pub redeliver: &'static str,
+    /// `(id, kind, created_at: Stamp, body)`: inserts or replaces.
+    pub put_subscription: &'static str,
+    /// `(kind)` → id, created_at, body, oldest first.
+    pub subscriptions: &'static str,
+    /// `(id)`.
+    pub delete_subscription: &'static str,
     /// `(id)` → a row as `id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body`.
     pub delivery: &'static str,
 }
@@ -279,4 +286,56 @@ pub(crate) async fn redeliver<E: Exec>(
         .ok_or_else(|| Error::DeliveryNotFound {
             id: delivery.to_owned(),
         })
+}
+
+/// Stores a subscription.
+pub(crate) async fn put_subscription<E: Exec>(
+    e: &mut E,
+    d: &OutboxSql,
+    s: &Subscription,
+) -> Result<()> {
+    let body = encode_json("subscription", &s.body)?;
+    e.run(
+        d.put_subscription,
+        &[
+            Arg::Text(&s.id),
+            Arg::Text(&s.kind),
+            Arg::Stamp(s.created_at),
+            Arg::Text(&body),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The subscriptions of a kind.
+pub(crate) async fn subscriptions<E: Exec>(
+    e: &mut E,
+    d: &OutboxSql,
+    kind: &str,
+) -> Result<Vec<Subscription>> {
+    let rows = e.rows(d.subscriptions, &[Arg::Text(kind)]).await?;
+    rows.iter()
+        .map(|r| {
+            let c = Cols::new(r, "", "subscription row");
+            Ok(Subscription {
+                id: c.text(0)?.to_owned(),
+                kind: kind.to_owned(),
+                created_at: c.time(1)?,
+                body: serde_json::from_str(c.text(2)?).map_err(|e| Error::Corrupt {
+                    session: String::new(),
+                    detail: format!("subscription row does not parse: {e}"),
+                })?,
+            })
+        })
+        .collect()
+}
+
+/// Deletes a subscription.
+pub(crate) async fn delete_subscription<E: Exec>(
+    e: &mut E,
+    d: &OutboxSql,
+    id: &str,
+) -> Result<bool> {
+    Ok(e.run(d.delete_subscription, &[Arg::Text(id)]).await? > 0)
 }

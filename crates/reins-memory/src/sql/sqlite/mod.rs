@@ -47,6 +47,10 @@ const GRANTS: flow::GrantSql = flow::GrantSql {
 
 /// The SQL of the outbox steps.
 const OUTBOX: flow::OutboxSql = flow::OutboxSql {
+    put_subscription: "INSERT INTO reins_subscriptions (id, kind, created_at, body) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, body = excluded.body",
+    subscriptions: "SELECT id, created_at, body FROM reins_subscriptions WHERE kind = ?1 ORDER BY created_at, id",
+    delete_subscription: "DELETE FROM reins_subscriptions WHERE id = ?1",
     insert_notice: "INSERT INTO reins_notices (id, kind, session_id, requirement, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
     unrouted: "SELECT body FROM reins_notices WHERE routed = 0 ORDER BY seq LIMIT ?1",
     notice: "SELECT body FROM reins_notices WHERE id = ?1",
@@ -723,6 +727,24 @@ impl MemoryStore for SqliteStore {
     async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<crate::DeliveryAttempt>> {
         let delivery = owned(delivery);
         self.read(move |on| run_ready(flow::delivery_attempts(on, &OUTBOX, &delivery)))
+            .await
+    }
+
+    async fn put_subscription(&self, subscription: &crate::Subscription) -> Result<()> {
+        let sub = subscription.clone();
+        self.write(move |on| run_ready(flow::put_subscription(on, &OUTBOX, &sub)))
+            .await
+    }
+
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<crate::Subscription>> {
+        let kind = owned(kind);
+        self.read(move |on| run_ready(flow::subscriptions(on, &OUTBOX, &kind)))
+            .await
+    }
+
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        let id = owned(id);
+        self.write(move |on| run_ready(flow::delete_subscription(on, &OUTBOX, &id)))
             .await
     }
 
