@@ -183,6 +183,15 @@ impl NotifyOptions {
         self
     }
 
+    /// Sets [`batch`](NotifyOptions::batch). With 0 this instance writes and routes
+    /// notices but attempts no delivery (an instance that only serves requests; the
+    /// others deliver).
+    #[must_use]
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = n;
+        self
+    }
+
     /// Sets [`poll_interval`](NotifyOptions::poll_interval).
     #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Self {

@@ -48,7 +48,8 @@ pub(crate) struct Webhook {
     /// Event types it wants (empty: every type).
     #[serde(default)]
     pub(crate) event_types: Vec<NoticeKind>,
-    /// Tools it wants (empty: notices about any tool, or none).
+    /// Tools it wants (empty: every tool). Notices about no tool (a run that ended)
+    /// pass this filter.
     #[serde(default)]
     pub(crate) tools: Vec<String>,
     /// Sessions whose id starts with this.
@@ -67,7 +68,7 @@ impl Webhook {
     pub(crate) fn wants(&self, n: &Notice) -> bool {
         (self.event_types.is_empty() || self.event_types.contains(&n.kind))
             && (self.tools.is_empty()
-                || n.tool.as_deref().is_some_and(|t| self.tools.iter().any(|x| x == t)))
+                || n.tool.as_deref().is_none_or(|t| self.tools.iter().any(|x| x == t)))
             && self.session_prefix.as_deref().is_none_or(|p| {
                 n.session.as_deref().is_some_and(|s| s.starts_with(p))
             })
