@@ -303,7 +303,8 @@ impl Server {
         let store = Arc::clone(self.agent.store());
         store.record_notices(true);
         let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
-        let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone()];
+        let pushes = Arc::new(a2a::push::Pushes::new(Arc::clone(&store)));
+        let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone(), pushes];
         let dispatcher = notify::Dispatcher {
             store,
             channels: Arc::new(self.channels),
