@@ -9,8 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
 use crate::notice::{
-    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice,
-    Subscription,
+    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, Subscription,
 };
 use crate::store::lease_end;
 
@@ -150,7 +149,7 @@ impl MemOutbox {
             .filter(|(_, d)| f.admits(d))
             .map(|(s, d)| (*s, d.clone()))
             .collect();
-        out.sort_by(|a, b| b.0.cmp(&a.0));
+        out.sort_by_key(|d| std::cmp::Reverse(d.0));
         if f.limit > 0 {
             out.truncate(f.limit);
         }

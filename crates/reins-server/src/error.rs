@@ -168,9 +168,7 @@ impl ServerError {
             Self::UnknownSession(_)
             | Self::UnknownRequirement(_)
             | Self::UnknownGrant(_)
-            | Self::UnknownWebhook(_) => {
-                StatusCode::NOT_FOUND
-            }
+            | Self::UnknownWebhook(_) => StatusCode::NOT_FOUND,
             Self::Busy(_)
             | Self::NotPaused(_)
             | Self::StaleView { .. }

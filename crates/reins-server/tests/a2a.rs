@@ -165,8 +165,13 @@ async fn bad_a2a_requests_get_json_rpc_errors_and_change_nothing() {
         Some(-32602)
     );
     assert_eq!(
-        code(&rpc(json!({"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",
-            "params": {"taskId": "t00.x", "url": "http://127.0.0.1:9/x"}})).await),
+        code(
+            &rpc(
+                json!({"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",
+            "params": {"taskId": "t00.x", "url": "http://127.0.0.1:9/x"}})
+            )
+            .await
+        ),
         Some(-32001)
     );
     let res = server
@@ -421,8 +426,14 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
         reins_server::notify::NotifyOptions::default()
             .poll_interval(std::time::Duration::from_millis(100))
     };
-    let a = serve(agent(store_a, &ran), ran.clone(), dir, |s| s.notify_options(quick())).await;
-    let b = serve(agent(store_b, &ran), ran.clone(), None, |s| s.notify_options(quick())).await;
+    let a = serve(agent(store_a, &ran), ran.clone(), dir, |s| {
+        s.notify_options(quick())
+    })
+    .await;
+    let b = serve(agent(store_b, &ran), ran.clone(), None, |s| {
+        s.notify_options(quick())
+    })
+    .await;
     let report = run_client(&python, "push.py", &a, &b, &[("A2A_TOKEN", CAROL)]).await;
 
     assert_eq!(report["push_capability"], true);
@@ -431,7 +442,11 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
     let received = report["received"].as_array().unwrap();
     let states: Vec<&str> = received
         .iter()
-        .map(|r| r["body"]["statusUpdate"]["status"]["state"].as_str().unwrap())
+        .map(|r| {
+            r["body"]["statusUpdate"]["status"]["state"]
+                .as_str()
+                .unwrap()
+        })
         .collect();
     assert_eq!(
         states,

@@ -159,7 +159,12 @@ async fn bad_webhooks_are_refused_and_nothing_is_stored() {
     let s = start().await;
     let cases = [
         (ADMIN, json!({"url": "not a url"}), 422, "invalid_webhook"),
-        (ADMIN, json!({"url": "ftp://example.com/x"}), 422, "invalid_webhook"),
+        (
+            ADMIN,
+            json!({"url": "ftp://example.com/x"}),
+            422,
+            "invalid_webhook",
+        ),
         (
             ADMIN,
             json!({"url": "http://127.0.0.1:9/x", "event_types": ["requirement.eaten"]}),
@@ -172,16 +177,33 @@ async fn bad_webhooks_are_refused_and_nothing_is_stored() {
             422,
             "invalid_webhook",
         ),
-        (ADMIN, json!({"url": "http://127.0.0.1:9/x", "colour": 1}), 400, "bad_body"),
-        (ANA, json!({"url": "http://127.0.0.1:9/x"}), 403, "forbidden"),
-        (ALICE, json!({"url": "http://127.0.0.1:9/x"}), 403, "forbidden"),
+        (
+            ADMIN,
+            json!({"url": "http://127.0.0.1:9/x", "colour": 1}),
+            400,
+            "bad_body",
+        ),
+        (
+            ANA,
+            json!({"url": "http://127.0.0.1:9/x"}),
+            403,
+            "forbidden",
+        ),
+        (
+            ALICE,
+            json!({"url": "http://127.0.0.1:9/x"}),
+            403,
+            "forbidden",
+        ),
     ];
     for (token, body, status, code) in cases {
         let (st, err) = s.post(token, "/v1/webhooks", body.clone()).await;
         assert_eq!(st, status, "{body}: {err}");
         assert_eq!(err["error"]["code"], code, "{body}: {err}");
     }
-    let unknown = s.post(ADMIN, "/v1/webhooks/wh_nope/rotate", json!({})).await;
+    let unknown = s
+        .post(ADMIN, "/v1/webhooks/wh_nope/rotate", json!({}))
+        .await;
     assert_eq!(unknown.0, 404, "{}", unknown.1);
     let (st, list) = s.get(ADMIN, "/v1/webhooks").await;
     assert_eq!(st, 200);
@@ -213,7 +235,11 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
     let rid = pause(&first, "alice/crash").await;
     // A session outside the webhook's prefix: filtered out.
     let (st, out) = first
-        .post(ADMIN, "/v1/sessions/ops%2Fother/runs", json!({"message": "delete b.txt"}))
+        .post(
+            ADMIN,
+            "/v1/sessions/ops%2Fother/runs",
+            json!({"message": "delete b.txt"}),
+        )
         .await;
     assert_eq!(st, 200, "{out}");
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -236,10 +262,17 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
     let types: BTreeSet<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
     assert_eq!(
         types,
-        BTreeSet::from(["requirement.waiting", "requirement.decided", "run.completed"])
+        BTreeSet::from([
+            "requirement.waiting",
+            "requirement.decided",
+            "run.completed"
+        ])
     );
     let ok = rx.successes();
-    assert!(ok.values().all(|n| *n == 1), "a notice was accepted twice: {ok:?}");
+    assert!(
+        ok.values().all(|n| *n == 1),
+        "a notice was accepted twice: {ok:?}"
+    );
     let failed = lines.iter().filter(|l| l["status"] == 500).count();
     assert_eq!(failed, ok.len(), "one 500 per notice, then one success");
 
@@ -250,7 +283,11 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
         .unwrap();
     assert_eq!(deliveries.len(), 3);
     for d in &deliveries {
-        assert_eq!((d.state, d.attempts), (DeliveryState::Delivered, 2), "{d:?}");
+        assert_eq!(
+            (d.state, d.attempts),
+            (DeliveryState::Delivered, 2),
+            "{d:?}"
+        );
         let log = store.delivery_attempts(&d.id).await.unwrap();
         let outcomes: Vec<&str> = log.iter().map(|a| a.outcome.as_str()).collect();
         assert_eq!(outcomes, ["retry", "delivered"]);
@@ -260,9 +297,15 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
         .await;
     assert_eq!(st, 200);
     assert_eq!(api["deliveries"].as_array().unwrap().len(), 3);
-    assert_eq!(api["deliveries"][0]["attempt_log"][1]["outcome"], "delivered");
+    assert_eq!(
+        api["deliveries"][0]["attempt_log"][1]["outcome"],
+        "delivered"
+    );
     let written = deliveries.len();
-    let lost = deliveries.iter().filter(|d| !ok.contains_key(&d.notice.id)).count();
+    let lost = deliveries
+        .iter()
+        .filter(|d| !ok.contains_key(&d.notice.id))
+        .count();
     let duplicated: usize = ok.values().map(|n| n - 1).sum();
     println!(
         "webhook crash figures: notices written {written}, delivered {}, retried {failed}, duplicated {duplicated}, lost {lost}",
@@ -273,7 +316,11 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
     // Rotation: both secrets sign until the old one expires; a receiver that knows only
     // the old one still verifies. A redelivery sends the notice again, same id.
     let (st, rotated) = second
-        .post(ADMIN, &format!("/v1/webhooks/{hook}/rotate"), json!({"grace_seconds": 600}))
+        .post(
+            ADMIN,
+            &format!("/v1/webhooks/{hook}/rotate"),
+            json!({"grace_seconds": 600}),
+        )
         .await;
     assert_eq!(st, 200, "{rotated}");
     assert_eq!(rotated["live_secrets"], 2);
@@ -295,7 +342,10 @@ async fn notices_survive_a_crash_and_are_retried_once_per_attempt() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let last = rx.lines().into_iter().last().unwrap();
-    assert_eq!((last["verified"].clone(), last["signatures"].clone()), (json!(true), json!(2)));
+    assert_eq!(
+        (last["verified"].clone(), last["signatures"].clone()),
+        (json!(true), json!(2))
+    );
     assert_eq!(rx.successes()[notice], 2);
     assert_eq!(ran.lock().unwrap().clone(), ["delete:a.txt"]);
 }
@@ -307,7 +357,9 @@ async fn two_instances_deliver_each_notice_once() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("REINS_TEST_POSTGRES_URL is not set under CI (run `cargo xtask test`)");
         }
-        eprintln!("SKIPPED two_instances_deliver_each_notice_once: REINS_TEST_POSTGRES_URL is not set");
+        eprintln!(
+            "SKIPPED two_instances_deliver_each_notice_once: REINS_TEST_POSTGRES_URL is not set"
+        );
         return;
     };
     let Some(rx) = Receiver::start("webhooks two instances", 0) else {
@@ -328,7 +380,10 @@ async fn two_instances_deliver_each_notice_once() {
         s.notify_options(quick())
     })
     .await;
-    let b = serve(agent(sb, &ran), ran.clone(), None, |s| s.notify_options(quick())).await;
+    let b = serve(agent(sb, &ran), ran.clone(), None, |s| {
+        s.notify_options(quick())
+    })
+    .await;
     create_webhook(&a, &rx.url).await;
     let sessions: Vec<String> = (0..6).map(|i| format!("alice/pg-{i}")).collect();
     for (i, sid) in sessions.iter().enumerate() {
@@ -342,7 +397,10 @@ async fn two_instances_deliver_each_notice_once() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     let ok = rx.successes();
     assert_eq!(ok.len(), expected, "{ok:?}");
-    assert!(ok.values().all(|n| *n == 1), "a notice was delivered twice: {ok:?}");
+    assert!(
+        ok.values().all(|n| *n == 1),
+        "a notice was delivered twice: {ok:?}"
+    );
     let owners: BTreeSet<String> = {
         let mut set = BTreeSet::new();
         for d in sa.deliveries(&DeliveryFilter::all()).await.unwrap() {

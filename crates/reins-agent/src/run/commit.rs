@@ -58,7 +58,9 @@ impl Run {
             notices: ops.waiting,
         };
         for (id, decision) in &commit.decide {
-            commit.notices.push(self.decided_notice(id, decision, &ops.log));
+            commit
+                .notices
+                .push(self.decided_notice(id, decision, &ops.log));
         }
         if let Some(n) = self.ended_notice() {
             commit.notices.push(n);

@@ -293,12 +293,12 @@ async fn post_rpc(
         "CreateTaskPushNotificationConfig" => push::create(&state, &who, &params)
             .await
             .map(|t| rpc(&id, t)),
-        "GetTaskPushNotificationConfig" => push::get(&state, &who, &params)
-            .await
-            .map(|t| rpc(&id, t)),
-        "ListTaskPushNotificationConfigs" => push::list(&state, &who, &params)
-            .await
-            .map(|t| rpc(&id, t)),
+        "GetTaskPushNotificationConfig" => {
+            push::get(&state, &who, &params).await.map(|t| rpc(&id, t))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            push::list(&state, &who, &params).await.map(|t| rpc(&id, t))
+        }
         "DeleteTaskPushNotificationConfig" => push::delete(&state, &who, &params)
             .await
             .map(|t| rpc(&id, t)),

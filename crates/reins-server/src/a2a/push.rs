@@ -235,7 +235,11 @@ impl Pushes {
     }
 
     /// The task of `session` that had begun at `at`: its last A2A message up to then.
-    async fn task_at(&self, session: &str, at: DateTime<Utc>) -> reins_memory::Result<Option<String>> {
+    async fn task_at(
+        &self,
+        session: &str,
+        at: DateTime<Utc>,
+    ) -> reins_memory::Result<Option<String>> {
         let s = match self.store.load_session(session).await {
             Ok(s) => s,
             Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
@@ -243,9 +247,9 @@ impl Pushes {
         };
         Ok(s.messages
             .iter()
-            .filter(|m| m.role == Role::User && m.metadata.contains_key(TASK_MARK))
-            .filter(|m| m.created_at <= at)
-            .next_back()
+            .rfind(|m| {
+                m.role == Role::User && m.metadata.contains_key(TASK_MARK) && m.created_at <= at
+            })
             .map(|m| task_id(session, &m.id)))
     }
 }
@@ -329,16 +333,24 @@ impl Pushes {
         let resp = req.send().await.map_err(|e| {
             DeliveryError::Retryable(format!(
                 "POST {url} failed ({})",
-                if e.is_timeout() { "timed out" } else { "could not connect" }
+                if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "could not connect"
+                }
             ))
         })?;
         let status = resp.status();
         if status.is_success() {
             Ok(())
         } else if status.is_server_error() || matches!(status.as_u16(), 408 | 429) {
-            Err(DeliveryError::Retryable(format!("POST {url} answered HTTP {status}")))
+            Err(DeliveryError::Retryable(format!(
+                "POST {url} answered HTTP {status}"
+            )))
         } else {
-            Err(DeliveryError::Permanent(format!("POST {url} answered HTTP {status}")))
+            Err(DeliveryError::Permanent(format!(
+                "POST {url} answered HTTP {status}"
+            )))
         }
     }
 }

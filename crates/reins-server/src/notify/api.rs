@@ -200,7 +200,9 @@ async fn remove(
     if state.agent.store().delete_subscription(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ServerError::UnknownWebhook(format!("no webhook has id `{id}`")))
+        Err(ServerError::UnknownWebhook(format!(
+            "no webhook has id `{id}`"
+        )))
     }
 }
 
@@ -249,7 +251,8 @@ async fn rotate(
             s.expires_at = Some(until);
         }
     }
-    hook.secrets.retain(|s| s.expires_at.is_none_or(|t| t > now));
+    hook.secrets
+        .retain(|s| s.expires_at.is_none_or(|t| t > now));
     hook.secrets.insert(
         0,
         Secret {
@@ -278,10 +281,7 @@ struct DeliveryList {
 }
 
 /// A webhook's deliveries with their attempts, newest first (the last 100).
-pub(crate) async fn webhook_deliveries(
-    state: &AppState,
-    id: &str,
-) -> Result<Vec<DeliveryObject>> {
+pub(crate) async fn webhook_deliveries(state: &AppState, id: &str) -> Result<Vec<DeliveryObject>> {
     let store = state.agent.store();
     let filter = DeliveryFilter::all()
         .destination_prefix(format!("{PREFIX}{id}"))

@@ -144,7 +144,9 @@ impl Dispatcher {
                 delivery = %d.id,
                 "a delivery's lease ended before its attempt was recorded; it will be attempted again"
             ),
-            Err(e) => tracing::warn!(delivery = %d.id, error = %e, "could not record a delivery attempt"),
+            Err(e) => {
+                tracing::warn!(delivery = %d.id, error = %e, "could not record a delivery attempt")
+            }
         }
     }
 

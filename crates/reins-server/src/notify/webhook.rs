@@ -68,10 +68,13 @@ impl Webhook {
     pub(crate) fn wants(&self, n: &Notice) -> bool {
         (self.event_types.is_empty() || self.event_types.contains(&n.kind))
             && (self.tools.is_empty()
-                || n.tool.as_deref().is_none_or(|t| self.tools.iter().any(|x| x == t)))
-            && self.session_prefix.as_deref().is_none_or(|p| {
-                n.session.as_deref().is_some_and(|s| s.starts_with(p))
-            })
+                || n.tool
+                    .as_deref()
+                    .is_none_or(|t| self.tools.iter().any(|x| x == t)))
+            && self
+                .session_prefix
+                .as_deref()
+                .is_none_or(|p| n.session.as_deref().is_some_and(|s| s.starts_with(p)))
     }
 
     /// The secrets that sign now.

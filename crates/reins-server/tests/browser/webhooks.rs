@@ -56,7 +56,10 @@ async fn the_webhook_delivery_log_in_a_real_browser() {
     let (good, receiver) = flaky_receiver().await;
     // Nothing listens on a port just freed.
     let down = format!("http://127.0.0.1:{}/hook", free_port());
-    for (url, what) in [(&good, "the team's approvals bot"), (&down, "an old endpoint")] {
+    for (url, what) in [
+        (&good, "the team's approvals bot"),
+        (&down, "an old endpoint"),
+    ] {
         let (st, out) = s
             .post(
                 ADMIN,
@@ -70,11 +73,17 @@ async fn the_webhook_delivery_log_in_a_real_browser() {
     let store = s.agent.store().clone();
     let settled = || async {
         let ds = store.deliveries(&DeliveryFilter::all()).await.unwrap();
-        ds.len() == 2 && ds.iter().all(|d| d.state != reins_memory::DeliveryState::Pending)
+        ds.len() == 2
+            && ds
+                .iter()
+                .all(|d| d.state != reins_memory::DeliveryState::Pending)
     };
     let started = Instant::now();
     while !settled().await {
-        assert!(started.elapsed() < Duration::from_secs(20), "deliveries never settled");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "deliveries never settled"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -100,17 +109,26 @@ async fn the_webhook_delivery_log_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    wait_text(&c, &format!("{dead} .status"), |t| t.contains("Queued again")).await;
+    wait_text(&c, &format!("{dead} .status"), |t| {
+        t.contains("Queued again")
+    })
+    .await;
     let started = Instant::now();
     loop {
         let ds = store
             .deliveries(&DeliveryFilter::all().destination_prefix("webhook:"))
             .await
             .unwrap();
-        if ds.iter().any(|d| d.attempts == 3 && d.state == reins_memory::DeliveryState::Dead) {
+        if ds
+            .iter()
+            .any(|d| d.attempts == 3 && d.state == reins_memory::DeliveryState::Dead)
+        {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "no third attempt: {ds:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no third attempt: {ds:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

@@ -11,8 +11,7 @@ use super::{Arg, Cols, Exec, Row};
 use crate::error::{Error, Result};
 use crate::memory_outbox::settle;
 use crate::notice::{
-    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice,
-    Subscription,
+    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, Subscription,
 };
 use crate::sql::{encode_json, to_i64};
 use crate::store::lease_end;
@@ -112,8 +111,14 @@ pub(crate) async fn insert_notices<E: Exec>(
 }
 
 /// Notices not yet routed.
-pub(crate) async fn unrouted<E: Exec>(e: &mut E, d: &OutboxSql, limit: usize) -> Result<Vec<Notice>> {
-    let rows = e.rows(d.unrouted, &[Arg::Int(to_i64(limit as u64))]).await?;
+pub(crate) async fn unrouted<E: Exec>(
+    e: &mut E,
+    d: &OutboxSql,
+    limit: usize,
+) -> Result<Vec<Notice>> {
+    let rows = e
+        .rows(d.unrouted, &[Arg::Int(to_i64(limit as u64))])
+        .await?;
     rows.iter()
         .map(|r| decode_notice(Cols::new(r, "", "outbox notice row").text(0)?))
         .collect()
@@ -175,7 +180,10 @@ pub(crate) async fn claim_deliveries<E: Exec>(
             ],
         )
         .await?;
-    let mut out = rows.iter().map(decode_delivery).collect::<Result<Vec<_>>>()?;
+    let mut out = rows
+        .iter()
+        .map(decode_delivery)
+        .collect::<Result<Vec<_>>>()?;
     out.sort_by(|a, b| a.next_at.cmp(&b.next_at).then(a.id.cmp(&b.id)));
     Ok(out)
 }
@@ -229,7 +237,11 @@ pub(crate) async fn list_deliveries<E: Exec>(
     d: &OutboxSql,
     f: &DeliveryFilter,
 ) -> Result<Vec<Delivery>> {
-    let limit = if f.limit == 0 { i64::MAX } else { to_i64(f.limit as u64) };
+    let limit = if f.limit == 0 {
+        i64::MAX
+    } else {
+        to_i64(f.limit as u64)
+    };
     let rows = e
         .rows(
             d.list,
@@ -274,7 +286,10 @@ pub(crate) async fn redeliver<E: Exec>(
     delivery: &str,
     now: DateTime<Utc>,
 ) -> Result<Delivery> {
-    if e.run(d.redeliver, &[Arg::Text(delivery), Arg::Stamp(now)]).await? != 1 {
+    if e.run(d.redeliver, &[Arg::Text(delivery), Arg::Stamp(now)])
+        .await?
+        != 1
+    {
         return Err(Error::DeliveryNotFound {
             id: delivery.to_owned(),
         });

@@ -439,7 +439,11 @@ fn owned(s: &str) -> String {
 impl SqliteStore {
     /// `f()` when the outbox records notices, else nothing.
     fn notices_on(&self, f: impl FnOnce() -> Vec<crate::Notice>) -> Vec<crate::Notice> {
-        if self.records_notices() { f() } else { Vec::new() }
+        if self.records_notices() {
+            f()
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -477,9 +481,7 @@ impl MemoryStore for SqliteStore {
             commit.notices.clear();
         }
         let done = self
-            .write(move |on| {
-                run_ready(flow::commit(on, &DIALECT, &session, commit, "", &OUTBOX))
-            })
+            .write(move |on| run_ready(flow::commit(on, &DIALECT, &session, commit, "", &OUTBOX)))
             .await?;
         Ok(match done {
             Committed::Unchanged(v) => v,
@@ -668,7 +670,8 @@ impl MemoryStore for SqliteStore {
     }
 
     fn record_notices(&self, on: bool) {
-        self.notices_on.store(on, std::sync::atomic::Ordering::Relaxed);
+        self.notices_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn records_notices(&self) -> bool {
@@ -713,7 +716,9 @@ impl MemoryStore for SqliteStore {
     ) -> Result<bool> {
         let (delivery, owner) = (owned(delivery), owned(owner));
         self.write(move |on| {
-            run_ready(flow::record_attempt(on, &OUTBOX, &delivery, &owner, attempt, outcome))
+            run_ready(flow::record_attempt(
+                on, &OUTBOX, &delivery, &owner, attempt, outcome,
+            ))
         })
         .await
     }
@@ -751,9 +756,7 @@ impl MemoryStore for SqliteStore {
     async fn redeliver(&self, delivery: &str) -> Result<crate::Delivery> {
         let delivery = owned(delivery);
         let d = self
-            .write(move |on| {
-                run_ready(flow::redeliver(on, &OUTBOX, &delivery, chrono::Utc::now()))
-            })
+            .write(move |on| run_ready(flow::redeliver(on, &OUTBOX, &delivery, chrono::Utc::now())))
             .await?;
         self.changes.notify(None, false);
         Ok(d)

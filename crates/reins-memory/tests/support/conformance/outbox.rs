@@ -27,7 +27,12 @@ pub async fn notices_ride_with_their_commit<S: MemoryStore>(a: &S, b: &S) {
     // Off: the notice is dropped with the commit applied.
     let off = Notice::new(NoticeKind::RunCompleted).session(&sid);
     let v = a
-        .commit(&sid, Commit::at(s.version).append(Msg::user("1")).notify(off.clone()))
+        .commit(
+            &sid,
+            Commit::at(s.version)
+                .append(Msg::user("1"))
+                .notify(off.clone()),
+        )
         .await
         .unwrap();
     assert!(!unrouted_ids(b).await.contains(&off.id));
@@ -41,18 +46,31 @@ pub async fn notices_ride_with_their_commit<S: MemoryStore>(a: &S, b: &S) {
         .principal("ana")
         .payload(serde_json::json!({ "path": "/tmp/x" }));
     let v = a
-        .commit(&sid, Commit::at(v).append(Msg::user("2")).notify(on.clone()))
+        .commit(
+            &sid,
+            Commit::at(v).append(Msg::user("2")).notify(on.clone()),
+        )
         .await
         .unwrap();
     // A stale commit writes neither its change nor its notice.
     let lost = Notice::new(NoticeKind::RunFailed).session(&sid);
     let stale = a
-        .commit(&sid, Commit::at(v - 1).append(Msg::user("3")).notify(lost.clone()))
+        .commit(
+            &sid,
+            Commit::at(v - 1)
+                .append(Msg::user("3"))
+                .notify(lost.clone()),
+        )
         .await;
     assert!(matches!(stale, Err(Error::Conflict { .. })));
     // A commit with only a notice writes it and keeps the version.
     let alone = Notice::new(NoticeKind::RequirementExpired).session(&sid);
-    assert_eq!(a.commit(&sid, Commit::at(v).notify(alone.clone())).await.unwrap(), v);
+    assert_eq!(
+        a.commit(&sid, Commit::at(v).notify(alone.clone()))
+            .await
+            .unwrap(),
+        v
+    );
     // Grants write their own.
     let tool = format!("outbox_tool_{}", new_id());
     let g = Grant::new(new_id(), &tool, Utc::now()).created_by("ana");
@@ -74,10 +92,17 @@ pub async fn notices_ride_with_their_commit<S: MemoryStore>(a: &S, b: &S) {
         .filter(|n| n.tool.as_deref() == Some(tool.as_str()))
         .map(|n| n.kind)
         .collect();
-    assert_eq!(grant_kinds, vec![NoticeKind::GrantCreated, NoticeKind::GrantRevoked]);
+    assert_eq!(
+        grant_kinds,
+        vec![NoticeKind::GrantCreated, NoticeKind::GrantRevoked]
+    );
     // Writing a stored id again is skipped.
     a.append_notices(vec![on.clone()]).await.unwrap();
-    let n = unrouted_ids(b).await.iter().filter(|i| **i == on.id).count();
+    let n = unrouted_ids(b)
+        .await
+        .iter()
+        .filter(|i| **i == on.id)
+        .count();
     assert_eq!(n, 1);
     a.record_notices(false);
     // Route them away, so that the claiming case does not meet them.
@@ -103,24 +128,48 @@ pub async fn deliveries_are_leased_logged_and_redelivered<S: MemoryStore>(a: &S,
     assert!(first.iter().all(|d| d.attempts == 1 && d.notice == n));
     // Leased: another owner gets none of them.
     assert!(mine(b.claim_deliveries("two", 100_000, lease).await.unwrap()).is_empty());
-    let hook = first.iter().find(|d| d.destination == "webhook:w1").unwrap();
+    let hook = first
+        .iter()
+        .find(|d| d.destination == "webhook:w1")
+        .unwrap();
     let term = first.iter().find(|d| d.destination == "terminal").unwrap();
     // Only the holder of the attempt's lease records it.
     let retry = AttemptOutcome::Retry {
         next_at: Utc::now() - chrono::Duration::seconds(1),
         error: "HTTP 500".into(),
     };
-    assert!(!b.record_attempt(&hook.id, "two", 1, retry.clone()).await.unwrap());
-    assert!(!b.record_attempt(&hook.id, "one", 2, retry.clone()).await.unwrap());
-    assert!(a.record_attempt(&hook.id, "one", 1, retry.clone()).await.unwrap());
+    assert!(
+        !b.record_attempt(&hook.id, "two", 1, retry.clone())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !b.record_attempt(&hook.id, "one", 2, retry.clone())
+            .await
+            .unwrap()
+    );
+    assert!(
+        a.record_attempt(&hook.id, "one", 1, retry.clone())
+            .await
+            .unwrap()
+    );
     assert!(!a.record_attempt(&hook.id, "one", 1, retry).await.unwrap());
-    assert!(a.record_attempt(&term.id, "one", 1, AttemptOutcome::Delivered).await.unwrap());
+    assert!(
+        a.record_attempt(&term.id, "one", 1, AttemptOutcome::Delivered)
+            .await
+            .unwrap()
+    );
     // Due again: the second attempt goes to whoever claims.
     let second = mine(b.claim_deliveries("two", 100_000, lease).await.unwrap());
     assert_eq!(second.len(), 1);
-    assert_eq!((second[0].id.as_str(), second[0].attempts), (hook.id.as_str(), 2));
+    assert_eq!(
+        (second[0].id.as_str(), second[0].attempts),
+        (hook.id.as_str(), 2)
+    );
     assert_eq!(second[0].last_error.as_deref(), Some("HTTP 500"));
-    let dead = AttemptOutcome::Dead { error: "HTTP 410".into() };
+    let dead = AttemptOutcome::Dead {
+        error: "HTTP 410".into(),
+    };
     assert!(b.record_attempt(&hook.id, "two", 2, dead).await.unwrap());
     let log = a.delivery_attempts(&hook.id).await.unwrap();
     let outcomes: Vec<(u32, &str, &str)> = log
@@ -139,7 +188,11 @@ pub async fn deliveries_are_leased_logged_and_redelivered<S: MemoryStore>(a: &S,
     assert_eq!(states["terminal"], DeliveryState::Delivered);
     assert_eq!(states["webhook:w1"], DeliveryState::Dead);
     let hooks = a
-        .deliveries(&DeliveryFilter::all().notice(&n.id).destination_prefix("webhook:"))
+        .deliveries(
+            &DeliveryFilter::all()
+                .notice(&n.id)
+                .destination_prefix("webhook:"),
+        )
         .await
         .unwrap();
     assert_eq!(hooks.len(), 1);
@@ -153,7 +206,11 @@ pub async fn deliveries_are_leased_logged_and_redelivered<S: MemoryStore>(a: &S,
     let third = mine(a.claim_deliveries("one", 100_000, lease).await.unwrap());
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].attempts, 3);
-    assert!(a.record_attempt(&hook.id, "one", 3, AttemptOutcome::Delivered).await.unwrap());
+    assert!(
+        a.record_attempt(&hook.id, "one", 3, AttemptOutcome::Delivered)
+            .await
+            .unwrap()
+    );
     assert_eq!(a.delivery_attempts(&hook.id).await.unwrap().len(), 3);
 
     // Racing claimers on both handles: every delivery goes to exactly one.
@@ -167,7 +224,11 @@ pub async fn deliveries_are_leased_logged_and_redelivered<S: MemoryStore>(a: &S,
     let ids: std::collections::HashSet<String> = batch.iter().map(|n| n.id.clone()).collect();
     let claims = (0..6).map(|i| {
         let (s, owner) = if i % 2 == 0 { (a, "even") } else { (b, "odd") };
-        async move { s.claim_deliveries(&format!("{owner}{i}"), 3, lease).await.unwrap() }
+        async move {
+            s.claim_deliveries(&format!("{owner}{i}"), 3, lease)
+                .await
+                .unwrap()
+        }
     });
     let mut seen = HashMap::new();
     for round in futures::future::join_all(claims).await {
@@ -175,5 +236,8 @@ pub async fn deliveries_are_leased_logged_and_redelivered<S: MemoryStore>(a: &S,
             *seen.entry(d.id).or_insert(0) += 1;
         }
     }
-    assert!(seen.values().all(|c| *c == 1), "a delivery was claimed twice: {seen:?}");
+    assert!(
+        seen.values().all(|c| *c == 1),
+        "a delivery was claimed twice: {seen:?}"
+    );
 }
