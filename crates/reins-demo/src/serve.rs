@@ -286,7 +286,12 @@ async fn run(opts: Options) -> Result<(), String> {
         })
         .await;
     }
-    let mut app = Server::new(agent.clone()).auth(auth).router();
+    // Notices (a call waiting, decided, a run completed) print on stderr, so the flow
+    // shows without Slack or SMTP.
+    let mut app = Server::new(agent.clone())
+        .auth(auth)
+        .channel(reins_server::notify::TerminalChannel::new())
+        .router();
 
     let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
     let port = opts.port.unwrap_or(if on_stdio { 0 } else { 8080 });

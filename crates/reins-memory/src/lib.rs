@@ -78,6 +78,7 @@ pub use grant::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
 pub use memory::InMemoryStore;
 pub use notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, NoticeKind,
+    Subscription,
 };
 pub use reins_message::fingerprint;
 pub use repair::{

@@ -11,7 +11,9 @@ use reins_message::ToolResult;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter, sort_grants};
-use crate::notice::{AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice};
+use crate::notice::{
+    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
+};
 use crate::run_state::RunStateData;
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
@@ -608,6 +610,31 @@ impl MemoryStore for InMemoryStore {
         let d = self.lock().outbox.redeliver(delivery)?;
         self.notify_outbox();
         Ok(d)
+    }
+
+    async fn put_subscription(&self, subscription: &Subscription) -> Result<()> {
+        self.lock()
+            .outbox
+            .subscriptions
+            .insert(subscription.id.clone(), subscription.clone());
+        Ok(())
+    }
+
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<Subscription>> {
+        let mut out: Vec<Subscription> = self
+            .lock()
+            .outbox
+            .subscriptions
+            .values()
+            .filter(|s| s.kind == kind)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        Ok(self.lock().outbox.subscriptions.remove(id).is_some())
     }
 }
 

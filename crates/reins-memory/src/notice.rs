@@ -372,3 +372,18 @@ impl DeliveryFilter {
             && self.notice.as_deref().is_none_or(|n| d.notice.id == n)
     }
 }
+
+/// A standing subscription to notices, kept by the store for a server: a webhook
+/// subscriber, an A2A push notification configuration. `body` is the server's (the
+/// store does not read it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// A unique id.
+    pub id: String,
+    /// What kind it is (`webhook`, `a2a`), for listing.
+    pub kind: String,
+    /// The server's record.
+    pub body: Value,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}

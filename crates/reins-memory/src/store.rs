@@ -12,7 +12,9 @@ use serde_json::Value;
 pub use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter};
-use crate::notice::{AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice};
+use crate::notice::{
+    AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
+};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -577,6 +579,30 @@ pub trait MemoryStore: Send + Sync + 'static {
             what: "the notification outbox".to_owned(),
         })
     }
+
+    /// Stores a subscription, replacing one with the same id.
+    async fn put_subscription(&self, subscription: &Subscription) -> Result<()> {
+        let _ = subscription;
+        Err(Error::Unsupported {
+            what: "notification subscriptions".to_owned(),
+        })
+    }
+
+    /// The subscriptions of `kind`, oldest first.
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<Subscription>> {
+        let _ = kind;
+        Err(Error::Unsupported {
+            what: "notification subscriptions".to_owned(),
+        })
+    }
+
+    /// Deletes a subscription; whether there was one.
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        let _ = id;
+        Err(Error::Unsupported {
+            what: "notification subscriptions".to_owned(),
+        })
+    }
 }
 
 macro_rules! forward_store {
@@ -701,6 +727,15 @@ macro_rules! forward_store {
             }
             async fn redeliver(&self, delivery: &str) -> Result<Delivery> {
                 (**self).redeliver(delivery).await
+            }
+            async fn put_subscription(&self, subscription: &Subscription) -> Result<()> {
+                (**self).put_subscription(subscription).await
+            }
+            async fn subscriptions(&self, kind: &str) -> Result<Vec<Subscription>> {
+                (**self).subscriptions(kind).await
+            }
+            async fn delete_subscription(&self, id: &str) -> Result<bool> {
+                (**self).delete_subscription(id).await
             }
         }
     )*};

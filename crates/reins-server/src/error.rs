@@ -80,6 +80,9 @@ pub enum ServerError {
     /// No grant has the id (404).
     #[error("{0}")]
     UnknownGrant(String),
+    /// No webhook or delivery with that id (404 `unknown_webhook`).
+    #[error("{0}")]
+    UnknownWebhook(String),
     /// The grant was revoked already (409); nothing changed.
     #[error("{0}")]
     GrantRevoked(String),
@@ -162,9 +165,10 @@ impl ServerError {
             Self::BadBody(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized | Self::InvalidToken => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotEligible(_) => StatusCode::FORBIDDEN,
-            Self::UnknownSession(_) | Self::UnknownRequirement(_) | Self::UnknownGrant(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Self::UnknownSession(_)
+            | Self::UnknownRequirement(_)
+            | Self::UnknownGrant(_)
+            | Self::UnknownWebhook(_) => StatusCode::NOT_FOUND,
             Self::Busy(_)
             | Self::NotPaused(_)
             | Self::StaleView { .. }
@@ -198,6 +202,7 @@ impl ServerError {
             Self::AlreadyDecided { .. } => "already_decided",
             Self::FingerprintMismatch(_) => "fingerprint_mismatch",
             Self::UnknownGrant(_) => "unknown_grant",
+            Self::UnknownWebhook(_) => "unknown_webhook",
             Self::GrantRevoked(_) => "grant_revoked",
             Self::AlreadyApproved(_) => "already_approved",
             Self::NotEligible(_) => "not_eligible",
@@ -342,6 +347,7 @@ impl From<reins_memory::Error> for ServerError {
         match e {
             reins_memory::Error::SessionNotFound { id } => Self::UnknownSession(id),
             e @ reins_memory::Error::GrantNotFound { .. } => Self::UnknownGrant(e.to_string()),
+            e @ reins_memory::Error::DeliveryNotFound { .. } => Self::UnknownWebhook(e.to_string()),
             e @ reins_memory::Error::GrantAlreadyRevoked { .. } => {
                 Self::GrantRevoked(format!("{e}; nothing changed"))
             }

@@ -58,7 +58,7 @@ impl FromRequestParts<AppState> for Admin {
         let Caller(who) = Caller::from_request_parts(parts, state).await?;
         if !who.has(crate::auth::AccessRole::Admin) {
             return Err(ServerError::Forbidden(format!(
-                "`{}` may not publish live events: that needs the admin role (a backend's service process)",
+                "`{}` may not do this: it needs the admin role",
                 who.name
             )));
         }

@@ -339,6 +339,9 @@ impl Server {
         // (with every other instance sharing the store).
         let store = Arc::clone(self.agent.store());
         store.record_notices(true);
+        let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
+        let pushes = Arc::new(a2a::push::Pushes::new(Arc::clone(&store)));
+        let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone(), pushes];
         let auth = Arc::new(self.auth);
         let mut channels = self.channels;
         for c in self.approvals.channels(&self.agent, &auth) {
@@ -348,14 +351,14 @@ impl Server {
         let dispatcher = notify::Dispatcher {
             store,
             channels: Arc::new(channels),
-            sources: Arc::new(Vec::new()),
+            sources: Arc::new(sources),
             options: self.notify,
             owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
         };
         let waiting = self.approvals.waiting.clone();
         let mut state = AppState {
-            dispatcher: Arc::new(dispatcher.clone()),
             _dispatching: dispatcher.spawn().map(Arc::new),
+            webhooks,
             agent: self.agent,
             backend: self.backend,
             auth,
@@ -380,6 +383,7 @@ impl Server {
             .merge(inbox::router())
             .merge(grants::router())
             .merge(approvals::router())
+            .merge(notify::api::router())
             .merge(health::router())
             .merge(openapi::router())
             .merge(protocols)

@@ -33,10 +33,10 @@ pub(crate) struct AppState {
     /// The sweep of waiting calls (escalation, expiry), stopped when the last clone of
     /// the state that holds it is dropped (the sweep's own clone holds none).
     pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
-    /// The notification dispatcher (its outbox, channels and sources).
-    pub(crate) dispatcher: Arc<crate::notify::Dispatcher>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
     pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
+    /// The webhook subscribers.
+    pub(crate) webhooks: Arc<crate::notify::webhook::Webhooks>,
 }
 
 impl AppState {

@@ -162,7 +162,17 @@ async fn bad_a2a_requests_get_json_rpc_errors_and_change_nothing() {
     );
     assert_eq!(
         code(&rpc(json!({"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig", "params": {}})).await),
-        Some(-32003)
+        Some(-32602)
+    );
+    assert_eq!(
+        code(
+            &rpc(
+                json!({"jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",
+            "params": {"taskId": "t00.x", "url": "http://127.0.0.1:9/x"}})
+            )
+            .await
+        ),
+        Some(-32001)
     );
     let res = server
         .client
@@ -399,4 +409,59 @@ async fn a_401_carries_a_bearer_challenge() {
             );
         }
     }
+}
+
+/// A2A push notifications with the real client: every state change of an
+/// INPUT_REQUIRED → COMPLETED task reaches the receiver its `SendMessage` configured,
+/// with its token and authentication, through the outbox; configurations are created,
+/// read, listed and deleted through the client's calls (on either instance).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_a2a_client_gets_every_state_change_pushed() {
+    let Some(python) = client_available("a2a push") else {
+        return;
+    };
+    let (dir, store_a, store_b) = two_stores().await;
+    let ran: Ran = Arc::default();
+    let quick = || {
+        reins_server::notify::NotifyOptions::default()
+            .poll_interval(std::time::Duration::from_millis(100))
+    };
+    let a = serve(agent(store_a, &ran), ran.clone(), dir, |s| {
+        s.notify_options(quick())
+    })
+    .await;
+    let b = serve(agent(store_b, &ran), ran.clone(), None, |s| {
+        s.notify_options(quick())
+    })
+    .await;
+    let report = run_client(&python, "push.py", &a, &b, &[("A2A_TOKEN", CAROL)]).await;
+
+    assert_eq!(report["push_capability"], true);
+    assert_eq!(report["listed"], json!(["first", "second"]));
+    assert_eq!(report["listed_after_delete"], json!(["first"]));
+    let received = report["received"].as_array().unwrap();
+    let states: Vec<&str> = received
+        .iter()
+        .map(|r| {
+            r["body"]["statusUpdate"]["status"]["state"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
+        "{received:?}"
+    );
+    for r in received {
+        assert_eq!(r["path"], "/first", "a deleted config got a push: {r}");
+        assert_eq!(r["token"], "tok-1");
+        assert_eq!(r["authorization"], "Bearer push-secret");
+        assert_eq!(r["body"]["statusUpdate"]["taskId"], report["task_id"]);
+    }
+    assert_eq!(a.ran(), ["delete:a.txt"]);
 }

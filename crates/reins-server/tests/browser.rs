@@ -31,6 +31,8 @@ use harness::*;
 mod input_form;
 #[path = "browser/sign_in.rs"]
 mod sign_in;
+#[path = "browser/webhooks.rs"]
+mod webhooks;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_in_a_real_browser() {

@@ -30,6 +30,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("postgres_schema.sql")),
     (2, include_str!("postgres_schema_v2.sql")),
     (3, include_str!("postgres_schema_v3.sql")),
+    (4, include_str!("postgres_schema_v4.sql")),
 ];
 
 /// The SQL of the grant steps.
@@ -41,8 +42,36 @@ const GRANTS: flow::GrantSql = flow::GrantSql {
     revoke: "UPDATE reins_grants SET revoked = TRUE, body = $2::jsonb WHERE id = $1 AND NOT revoked",
 };
 
+/// The SQL of the outbox steps.
+const OUTBOX: flow::OutboxSql = flow::OutboxSql {
+    put_subscription: "INSERT INTO reins_subscriptions (id, kind, created_at, body) VALUES ($1, $2, $3, $4::jsonb) \
+         ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, body = excluded.body",
+    subscriptions: "SELECT id, created_at, body::text FROM reins_subscriptions WHERE kind = $1 ORDER BY created_at, id",
+    delete_subscription: "DELETE FROM reins_subscriptions WHERE id = $1",
+    insert_notice: "INSERT INTO reins_notices (id, kind, session_id, requirement, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (id) DO NOTHING",
+    unrouted: "SELECT body::text FROM reins_notices WHERE NOT routed ORDER BY seq LIMIT $1",
+    notice: "SELECT body::text FROM reins_notices WHERE id = $1",
+    mark_routed: "UPDATE reins_notices SET routed = TRUE WHERE id = $1",
+    insert_delivery: "INSERT INTO reins_deliveries (id, notice_id, destination, session_id, requirement, state, attempts, next_at, updated_at, body) \
+         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
+    claim: "UPDATE reins_deliveries SET attempts = attempts + 1, lease_owner = $1, lease_until = $4, updated_at = $3 \
+         WHERE id IN (SELECT id FROM reins_deliveries WHERE state = 'pending' AND next_at <= $3 \
+         AND (lease_until IS NULL OR lease_until <= $3) ORDER BY next_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+         RETURNING id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text",
+    settle: "UPDATE reins_deliveries SET state = $4, next_at = $5, last_error = $6::text, lease_owner = NULL, lease_until = NULL, updated_at = $7 \
+         WHERE id = $1 AND lease_owner = $2 AND attempts = $3",
+    log_attempt: "INSERT INTO reins_delivery_attempts (delivery_id, attempt, owner, at, outcome, error) VALUES ($1, $2, $3, $4, $5, $6::text) \
+         ON CONFLICT (delivery_id, attempt) DO NOTHING",
+    list: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries \
+         WHERE ($1::text IS NULL OR left(destination, length($1)) = $1) AND ($2::text IS NULL OR session_id = $2) \
+         AND ($3::text IS NULL OR requirement = $3) AND ($4::text IS NULL OR notice_id = $4) ORDER BY seq DESC LIMIT $5",
+    attempts: "SELECT attempt, owner, at, outcome, error FROM reins_delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
+    redeliver: "UPDATE reins_deliveries SET state = 'pending', next_at = $2, updated_at = $2 WHERE id = $1",
+    delivery: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries WHERE id = $1",
+};
+
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 3;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 4;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
 /// use the database's clock (`now()`), so workers' clocks need not agree; the
@@ -229,6 +258,8 @@ pub struct PostgresStore {
     changes: std::sync::Arc<ChangeHub>,
     /// The LISTEN/NOTIFY channel of this store's schema.
     channel: String,
+    /// Whether the outbox records the notices of changes.
+    notices_on: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PostgresStore {
@@ -287,6 +318,7 @@ impl PostgresStore {
             pool,
             changes: ChangeHub::new(),
             channel,
+            notices_on: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)
@@ -427,7 +459,10 @@ impl MemoryStore for PostgresStore {
             .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })
     }
 
-    async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
+    async fn commit(&self, id: &str, mut commit: Commit) -> Result<u64> {
+        if !self.records_notices() {
+            commit.notices.clear();
+        }
         if flow::appends_only(&DIALECT, &commit) {
             // An agent's turn: one statement, no transaction round trips.
             let mut conn = self.pool.acquire().await?;
@@ -445,9 +480,19 @@ impl MemoryStore for PostgresStore {
                 Committed::Unchanged(v) | Committed::Changed(v) => v,
             });
         }
-        let releases = commit.release_lock.is_some() || commit.acquire_lock.is_some();
+        let releases = commit.release_lock.is_some()
+            || commit.acquire_lock.is_some()
+            || !commit.notices.is_empty();
         let mut tx = self.pool.begin().await?;
-        let done = flow::commit(&mut Pg(&mut tx), &DIALECT, id, commit, &self.channel).await?;
+        let done = flow::commit(
+            &mut Pg(&mut tx),
+            &DIALECT,
+            id,
+            commit,
+            &self.channel,
+            &OUTBOX,
+        )
+        .await?;
         match done {
             Committed::Unchanged(v) if releases => {
                 tx.commit().await?;
@@ -600,8 +645,14 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
-        let mut conn = self.pool.acquire().await?;
-        flow::create_grant(&mut Pg(&mut conn), &GRANTS, grant).await
+        let mut tx = self.pool.begin().await?;
+        flow::create_grant(&mut Pg(&mut tx), &GRANTS, grant).await?;
+        if self.records_notices() {
+            let n = crate::Notice::grant_created(grant);
+            flow::insert_notices(&mut Pg(&mut tx), &OUTBOX, &[n]).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn list_grants(
@@ -623,8 +674,100 @@ impl MemoryStore for PostgresStore {
         by: Option<&str>,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<crate::grant::Grant> {
+        let mut tx = self.pool.begin().await?;
+        let g = flow::revoke_grant(&mut Pg(&mut tx), &GRANTS, id, by, at).await?;
+        if self.records_notices() {
+            let n = crate::Notice::grant_revoked(&g);
+            flow::insert_notices(&mut Pg(&mut tx), &OUTBOX, &[n]).await?;
+        }
+        tx.commit().await?;
+        Ok(g)
+    }
+
+    fn record_notices(&self, on: bool) {
+        self.notices_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_notices(&self) -> bool {
+        self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn append_notices(&self, notices: Vec<crate::Notice>) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        flow::insert_notices(&mut Pg(&mut tx), &OUTBOX, &notices).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn unrouted_notices(&self, limit: usize) -> Result<Vec<crate::Notice>> {
         let mut conn = self.pool.acquire().await?;
-        flow::revoke_grant(&mut Pg(&mut conn), &GRANTS, id, by, at).await
+        flow::unrouted(&mut Pg(&mut conn), &OUTBOX, limit).await
+    }
+
+    async fn route_notice(&self, notice: &str, destinations: &[String]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        flow::route(&mut Pg(&mut tx), &OUTBOX, notice, destinations).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn claim_deliveries(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<crate::Delivery>> {
+        // One statement: `FOR UPDATE SKIP LOCKED` keeps racing instances apart.
+        let mut conn = self.pool.acquire().await?;
+        flow::claim_deliveries(&mut Pg(&mut conn), &OUTBOX, owner, limit, lease).await
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery: &str,
+        owner: &str,
+        attempt: u32,
+        outcome: crate::AttemptOutcome,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done =
+            flow::record_attempt(&mut Pg(&mut tx), &OUTBOX, delivery, owner, attempt, outcome)
+                .await?;
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    async fn deliveries(&self, filter: &crate::DeliveryFilter) -> Result<Vec<crate::Delivery>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::list_deliveries(&mut Pg(&mut conn), &OUTBOX, filter).await
+    }
+
+    async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<crate::DeliveryAttempt>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::delivery_attempts(&mut Pg(&mut conn), &OUTBOX, delivery).await
+    }
+
+    async fn put_subscription(&self, subscription: &crate::Subscription) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        flow::put_subscription(&mut Pg(&mut conn), &OUTBOX, subscription).await
+    }
+
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<crate::Subscription>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::subscriptions(&mut Pg(&mut conn), &OUTBOX, kind).await
+    }
+
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        let mut conn = self.pool.acquire().await?;
+        flow::delete_subscription(&mut Pg(&mut conn), &OUTBOX, id).await
+    }
+
+    async fn redeliver(&self, delivery: &str) -> Result<crate::Delivery> {
+        let mut tx = self.pool.begin().await?;
+        let d = flow::redeliver(&mut Pg(&mut tx), &OUTBOX, delivery, chrono::Utc::now()).await?;
+        tx.commit().await?;
+        Ok(d)
     }
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn card(state: &AppState, base: &str) -> Value {
             "protocolVersion": "1.0",
         }],
         "version": env!("CARGO_PKG_VERSION"),
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": false},
         "securitySchemes": {
             "bearer": {"httpAuthSecurityScheme": {
                 "scheme": "bearer",

@@ -30,6 +30,9 @@ pub(super) struct Incoming {
     pub(super) decisions: Option<(Vec<DecisionItem>, Option<String>)>,
     /// `configuration.returnImmediately`.
     pub(super) return_immediately: bool,
+    /// `configuration.taskPushNotificationConfig`: where the new task's state changes
+    /// are pushed.
+    pub(super) push: Option<Value>,
 }
 
 /// Whether a part's `mediaType` says JSON (`application/json`, parameters aside).
@@ -112,6 +115,11 @@ pub(super) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
         .and_then(|c| c.get("returnImmediately"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let push = params
+        .get("configuration")
+        .and_then(|c| c.get("taskPushNotificationConfig"))
+        .filter(|c| !c.is_null())
+        .cloned();
     let id = |key: &str| {
         m.get(key)
             .and_then(Value::as_str)
@@ -125,6 +133,7 @@ pub(super) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
         text: texts.join("\n"),
         decisions,
         return_immediately,
+        push,
     })
 }
 

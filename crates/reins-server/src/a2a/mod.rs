@@ -5,8 +5,10 @@
 //!   name, one skill per toolkit tool, bearer auth, streaming, the JSON-RPC interface
 //!   at `/a2a` on the host the card was asked from).
 //! - `POST /a2a`: JSON-RPC 2.0 — `SendMessage`, `SendStreamingMessage` (SSE),
-//!   `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`. Push notifications and
-//!   the extended card are not offered (their methods answer with A2A's errors).
+//!   `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`, and the push
+//!   notification configurations of a task ([`push`]: create, get, list, delete; every
+//!   state change is pushed through the notification outbox). The extended card is not
+//!   offered (its method answers with A2A's error).
 //!
 //! A context is a reins session (`contextId` = session id, under the same ownership
 //! rules as `/v1/sessions/{id}`; a new one is `<prefix>a2a-<digest of the message
@@ -39,6 +41,7 @@ mod card;
 mod decide;
 mod incoming;
 mod list;
+pub(crate) mod push;
 mod send;
 mod task;
 
@@ -287,13 +290,18 @@ async fn post_rpc(
             .await
             .map(|t| rpc(&id, t)),
         "SubscribeToTask" => send::subscribe(&state, &who, &params, &id).await,
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(RpcError::new(
-            -32003,
-            "push notifications are not supported by this agent",
-        )),
+        "CreateTaskPushNotificationConfig" => push::create(&state, &who, &params)
+            .await
+            .map(|t| rpc(&id, t)),
+        "GetTaskPushNotificationConfig" => {
+            push::get(&state, &who, &params).await.map(|t| rpc(&id, t))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            push::list(&state, &who, &params).await.map(|t| rpc(&id, t))
+        }
+        "DeleteTaskPushNotificationConfig" => push::delete(&state, &who, &params)
+            .await
+            .map(|t| rpc(&id, t)),
         "GetExtendedAgentCard" => Err(RpcError::unsupported(
             "this agent has no extended agent card",
         )),

@@ -159,6 +159,10 @@ async fn new_task(
             "role": "ROLE_USER", "parts": [{"text": msg.text}],
         }],
     });
+    // The task's push configuration, stored before its run can change its state.
+    if let Some(push) = &msg.push {
+        super::push::save(state, who, &task_id, &session, push).await?;
+    }
     if let Some(backend) = state.backend.clone() {
         let input = reins_agent::RunInput::Message(user);
         return match super::backend::submit(

@@ -80,6 +80,9 @@ impl Dispatcher {
     /// were made.
     pub(crate) async fn tick(&self) -> reins_memory::Result<usize> {
         self.route().await?;
+        if self.options.batch == 0 {
+            return Ok(0);
+        }
         let due = self
             .store
             .claim_deliveries(&self.owner, self.options.batch, self.options.lease)

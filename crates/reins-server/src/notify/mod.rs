@@ -37,8 +37,10 @@
 //! }
 //! ```
 
+pub(crate) mod api;
 mod dispatch;
 mod terminal;
+pub(crate) mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +48,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 pub use reins_memory::{Notice, NoticeKind};
 
-pub(crate) use dispatch::{Dispatcher, DispatcherTask};
+pub(crate) use dispatch::{Dispatcher, DispatcherTask, Source};
 pub use terminal::TerminalChannel;
 
 /// Somewhere notices go: a terminal, an email relay, a chat service.
@@ -178,6 +180,15 @@ impl NotifyOptions {
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// Sets [`batch`](NotifyOptions::batch). With 0 this instance writes and routes
+    /// notices but attempts no delivery (an instance that only serves requests; the
+    /// others deliver).
+    #[must_use]
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = n;
         self
     }
 

@@ -59,3 +59,27 @@ impl Channel for TerminalChannel {
             .map_err(|e| DeliveryError::Retryable(format!("could not write to stderr: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::NoticeKind;
+
+    #[test]
+    fn a_line_names_the_kind_the_session_the_call_and_the_id() {
+        let n = Notice::new(NoticeKind::RequirementDecided)
+            .session("dev/chat-1")
+            .requirement("call_1")
+            .tool("delete_file")
+            .principal("ana");
+        let line = TerminalChannel::line(&n);
+        assert!(line.starts_with("[notice] requirement.decided "), "{line}");
+        assert!(
+            line.contains(
+                "session=dev/chat-1 requirement=call_1 tool=delete_file  principals: ana"
+            ),
+            "{line}"
+        );
+        assert!(line.ends_with(&format!("id={}", n.id)), "{line}");
+    }
+}

@@ -9,10 +9,12 @@
 
 mod grants;
 mod ledger;
+mod outbox;
 mod sessions;
 
 pub(crate) use grants::*;
 pub(crate) use ledger::*;
+pub(crate) use outbox::*;
 pub(crate) use sessions::*;
 
 use std::future::Future;

@@ -120,10 +120,14 @@ pub(crate) async fn commit<E: Exec>(
     id: &str,
     mut commit: Commit,
     channel: &str,
+    outbox: &super::OutboxSql,
 ) -> Result<Committed> {
     let release = commit.release_lock.take();
     let acquire = commit.acquire_lock.take();
+    let notices = std::mem::take(&mut commit.notices);
     let done = commit_parts(e, d, id, commit, channel).await?;
+    // In the commit's transaction: a notice is written exactly when its change is.
+    super::insert_notices(e, outbox, &notices).await?;
     // After the version check (a stale commit is a conflict whoever holds the lock),
     // before the release (taking and releasing in one commit leaves it free).
     if let Some(req) = acquire {
@@ -219,6 +223,7 @@ pub(crate) fn appends_only(d: &Dialect, commit: &Commit) -> bool {
         && commit.add_requirements.is_empty()
         && commit.decide.is_empty()
         && commit.decisions.is_empty()
+        && commit.notices.is_empty()
 }
 
 /// A commit that [`appends_only`], as one statement outside any transaction: the

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../sqlite_schema.sql")),
     (2, include_str!("../sqlite_schema_v2.sql")),
     (3, include_str!("../sqlite_schema_v3.sql")),
+    (4, include_str!("../sqlite_schema_v4.sql")),
 ];
 
 /// The SQL of the grant steps.
@@ -44,8 +45,36 @@ const GRANTS: flow::GrantSql = flow::GrantSql {
     revoke: "UPDATE reins_grants SET revoked = 1, body = ?2 WHERE id = ?1 AND revoked = 0",
 };
 
+/// The SQL of the outbox steps.
+const OUTBOX: flow::OutboxSql = flow::OutboxSql {
+    put_subscription: "INSERT INTO reins_subscriptions (id, kind, created_at, body) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, body = excluded.body",
+    subscriptions: "SELECT id, created_at, body FROM reins_subscriptions WHERE kind = ?1 ORDER BY created_at, id",
+    delete_subscription: "DELETE FROM reins_subscriptions WHERE id = ?1",
+    insert_notice: "INSERT INTO reins_notices (id, kind, session_id, requirement, created_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+    unrouted: "SELECT body FROM reins_notices WHERE routed = 0 ORDER BY seq LIMIT ?1",
+    notice: "SELECT body FROM reins_notices WHERE id = ?1",
+    mark_routed: "UPDATE reins_notices SET routed = 1 WHERE id = ?1",
+    insert_delivery: "INSERT INTO reins_deliveries (id, notice_id, destination, session_id, requirement, state, attempts, next_at, updated_at, body) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+    claim: "UPDATE reins_deliveries SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?4, updated_at = ?3 \
+         WHERE id IN (SELECT id FROM reins_deliveries WHERE state = 'pending' AND next_at <= ?3 \
+         AND (lease_until IS NULL OR lease_until <= ?3) ORDER BY next_at, seq LIMIT ?2) \
+         RETURNING id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body",
+    settle: "UPDATE reins_deliveries SET state = ?4, next_at = ?5, last_error = ?6, lease_owner = NULL, lease_until = NULL, updated_at = ?7 \
+         WHERE id = ?1 AND lease_owner = ?2 AND attempts = ?3",
+    log_attempt: "INSERT INTO reins_delivery_attempts (delivery_id, attempt, owner, at, outcome, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT (delivery_id, attempt) DO NOTHING",
+    list: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body FROM reins_deliveries \
+         WHERE (?1 IS NULL OR substr(destination, 1, length(?1)) = ?1) AND (?2 IS NULL OR session_id = ?2) \
+         AND (?3 IS NULL OR requirement = ?3) AND (?4 IS NULL OR notice_id = ?4) ORDER BY seq DESC LIMIT ?5",
+    attempts: "SELECT attempt, owner, at, outcome, error FROM reins_delivery_attempts WHERE delivery_id = ?1 ORDER BY attempt",
+    redeliver: "UPDATE reins_deliveries SET state = 'pending', next_at = ?2, updated_at = ?2 WHERE id = ?1",
+    delivery: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body FROM reins_deliveries WHERE id = ?1",
+};
+
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 3;
+pub const SQLITE_SCHEMA_VERSION: i64 = 4;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Timestamps are RFC 3339
 /// text (fixed width, so text order is time order); leases are microseconds since the
@@ -237,6 +266,8 @@ pub struct SqliteStore {
     /// every writer goes through this store).
     changes: Arc<ChangeHub>,
     poll: Option<(PathBuf, Duration)>,
+    /// Whether the outbox records the notices of changes.
+    notices_on: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SqliteStore {
@@ -298,6 +329,7 @@ impl SqliteStore {
             threads,
             changes: ChangeHub::new(),
             poll: Some((path, options.change_poll_interval)),
+            notices_on: Arc::default(),
         })
     }
 
@@ -315,6 +347,7 @@ impl SqliteStore {
             threads,
             changes: ChangeHub::new(),
             poll: None,
+            notices_on: Arc::default(),
         };
         store
             .write(|on| {
@@ -403,6 +436,17 @@ fn owned(s: &str) -> String {
     s.to_owned()
 }
 
+impl SqliteStore {
+    /// `f()` when the outbox records notices, else nothing.
+    fn notices_on(&self, f: impl FnOnce() -> Vec<crate::Notice>) -> Vec<crate::Notice> {
+        if self.records_notices() {
+            f()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn open_session(&self, id: &str) -> Result<SessionState> {
@@ -432,8 +476,12 @@ impl MemoryStore for SqliteStore {
 
     async fn commit(&self, id: &str, commit: Commit) -> Result<u64> {
         let session = owned(id);
+        let mut commit = commit;
+        if !self.records_notices() {
+            commit.notices.clear();
+        }
         let done = self
-            .write(move |on| run_ready(flow::commit(on, &DIALECT, &session, commit, "")))
+            .write(move |on| run_ready(flow::commit(on, &DIALECT, &session, commit, "", &OUTBOX)))
             .await?;
         Ok(match done {
             Committed::Unchanged(v) => v,
@@ -576,8 +624,14 @@ impl MemoryStore for SqliteStore {
 
     async fn create_grant(&self, grant: &crate::grant::Grant) -> Result<()> {
         let g = grant.clone();
-        self.write(move |on| run_ready(flow::create_grant(on, &GRANTS, &g)))
-            .await
+        let notices = self.notices_on(|| vec![crate::Notice::grant_created(grant)]);
+        self.write(move |on| {
+            run_ready(async {
+                flow::create_grant(on, &GRANTS, &g).await?;
+                flow::insert_notices(on, &OUTBOX, &notices).await
+            })
+        })
+        .await
     }
 
     async fn list_grants(
@@ -602,8 +656,110 @@ impl MemoryStore for SqliteStore {
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<crate::grant::Grant> {
         let (id, by) = (owned(id), by.map(owned));
-        self.write(move |on| run_ready(flow::revoke_grant(on, &GRANTS, &id, by.as_deref(), at)))
+        let record = self.records_notices();
+        self.write(move |on| {
+            run_ready(async {
+                let g = flow::revoke_grant(on, &GRANTS, &id, by.as_deref(), at).await?;
+                if record {
+                    flow::insert_notices(on, &OUTBOX, &[crate::Notice::grant_revoked(&g)]).await?;
+                }
+                Ok(g)
+            })
+        })
+        .await
+    }
+
+    fn record_notices(&self, on: bool) {
+        self.notices_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_notices(&self) -> bool {
+        self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn append_notices(&self, notices: Vec<crate::Notice>) -> Result<()> {
+        self.write(move |on| run_ready(flow::insert_notices(on, &OUTBOX, &notices)))
+            .await?;
+        self.changes.notify(None, false);
+        Ok(())
+    }
+
+    async fn unrouted_notices(&self, limit: usize) -> Result<Vec<crate::Notice>> {
+        self.read(move |on| run_ready(flow::unrouted(on, &OUTBOX, limit)))
             .await
+    }
+
+    async fn route_notice(&self, notice: &str, destinations: &[String]) -> Result<()> {
+        let (notice, to) = (owned(notice), destinations.to_vec());
+        self.write(move |on| run_ready(flow::route(on, &OUTBOX, &notice, &to)))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<crate::Delivery>> {
+        let owner = owned(owner);
+        self.write(move |on| run_ready(flow::claim_deliveries(on, &OUTBOX, &owner, limit, lease)))
+            .await
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery: &str,
+        owner: &str,
+        attempt: u32,
+        outcome: crate::AttemptOutcome,
+    ) -> Result<bool> {
+        let (delivery, owner) = (owned(delivery), owned(owner));
+        self.write(move |on| {
+            run_ready(flow::record_attempt(
+                on, &OUTBOX, &delivery, &owner, attempt, outcome,
+            ))
+        })
+        .await
+    }
+
+    async fn deliveries(&self, filter: &crate::DeliveryFilter) -> Result<Vec<crate::Delivery>> {
+        let f = filter.clone();
+        self.read(move |on| run_ready(flow::list_deliveries(on, &OUTBOX, &f)))
+            .await
+    }
+
+    async fn delivery_attempts(&self, delivery: &str) -> Result<Vec<crate::DeliveryAttempt>> {
+        let delivery = owned(delivery);
+        self.read(move |on| run_ready(flow::delivery_attempts(on, &OUTBOX, &delivery)))
+            .await
+    }
+
+    async fn put_subscription(&self, subscription: &crate::Subscription) -> Result<()> {
+        let sub = subscription.clone();
+        self.write(move |on| run_ready(flow::put_subscription(on, &OUTBOX, &sub)))
+            .await
+    }
+
+    async fn subscriptions(&self, kind: &str) -> Result<Vec<crate::Subscription>> {
+        let kind = owned(kind);
+        self.read(move |on| run_ready(flow::subscriptions(on, &OUTBOX, &kind)))
+            .await
+    }
+
+    async fn delete_subscription(&self, id: &str) -> Result<bool> {
+        let id = owned(id);
+        self.write(move |on| run_ready(flow::delete_subscription(on, &OUTBOX, &id)))
+            .await
+    }
+
+    async fn redeliver(&self, delivery: &str) -> Result<crate::Delivery> {
+        let delivery = owned(delivery);
+        let d = self
+            .write(move |on| run_ready(flow::redeliver(on, &OUTBOX, &delivery, chrono::Utc::now())))
+            .await?;
+        self.changes.notify(None, false);
+        Ok(d)
     }
 }
 

@@ -14,11 +14,14 @@ use serde_json::json;
 
 mod coordination;
 mod grants;
+mod outbox;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
 #[allow(unused_imports)]
 pub use grants::*;
+#[allow(unused_imports)]
+pub use outbox::*;
 
 /// Generates one `#[tokio::test]` per conformance case. `$factory` is an async fn
 /// returning `Option<(S, S, Guard)>` (None = skipped).
@@ -55,6 +58,8 @@ macro_rules! conformance_tests {
             changes_reach_other_handles,
             grants_lifecycle,
             concurrent_revokes_have_one_winner,
+            notices_ride_with_their_commit,
+            deliveries_are_leased_logged_and_redelivered,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(
