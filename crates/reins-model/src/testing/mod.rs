@@ -12,6 +12,7 @@
 //!   [`provider_conformance_tests!`](crate::provider_conformance_tests) writes the
 //!   shared suite ([`conformance`]: rate limits, 5xx, resets, silence, malformed
 //!   streams, retries counted at the server).
+//! - [`histories`]: random human-in-the-loop histories for property tests.
 //! - Checks for a provider's own tests: [`sent_body`] (the request body to snapshot),
 //!   [`error_for`] (what a reply turns into, and after how many attempts),
 //!   [`stream_error`], [`expect_text_answer`], [`expect_empty_answer`], [`assert_key_from_env`],
@@ -96,6 +97,7 @@
 mod checks;
 pub mod conformance;
 mod fixture;
+pub mod histories;
 pub mod rules;
 mod rules_bedrock;
 mod server;
