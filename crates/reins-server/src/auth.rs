@@ -289,6 +289,15 @@ impl Auth {
         Self::default()
     }
 
+    /// The principal with this name (the first, when several tokens share it): whom an
+    /// approval channel (an email link, a Slack user) acts for.
+    pub(crate) fn by_name(&self, name: &str) -> Option<Arc<Principal>> {
+        self.entries
+            .iter()
+            .find(|e| e.principal.name == name)
+            .map(|e| Arc::clone(&e.principal))
+    }
+
     /// Adds a token (hashed at once; the plain token is not kept).
     #[must_use]
     pub fn token(mut self, token: &str, principal: Principal) -> Self {

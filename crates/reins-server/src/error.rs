@@ -372,12 +372,14 @@ pub(crate) async fn not_found() -> Response {
 /// Gives the answers of layers (timeouts, limits) and routing a JSON error body.
 pub(crate) async fn json_errors(res: Response) -> Response {
     let status = res.status();
-    let is_json = res
+    // JSON errors pass as they are, and so do the pages of the approval links (a
+    // person's browser shows them: "This link expired").
+    let typed = res
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json || !(status.is_client_error() || status.is_server_error()) {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if typed || !(status.is_client_error() || status.is_server_error()) {
         return res;
     }
     let (code, message) = match status {

@@ -24,6 +24,8 @@
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
+//! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides ([`Server::email_approvals`]) |
+//! | `POST /v1/slack/interactions` | Slack's button presses, signature checked ([`Server::slack_approvals`]) |
 //! | `POST /agui` | AG-UI: a `RunAgentInput` in, the run as AG-UI events (SSE) out; see `docs/protocols.md` |
 //! | `GET /.well-known/agent-card.json`, `POST /a2a` | A2A: the agent card, and JSON-RPC (tasks, SSE streaming); see `docs/protocols.md` |
 //!
@@ -79,6 +81,7 @@
 // agents.
 mod a2a;
 mod agui;
+pub mod approvals;
 mod grants;
 mod health;
 mod inbox;
@@ -108,6 +111,9 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
+pub use approvals::{
+    ApprovalConfigError, Clock, EmailApprovals, ExpiryAction, SlackApprovals, WaitPolicy, Waiting,
+};
 pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
 pub use openapi::ApiDoc;
@@ -126,6 +132,7 @@ pub struct Server {
     limits: Limits,
     poll_interval: Duration,
     serve: ServeOptions,
+    approvals: approvals::Approvals,
     channels: Vec<Arc<dyn notify::Channel>>,
     notify: notify::NotifyOptions,
 }
@@ -137,6 +144,7 @@ impl std::fmt::Debug for Server {
             .field("auth", &self.auth)
             .field("limits", &self.limits)
             .field("serve", &self.serve)
+            .field("approvals", &self.approvals)
             .finish_non_exhaustive()
     }
 }
@@ -157,9 +165,38 @@ impl Server {
             },
             poll_interval: Duration::from_secs(2),
             serve: ServeOptions::default(),
+            approvals: approvals::Approvals::default(),
             channels: Vec::new(),
             notify: notify::NotifyOptions::default(),
         }
+    }
+
+    /// Takes decisions by email: each approver configured in `email` who may decide on
+    /// a waiting call gets a mail with the call and a signed, single-use link to a
+    /// confirmation page (`/inbox/email/{token}`), whose form decides as that approver
+    /// (audited `via: email`). See `docs/notifications.md`.
+    pub fn email_approvals(mut self, email: EmailApprovals) -> Self {
+        self.approvals.email = Some(email);
+        self
+    }
+
+    /// Takes decisions from Slack: a message per waiting call with Approve / Reject /
+    /// Edit buttons, and the interactivity endpoint `POST /v1/slack/interactions`
+    /// (Slack's request signature checked; audited `via: slack`). See
+    /// `docs/notifications.md`.
+    pub fn slack_approvals(mut self, slack: SlackApprovals) -> Self {
+        self.approvals.slack = Some(slack);
+        self
+    }
+
+    /// How long calls may wait, per tool: after a while the next group of approvers
+    /// is told (a `requirement.escalated` notice), and once a call's time to live
+    /// passed it is rejected with a note (audited `via: expiry`) or left waiting (a
+    /// `requirement.expired` notice). A sweep on every instance applies the rules;
+    /// see [`Waiting`].
+    pub fn waiting(mut self, waiting: Waiting) -> Self {
+        self.approvals.waiting = waiting;
+        self
     }
 
     /// Puts `backend` in place of the agent as what runs the sessions: a Restate
@@ -310,22 +347,33 @@ impl Server {
         let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
         let pushes = Arc::new(a2a::push::Pushes::new(Arc::clone(&store)));
         let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone(), pushes];
+        let auth = Arc::new(self.auth);
+        let mut channels = self.channels;
+        for c in self.approvals.channels(&self.agent, &auth) {
+            channels.retain(|have| have.name() != c.name());
+            channels.push(c);
+        }
         let dispatcher = notify::Dispatcher {
             store,
-            channels: Arc::new(self.channels),
+            channels: Arc::new(channels),
             sources: Arc::new(sources),
             options: self.notify,
             owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
         };
-        let state = AppState {
+        let waiting = self.approvals.waiting.clone();
+        let mut state = AppState {
             _dispatching: dispatcher.spawn().map(Arc::new),
             webhooks,
             agent: self.agent,
             backend: self.backend,
-            auth: Arc::new(self.auth),
+            auth,
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
+            approvals: Arc::new(self.approvals),
+            _sweeping: None,
         };
+        // The sweep's own state holds no handle to it: it stops with the router.
+        state._sweeping = approvals::waiting::spawn(state.clone(), waiting).map(Arc::new);
         // A backend whose runs execute in its own processes relays their live events
         // here; AG-UI and A2A run through whatever runs the sessions.
         let protocols = relayed.merge(agui::router()).merge(a2a::router());
@@ -333,6 +381,7 @@ impl Server {
             .merge(sessions::router())
             .merge(inbox::router())
             .merge(grants::router())
+            .merge(approvals::router())
             .merge(notify::api::router())
             .merge(health::router())
             .merge(openapi::router())

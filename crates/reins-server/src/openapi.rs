@@ -49,6 +49,7 @@ use crate::{auth, error, grants, health, inbox, sessions, types};
         types::DecisionsRequest,
         types::DecisionsList,
         types::InboxItem,
+        types::Notified,
         types::InboxPage,
         types::SessionRow,
         types::SessionsPage,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use reins_agent::{Agent, SessionBackend};
 
+use crate::approvals::Approvals;
 use crate::auth::Auth;
 use crate::hub::Hub;
 
@@ -29,6 +30,12 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
+    /// The approval channels (email links, Slack buttons) this server takes decisions
+    /// from.
+    pub(crate) approvals: Arc<Approvals>,
+    /// The sweep of waiting calls (escalation, expiry), stopped when the last clone of
+    /// the state that holds it is dropped (the sweep's own clone holds none).
+    pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
     pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
     /// The webhook subscribers.

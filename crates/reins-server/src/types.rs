@@ -145,6 +145,9 @@ pub struct InboxQuery {
     /// The `next_cursor` of the previous page.
     #[serde(default)]
     pub cursor: Option<String>,
+    /// `me`: only the requirements the caller was notified of (mailed, escalated to).
+    #[serde(default)]
+    pub assigned: Option<String>,
 }
 
 /// One pending requirement in the inbox.
@@ -185,6 +188,32 @@ pub struct InboxItem {
     /// so far (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<QuorumView>,
+    /// Who was told that it waits, through which channel, and where each delivery
+    /// stands (the outbox's deliveries of its notices, oldest first).
+    #[serde(default)]
+    pub notified: Vec<Notified>,
+}
+
+/// One delivery of a notice about a waiting requirement
+/// ([`InboxItem::notified`]).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Notified {
+    /// The channel (`email`, `slack`, `terminal`, `webhook:<id>`, …).
+    pub channel: String,
+    /// The notice: `requirement.waiting`, `requirement.escalated`, ….
+    pub notice: String,
+    /// Whom it reaches: the principals an email goes to, a Slack channel; the
+    /// notice's principals for other channels.
+    pub to: Vec<String>,
+    /// `pending`, `delivered` or `dead`.
+    pub state: String,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// When the delivery last changed.
+    pub at: DateTime<Utc>,
+    /// The last attempt's error, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `GET /v1/requirements`: one page, newest first.

@@ -133,6 +133,15 @@ pub(crate) async fn get_requirements(
             ServerError::BadRequest("`cursor` is not a cursor this server gave out".to_owned())
         })?),
     };
+    let assigned = match q.assigned.as_deref() {
+        None => false,
+        Some("me") => true,
+        Some(other) => {
+            return Err(ServerError::BadRequest(format!(
+                "assigned `{other}` is not supported (only `me`)"
+            )));
+        }
+    };
     let sessions = state.agent.store().list_sessions().await?;
     let mut items = Vec::new();
     for s in sessions.into_iter().filter(|s| s.has_open_requirements) {
@@ -174,8 +183,12 @@ pub(crate) async fn get_requirements(
                 expires_at: r.expires_at,
                 view_token: detail.view_token.clone(),
                 quorum: r.quorum.as_ref().map(Into::into),
+                notified: crate::approvals::notified(&state, &s.id, &r).await,
             });
         }
+    }
+    if assigned {
+        items.retain(|i| i.notified.iter().any(|n| n.to.contains(&who.name)));
     }
     // Newest first; ties by session, then id, so that pages are stable.
     let key = |i: &InboxItem| -> cursor::Key {

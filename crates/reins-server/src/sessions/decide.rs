@@ -1,10 +1,115 @@
 //! Decisions on a session's pending requirements: an API decision checked and turned
-//! into a reins [`Decision`], and the caller's view token read.
+//! into a reins [`Decision`], and the decisions started as their actor against the
+//! caller's view token.
+//!
+//! Every door that decides goes through [`checked`] (who may decide on which tool, what
+//! is pending, the conversion) and then the run, which applies reins-agent's consent
+//! rules (view, expiry, fingerprint, quorum): the native API, and the approval
+//! channels (email links, Slack buttons) through [`decide_as`].
 
-use reins_agent::{Decision, Requirement, RequirementKind, ViewToken};
+use reins_agent::{Actor, Decision, Requirement, RequirementKind, Session, Submission, ViewToken};
 
+use crate::auth::Principal;
 use crate::error::{Result, ServerError};
+use crate::hub::HubEvent;
+use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
+use crate::view;
+
+use super::backend::Begun;
+
+/// The checks every door makes before a decision reaches the run: `who` may decide on
+/// each requirement's tool, and each names a requirement that is pending (or that
+/// someone decided already: handed to the run all the same, which refuses it with the
+/// same answer whatever the timing and records the late decision in the audit trail).
+/// Returns the session (a sub-agent's child session runs with the sub-agent's tools and
+/// model) and the reins decisions.
+pub(crate) async fn checked(
+    state: &AppState,
+    who: &Principal,
+    id: &str,
+    items: &[DecisionItem],
+) -> Result<(Session, Vec<Decision>)> {
+    let (_, pending) = view::load(&state.agent, id, false, false).await?;
+    let session = state.agent.owner_of(id).await?.session(id).await?;
+    let mut decisions = Vec::with_capacity(items.len());
+    for item in items {
+        let req = pending.iter().find(|r| r.id == item.requirement_id);
+        match req {
+            Some(req) if !who.may_decide(&req.tool_use.name) => {
+                return Err(ServerError::Forbidden(format!(
+                    "`{}` may not decide on `{}` calls",
+                    who.name, req.tool_use.name
+                )));
+            }
+            Some(_) => {}
+            None if session.decided(&item.requirement_id).await?.is_some() => {}
+            None => {
+                return Err(ServerError::UnknownRequirement(format!(
+                    "`{}` is not pending on session `{id}`; pending: {}",
+                    item.requirement_id,
+                    if pending.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        pending
+                            .iter()
+                            .map(|r| r.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                )));
+            }
+        }
+        decisions.push(to_decision(item, req)?);
+    }
+    Ok((session, decisions))
+}
+
+/// Decides as `who`, recorded under `actor` (the door names itself in the actor's
+/// metadata: `via`), through the same checks as the native API ([`checked`]) and the
+/// run's consent rules. Returns once the run took the decisions, or with its refusal
+/// (the typed error, e.g. `already_decided` naming who decided first); the run goes
+/// on.
+pub(crate) async fn decide_as(
+    state: &AppState,
+    who: &Principal,
+    actor: Actor,
+    id: &str,
+    items: &[DecisionItem],
+) -> Result<()> {
+    who.require_decider("decide")?;
+    if items.is_empty() {
+        return Err(ServerError::invalid("no decisions given"));
+    }
+    let (_, decisions) = checked(state, who, id, items).await?;
+    let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
+    submission.actor = Some(actor);
+    // The run checks the decisions once it holds the session: it says `run_started`
+    // when it took them, or ends with the refusal (another decision applied first,
+    // say). Subscribed before it starts, to hear either.
+    let mut sub = state.hub.channel(id).subscribe(None);
+    let run = match super::backend::begin(state, id, submission).await? {
+        // Executing elsewhere: the backend took the decisions; its run applies them.
+        Begun::Relayed(_) => return Ok(()),
+        Begun::Here(run) => run,
+    };
+    loop {
+        match sub.rx.recv().await {
+            Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
+                return match &env.event {
+                    HubEvent::Error(e) => Err(e.clone()),
+                    // Refused: the run's end carries the typed error.
+                    ev if ev.is_failure() => run.wait().await.map(|_| ()),
+                    // `run_started`, or anything after it: the decisions were taken.
+                    _ => Ok(()),
+                };
+            }
+            Ok(_) => {}
+            // Fell behind or closed: the run's end says it.
+            Err(_) => return run.wait().await.map(|_| ()),
+        }
+    }
+}
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
 /// `req`: the pending requirement it answers (`None` when it is not pending: the run

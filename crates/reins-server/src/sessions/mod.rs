@@ -163,42 +163,7 @@ pub(crate) async fn post_decisions(
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let (_, pending) = view::load(&state.agent, &id, false, false).await?;
-    // A sub-agent's child session runs with the sub-agent's tools and model.
-    let session = state.agent.owner_of(&id).await?.session(&id).await?;
-    let mut decisions = Vec::with_capacity(body.decisions.len());
-    for item in &body.decisions {
-        let req = pending.iter().find(|r| r.id == item.requirement_id);
-        match req {
-            Some(req) if !who.may_decide(&req.tool_use.name) => {
-                return Err(ServerError::Forbidden(format!(
-                    "`{}` may not decide on `{}` calls",
-                    who.name, req.tool_use.name
-                )));
-            }
-            Some(_) => {}
-            // Decided by someone else: handed to the run all the same, which refuses
-            // it with the same answer whatever the timing and records the late
-            // decision in the audit trail, as every driver does.
-            None if session.decided(&item.requirement_id).await?.is_some() => {}
-            None => {
-                return Err(ServerError::UnknownRequirement(format!(
-                    "`{}` is not pending on session `{id}`; pending: {}",
-                    item.requirement_id,
-                    if pending.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        pending
-                            .iter()
-                            .map(|r| r.id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                )));
-            }
-        }
-        decisions.push(decide::to_decision(item, req)?);
-    }
+    let (_, decisions) = decide::checked(&state, &who, &id, &body.decisions).await?;
     let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
     submission.actor = Some(who.actor());
     submission.view = body

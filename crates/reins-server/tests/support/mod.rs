@@ -243,6 +243,18 @@ pub async fn serve(
             .poll_interval(Duration::from_millis(200)),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(listener, server, agent, ran, dir)
+}
+
+/// Serves `server` on `listener` (bound by the caller, who may need its address in
+/// the server's configuration first).
+pub fn serve_on(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    agent: Agent,
+    ran: Ran,
+    dir: Option<tempfile::TempDir>,
+) -> TestServer {
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
         let _ = server.serve(listener).await;

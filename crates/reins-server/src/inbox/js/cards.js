@@ -7,7 +7,8 @@ let inboxTimer = null;
 function refreshInboxSoon() { clearTimeout(inboxTimer); inboxTimer = setTimeout(loadInbox, 150); }
 
 async function loadInbox() {
-  const { status, data } = await api("GET", "/v1/requirements?status=pending&limit=100");
+  const mine = $("#assigned-me") && $("#assigned-me").checked ? "&assigned=me" : "";
+  const { status, data } = await api("GET", "/v1/requirements?status=pending&limit=100" + mine);
   if (status !== 200) return;
   const box = $("#inbox");
   const seen = new Set();
@@ -20,7 +21,7 @@ async function loadInbox() {
   }
   for (const card of [...box.children])
     if (!seen.has(card.dataset.key) && !card.classList.contains("decided")) card.remove();
-  for (const card of box.children) if (!card.classList.contains("decided")) showQuorum(card, card.item);
+  for (const card of box.children) if (!card.classList.contains("decided")) { showQuorum(card, card.item); showNotified(card, card.item); }
   const n = data.items.length;
   $("#inbox-count").textContent = n ? `(${n})` : "";
   $("#inbox-empty").hidden = box.children.length > 0;
@@ -58,11 +59,12 @@ function renderCard(item) {
   card.innerHTML = `<div class="top"><span class="tool">${esc(item.tool)}</span><span class="kind">${esc(item.kind.replace("_", " "))}</span>
       <span class="quorum" hidden></span>
       <span class="meta">session <a class="open">${esc(item.session_id)}</a> · ${esc(when(item.created_at))}${expiry}</span></div>
-    <div class="reason"></div>${body}<div class="status"></div>`;
+    <div class="reason"></div><div class="notified" hidden></div>${body}<div class="status"></div>`;
   setInlineCode($(".reason", card), item.reason);
   const slot = $(".input-slot", card);
   if (slot) slot.replaceWith(renderInputForm(item.fields));
   showQuorum(card, item);
+  showNotified(card, item);
   // A grant never stands in for a quorum: no shortcut on those cards.
   if (item.kind === "confirmation" && !item.quorum) {
     const b = document.createElement("button");
@@ -133,6 +135,21 @@ function validateArgs(card, original) {
 function setButtons(card, disableApprove, enableOthers) {
   const a = $(".approve", card); if (a) a.disabled = disableApprove;
   if (enableOthers) { const r = $(".reject", card); if (r) r.disabled = false; }
+}
+
+// "Notified: email → ana, rita · delivered 12:01": who was told it waits, how, and
+// where each delivery stands.
+function showNotified(card, item) {
+  const n = $(".notified", card);
+  if (!n) return;
+  const list = item.notified || [];
+  n.hidden = list.length === 0;
+  n.innerHTML = list.length ? "Notified: " + list.map(d => {
+    const what = d.notice === "requirement.escalated" ? " (escalated)" : "";
+    const tries = d.attempts > 1 ? `, ${plural(d.attempts, "attempt")}` : "";
+    return `<span class="delivery ${esc(d.state)}" data-channel="${esc(d.channel)}" title="${esc(d.error || "")}">` +
+      `${esc(d.channel)}${what} → ${esc(d.to.join(", ") || "—")} · ${esc(d.state)} ${esc(when(d.at))}${tries}</span>`;
+  }).join(" · ") : "";
 }
 
 // "1 of 2 approvals (ana)": where a quorum stands.

@@ -76,6 +76,7 @@ async function signIn(token, me, notice) {
   showNotice(notice);
   $("#who").textContent = `${me.principal.name} (${me.principal.roles.join(", ")})`;
   $("#nav").hidden = false;
+  $("#assigned-me").onchange = () => { $("#inbox").replaceChildren(); loadInbox(); };
   $("#nav-webhooks").hidden = !isAdmin();
   await loadInbox();
   keepStreaming("/v1/events", (ev) => {

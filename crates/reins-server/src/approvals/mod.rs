@@ -1,0 +1,161 @@
+//! Approvals where the approvers are: by email ([`EmailApprovals`]: a signed,
+//! single-use link to a confirmation page) and in Slack ([`SlackApprovals`]: a message
+//! with Approve / Reject / Edit buttons). Both decide through the same checks as every
+//! other door (who may decide on which tool, what is pending, the view, expiry, the
+//! arguments' fingerprint, quorums), and the audit trail records the door in the
+//! actor's metadata (`via: email`, `via: slack`) beside the approver's name and roles.
+//! [`Waiting`] escalates calls that wait too long and applies an action to those whose
+//! time to live passed (`via: expiry`).
+//! See `docs/notifications.md`.
+
+mod channel;
+pub(crate) mod email;
+mod link;
+mod page;
+pub(crate) mod slack;
+pub(crate) mod waiting;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::Value;
+
+pub use email::{EmailApprovals, EmailApprovalsBuilder};
+pub use slack::{SlackApprovals, SlackApprovalsBuilder};
+pub use waiting::{Clock, ExpiryAction, SystemClock, WaitPolicy, Waiting};
+
+use crate::auth::Principal;
+use crate::state::AppState;
+
+/// A setting of an approval channel that is missing or invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ApprovalConfigError(pub(crate) String);
+
+/// The approval channels a server has.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Approvals {
+    pub(crate) email: Option<EmailApprovals>,
+    pub(crate) slack: Option<SlackApprovals>,
+    pub(crate) waiting: Waiting,
+}
+
+impl Approvals {
+    /// The notification channels of the configured doors (`email`, `slack`).
+    pub(crate) fn channels(
+        &self,
+        agent: &reins_agent::Agent,
+        auth: &std::sync::Arc<crate::auth::Auth>,
+    ) -> Vec<std::sync::Arc<dyn crate::notify::Channel>> {
+        let lookup = channel::Lookup {
+            agent: agent.clone(),
+            auth: std::sync::Arc::clone(auth),
+        };
+        let mut out: Vec<std::sync::Arc<dyn crate::notify::Channel>> = Vec::new();
+        if let Some(email) = &self.email {
+            out.push(std::sync::Arc::new(channel::EmailChannel {
+                email: email.clone(),
+                lookup: lookup.clone(),
+            }));
+        }
+        if let Some(slack) = &self.slack {
+            out.push(std::sync::Arc::new(channel::SlackChannel {
+                slack: slack.clone(),
+                lookup,
+            }));
+        }
+        out
+    }
+}
+
+/// The routes of the approval channels: the email links' confirmation page and the
+/// Slack interactivity endpoint.
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/inbox/email/{token}",
+            get(email::get_link).post(email::post_link),
+        )
+        .route("/v1/slack/interactions", post(slack::post_interaction))
+}
+
+/// The actor a channel decides as: the approver with its roles (what quorums check),
+/// the door (`via`), and what else the door records (`extra`'s fields).
+pub(crate) fn actor(who: &Principal, via: &str, extra: Value) -> reins_agent::Actor {
+    let mut actor = who.actor();
+    let mut meta = actor
+        .metadata
+        .take()
+        .and_then(|m| match m {
+            Value::Object(o) => Some(o),
+            _ => None,
+        })
+        .unwrap_or_default();
+    meta.insert("via".to_owned(), Value::String(via.to_owned()));
+    if let Value::Object(extra) = extra {
+        meta.extend(extra);
+    }
+    actor.metadata = Some(Value::Object(meta));
+    actor
+}
+
+/// A session id for a URL query or path segment.
+pub(crate) fn enc_path(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The deliveries of the notices about a waiting requirement, for the inbox: which
+/// channel, whom it reaches, where it stands. Empty when the store keeps no outbox.
+pub(crate) async fn notified(
+    state: &AppState,
+    session: &str,
+    req: &reins_agent::Requirement,
+) -> Vec<crate::types::Notified> {
+    let filter = reins_memory::DeliveryFilter::all()
+        .session(session)
+        .requirement(&req.id);
+    let Ok(mut deliveries) = state.agent.store().deliveries(&filter).await else {
+        return Vec::new();
+    };
+    deliveries.reverse();
+    deliveries
+        .into_iter()
+        .map(|d| crate::types::Notified {
+            to: recipients(state, &d.destination, &d.notice, &req.tool_use.name),
+            channel: d.destination,
+            notice: d.notice.kind.as_str().to_owned(),
+            state: d.state.as_str().to_owned(),
+            attempts: d.attempts,
+            at: d.updated_at,
+            error: d.last_error,
+        })
+        .collect()
+}
+
+/// Whom a delivery reaches: the approvers the email channel mails for this notice, the
+/// Slack channel, or the notice's principals.
+fn recipients(
+    state: &AppState,
+    destination: &str,
+    notice: &reins_memory::Notice,
+    tool: &str,
+) -> Vec<String> {
+    match (destination, &state.approvals.email, &state.approvals.slack) {
+        ("email", Some(email), _) => email
+            .approvers
+            .keys()
+            .filter(|name| notice.principals.is_empty() || notice.principals.contains(name))
+            .filter(|name| state.auth.by_name(name).is_some_and(|p| p.may_decide(tool)))
+            .cloned()
+            .collect(),
+        ("slack", _, Some(slack)) => vec![slack.channel().to_owned()],
+        _ => notice.principals.clone(),
+    }
+}

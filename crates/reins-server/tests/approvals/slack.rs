@@ -1,0 +1,232 @@
+//! Slack buttons: the message reins posts parses with slack_sdk's block models;
+//! presses signed by slack_sdk's SignatureVerifier decide (audited `via: slack`) and
+//! update the message; a bad signature, an old timestamp and an unmapped user are
+//! refused and decide nothing; Slack and the inbox racing on one call make one winner,
+//! and the loser is told who decided.
+
+use super::*;
+
+/// A `block_actions` form body: `user` pressed `action` on the message `posted`.
+fn press(user: &str, action: &str, posted: &Value) -> String {
+    let body = &posted["body"];
+    let value = body["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "actions")
+        .and_then(|b| {
+            b["elements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["action_id"] == action)
+        })
+        .map(|e| e["value"].clone())
+        .unwrap();
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": user.to_lowercase(), "team_id": "T1"},
+        "api_app_id": "A1",
+        "token": "legacy-verification-token",
+        "team": {"id": "T1", "domain": "corp"},
+        "container": {"type": "message", "message_ts": "1700000000.000100",
+                      "channel_id": "C0APPROVALS", "is_ephemeral": false},
+        "trigger_id": "1.2.3",
+        "channel": {"id": "C0APPROVALS", "name": "approvals"},
+        "message": {"type": "message", "ts": "1700000000.000100", "text": body["text"], "blocks": body["blocks"]},
+        "response_url": "https://hooks.slack.invalid/actions/T1/1/x",
+        "actions": [{"type": "button", "action_id": action, "block_id": "decide",
+                     "value": value, "action_ts": "1700000001.000200"}],
+    });
+    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
+}
+
+/// Sends an interaction signed by the SDK under `secret` at `ts`.
+async fn send(s: &TestServer, python: &Path, secret: &str, ts: i64, body: &str) -> (u16, Value) {
+    let (sig, _) = sdk_sign(python, secret, ts, body);
+    let res = s
+        .client
+        .post(s.url("/v1/slack/interactions"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
+    let Some(python) = python_or_skip("slack_buttons_signed_by_the_sdk") else {
+        return;
+    };
+    let stub = SlackStub::start().await;
+    let s = approvals_server(None, Some(&stub.base), |store, ran| {
+        super::agent_with_ttl(store, ran, None)
+    })
+    .await;
+
+    // A waiting call is posted, with the bot token, and parses with the SDK's models.
+    pause(&s, "alice/slack-1", "delete x.txt").await;
+    let posted = stub.wait_for("chat.postMessage", 1).await.remove(0);
+    assert_eq!(posted["auth"], "Bearer xoxb-test-token");
+    assert_eq!(posted["body"]["channel"], "C0APPROVALS");
+    let parsed = slack_check(&python, &["blocks"], json!([posted]).to_string().as_bytes());
+    assert_eq!(
+        parsed[0]["types"],
+        json!(["header", "section", "section", "actions"]),
+        "{parsed}"
+    );
+    let buttons = &parsed[0]["buttons"];
+    assert_eq!(buttons[0]["action_id"], "approve");
+    assert_eq!(buttons[0]["style"], "primary");
+    assert_eq!(buttons[1]["action_id"], "reject");
+    assert_eq!(buttons[1]["style"], "danger");
+    assert_eq!(buttons[2]["action_id"], "edit");
+    assert_eq!(
+        buttons[2]["url"],
+        format!("{}/?session=alice%2Fslack-1", s.base)
+    );
+    let approve = press("U_ANA", "approve", &posted);
+
+    // Refused before anything is decided: another secret, an old timestamp (signed
+    // well; the SDK itself would refuse it too), an unmapped user, a mapped user who
+    // may not decide.
+    let (st, err) = send(&s, &python, "not the signing secret", now(), &approve).await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (401, Some("invalid_signature"))
+    );
+    let old = now() - 6 * 60;
+    let (sig, sdk_accepts) = sdk_sign(&python, SIGNING_SECRET, old, &approve);
+    assert!(!sdk_accepts);
+    let res = s
+        .client
+        .post(s.url("/v1/slack/interactions"))
+        .header("x-slack-request-timestamp", old.to_string())
+        .header("x-slack-signature", sig)
+        .body(approve.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let unsigned = s
+        .client
+        .post(s.url("/v1/slack/interactions"))
+        .body(approve.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+    let (st, err) = send(
+        &s,
+        &python,
+        SIGNING_SECRET,
+        now(),
+        &press("U_NOBODY", "approve", &posted),
+    )
+    .await;
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (403, Some("unknown_user")),
+        "{err}"
+    );
+    let (st, err) = send(
+        &s,
+        &python,
+        SIGNING_SECRET,
+        now(),
+        &press("U_BOB", "approve", &posted),
+    )
+    .await;
+    assert_eq!(st, 403, "bob is a user, not an approver: {err}");
+    assert!(s.ran().is_empty());
+    assert_eq!(super::status_of(&s, "alice/slack-1").await, "paused");
+    assert!(stub.calls("chat.update").is_empty());
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fslack-1/decisions").await;
+    assert_eq!(trail["decisions"], json!([]), "nothing decided");
+
+    // Ana approves in Slack: the call runs once; the message shows who.
+    let (st, _) = send(&s, &python, SIGNING_SECRET, now(), &approve).await;
+    assert_eq!(st, 200);
+    eventually("the tool ran", || s.ran() == ["delete:x.txt"]).await;
+    let update = stub.wait_for("chat.update", 1).await.remove(0);
+    assert_eq!(update["body"]["channel"], "C0APPROVALS");
+    assert_eq!(update["body"]["ts"], "1700000000.000100");
+    let text = update["body"]["text"].as_str().unwrap();
+    assert!(text.contains("Approved by *ana*"), "{text}");
+    let parsed = slack_check(&python, &["blocks"], json!([update]).to_string().as_bytes());
+    assert_eq!(
+        parsed[0]["types"],
+        json!(["header", "section", "section", "context"]),
+        "the buttons are gone: {parsed}"
+    );
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fslack-1/decisions").await;
+    let rec = &trail["decisions"][0];
+    assert_eq!(rec["actor"]["principal"], "ana", "{trail}");
+    assert_eq!(rec["actor"]["metadata"]["via"], "slack");
+    assert_eq!(rec["actor"]["metadata"]["slack_user"], "U_ANA");
+    // Pressed again: told it was decided; nothing runs again.
+    let (st, _) = send(&s, &python, SIGNING_SECRET, now(), &approve).await;
+    assert_eq!(st, 200);
+    let updates = stub.wait_for("chat.update", 2).await;
+    let text = updates[1]["body"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Already decided") && text.contains("by *ana*"),
+        "{text}"
+    );
+    assert_eq!(s.ran(), ["delete:x.txt"]);
+
+    // Slack and the inbox race on one call: one winner; the other is told who.
+    pause(&s, "alice/slack-2", "delete y.txt").await;
+    let posted = stub.wait_for("chat.postMessage", 2).await.remove(1);
+    let body = press("U_OPS", "approve", &posted);
+    let ts = now();
+    let (sig, _) = sdk_sign(&python, SIGNING_SECRET, ts, &body);
+    let (_, pending) = s.get(ANA, "/v1/sessions/alice%2Fslack-2").await;
+    let rid = pending["requirements"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let slack_press = s
+        .client
+        .post(s.url("/v1/slack/interactions"))
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(body)
+        .send();
+    let inbox = s.post(
+        ANA,
+        "/v1/sessions/alice%2Fslack-2/decisions",
+        json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}),
+    );
+    let (slack_res, (inbox_status, inbox_body)) = tokio::join!(slack_press, inbox);
+    assert_eq!(slack_res.unwrap().status(), 200);
+    eventually("the raced call ran", || s.ran().len() == 2).await;
+    let update = stub.wait_for("chat.update", 3).await.remove(2);
+    let text = update["body"]["text"].as_str().unwrap().to_owned();
+    if inbox_status == 200 {
+        // The inbox won: Slack's message says so, naming ana.
+        assert!(
+            text.contains("Already decided") && text.contains("by *ana*"),
+            "{text}"
+        );
+    } else {
+        // Slack won: the inbox got 409 naming ops.
+        assert_eq!(inbox_status, 409, "{inbox_body}");
+        assert_eq!(
+            inbox_body["error"]["code"], "already_decided",
+            "{inbox_body}"
+        );
+        assert_eq!(inbox_body["error"]["decided"]["by"], "ops", "{inbox_body}");
+        assert!(text.contains("Approved by *ops*"), "{text}");
+    }
+    assert_eq!(s.ran(), ["delete:x.txt", "delete:y.txt"], "one winner");
+}
