@@ -431,10 +431,7 @@ async fn validate(
         )
         .into());
     }
-    let call = agent
-        .begin(session.to_owned(), req.input.clone().into_run_input(), now)
-        .with_actor(req.actor.clone())
-        .with_view(req.view.clone());
+    let call = req.call(agent, session, now);
     if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
         let (a, key) = (agent.clone(), session.to_owned());
         let first = Refused::of(session, &refusal.error);

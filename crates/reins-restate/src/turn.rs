@@ -386,11 +386,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         req: TurnRequest,
         now: DateTime<Utc>,
     ) -> Result<Result<(), Refused>, TerminalError> {
-        let input = req.input.into_run_input();
+        let call = req.call(self.agent(), &self.session, now);
         // A paused sub-agent call is decided against what its child session waits for
         // in the store (someone may have answered the child directly).
         self.follow_children(run).await?;
-        let settle = run.state().settle_before(&input);
+        let settle = run.state().settle_before(call.input());
         if !settle.is_empty() {
             let iteration = run.state().iteration();
             let (agent, session, token, live) = (
@@ -423,11 +423,6 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 let _ = run.apply(Event::Settled { results, now });
             }
         }
-        let call = self
-            .agent()
-            .begin(self.session.clone(), input, now)
-            .with_actor(req.actor)
-            .with_view(req.view);
         // Paused sub-agent calls a new user message closes.
         let closed = reins_agent::nested::closed_by(run, call.input());
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {

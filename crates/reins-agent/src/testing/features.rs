@@ -361,6 +361,7 @@ impl On<'_> {
             view: Some(v.token.clone()),
             idempotency_key: Some(format!("approve-{id}")),
             client_tools: Vec::new(),
+            output: None,
         };
         self.backend
             .submit(session, submission.clone())
@@ -413,6 +414,7 @@ impl On<'_> {
             view: Some(v.token.clone()),
             idempotency_key: None,
             client_tools: Vec::new(),
+            output: None,
         };
         self.backend
             .submit(session, submission)

@@ -17,6 +17,7 @@
 //! | [`Scenario::ApprovalTtl`] | `approval_ttl("send_email", 1 s)` | the requirement expires 1 s after it was raised; an approval after that: `RequirementExpired`, still paused, 0 runs |
 //! | [`Scenario::StandingGrant`] | a grant of `send_email` to `bob@example.com` in the store | runs without asking (audited `via: "grant"`); another address still asks |
 //! | [`Scenario::OutputSpec`] | `output_spec(report)` | the `final_answer` tool is offered; the run ends with the structured answer |
+//! | [`Scenario::CallOutput`] | – | a message submitted with an output spec of its own ([`Submission::output`]): the `final_answer` tool is offered and the run ends with the structured answer; the next message without one ends in plain text; a spec that is not a JSON Schema is refused (`InvalidInput`) and nothing changes |
 //!
 //! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
 //! [`Scenario::AskingTool`]) are described in [`nested`].
@@ -51,10 +52,11 @@ use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, Quorum};
 use crate::run::{Phase, RunInput};
 use crate::state::SessionView;
-use crate::structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputSpec};
+use crate::structured::{FINAL_ANSWER_TOOL, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
 mod features;
+mod output;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
 pub const TOOL: &str = "send_email";
@@ -75,6 +77,8 @@ pub enum Scenario {
     StandingGrant,
     /// Every run ends with a structured answer.
     OutputSpec,
+    /// One message asks for a structured answer of its own.
+    CallOutput,
     /// A sub-agent's pauses, interrupts and decisions (see [`nested`]).
     SubAgent,
     /// A tool asks a question mid-call (see [`nested`]).
@@ -95,12 +99,13 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
         Scenario::StandingGrant,
         Scenario::OutputSpec,
+        Scenario::CallOutput,
         Scenario::SubAgent,
         Scenario::AskingTool,
         Scenario::Hooks,
@@ -112,7 +117,7 @@ impl Scenario {
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
+    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
     /// `fork_replay`, `idempotency_key`, `interrupt`).
     pub fn name(self) -> &'static str {
         match self {
@@ -121,6 +126,7 @@ impl Scenario {
             Scenario::ApprovalTtl => "approval_ttl",
             Scenario::StandingGrant => "standing_grant",
             Scenario::OutputSpec => "output_spec",
+            Scenario::CallOutput => "call_output",
             Scenario::SubAgent => "subagent",
             Scenario::AskingTool => "asking_tool",
             Scenario::Hooks => "hooks",
@@ -157,7 +163,7 @@ impl Scenario {
             Scenario::Quorum => b.quorum(TOOL, Quorum::of(2)),
             Scenario::PolicyDenies => b.approval_policy(NoMail),
             Scenario::ApprovalTtl => b.approval_ttl(TOOL, Duration::from_secs(1)),
-            Scenario::StandingGrant => b,
+            Scenario::StandingGrant | Scenario::CallOutput => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
@@ -192,6 +198,7 @@ impl Scenario {
             Scenario::ApprovalTtl => on.approval_ttl(&session).await,
             Scenario::StandingGrant => on.standing_grant(&session).await,
             Scenario::OutputSpec => on.output_spec(&session).await,
+            Scenario::CallOutput => on.call_output(&session).await,
             Scenario::SubAgent => on.subagent(&session).await,
             Scenario::AskingTool => on.asking_tool(&session).await,
             Scenario::Hooks => on.hooks(&session).await,
@@ -242,6 +249,17 @@ impl On<'_> {
         input: RunInput,
         principal: &str,
     ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
+        self.submit_with(session, input, principal, None).await
+    }
+
+    /// [`On::submit`] with a structured answer of the caller's (`output`).
+    async fn submit_with(
+        &self,
+        session: &str,
+        input: RunInput,
+        principal: &str,
+        output: Option<OutputSpec>,
+    ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
         let before = match self.backend.view(session).await {
             Ok(v) => Some(v),
             Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => None,
@@ -253,6 +271,7 @@ impl On<'_> {
             view: before.as_ref().map(|v| v.token.clone()),
             idempotency_key: Some(reins_message::new_id()),
             client_tools: Vec::new(),
+            output,
         };
         if let Err(e) = self.backend.submit(session, submission).await {
             return Ok(Err(e));
@@ -511,31 +530,6 @@ impl On<'_> {
             v.phase
         );
         ensure!(self.runs(session) == 1, "the uncovered call must not run");
-        Ok(())
-    }
-
-    async fn output_spec(&self, session: &str) -> std::result::Result<(), String> {
-        let v = self.send(session, "report", "alice").await?;
-        ensure!(!v.paused, "the run must end, got {:?}", v.phase);
-        let messages = self.messages(session).await?;
-        let answer = messages
-            .iter()
-            .rev()
-            .find(|m| m.metadata.get(OUTPUT_MARK) == Some(&json!("answer")));
-        let Some(answer) = answer else {
-            let last = messages.last().map(Msg::text).unwrap_or_default();
-            return Err(format!(
-                "the run must end with a structured answer; its last message is `{last}`"
-            ));
-        };
-        let value = answer
-            .tool_uses()
-            .find(|u| u.name == FINAL_ANSWER_TOOL)
-            .map(|u| u.input.clone());
-        ensure!(
-            value == Some(json!({"report": "all quiet"})),
-            "the structured answer must be the report, got {value:?}"
-        );
         Ok(())
     }
 }

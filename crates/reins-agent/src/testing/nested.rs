@@ -269,6 +269,7 @@ impl On<'_> {
                     view: None,
                     idempotency_key: None,
                     client_tools: Vec::new(),
+                    output: None,
                 },
             )
             .await
