@@ -92,6 +92,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     version: u64,
     /// The caller's own tools for this turn (see [`client_tools`]).
     client_tools: Vec<reins_message::ToolSpec>,
+    /// The run's iteration at its last step (for the `Error` hooks).
+    iteration: u32,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -128,6 +130,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             cancelled: false,
             version: 0,
             client_tools: Vec::new(),
+            iteration: 0,
         }
     }
 
@@ -195,8 +198,24 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             .await
     }
 
-    /// Drives the turn from its first input to the end of the run.
+    /// Drives the turn from its first input to the end of the run. A turn that fails
+    /// (not a refused input, which is settled where it is refused, nor an interrupt)
+    /// tells the agent's `Error` hooks, as the local driver's run does (the journaled
+    /// step `hook error`), then ends with its error.
     pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
+        let out = self.drive_turn(req).await;
+        if let Err(e) = &out {
+            if !is_cancel(e) && serde_json::from_str::<Refused>(e.message()).is_err() {
+                let event = reins_hook::HookEvent::Error {
+                    message: e.message().to_owned(),
+                };
+                self.notify("hook error", self.iteration, event).await?;
+            }
+        }
+        out
+    }
+
+    async fn drive_turn(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
         self.client_tools = req.client_tools.clone();
         let (agent, session) = (self.agent().clone(), self.session.clone());
         let loaded: Option<Loaded> = self
@@ -425,10 +444,13 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         }
         // Paused sub-agent calls a new user message closes.
         let closed = reins_agent::nested::closed_by(run, call.input());
+        // Calls in flight on a question, which a new message closes.
+        let asking = run.state().asking();
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
             let first = Refused::of(&self.session, &refusal.error);
             let audit = refusal.audit;
+            let iteration = run.state().iteration();
             let refused = self
                 .journal("refusal", OnCancel::Retry, move || {
                     settle_refusal(
@@ -437,6 +459,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                         first.clone(),
                         audit.clone(),
                         call.clone(),
+                        iteration,
                     )
                 })
                 .await?;
@@ -444,6 +467,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         }
         self.commit(run, Flush::All).await?;
         self.close_children(closed, call).await?;
+        self.close_asking(run, asking).await?;
         Ok(Ok(()))
     }
 
@@ -453,6 +477,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             if self.interrupted() {
                 return self.interrupt(run).await.map(Ended::Status);
             }
+            self.iteration = run.state().iteration();
             match run.next() {
                 Step::Consult(step) => {
                     // The approval policy and the standing grants, as the local driver

@@ -66,7 +66,11 @@ impl Run {
             }
         }
         let starts_run = matches!(&input, RunInput::Message(m) if m.role != Role::Tool);
-        if let Some(problem) = output.as_ref().filter(|_| starts_run).and_then(|o| o.check().err()) {
+        if let Some(problem) = output
+            .as_ref()
+            .filter(|_| starts_run)
+            .and_then(|o| o.check().err())
+        {
             return Err(refuse(
                 self,
                 AgentError::InvalidInput(problem),

@@ -27,6 +27,7 @@
 //! | scenario | the agent | what must hold |
 //! |---|---|---|
 //! | [`Scenario::Hooks`] | a `PreActing` hook that blocks mail to `mallory@example.com` and writes every address in lower case | the blocked call is rejected (`rejected_by: hook`), 0 runs; the other runs once with the edited address (recorded as `executed_input`); the hook saw each call once |
+//! | [`Scenario::HookEvents`] | a hook that watches `ActingChunk` and `Error`, and fails the model call of `fail` | an approved call that streams one chunk: the hook saw it once; a call whose `PreReasoning` hook fails: the `Error` hooks are told once, with the hook's error |
 //! | [`Scenario::Compression`] | `context(ContextPolicy::new(700).compress_to(400))` | after a long conversation a summary is stored (a message marked `reins.summary`), and the model's last request carried fewer messages than the transcript |
 //! | [`Scenario::Reconcile`] | `send_email` reconciles by looking for its own line in the outbox | a call whose ledger entry was started and never finished is put to the tool: one that took effect keeps its effect (0 new runs, `reconciled: happened`, audited `kind: reconcile`), one that did not runs once |
 //! | [`Scenario::ForkReplay`] | – | a fork made before a finished call, sent the same message, is served the recorded result: no approval, 0 new runs, audited `replayed` |
@@ -56,6 +57,7 @@ use crate::structured::{FINAL_ANSWER_TOOL, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
 mod features;
+mod observe;
 mod output;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
@@ -85,6 +87,8 @@ pub enum Scenario {
     AskingTool,
     /// A hook blocks one call and edits another.
     Hooks,
+    /// The hooks of a tool's partial output and of a failed call.
+    HookEvents,
     /// A context budget the conversation outgrows.
     Compression,
     /// Calls whose ledger entries were started and never finished.
@@ -99,7 +103,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 14] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -109,6 +113,7 @@ impl Scenario {
         Scenario::SubAgent,
         Scenario::AskingTool,
         Scenario::Hooks,
+        Scenario::HookEvents,
         Scenario::Compression,
         Scenario::Reconcile,
         Scenario::ForkReplay,
@@ -117,7 +122,7 @@ impl Scenario {
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
+    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`, `compression`, `reconcile`,
     /// `fork_replay`, `idempotency_key`, `interrupt`).
     pub fn name(self) -> &'static str {
         match self {
@@ -130,6 +135,7 @@ impl Scenario {
             Scenario::SubAgent => "subagent",
             Scenario::AskingTool => "asking_tool",
             Scenario::Hooks => "hooks",
+            Scenario::HookEvents => "hook_events",
             Scenario::Compression => "compression",
             Scenario::Reconcile => "reconcile",
             Scenario::ForkReplay => "fork_replay",
@@ -166,6 +172,7 @@ impl Scenario {
             Scenario::StandingGrant | Scenario::CallOutput => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
+            Scenario::HookEvents => b.hook(observe::Watcher::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
             Scenario::Reconcile
             | Scenario::ForkReplay
@@ -202,6 +209,7 @@ impl Scenario {
             Scenario::SubAgent => on.subagent(&session).await,
             Scenario::AskingTool => on.asking_tool(&session).await,
             Scenario::Hooks => on.hooks(&session).await,
+            Scenario::HookEvents => on.hook_events(&session).await,
             Scenario::Compression => on.compression(&session).await,
             Scenario::Reconcile => on.reconcile(&session).await,
             Scenario::ForkReplay => on.fork_replay(&session).await,
@@ -648,6 +656,9 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                         use std::io::Write;
                         if a.to.starts_with("slow") {
                             features::slow_send(&outbox, &ctx).await?;
+                        }
+                        if a.to.starts_with("chunk") {
+                            ctx.emit(format!("sending to {}", a.to));
                         }
                         let line =
                             format!("{TOOL} {}/{} {}\n", ctx.session_id, ctx.tool_use_id, a.to);

@@ -472,6 +472,48 @@ impl On<'_> {
             matches!(&result, Some((t, ToolOutcome::Success)) if t == "hello Ada"),
             "the call's result must greet Ada, got {result:?}"
         );
+        self.asking_closed(session).await
+    }
+
+    /// A call waiting for its answer that a new message closes stops: its question is
+    /// cancelled (the call does not wait on until the process exits).
+    async fn asking_closed(&self, session: &str) -> std::result::Result<(), String> {
+        let v = self.send(session, "greet", "alice").await?;
+        ensure!(
+            v.paused,
+            "the question must pause the run, got {:?}",
+            v.phase
+        );
+        let id = v
+            .requirements
+            .first()
+            .ok_or("no requirement")?
+            .tool_use
+            .id
+            .clone();
+        let v = self.send(session, "count", "alice").await?;
+        ensure!(
+            v.phase == Phase::Finished(RunStatus::Completed),
+            "the new message must run to its end, got {:?}",
+            v.phase
+        );
+        let cancelled = format!("{ASKING} {session}/{id} got (cancelled)");
+        let start = std::time::Instant::now();
+        while !self.outbox_has(&cancelled) {
+            ensure!(
+                start.elapsed() < SETTLE,
+                "the closed call must stop within {:?}: its question was never cancelled",
+                SETTLE
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         Ok(())
+    }
+
+    fn outbox_has(&self, line: &str) -> bool {
+        std::fs::read_to_string(self.outbox)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == line)
     }
 }

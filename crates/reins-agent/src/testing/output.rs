@@ -66,11 +66,20 @@ impl On<'_> {
         // A spec that is not a JSON Schema: refused, nothing stored.
         let bad = OutputSpec::new("report", json!("a report"));
         match self
-            .submit_with(session, RunInput::Message(Msg::user("report")), "alice", Some(bad))
+            .submit_with(
+                session,
+                RunInput::Message(Msg::user("report")),
+                "alice",
+                Some(bad),
+            )
             .await?
         {
             Err(AgentError::InvalidInput(_)) => {}
-            other => return Err(format!("a spec that is no schema must be refused, got {other:?}")),
+            other => {
+                return Err(format!(
+                    "a spec that is no schema must be refused, got {other:?}"
+                ));
+            }
         }
         ensure!(
             self.messages(session).await.map_or(true, |m| m.is_empty()),

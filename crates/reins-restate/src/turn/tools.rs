@@ -43,7 +43,7 @@ impl TurnDriver<'_, '_> {
         // `subagent` and `ask`), before the others; the outcomes keep the batch order.
         let order: Vec<String> = batch.iter().map(|e| e.tool_use.id.clone()).collect();
         let (nested, batch) = self.split_nested(batch);
-        let mut outcomes = self.act_nested(nested).await?;
+        let mut outcomes = self.act_nested(iteration, nested).await?;
         let mut ready = Vec::with_capacity(batch.len());
         for exec in batch {
             match self.prepare(iteration, exec).await? {
@@ -298,9 +298,11 @@ async fn run_call(
     });
     // The call gets a token of its own: it outlives this step when it asks a question.
     let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
+    let (chunks_tx, chunks) = tokio::sync::mpsc::unbounded_channel();
     let call_cancel = CancellationToken::new();
     let ctx = effects::context(session, tool_call, call_cancel.clone())
-        .with_question_sender(questions_tx);
+        .with_question_sender(questions_tx)
+        .with_chunk_sender(chunks_tx);
     let (toolkit, call_use, opts) = (
         agent.toolkit().clone(),
         call.to_run.clone(),
@@ -308,11 +310,18 @@ async fn run_call(
     );
     let fut: super::ask::CallFuture =
         Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
+    let chunks = super::ask::Chunks {
+        agent,
+        iteration,
+        witness: sender,
+        rx: chunks,
+    };
     let waited = super::ask::wait(
         session,
         &call.original.id,
         fut,
         questions,
+        chunks,
         call_cancel,
         token,
     )
