@@ -8,8 +8,10 @@
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
 //! | `Compress` | `commit` (when something is recorded), `compress` (the summary, through `effects::summarize`: the summarizer and its hooks) |
 //! | `Reason` | `commit` (when something is recorded), `model` (through `effects::reason`: the `PreReasoning` hooks, the stream turned into the final message, the `PostReasoning` hooks, with their verdict; a crash mid-call makes the call again, a finished call never) |
-//! | `Execute` | per call: `hook pre-acting <id>` (the call the hooks leave, or their rejection), `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger: `effects::claim`, the tool, `effects::finish`; a call an earlier attempt started is reconciled); a parallel batch: every marker, then `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `clock`, `commit` |
-//! | `Execute`: a sub-agent call | `subagent <id>` (the parent's ledger), the call to the child object's `child` handler, `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
+//! | `Execute` | per call `hook pre-acting <id>` (the call the hooks leave, or their rejection); `commit` (the model's calls stored), which is also the batch's started marker (`tool-start` when there is nothing to store); per call `tool <id>` (the result and the time, through the tool-call ledger: `effects::claim`, the tool — its partial output to the `ActingChunk` hooks —, `effects::finish`; a call an earlier attempt may have started is reconciled), or for a parallel batch one `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `commit` |
+//! | `Execute`: a sub-agent call | `commit`, then per call `subagent <id>` (the parent's ledger), every child object's `child` handler called at once (their answers journaled as they come), then per call `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
+//! | `Execute`: a new message closed calls waiting on a question | `close-asking <id>,..` (their results in the ledger; the live calls stopped, see [`ask`]) |
+//! | a failed turn | `hook error` (the `Error` hooks; a refused input tells them in its `refusal` step) |
 //! | `Execute`: a question answered | `tool-answer <id>` (the answer handed to the live call, its result; see [`ask`]) |
 //! | `Replayed` | `commit`, `hook replayed <id>,..` (the `ToolReplayed` hooks) |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit`, `hook post-call` |
@@ -505,10 +507,8 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                         return Ok(Ended::Status(status));
                     }
                 }
-                Step::Execute(batch) => {
-                    self.commit(run, Flush::Recorded).await?;
-                    self.act(run, batch).await?;
-                }
+                // The model's calls are stored with the batch's started marker.
+                Step::Execute(batch) => self.act(run, batch).await?,
                 // A fork's calls served from its record: nothing runs. They are stored,
                 // then announced.
                 Step::Replayed(results) => {
@@ -656,7 +656,11 @@ pub(crate) fn effect_error(e: reins_agent::AgentError) -> HandlerError {
 /// One store commit. When the stored version moved, the commit may be this step's own
 /// first attempt (stored, then the process died before the journal had the result):
 /// then its version is returned; anything else wrote the session outside this turn.
-async fn commit_once(agent: Agent, session: String, commit: Commit) -> HandlerResult<Json<u64>> {
+pub(super) async fn commit_once(
+    agent: Agent,
+    session: String,
+    commit: Commit,
+) -> HandlerResult<Json<u64>> {
     let store = agent.store();
     let expected = commit.expected_version;
     match store.commit(&session, commit.clone()).await {
