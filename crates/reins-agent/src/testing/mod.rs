@@ -603,8 +603,27 @@ impl ChatModel for RuleModel {
             Some(m) if m.role == Role::Tool => text("done"),
             Some(m) if m.role == Role::User => {
                 let t = m.text();
-                if let Some(task) = t.strip_prefix("delegate ") {
+                if let Some(task) = t.strip_prefix("delegate twice ") {
+                    let mut chunks = Vec::new();
+                    for i in 0..2 {
+                        chunks.push(ChatChunk::ToolCallStart {
+                            index: i,
+                            id: format!("call_{n}_{i}"),
+                            name: nested::RESEARCH.to_owned(),
+                        });
+                        chunks.push(ChatChunk::ToolArgsDelta {
+                            index: i,
+                            fragment: json!({"task": task}).to_string(),
+                        });
+                    }
+                    chunks.push(ChatChunk::Finish {
+                        reason: FinishReason::ToolUse,
+                    });
+                    chunks
+                } else if let Some(task) = t.strip_prefix("delegate ") {
                     call(nested::RESEARCH, json!({"task": task}))
+                } else if t == "nap" {
+                    call(nested::NAP, json!({}))
                 } else if t == "slow" {
                     call(nested::SLOW, json!({}))
                 } else if t == "greet" {
