@@ -469,9 +469,8 @@ impl SessionObject {
             .drive(req.into_inner())
             .await;
         self.inner.unregister(&session);
-        ctx.clear(TURN);
-        ctx.clear(WAITING);
-        ctx.clear(CLOSING);
+        // `turn`, `waiting` and `closing` are all the object's state: one entry.
+        ctx.clear_all();
         Ok(Json(result?))
     }
 

@@ -96,6 +96,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     client_tools: Vec<reins_message::ToolSpec>,
     /// The run's iteration at its last step (for the `Error` hooks).
     iteration: u32,
+    /// The object's state `waiting` is set (the turn is paused on its awakeables).
+    waiting: bool,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -133,6 +135,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             version: 0,
             client_tools: Vec::new(),
             iteration: 0,
+            waiting: false,
         }
     }
 
@@ -188,7 +191,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     /// ends it is written: `submit` then queues a new turn behind it rather than
     /// answering `busy`. A round trip makes the mark visible before the commit is.
     async fn closing(&mut self) -> Result<(), TerminalError> {
-        self.ctx.clear(WAITING);
+        if std::mem::take(&mut self.waiting) {
+            self.ctx.clear(WAITING);
+        }
         self.ctx.set(CLOSING, Json(true));
         self.journal("closing", OnCancel::Retry, || async { Ok(Json(())) })
             .await
@@ -334,6 +339,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     .collect(),
             };
             self.ctx.set(WAITING, Json(waiting));
+            self.waiting = true;
             // A round trip: the state is visible to `submit` before the pause is.
             self.journal("waiting", OnCancel::Retry, || async { Ok(Json(())) })
                 .await?;
@@ -365,6 +371,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 }
             };
             self.ctx.clear(WAITING);
+            self.waiting = false;
             let Some(next) = next else {
                 self.closing().await?;
                 // Interrupted while paused: the session stays paused; a later input

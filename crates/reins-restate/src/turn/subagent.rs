@@ -39,7 +39,7 @@ use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{OnCancel, TurnDriver};
-use crate::object::{CLOSING, Inner, SessionObjectClient, TURN, WAITING, is_cancel, retry};
+use crate::object::{CLOSING, Inner, SessionObjectClient, TURN, is_cancel, retry};
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 /// What a parent asks of the child object of one of its sub-agent calls.
@@ -512,9 +512,8 @@ pub(crate) async fn serve(
     driver.until_pause = true;
     let result = driver.serve_child(&sub, call).await;
     inner.unregister(&session);
-    ctx.clear(TURN);
-    ctx.clear(WAITING);
-    ctx.clear(CLOSING);
+    // `turn`, `waiting` and `closing` are all the object's state: one entry.
+    ctx.clear_all();
     Ok(result?)
 }
 
