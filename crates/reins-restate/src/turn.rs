@@ -211,13 +211,14 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     /// step `hook error`), then ends with its error.
     pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
         let out = self.drive_turn(req).await;
-        if let Err(e) = &out {
-            if !is_cancel(e) && serde_json::from_str::<Refused>(e.message()).is_err() {
-                let event = reins_hook::HookEvent::Error {
-                    message: e.message().to_owned(),
-                };
-                self.notify("hook error", self.iteration, event).await?;
-            }
+        if let Err(e) = &out
+            && !is_cancel(e)
+            && serde_json::from_str::<Refused>(e.message()).is_err()
+        {
+            let event = reins_hook::HookEvent::Error {
+                message: e.message().to_owned(),
+            };
+            self.notify("hook error", self.iteration, event).await?;
         }
         out
     }
