@@ -14,6 +14,7 @@ use crate::handle::RunHandle;
 use crate::output::RunEvent;
 use crate::run::RunInput;
 use crate::state::SessionView;
+use crate::structured::OutputSpec;
 use crate::view::{Actor, ViewToken};
 use reins_message::ToolSpec;
 
@@ -37,6 +38,11 @@ pub struct Submission {
     /// `External` requirement, answered with the tool's result
     /// ([`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
     pub client_tools: Vec<ToolSpec>,
+    /// The structured answer a run started by this message must end with, instead
+    /// of the agent's ([`SendBuilder::output_spec`](crate::SendBuilder::output_spec));
+    /// ignored for other inputs (a run in progress keeps its own). A spec that cannot
+    /// be asked for is refused ([`AgentError::InvalidInput`]).
+    pub output: Option<OutputSpec>,
 }
 
 impl Submission {
@@ -48,6 +54,7 @@ impl Submission {
             view: None,
             idempotency_key: None,
             client_tools: Vec::new(),
+            output: None,
         }
     }
 }
@@ -168,6 +175,7 @@ impl SessionBackend for Agent {
             actor,
             view,
             client_tools: tools,
+            output,
             ..
         } = submission;
         let s = match &input {
@@ -179,8 +187,16 @@ impl SessionBackend for Agent {
             None => s,
         };
         let handle = match (input, view) {
-            (RunInput::Message(m), Some(v)) => s.send(m).at(&v).client_tools(tools).start().await?,
-            (RunInput::Message(m), None) => s.send(m).client_tools(tools).start().await?,
+            (RunInput::Message(m), view) => {
+                let mut send = s.send(m).client_tools(tools);
+                if let Some(v) = &view {
+                    send = send.at(v);
+                }
+                if let Some(spec) = output {
+                    send = send.output_spec(spec);
+                }
+                send.start().await?
+            }
             (RunInput::Resume, Some(v)) => s.resume().at(&v).client_tools(tools).start().await?,
             (RunInput::Resume, None) => s.resume().client_tools(tools).start().await?,
             (RunInput::Decisions(d), Some(v)) => {

@@ -96,12 +96,13 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
             d.emit(|| RunEvent::Failed {
                 error: e.to_string(),
             });
-            let mut ev = HookEvent::Error {
-                message: e.to_string(),
-            };
-            if let Err(he) = d.hooks(&mut ev, core.run.state().iteration()).await {
-                tracing::warn!(error = %he, "an Error hook failed");
-            }
+            crate::effects::hooks::failed(
+                &d.agent,
+                &d.session,
+                core.run.state().iteration(),
+                &e.to_string(),
+            )
+            .await;
         }
     }
     // Calls that asked a question stay live only while the run waits for the answer.

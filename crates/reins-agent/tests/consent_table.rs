@@ -94,3 +94,13 @@ async fn a_subagents_pause_interrupt_and_settled_decisions_hold_at_the_parent() 
 async fn an_asking_tool_gets_its_answer_and_runs_once() {
     on_local(Scenario::AskingTool).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_structured_answer_asked_for_by_one_message() {
+    on_local(Scenario::CallOutput).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acting_chunk_and_error_hooks_are_told() {
+    on_local(Scenario::HookEvents).await;
+}

@@ -219,6 +219,7 @@ impl SessionBackend for RestateClient {
             actor: s.actor,
             view: s.view,
             client_tools: s.client_tools,
+            output: s.output,
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await

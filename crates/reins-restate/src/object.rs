@@ -318,6 +318,7 @@ pub(crate) async fn settle_refusal(
     refused: Refused,
     audit: Vec<reins_agent::DecisionRecord>,
     call: Call,
+    iteration: u32,
 ) -> HandlerResult<Json<Refused>> {
     let (refused, audit) = match refused.to_agent_error() {
         Some(error) => {
@@ -335,7 +336,9 @@ pub(crate) async fn settle_refusal(
         }
         None => (refused, audit),
     };
-    record_audit(agent, session, audit).await?;
+    record_audit(agent.clone(), session.clone(), audit).await?;
+    // A refused call failed: the `Error` hooks are told, as on the local driver.
+    reins_agent::effects::hooks::failed(&agent, &session, iteration, &refused.message).await;
     Ok(Json(refused))
 }
 
@@ -431,16 +434,14 @@ async fn validate(
         )
         .into());
     }
-    let call = agent
-        .begin(session.to_owned(), req.input.clone().into_run_input(), now)
-        .with_actor(req.actor.clone())
-        .with_view(req.view.clone());
+    let call = req.call(agent, session, now);
     if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
         let (a, key) = (agent.clone(), session.to_owned());
         let first = Refused::of(session, &refusal.error);
         let audit = refusal.audit;
+        let iteration = run.state().iteration();
         let Json(r) = ctx
-            .run(move || settle_refusal(a, key, first, audit, call))
+            .run(move || settle_refusal(a, key, first, audit, call, iteration))
             .name("refusal")
             .await?;
         return Err(terminal(&r).into());
@@ -468,9 +469,8 @@ impl SessionObject {
             .drive(req.into_inner())
             .await;
         self.inner.unregister(&session);
-        ctx.clear(TURN);
-        ctx.clear(WAITING);
-        ctx.clear(CLOSING);
+        // `turn`, `waiting` and `closing` are all the object's state: one entry.
+        ctx.clear_all();
         Ok(Json(result?))
     }
 

@@ -8,8 +8,10 @@
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
 //! | `Compress` | `commit` (when something is recorded), `compress` (the summary, through `effects::summarize`: the summarizer and its hooks) |
 //! | `Reason` | `commit` (when something is recorded), `model` (through `effects::reason`: the `PreReasoning` hooks, the stream turned into the final message, the `PostReasoning` hooks, with their verdict; a crash mid-call makes the call again, a finished call never) |
-//! | `Execute` | per call: `hook pre-acting <id>` (the call the hooks leave, or their rejection), `tool-start <id>` (the started marker), `tool <id>` (the result, through the tool-call ledger: `effects::claim`, the tool, `effects::finish`; a call an earlier attempt started is reconciled); a parallel batch: every marker, then `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `clock`, `commit` |
-//! | `Execute`: a sub-agent call | `subagent <id>` (the parent's ledger), the call to the child object's `child` handler, `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
+//! | `Execute` | per call `hook pre-acting <id>` (the call the hooks leave, or their rejection); `commit` (the model's calls stored), which is also the batch's started marker (`tool-start` when there is nothing to store); per call `tool <id>` (the result and the time, through the tool-call ledger: `effects::claim`, the tool — its partial output to the `ActingChunk` hooks —, `effects::finish`; a call an earlier attempt may have started is reconciled), or for a parallel batch one `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `commit` |
+//! | `Execute`: a sub-agent call | `commit`, then per call `subagent <id>` (the parent's ledger), every child object's `child` handler called at once (their answers journaled as they come), then per call `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
+//! | `Execute`: a new message closed calls waiting on a question | `close-asking <id>,..` (their results in the ledger; the live calls stopped, see [`ask`]) |
+//! | a failed turn | `hook error` (the `Error` hooks; a refused input tells them in its `refusal` step) |
 //! | `Execute`: a question answered | `tool-answer <id>` (the answer handed to the live call, its result; see [`ask`]) |
 //! | `Replayed` | `commit`, `hook replayed <id>,..` (the `ToolReplayed` hooks) |
 //! | `Pause` | awakeables per requirement (+ one for resume / a new message), state `waiting`, `waiting` (a round trip), `commit`, `hook post-call` |
@@ -92,6 +94,10 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     version: u64,
     /// The caller's own tools for this turn (see [`client_tools`]).
     client_tools: Vec<reins_message::ToolSpec>,
+    /// The run's iteration at its last step (for the `Error` hooks).
+    iteration: u32,
+    /// The object's state `waiting` is set (the turn is paused on its awakeables).
+    waiting: bool,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -128,6 +134,8 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             cancelled: false,
             version: 0,
             client_tools: Vec::new(),
+            iteration: 0,
+            waiting: false,
         }
     }
 
@@ -183,7 +191,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     /// ends it is written: `submit` then queues a new turn behind it rather than
     /// answering `busy`. A round trip makes the mark visible before the commit is.
     async fn closing(&mut self) -> Result<(), TerminalError> {
-        self.ctx.clear(WAITING);
+        if std::mem::take(&mut self.waiting) {
+            self.ctx.clear(WAITING);
+        }
         self.ctx.set(CLOSING, Json(true));
         self.journal("closing", OnCancel::Retry, || async { Ok(Json(())) })
             .await
@@ -195,8 +205,25 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             .await
     }
 
-    /// Drives the turn from its first input to the end of the run.
+    /// Drives the turn from its first input to the end of the run. A turn that fails
+    /// (not a refused input, which is settled where it is refused, nor an interrupt)
+    /// tells the agent's `Error` hooks, as the local driver's run does (the journaled
+    /// step `hook error`), then ends with its error.
     pub(crate) async fn drive(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
+        let out = self.drive_turn(req).await;
+        if let Err(e) = &out
+            && !is_cancel(e)
+            && serde_json::from_str::<Refused>(e.message()).is_err()
+        {
+            let event = reins_hook::HookEvent::Error {
+                message: e.message().to_owned(),
+            };
+            self.notify("hook error", self.iteration, event).await?;
+        }
+        out
+    }
+
+    async fn drive_turn(&mut self, req: TurnRequest) -> Result<RunOutput, TerminalError> {
         self.client_tools = req.client_tools.clone();
         let (agent, session) = (self.agent().clone(), self.session.clone());
         let loaded: Option<Loaded> = self
@@ -313,6 +340,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     .collect(),
             };
             self.ctx.set(WAITING, Json(waiting));
+            self.waiting = true;
             // A round trip: the state is visible to `submit` before the pause is.
             self.journal("waiting", OnCancel::Retry, || async { Ok(Json(())) })
                 .await?;
@@ -344,6 +372,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 }
             };
             self.ctx.clear(WAITING);
+            self.waiting = false;
             let Some(next) = next else {
                 self.closing().await?;
                 // Interrupted while paused: the session stays paused; a later input
@@ -386,11 +415,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         req: TurnRequest,
         now: DateTime<Utc>,
     ) -> Result<Result<(), Refused>, TerminalError> {
-        let input = req.input.into_run_input();
+        let call = req.call(self.agent(), &self.session, now);
         // A paused sub-agent call is decided against what its child session waits for
         // in the store (someone may have answered the child directly).
         self.follow_children(run).await?;
-        let settle = run.state().settle_before(&input);
+        let settle = run.state().settle_before(call.input());
         if !settle.is_empty() {
             let iteration = run.state().iteration();
             let (agent, session, token, live) = (
@@ -423,17 +452,15 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 let _ = run.apply(Event::Settled { results, now });
             }
         }
-        let call = self
-            .agent()
-            .begin(self.session.clone(), input, now)
-            .with_actor(req.actor)
-            .with_view(req.view);
         // Paused sub-agent calls a new user message closes.
         let closed = reins_agent::nested::closed_by(run, call.input());
+        // Calls in flight on a question, which a new message closes.
+        let asking = run.state().asking();
         if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
             let (agent, session) = (self.agent().clone(), self.session.clone());
             let first = Refused::of(&self.session, &refusal.error);
             let audit = refusal.audit;
+            let iteration = run.state().iteration();
             let refused = self
                 .journal("refusal", OnCancel::Retry, move || {
                     settle_refusal(
@@ -442,6 +469,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                         first.clone(),
                         audit.clone(),
                         call.clone(),
+                        iteration,
                     )
                 })
                 .await?;
@@ -449,6 +477,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         }
         self.commit(run, Flush::All).await?;
         self.close_children(closed, call).await?;
+        self.close_asking(run, asking).await?;
         Ok(Ok(()))
     }
 
@@ -458,6 +487,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             if self.interrupted() {
                 return self.interrupt(run).await.map(Ended::Status);
             }
+            self.iteration = run.state().iteration();
             match run.next() {
                 Step::Consult(step) => {
                     // The approval policy and the standing grants, as the local driver
@@ -485,10 +515,8 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                         return Ok(Ended::Status(status));
                     }
                 }
-                Step::Execute(batch) => {
-                    self.commit(run, Flush::Recorded).await?;
-                    self.act(run, batch).await?;
-                }
+                // The model's calls are stored with the batch's started marker.
+                Step::Execute(batch) => self.act(run, batch).await?,
                 // A fork's calls served from its record: nothing runs. They are stored,
                 // then announced.
                 Step::Replayed(results) => {
@@ -636,7 +664,11 @@ pub(crate) fn effect_error(e: reins_agent::AgentError) -> HandlerError {
 /// One store commit. When the stored version moved, the commit may be this step's own
 /// first attempt (stored, then the process died before the journal had the result):
 /// then its version is returned; anything else wrote the session outside this turn.
-async fn commit_once(agent: Agent, session: String, commit: Commit) -> HandlerResult<Json<u64>> {
+pub(super) async fn commit_once(
+    agent: Agent,
+    session: String,
+    commit: Commit,
+) -> HandlerResult<Json<u64>> {
     let store = agent.store();
     let expected = commit.expected_version;
     match store.commit(&session, commit.clone()).await {

@@ -2,8 +2,11 @@
 //! inputs a turn starts or goes on with, what `submit` answers, and the refusals (the
 //! same errors the local driver raises, as JSON).
 
+use chrono::{DateTime, Utc};
+use reins_agent::run::Call;
 use reins_agent::{
-    Actor, AgentError, Decided, Decision, QuorumCount, Requirement, RunInput, ViewToken,
+    Actor, Agent, AgentError, Decided, Decision, OutputSpec, QuorumCount, Requirement, RunInput,
+    ViewToken,
 };
 use reins_message::{Msg, ToolSpec};
 use serde::{Deserialize, Serialize};
@@ -82,6 +85,12 @@ pub struct TurnRequest {
     /// tools that turn started with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_tools: Vec<ToolSpec>,
+    /// The structured answer the run this message starts must end with, instead of
+    /// the agent's (`final_answer` offered, or the model's JSON Schema format); an
+    /// input that wakes a paused turn keeps the spec its run started with. A spec that
+    /// cannot be asked for is refused `invalid_input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
 }
 
 impl TurnRequest {
@@ -107,6 +116,7 @@ impl TurnRequest {
             actor: None,
             view: None,
             client_tools: Vec::new(),
+            output: None,
         }
     }
 
@@ -130,6 +140,28 @@ impl TurnRequest {
     pub fn with_client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
         self.client_tools = tools;
         self
+    }
+
+    /// The run this message starts must end with a structured answer of this shape
+    /// (see [`TurnRequest::output`]).
+    #[must_use]
+    pub fn with_output(mut self, spec: OutputSpec) -> Self {
+        self.output = Some(spec);
+        self
+    }
+
+    /// The call this request starts on `session` at `now`: `agent`'s own
+    /// ([`Agent::begin`], every rule of the agent) with the caller's part — who acts,
+    /// the view, the structured answer.
+    pub(crate) fn call(&self, agent: &Agent, session: &str, now: DateTime<Utc>) -> Call {
+        let call = agent
+            .begin(session.to_owned(), self.input.clone().into_run_input(), now)
+            .with_actor(self.actor.clone())
+            .with_view(self.view.clone());
+        match &self.output {
+            Some(spec) => call.with_output(spec.clone()),
+            None => call,
+        }
     }
 }
 

@@ -192,3 +192,13 @@ async fn one_approval_sent_twice_with_one_key_runs_once() {
 async fn an_interrupt_stops_a_running_call() {
     on_restate(Scenario::Interrupt).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_structured_answer_asked_for_by_one_message() {
+    on_restate(Scenario::CallOutput).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acting_chunk_and_error_hooks_are_told() {
+    on_restate(Scenario::HookEvents).await;
+}

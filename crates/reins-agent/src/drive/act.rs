@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use reins_hook::{HookEvent, HookEventKind};
+use reins_hook::HookEventKind;
 use reins_message::ToolResult;
 use reins_tool::{Concurrency, ToolCallOutcome, ToolContext};
 use tokio::sync::mpsc::UnboundedSender;
@@ -50,24 +50,8 @@ impl Driver {
             drop(chunk_tx);
             outcomes
         };
-        let want = self.agent.runtime.hooks.wants(HookEventKind::ActingChunk);
-        let forward = |chunk: reins_tool::ToolChunk| async move {
-            let reins_tool::ToolChunk { tool_use_id, block } = chunk;
-            if let Some(text) = block.as_text() {
-                self.emit(|| RunEvent::ToolExecutionChunk {
-                    id: tool_use_id.clone(),
-                    text: text.to_owned(),
-                });
-            }
-            if want {
-                let mut ev = HookEvent::ActingChunk {
-                    tool_use_id,
-                    chunk: block,
-                };
-                if let Err(e) = self.hooks(&mut ev, iteration).await {
-                    tracing::warn!(error = %e, "an ActingChunk hook failed");
-                }
-            }
+        let forward = |chunk: reins_tool::ToolChunk| {
+            crate::effects::hooks::acting_chunk(&self.agent, &self.session, iteration, chunk, self)
         };
         // Until every call of the batch is done (a call that asked a question keeps
         // its chunk sender, so the channel does not close): forward partial output,

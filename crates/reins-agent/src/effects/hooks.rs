@@ -187,3 +187,42 @@ pub async fn post_reasoning(
         _ => Err(replaced("message")),
     }
 }
+
+/// A tool's partial output: announced to the listeners (`ToolExecutionChunk`, for
+/// text) and shown to the `ActingChunk` hooks (read-only). A hook's error is logged:
+/// it never fails the call.
+pub async fn acting_chunk(
+    agent: &Agent,
+    session: &str,
+    iteration: u32,
+    chunk: reins_tool::ToolChunk,
+    witness: &dyn super::Witness,
+) {
+    let reins_tool::ToolChunk { tool_use_id, block } = chunk;
+    if let Some(text) = block.as_text() {
+        witness.emit(|| crate::RunEvent::ToolExecutionChunk {
+            id: tool_use_id.clone(),
+            text: text.to_owned(),
+        });
+    }
+    if wants(agent, HookEventKind::ActingChunk) {
+        let ev = HookEvent::ActingChunk {
+            tool_use_id,
+            chunk: block,
+        };
+        if let Err(e) = notify(agent, session, iteration, ev).await {
+            tracing::warn!(error = %e, "an ActingChunk hook failed");
+        }
+    }
+}
+
+/// A call that failed (`error`): shown to the `Error` hooks. A hook's error is logged:
+/// the call's own error is what the caller gets.
+pub async fn failed(agent: &Agent, session: &str, iteration: u32, error: &str) {
+    let ev = HookEvent::Error {
+        message: error.to_owned(),
+    };
+    if let Err(e) = notify(agent, session, iteration, ev).await {
+        tracing::warn!(error = %e, "an Error hook failed");
+    }
+}

@@ -65,7 +65,20 @@ impl Run {
                 return Err(refuse(self, e, actor.as_ref(), Some(v)));
             }
         }
-        if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
+        let starts_run = matches!(&input, RunInput::Message(m) if m.role != Role::Tool);
+        if let Some(problem) = output
+            .as_ref()
+            .filter(|_| starts_run)
+            .and_then(|o| o.check().err())
+        {
+            return Err(refuse(
+                self,
+                AgentError::InvalidInput(problem),
+                actor.as_ref(),
+                view.as_ref(),
+            ));
+        }
+        if starts_run {
             self.next_output = output;
         }
         self.call = CallTally {

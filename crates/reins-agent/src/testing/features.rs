@@ -76,7 +76,7 @@ impl Hook for MailHook {
 }
 
 /// Appends `line` to `outbox` in one write.
-fn append(outbox: &Path, line: &str) -> std::io::Result<()> {
+pub(super) fn append(outbox: &Path, line: &str) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::OpenOptions::new()
         .create(true)
@@ -123,7 +123,7 @@ type Check = std::result::Result<(), String>;
 
 impl On<'_> {
     /// How many lines of `outbox` start with `prefix`.
-    fn outbox_lines(&self, prefix: &str) -> usize {
+    pub(super) fn outbox_lines(&self, prefix: &str) -> usize {
         std::fs::read_to_string(self.outbox)
             .unwrap_or_default()
             .lines()
@@ -143,7 +143,11 @@ impl On<'_> {
     }
 
     /// Sends `email ADDRESS`, expects a pause, approves it; the call's id.
-    async fn email_approved(&self, session: &str, to: &str) -> std::result::Result<String, String> {
+    pub(super) async fn email_approved(
+        &self,
+        session: &str,
+        to: &str,
+    ) -> std::result::Result<String, String> {
         let v = self.send(session, &format!("email {to}"), "alice").await?;
         ensure!(
             v.paused,
@@ -361,6 +365,7 @@ impl On<'_> {
             view: Some(v.token.clone()),
             idempotency_key: Some(format!("approve-{id}")),
             client_tools: Vec::new(),
+            output: None,
         };
         self.backend
             .submit(session, submission.clone())
@@ -413,6 +418,7 @@ impl On<'_> {
             view: Some(v.token.clone()),
             idempotency_key: None,
             client_tools: Vec::new(),
+            output: None,
         };
         self.backend
             .submit(session, submission)

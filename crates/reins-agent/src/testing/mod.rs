@@ -17,6 +17,7 @@
 //! | [`Scenario::ApprovalTtl`] | `approval_ttl("send_email", 1 s)` | the requirement expires 1 s after it was raised; an approval after that: `RequirementExpired`, still paused, 0 runs |
 //! | [`Scenario::StandingGrant`] | a grant of `send_email` to `bob@example.com` in the store | runs without asking (audited `via: "grant"`); another address still asks |
 //! | [`Scenario::OutputSpec`] | `output_spec(report)` | the `final_answer` tool is offered; the run ends with the structured answer |
+//! | [`Scenario::CallOutput`] | – | a message submitted with an output spec of its own ([`Submission::output`]): the `final_answer` tool is offered and the run ends with the structured answer; the next message without one ends in plain text; a spec that is not a JSON Schema is refused (`InvalidInput`) and nothing changes |
 //!
 //! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
 //! [`Scenario::AskingTool`]) are described in [`nested`].
@@ -26,6 +27,7 @@
 //! | scenario | the agent | what must hold |
 //! |---|---|---|
 //! | [`Scenario::Hooks`] | a `PreActing` hook that blocks mail to `mallory@example.com` and writes every address in lower case | the blocked call is rejected (`rejected_by: hook`), 0 runs; the other runs once with the edited address (recorded as `executed_input`); the hook saw each call once |
+//! | [`Scenario::HookEvents`] | a hook that watches `ActingChunk` and `Error`, and fails the model call of `fail` | an approved call that streams one chunk: the hook saw it once; a call whose `PreReasoning` hook fails: the `Error` hooks are told once, with the hook's error |
 //! | [`Scenario::Compression`] | `context(ContextPolicy::new(700).compress_to(400))` | after a long conversation a summary is stored (a message marked `reins.summary`), and the model's last request carried fewer messages than the transcript |
 //! | [`Scenario::Reconcile`] | `send_email` reconciles by looking for its own line in the outbox | a call whose ledger entry was started and never finished is put to the tool: one that took effect keeps its effect (0 new runs, `reconciled: happened`, audited `kind: reconcile`), one that did not runs once |
 //! | [`Scenario::ForkReplay`] | – | a fork made before a finished call, sent the same message, is served the recorded result: no approval, 0 new runs, audited `replayed` |
@@ -51,10 +53,12 @@ use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, Quorum};
 use crate::run::{Phase, RunInput};
 use crate::state::SessionView;
-use crate::structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputSpec};
+use crate::structured::{FINAL_ANSWER_TOOL, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
 mod features;
+mod observe;
+mod output;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
 pub const TOOL: &str = "send_email";
@@ -75,12 +79,16 @@ pub enum Scenario {
     StandingGrant,
     /// Every run ends with a structured answer.
     OutputSpec,
+    /// One message asks for a structured answer of its own.
+    CallOutput,
     /// A sub-agent's pauses, interrupts and decisions (see [`nested`]).
     SubAgent,
     /// A tool asks a question mid-call (see [`nested`]).
     AskingTool,
     /// A hook blocks one call and edits another.
     Hooks,
+    /// The hooks of a tool's partial output and of a failed call.
+    HookEvents,
     /// A context budget the conversation outgrows.
     Compression,
     /// Calls whose ledger entries were started and never finished.
@@ -95,15 +103,17 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
         Scenario::StandingGrant,
         Scenario::OutputSpec,
+        Scenario::CallOutput,
         Scenario::SubAgent,
         Scenario::AskingTool,
         Scenario::Hooks,
+        Scenario::HookEvents,
         Scenario::Compression,
         Scenario::Reconcile,
         Scenario::ForkReplay,
@@ -112,7 +122,7 @@ impl Scenario {
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
+    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`, `compression`, `reconcile`,
     /// `fork_replay`, `idempotency_key`, `interrupt`).
     pub fn name(self) -> &'static str {
         match self {
@@ -121,9 +131,11 @@ impl Scenario {
             Scenario::ApprovalTtl => "approval_ttl",
             Scenario::StandingGrant => "standing_grant",
             Scenario::OutputSpec => "output_spec",
+            Scenario::CallOutput => "call_output",
             Scenario::SubAgent => "subagent",
             Scenario::AskingTool => "asking_tool",
             Scenario::Hooks => "hooks",
+            Scenario::HookEvents => "hook_events",
             Scenario::Compression => "compression",
             Scenario::Reconcile => "reconcile",
             Scenario::ForkReplay => "fork_replay",
@@ -157,9 +169,10 @@ impl Scenario {
             Scenario::Quorum => b.quorum(TOOL, Quorum::of(2)),
             Scenario::PolicyDenies => b.approval_policy(NoMail),
             Scenario::ApprovalTtl => b.approval_ttl(TOOL, Duration::from_secs(1)),
-            Scenario::StandingGrant => b,
+            Scenario::StandingGrant | Scenario::CallOutput => b,
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
+            Scenario::HookEvents => b.hook(observe::Watcher::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
             Scenario::Reconcile
             | Scenario::ForkReplay
@@ -192,9 +205,11 @@ impl Scenario {
             Scenario::ApprovalTtl => on.approval_ttl(&session).await,
             Scenario::StandingGrant => on.standing_grant(&session).await,
             Scenario::OutputSpec => on.output_spec(&session).await,
+            Scenario::CallOutput => on.call_output(&session).await,
             Scenario::SubAgent => on.subagent(&session).await,
             Scenario::AskingTool => on.asking_tool(&session).await,
             Scenario::Hooks => on.hooks(&session).await,
+            Scenario::HookEvents => on.hook_events(&session).await,
             Scenario::Compression => on.compression(&session).await,
             Scenario::Reconcile => on.reconcile(&session).await,
             Scenario::ForkReplay => on.fork_replay(&session).await,
@@ -242,6 +257,17 @@ impl On<'_> {
         input: RunInput,
         principal: &str,
     ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
+        self.submit_with(session, input, principal, None).await
+    }
+
+    /// [`On::submit`] with a structured answer of the caller's (`output`).
+    async fn submit_with(
+        &self,
+        session: &str,
+        input: RunInput,
+        principal: &str,
+        output: Option<OutputSpec>,
+    ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
         let before = match self.backend.view(session).await {
             Ok(v) => Some(v),
             Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => None,
@@ -253,6 +279,7 @@ impl On<'_> {
             view: before.as_ref().map(|v| v.token.clone()),
             idempotency_key: Some(reins_message::new_id()),
             client_tools: Vec::new(),
+            output,
         };
         if let Err(e) = self.backend.submit(session, submission).await {
             return Ok(Err(e));
@@ -513,31 +540,6 @@ impl On<'_> {
         ensure!(self.runs(session) == 1, "the uncovered call must not run");
         Ok(())
     }
-
-    async fn output_spec(&self, session: &str) -> std::result::Result<(), String> {
-        let v = self.send(session, "report", "alice").await?;
-        ensure!(!v.paused, "the run must end, got {:?}", v.phase);
-        let messages = self.messages(session).await?;
-        let answer = messages
-            .iter()
-            .rev()
-            .find(|m| m.metadata.get(OUTPUT_MARK) == Some(&json!("answer")));
-        let Some(answer) = answer else {
-            let last = messages.last().map(Msg::text).unwrap_or_default();
-            return Err(format!(
-                "the run must end with a structured answer; its last message is `{last}`"
-            ));
-        };
-        let value = answer
-            .tool_uses()
-            .find(|u| u.name == FINAL_ANSWER_TOOL)
-            .map(|u| u.input.clone());
-        ensure!(
-            value == Some(json!({"report": "all quiet"})),
-            "the structured answer must be the report, got {value:?}"
-        );
-        Ok(())
-    }
 }
 
 /// Denies every `send_email`.
@@ -601,8 +603,27 @@ impl ChatModel for RuleModel {
             Some(m) if m.role == Role::Tool => text("done"),
             Some(m) if m.role == Role::User => {
                 let t = m.text();
-                if let Some(task) = t.strip_prefix("delegate ") {
+                if let Some(task) = t.strip_prefix("delegate twice ") {
+                    let mut chunks = Vec::new();
+                    for i in 0..2 {
+                        chunks.push(ChatChunk::ToolCallStart {
+                            index: i,
+                            id: format!("call_{n}_{i}"),
+                            name: nested::RESEARCH.to_owned(),
+                        });
+                        chunks.push(ChatChunk::ToolArgsDelta {
+                            index: i,
+                            fragment: json!({"task": task}).to_string(),
+                        });
+                    }
+                    chunks.push(ChatChunk::Finish {
+                        reason: FinishReason::ToolUse,
+                    });
+                    chunks
+                } else if let Some(task) = t.strip_prefix("delegate ") {
                     call(nested::RESEARCH, json!({"task": task}))
+                } else if t == "nap" {
+                    call(nested::NAP, json!({}))
                 } else if t == "slow" {
                     call(nested::SLOW, json!({}))
                 } else if t == "greet" {
@@ -654,6 +675,9 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                         use std::io::Write;
                         if a.to.starts_with("slow") {
                             features::slow_send(&outbox, &ctx).await?;
+                        }
+                        if a.to.starts_with("chunk") {
+                            ctx.emit(format!("sending to {}", a.to));
                         }
                         let line =
                             format!("{TOOL} {}/{} {}\n", ctx.session_id, ctx.tool_use_id, a.to);

@@ -31,6 +31,8 @@ pub const SLOW: &str = "slow";
 pub const ASKING: &str = "ask_name";
 /// The parent's sub-agent tool.
 pub const RESEARCH: &str = "research";
+/// A tool of the sub-agent that takes a moment (to see two children run at once).
+pub const NAP: &str = "nap";
 
 /// The parent of [`Scenario::SubAgent`](super::Scenario::SubAgent): `Lead`, whose
 /// model hands `delegate TASK` to the sub-agent `research` (agent `Research`, with
@@ -43,6 +45,9 @@ pub(super) fn subagent(
     let mut tools = super::toolkit(outbox.to_path_buf())?;
     tools
         .add(slow_tool(outbox.to_path_buf()))
+        .map_err(|e| AgentError::InvalidInput(e.to_string()))?;
+    tools
+        .add(nap_tool(outbox.to_path_buf()))
         .map_err(|e| AgentError::InvalidInput(e.to_string()))?;
     let research = Agent::builder()
         .name("Research")
@@ -106,6 +111,21 @@ fn slow_tool(outbox: std::path::PathBuf) -> reins_tool::FunctionTool {
             }
         },
     )
+}
+
+/// `nap`: writes `nap SESSION/CALL start`, waits 800 ms, writes `nap SESSION/CALL
+/// end`.
+fn nap_tool(outbox: std::path::PathBuf) -> reins_tool::FunctionTool {
+    Toolkit::function(NAP, "Takes a moment", move |_: NoArgs, ctx: ToolContext| {
+        let outbox = outbox.clone();
+        async move {
+            let at = format!("{}/{}", ctx.session_id, ctx.tool_use_id);
+            append(&outbox, &format!("{NAP} {at} start"))?;
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            append(&outbox, &format!("{NAP} {at} end"))?;
+            Ok::<_, ToolError>("rested".to_owned())
+        }
+    })
 }
 
 /// `ask_name`: writes `ask_name SESSION/CALL start`, asks whom to greet, writes
@@ -196,6 +216,7 @@ impl On<'_> {
     }
 
     pub(super) async fn subagent(&self, session: &str) -> std::result::Result<(), String> {
+        self.subagents_at_once(&format!("{session}-two")).await?;
         // The child's pause is the parent's; one approval there runs the tool once.
         let v = self
             .send(session, "delegate email carol@example.com", "alice")
@@ -269,6 +290,7 @@ impl On<'_> {
                     view: None,
                     idempotency_key: None,
                     client_tools: Vec::new(),
+                    output: None,
                 },
             )
             .await
@@ -470,6 +492,77 @@ impl On<'_> {
         ensure!(
             matches!(&result, Some((t, ToolOutcome::Success)) if t == "hello Ada"),
             "the call's result must greet Ada, got {result:?}"
+        );
+        self.asking_closed(session).await
+    }
+
+    /// A call waiting for its answer that a new message closes stops: its question is
+    /// cancelled (the call does not wait on until the process exits).
+    async fn asking_closed(&self, session: &str) -> std::result::Result<(), String> {
+        let v = self.send(session, "greet", "alice").await?;
+        ensure!(
+            v.paused,
+            "the question must pause the run, got {:?}",
+            v.phase
+        );
+        let id = v
+            .requirements
+            .first()
+            .ok_or("no requirement")?
+            .tool_use
+            .id
+            .clone();
+        let v = self.send(session, "count", "alice").await?;
+        ensure!(
+            v.phase == Phase::Finished(RunStatus::Completed),
+            "the new message must run to its end, got {:?}",
+            v.phase
+        );
+        let cancelled = format!("{ASKING} {session}/{id} got (cancelled)");
+        let start = std::time::Instant::now();
+        while !self.outbox_has(&cancelled) {
+            ensure!(
+                start.elapsed() < SETTLE,
+                "the closed call must stop within {:?}: its question was never cancelled",
+                SETTLE
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    fn outbox_has(&self, line: &str) -> bool {
+        std::fs::read_to_string(self.outbox)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == line)
+    }
+
+    /// Two sub-agent calls of one batch run at the same time (as the toolkit's calls
+    /// of a parallel batch do): both children's naps start before either ends.
+    async fn subagents_at_once(&self, session: &str) -> std::result::Result<(), String> {
+        let v = self.send(session, "delegate twice nap", "alice").await?;
+        ensure!(
+            v.phase == Phase::Finished(RunStatus::Completed),
+            "the parent must complete with both children's answers, got {:?}",
+            v.phase
+        );
+        let lines: Vec<String> = std::fs::read_to_string(self.outbox)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with(&format!("{NAP} {session}/")))
+            .map(str::to_owned)
+            .collect();
+        let starts = lines.iter().filter(|l| l.ends_with(" start")).count();
+        let first_end = lines.iter().position(|l| l.ends_with(" end"));
+        let started_before_end = lines
+            .iter()
+            .take(first_end.unwrap_or(lines.len()))
+            .filter(|l| l.ends_with(" start"))
+            .count();
+        ensure!(
+            starts == 2 && started_before_end == 2,
+            "both children's calls must run at the same time (each once): {lines:?}"
         );
         Ok(())
     }

@@ -27,7 +27,7 @@ use std::sync::{LazyLock, Mutex};
 use reins_agent::ASKED_ELSEWHERE;
 use reins_agent::run::{ExecOutcome, Execution};
 use reins_message::ToolResult;
-use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome, ToolQuestion};
+use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome, ToolChunk, ToolQuestion};
 use restate_sdk::prelude::*;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
@@ -51,8 +51,11 @@ pub(super) enum Waited {
 struct LiveCall {
     task: tokio::task::JoinHandle<ToolCallOutcome>,
     questions: UnboundedReceiver<PendingQuestion>,
+    chunks: UnboundedReceiver<ToolChunk>,
     reply: oneshot::Sender<QuestionAnswer>,
     cancel: CancellationToken,
+    /// Stops the watcher that ends the call once its ledger entry is finished.
+    watch: CancellationToken,
 }
 
 /// The calls of this process that wait for an answer, by session and tool use id.
@@ -64,21 +67,51 @@ fn live() -> std::sync::MutexGuard<'static, HashMap<(String, String), LiveCall>>
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Waits for call `id` of `session`, forwarding the turn's interrupt (`turn`) to it,
-/// until it finishes or asks a question; a call that asks is kept live.
+/// Where a running call's partial output goes: the listeners and the `ActingChunk`
+/// hooks (`reins_agent::effects::hooks::acting_chunk`, as on the local driver).
+pub(super) struct Chunks<'a> {
+    pub(super) agent: &'a reins_agent::Agent,
+    pub(super) iteration: u32,
+    pub(super) witness: &'a crate::live::LiveSender,
+    pub(super) rx: UnboundedReceiver<ToolChunk>,
+}
+
+impl Chunks<'_> {
+    async fn forward(&self, session: &str, chunk: ToolChunk) {
+        reins_agent::effects::hooks::acting_chunk(
+            self.agent,
+            session,
+            self.iteration,
+            chunk,
+            self.witness,
+        )
+        .await;
+    }
+}
+
+/// Waits for call `id` of `session`, forwarding the turn's interrupt (`turn`) to it
+/// and its partial output to `chunks`, until it finishes or asks a question; a call
+/// that asks is kept live.
 pub(super) async fn wait(
     session: &str,
     id: &str,
     mut call: CallFuture,
     mut questions: UnboundedReceiver<PendingQuestion>,
+    mut chunks: Chunks<'_>,
     cancel: CancellationToken,
     turn: &CancellationToken,
 ) -> Waited {
     loop {
         tokio::select! {
             biased;
-            out = &mut call => return Waited::Done(out),
+            out = &mut call => {
+                while let Ok(c) = chunks.rx.try_recv() {
+                    chunks.forward(session, c).await;
+                }
+                return Waited::Done(out);
+            }
             () = turn.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+            Some(c) = chunks.rx.recv() => chunks.forward(session, c).await,
             Some(q) = questions.recv() => {
                 if turn.is_cancelled() {
                     let _ = q.reply.send(QuestionAnswer::Cancel);
@@ -86,10 +119,15 @@ pub(super) async fn wait(
                 }
                 let question = q.question.clone();
                 let task = tokio::spawn(call);
+                while let Ok(c) = chunks.rx.try_recv() {
+                    chunks.forward(session, c).await;
+                }
+                let watch = CancellationToken::new();
                 live().insert(
                     (session.to_owned(), id.to_owned()),
-                    LiveCall { task, questions, reply: q.reply, cancel },
+                    LiveCall { task, questions, chunks: chunks.rx, reply: q.reply, cancel, watch: watch.clone() },
                 );
+                watch_settled(chunks.agent.store().clone(), session.to_owned(), id.to_owned(), watch);
                 return Waited::Asked(question);
             }
         }
@@ -111,10 +149,60 @@ pub(super) fn in_order(outcomes: &mut [ExecOutcome], order: &[String]) {
 }
 
 impl TurnDriver<'_, '_> {
+    /// The calls in flight on a question (`before` the input: their ids) that the
+    /// input closed (a new message): the run gave each a result; the journaled step
+    /// `close-asking <id>,..` records it in the ledger and stops the call when it is
+    /// live in this process (a process holding it elsewhere stops it when it sees the
+    /// ledger entry finished). Without it the call would wait for its answer until
+    /// the process exits.
+    pub(super) async fn close_asking(
+        &mut self,
+        run: &reins_agent::run::Run,
+        before: Vec<String>,
+    ) -> Result<(), TerminalError> {
+        let still = run.state().asking();
+        let results: Vec<ToolResult> = before
+            .iter()
+            .filter(|id| !still.contains(id))
+            .filter_map(|id| {
+                run.messages()
+                    .iter()
+                    .rev()
+                    .flat_map(reins_message::Msg::tool_results_iter)
+                    .find(|r| &r.id == id)
+                    .cloned()
+            })
+            .collect();
+        if results.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+        let name = format!("close-asking {}", ids.join(","));
+        let (agent, session) = (self.agent().clone(), self.session.clone());
+        self.journal(&name, OnCancel::Retry, move || {
+            let (agent, session, results) = (agent.clone(), session.clone(), results.clone());
+            async move {
+                for r in &results {
+                    if let Some(call) = live_take(&session, &r.id) {
+                        call.cancel.cancel();
+                    }
+                    let store = agent.store();
+                    let entry = store.ledger_entry(&session, &r.id).await.map_err(retry)?;
+                    if entry.is_some_and(|e| e.state != reins_memory::LedgerState::Finished) {
+                        store.finish(&session, &r.id, r).await.map_err(retry)?;
+                    }
+                }
+                Ok(Json(()))
+            }
+        })
+        .await
+    }
+
     /// Hands `answer` to the live call of `exec` and waits for its result or its next
     /// question (one journaled step). A call not live in this process is `Unknown`.
     pub(super) async fn act_answer(
         &mut self,
+        iteration: u32,
         exec: Execution,
         answer: QuestionAnswer,
     ) -> Result<ExecOutcome, TerminalError> {
@@ -135,7 +223,9 @@ impl TurnDriver<'_, '_> {
                     token.clone(),
                     live.clone(),
                 );
-                async move { answer_step(agent, session, exec, answer, token, live).await }
+                async move {
+                    answer_step(agent, session, iteration, exec, answer, token, live).await
+                }
             })
             .await?;
         Ok(match step {
@@ -149,6 +239,7 @@ impl TurnDriver<'_, '_> {
 async fn answer_step(
     agent: reins_agent::Agent,
     session: String,
+    iteration: u32,
     exec: Execution,
     answer: QuestionAnswer,
     token: CancellationToken,
@@ -178,16 +269,23 @@ async fn answer_step(
         })
     });
     let sender = live.relay.open(&live.session, &live.run_id);
-    match wait(
+    let chunks = Chunks {
+        agent: &agent,
+        iteration,
+        witness: &sender,
+        rx: call.chunks,
+    };
+    let waited = wait(
         &session,
         &original.id,
         fut,
         call.questions,
+        chunks,
         call.cancel,
         &token,
     )
-    .await
-    {
+    .await;
+    match waited {
         Waited::Done(outcome) => {
             super::tools::finish_call(&agent, &session, &exec, outcome, sender).await
         }
@@ -205,7 +303,55 @@ async fn answer_step(
 }
 
 fn live_take(session: &str, id: &str) -> Option<LiveCall> {
-    live().remove(&(session.to_owned(), id.to_owned()))
+    let call = live().remove(&(session.to_owned(), id.to_owned()));
+    if let Some(c) = &call {
+        c.watch.cancel();
+    }
+    call
+}
+
+/// Ends the live call `id` of `session` once its ledger entry is finished by anyone
+/// (a new message closed it, or its answer reached a turn in another process, which
+/// recorded `Unknown`), instead of leaving it waiting for an answer that cannot come.
+/// Stops when the call is taken for its answer (`watch`).
+fn watch_settled(
+    store: std::sync::Arc<dyn reins_memory::MemoryStore>,
+    session: String,
+    id: String,
+    watch: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let Ok(mut feed) = store.changes().await else {
+            return;
+        };
+        // The first look comes right after subscribing: a change made before the feed
+        // existed sends no notice.
+        let mut first = true;
+        loop {
+            if !std::mem::take(&mut first) {
+                let change = tokio::select! {
+                    () = watch.cancelled() => return,
+                    c = feed.recv() => c,
+                };
+                match change {
+                    Ok(c) if !c.concerns(&session) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    _ => {}
+                }
+            }
+            let finished = matches!(
+                store.ledger_entry(&session, &id).await,
+                Ok(Some(e)) if e.state == reins_memory::LedgerState::Finished
+            );
+            if finished {
+                if let Some(call) = live_take(&session, &id) {
+                    tracing::debug!(session = %session, tool_use_id = %id, "a call's question was settled: the call is stopped");
+                    call.cancel.cancel();
+                }
+                return;
+            }
+        }
+    });
 }
 
 #[cfg(test)]

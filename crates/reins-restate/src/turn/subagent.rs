@@ -39,7 +39,7 @@ use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{OnCancel, TurnDriver};
-use crate::object::{CLOSING, Inner, SessionObjectClient, TURN, WAITING, is_cancel, retry};
+use crate::object::{CLOSING, Inner, SessionObjectClient, TURN, is_cancel, retry};
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 /// What a parent asks of the child object of one of its sub-agent calls.
@@ -85,12 +85,19 @@ impl TurnDriver<'_, '_> {
         })
     }
 
-    /// Serves sub-agent calls and answered questions, one after another.
+    /// Serves sub-agent calls and answered questions: the questions' answers one after
+    /// another, the sub-agent calls at the same time — each one's ledger step first,
+    /// then every child object called before any answer is awaited (Restate runs the
+    /// child invocations concurrently; their answers are journaled in the order they
+    /// come), then each call's answer recorded in the batch's order.
     pub(super) async fn act_nested(
         &mut self,
+        iteration: u32,
         calls: Vec<Execution>,
     ) -> Result<Vec<ExecOutcome>, TerminalError> {
         let mut outcomes = Vec::with_capacity(calls.len());
+        let mut dispatched: Vec<Dispatched> = Vec::new();
+        let mut children = DurableFuturesUnordered::new();
         for exec in calls {
             if self.interrupted() {
                 outcomes.push(ExecOutcome::Done(ToolResult::cancelled(
@@ -100,17 +107,60 @@ impl TurnDriver<'_, '_> {
                 )));
                 continue;
             }
-            let outcome = match exec.answer.clone() {
-                Some(answer) => self.act_answer(exec, answer).await?,
-                None => self.act_subagent(exec).await?,
+            if let Some(answer) = exec.answer.clone() {
+                outcomes.push(self.act_answer(iteration, exec, answer).await?);
+                continue;
+            }
+            match self.dispatch(exec).await? {
+                Err(done) => outcomes.push(done),
+                Ok((d, request)) => {
+                    let call = self
+                        .ctx
+                        .object_client::<SessionObjectClient>(d.child.clone())
+                        .child(Json(request))
+                        .call();
+                    let handle = call.invocation_handle().await?;
+                    children.push(call);
+                    dispatched.push(Dispatched {
+                        handle: Some(handle),
+                        ..d
+                    });
+                }
+            }
+        }
+        // Every child at once; an interrupt (Restate passes it on to each child
+        // invocation, and this process stops their running calls) waits for the
+        // children's answers (each ends `cancelled`).
+        let mut answers: Vec<Option<ChildAnswer>> = vec![None; dispatched.len()];
+        loop {
+            match children.next().await {
+                Ok(None) => break,
+                Ok(Some((i, Ok(Json(answer))))) => answers[i] = Some(answer),
+                Ok(Some((_, Err(e)))) | Err(e) if is_cancel(&e) => {
+                    self.cancelled = true;
+                    self.token.cancel();
+                    break;
+                }
+                Ok(Some((_, Err(e)))) | Err(e) => return Err(e),
+            }
+        }
+        for (d, answer) in dispatched.into_iter().zip(answers) {
+            let answer = match answer {
+                Some(a) => a,
+                None => attach(d.handle.as_ref()).await?,
             };
-            outcomes.push(outcome);
+            outcomes.push(self.conclude(d, answer).await?);
         }
         Ok(outcomes)
     }
 
-    /// One dispatch of a sub-agent call (see the module docs).
-    async fn act_subagent(&mut self, exec: Execution) -> Result<ExecOutcome, TerminalError> {
+    /// The first part of a sub-agent call's dispatch (see the module docs): its
+    /// parent's ledger entry (`subagent <id>`). `Err`: the call's outcome (its ledger
+    /// entry was finished); `Ok`: the child to call, and what to ask it.
+    async fn dispatch(
+        &mut self,
+        exec: Execution,
+    ) -> Result<Result<(Dispatched, ChildCall), ExecOutcome>, TerminalError> {
         let agent = self.agent().clone();
         let Some(sub) = nested::subagent_of(&agent, &exec.tool_use.name).cloned() else {
             return Err(TerminalError::new(format!(
@@ -143,7 +193,7 @@ impl TurnDriver<'_, '_> {
             })
             .await?;
         if let Some(r) = finished {
-            return Ok(ExecOutcome::Done(r));
+            return Ok(Err(ExecOutcome::Done(r)));
         }
         let child = reins_agent::child_session_id(&self.session, &id);
         let request = ChildCall {
@@ -151,7 +201,28 @@ impl TurnDriver<'_, '_> {
             tool_use: tool_use.clone(),
             routed: exec.routed.clone(),
         };
-        let answer = self.call_child(child, request).await?;
+        Ok(Ok((
+            Dispatched {
+                sub,
+                tool_use,
+                child,
+                handle: None,
+            },
+            request,
+        )))
+    }
+
+    /// The end of a sub-agent call's dispatch: the routed answers audited
+    /// (`subagent-routed <id>`), the call's outcome from the child's answer, and a
+    /// finished call's result in the parent's ledger (`subagent-finish <id>`).
+    async fn conclude(
+        &mut self,
+        d: Dispatched,
+        answer: ChildAnswer,
+    ) -> Result<ExecOutcome, TerminalError> {
+        let agent = self.agent().clone();
+        let Dispatched { sub, tool_use, .. } = d;
+        let id = tool_use.id.clone();
         if let Some(routed) = &answer.routed {
             let (a, session, call, routed) = (
                 agent.clone(),
@@ -211,39 +282,6 @@ impl TurnDriver<'_, '_> {
             .await?;
         }
         Ok(outcome)
-    }
-
-    /// Calls the child object and waits for its answer; when this turn is interrupted,
-    /// waits for the child's answer (ended `cancelled`).
-    async fn call_child(
-        &mut self,
-        child: String,
-        request: ChildCall,
-    ) -> Result<ChildAnswer, TerminalError> {
-        let call = self
-            .ctx
-            .object_client::<SessionObjectClient>(child)
-            .child(Json(request))
-            .call();
-        let handle = call.invocation_handle().await?;
-        match call.await {
-            Ok(Json(answer)) => Ok(answer),
-            // Restate passes the cancellation on to the child invocation (and this
-            // process stops the child's running calls at once): the child ends
-            // `cancelled` and answers.
-            Err(e) if is_cancel(&e) => {
-                self.cancelled = true;
-                self.token.cancel();
-                loop {
-                    match handle.attach::<Json<ChildAnswer>>().await {
-                        Ok(Json(answer)) => return Ok(answer),
-                        Err(e) if is_cancel(&e) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// Brings a paused run's copies of its children's requirements up to date with
@@ -474,8 +512,34 @@ pub(crate) async fn serve(
     driver.until_pause = true;
     let result = driver.serve_child(&sub, call).await;
     inner.unregister(&session);
-    ctx.clear(TURN);
-    ctx.clear(WAITING);
-    ctx.clear(CLOSING);
+    // `turn`, `waiting` and `closing` are all the object's state: one entry.
+    ctx.clear_all();
     Ok(result?)
+}
+
+/// A sub-agent call whose child object was called.
+struct Dispatched {
+    sub: SubAgentTool,
+    tool_use: ToolUse,
+    /// The child session.
+    child: String,
+    /// The child invocation (to wait for its answer after an interrupt).
+    handle: Option<InvocationHandle>,
+}
+
+/// Waits for the answer of the child invocation `handle` after this turn was
+/// interrupted (the child ends `cancelled` and answers).
+async fn attach(handle: Option<&InvocationHandle>) -> Result<ChildAnswer, TerminalError> {
+    let Some(handle) = handle else {
+        return Err(TerminalError::new(
+            "a sub-agent call has no child invocation",
+        ));
+    };
+    loop {
+        match handle.attach::<Json<ChildAnswer>>().await {
+            Ok(Json(answer)) => return Ok(answer),
+            Err(e) if is_cancel(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
 }

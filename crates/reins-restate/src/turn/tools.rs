@@ -9,12 +9,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use chrono::{DateTime, Utc};
 use reins_agent::effects::{self, Claimed, Takeover, ToolCall};
 use reins_agent::run::{Event, ExecOutcome, Execution, Flush, Run};
 use reins_agent::{Agent, RunEvent};
 use reins_message::{ToolResult, ToolUse};
 use reins_tool::ToolCallOutcome;
 use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use tokio_util::sync::CancellationToken;
 
@@ -43,7 +45,11 @@ impl TurnDriver<'_, '_> {
         // `subagent` and `ask`), before the others; the outcomes keep the batch order.
         let order: Vec<String> = batch.iter().map(|e| e.tool_use.id.clone()).collect();
         let (nested, batch) = self.split_nested(batch);
-        let mut outcomes = self.act_nested(nested).await?;
+        if !nested.is_empty() {
+            // A child session finds its sub-agent through the parent's stored call.
+            self.commit(run, Flush::Recorded).await?;
+        }
+        let mut outcomes = self.act_nested(iteration, nested).await?;
         let mut ready = Vec::with_capacity(batch.len());
         for exec in batch {
             match self.prepare(iteration, exec).await? {
@@ -54,10 +60,13 @@ impl TurnDriver<'_, '_> {
         let parallel = ready.len() > 1
             && self.agent().tool_concurrency() == reins_tool::Concurrency::Parallel
             && !self.interrupted();
-        let ran = if parallel {
-            self.act_together(iteration, ready).await?
+        // The model's calls are stored, and the batch marked as started, in one
+        // journaled step.
+        let fresh = self.mark_started(run, ready.is_empty()).await?;
+        let (ran, ended) = if parallel {
+            self.act_together(iteration, ready, fresh).await?
         } else {
-            self.act_in_turn(iteration, ready).await?
+            self.act_in_turn(iteration, ready, fresh).await?
         };
         let mut stop = false;
         for (tool_use, outcome) in ran {
@@ -71,7 +80,12 @@ impl TurnDriver<'_, '_> {
             });
         }
         super::ask::in_order(&mut outcomes, &order);
-        let now = self.clock().await?;
+        // The time the last tool step ended (journaled with it); a batch that ran no
+        // tool step reads the clock.
+        let now = match ended {
+            Some(now) => now,
+            None => self.clock().await?,
+        };
         let _ = run.apply(Event::Acted {
             outcomes,
             stop,
@@ -111,30 +125,64 @@ impl TurnDriver<'_, '_> {
         }))
     }
 
-    /// The started marker of call `id`: its closure runs only when the journal does not
-    /// hold it yet. `false` (replayed, not run) means an earlier attempt of this
-    /// invocation began this call and stopped before its result was journaled.
-    async fn mark_started(&mut self, id: &str) -> Result<Arc<AtomicBool>, TerminalError> {
+    /// The started marker of the batch, folded into the commit that stores the
+    /// model's calls (`commit`; a bare `tool-start` step when there is nothing to
+    /// store): its closure runs only when the journal does not hold it yet. `false`
+    /// (replayed, not run) means an earlier attempt of this invocation got past it and
+    /// may have begun the batch's calls before their results were journaled: each
+    /// call then asks the ledger (one never claimed runs; one claimed is reconciled).
+    /// With `none_to_run`, only the commit.
+    async fn mark_started(
+        &mut self,
+        run: &mut Run,
+        none_to_run: bool,
+    ) -> Result<Arc<AtomicBool>, TerminalError> {
         let fresh = Arc::new(AtomicBool::new(false));
+        if none_to_run {
+            self.commit(run, Flush::Recorded).await?;
+            return Ok(fresh);
+        }
         let flag = Arc::clone(&fresh);
-        self.journal(&format!("tool-start {id}"), OnCancel::Retry, move || {
-            let flag = Arc::clone(&flag);
-            async move {
-                flag.store(true, Ordering::SeqCst);
-                Ok(Json(()))
+        match run.take_commit(Flush::Recorded) {
+            Some(mut commit) => {
+                commit.expected_version = self.version;
+                let (agent, session) = (self.agent().clone(), self.session.clone());
+                self.version = self
+                    .journal("commit", OnCancel::Retry, move || {
+                        // Set when the step runs (not when it is replayed).
+                        let flag = Arc::clone(&flag);
+                        let store =
+                            super::commit_once(agent.clone(), session.clone(), commit.clone());
+                        async move {
+                            flag.store(true, Ordering::SeqCst);
+                            store.await
+                        }
+                    })
+                    .await?;
             }
-        })
-        .await?;
+            None => {
+                self.journal("tool-start", OnCancel::Retry, move || {
+                    let flag = Arc::clone(&flag);
+                    async move {
+                        flag.store(true, Ordering::SeqCst);
+                        Ok(Json(()))
+                    }
+                })
+                .await?;
+            }
+        }
         Ok(fresh)
     }
 
-    /// The calls one after another: a marker and a step each.
+    /// The calls one after another, a step each; with the time the last step ended.
     async fn act_in_turn(
         &mut self,
         iteration: u32,
         batch: Vec<Ready>,
-    ) -> Result<Vec<(ToolUse, ExecOutcome)>, TerminalError> {
+        fresh: Arc<AtomicBool>,
+    ) -> Result<Ran, TerminalError> {
         let mut outcomes = Vec::with_capacity(batch.len());
+        let mut ended = None;
         for call in batch {
             let id = call.original.id.clone();
             if self.interrupted() {
@@ -146,7 +194,7 @@ impl TurnDriver<'_, '_> {
                 outcomes.push((call.to_run, ExecOutcome::Done(r)));
                 continue;
             }
-            let fresh = self.mark_started(&id).await?;
+            let fresh = Arc::clone(&fresh);
             let (agent, session, token, live) = (
                 self.agent().clone(),
                 self.session.clone(),
@@ -154,9 +202,9 @@ impl TurnDriver<'_, '_> {
                 self.live(),
             );
             let to_run = call.to_run.clone();
-            let step: ToolStep = self
+            let step: Stamped<ToolStep> = self
                 .journal(&format!("tool {id}"), OnCancel::Retry, move || {
-                    tool_step(
+                    let step = tool_step(
                         agent.clone(),
                         session.clone(),
                         iteration,
@@ -164,29 +212,31 @@ impl TurnDriver<'_, '_> {
                         fresh.load(Ordering::SeqCst),
                         token.clone(),
                         live.clone(),
-                    )
+                    );
+                    async move { step.await.map(|Json(value)| Json(Stamped::now(value))) }
                 })
                 .await?;
-            outcomes.push((to_run, step.into_outcome(id)));
+            ended = Some(step.now);
+            outcomes.push((to_run, step.value.into_outcome(id)));
         }
-        Ok(outcomes)
+        Ok((outcomes, ended))
     }
 
-    /// The calls at the same time: every marker first, then one journaled step that
-    /// runs them all (each through the ledger, as alone). A crash in the middle leaves
-    /// every marker journaled and no result: on replay each call asks the ledger, as a
-    /// single call does — a finished one keeps its result, one that never started
-    /// runs, one cut off is reconciled (an idempotent one runs again).
+    /// The calls at the same time: one journaled step that runs them all (each
+    /// through the ledger, as alone), behind the batch's marker. A crash in the middle
+    /// leaves the marker journaled and no result: on replay each call asks the
+    /// ledger, as a single call does — a finished one keeps its result, one that
+    /// never started runs, one cut off is reconciled (an idempotent one runs again).
     async fn act_together(
         &mut self,
         iteration: u32,
         batch: Vec<Ready>,
-    ) -> Result<Vec<(ToolUse, ExecOutcome)>, TerminalError> {
-        let mut calls = Vec::with_capacity(batch.len());
-        for call in batch {
-            let fresh = self.mark_started(&call.original.id).await?;
-            calls.push((call, fresh));
-        }
+        fresh: Arc<AtomicBool>,
+    ) -> Result<Ran, TerminalError> {
+        let calls: Vec<(Ready, Arc<AtomicBool>)> = batch
+            .into_iter()
+            .map(|call| (call, Arc::clone(&fresh)))
+            .collect();
         let ids: Vec<String> = calls.iter().map(|(c, _)| c.original.id.clone()).collect();
         let uses: Vec<ToolUse> = calls.iter().map(|(c, _)| c.to_run.clone()).collect();
         let (agent, session, token, live) = (
@@ -195,7 +245,7 @@ impl TurnDriver<'_, '_> {
             self.token.clone(),
             self.live(),
         );
-        let steps: Vec<ToolStep> = self
+        let steps: Stamped<Vec<ToolStep>> = self
             .journal(
                 &format!("tools {}", ids.join(",")),
                 OnCancel::Retry,
@@ -220,17 +270,40 @@ impl TurnDriver<'_, '_> {
                             let Json(step) = r?;
                             steps.push(step);
                         }
-                        Ok(Json(steps))
+                        Ok(Json(Stamped::now(steps)))
                     }
                 },
             )
             .await?;
-        Ok(steps
+        let ended = Some(steps.now);
+        let ran = steps
+            .value
             .into_iter()
             .zip(ids)
             .zip(uses)
             .map(|((step, id), to_run)| (to_run, step.into_outcome(id)))
-            .collect())
+            .collect();
+        Ok((ran, ended))
+    }
+}
+
+/// The calls that ran (the call that ran, its outcome) and when the last step ended.
+type Ran = (Vec<(ToolUse, ExecOutcome)>, Option<DateTime<Utc>>);
+
+/// A tool step's value with the time it ended: the batch's `Acted` time, journaled
+/// with the step instead of in a `clock` step of its own.
+#[derive(Serialize, Deserialize)]
+struct Stamped<T> {
+    value: T,
+    now: DateTime<Utc>,
+}
+
+impl<T> Stamped<T> {
+    fn now(value: T) -> Self {
+        Self {
+            value,
+            now: Utc::now(),
+        }
     }
 }
 
@@ -298,9 +371,11 @@ async fn run_call(
     });
     // The call gets a token of its own: it outlives this step when it asks a question.
     let (questions_tx, questions) = tokio::sync::mpsc::unbounded_channel();
+    let (chunks_tx, chunks) = tokio::sync::mpsc::unbounded_channel();
     let call_cancel = CancellationToken::new();
     let ctx = effects::context(session, tool_call, call_cancel.clone())
-        .with_question_sender(questions_tx);
+        .with_question_sender(questions_tx)
+        .with_chunk_sender(chunks_tx);
     let (toolkit, call_use, opts) = (
         agent.toolkit().clone(),
         call.to_run.clone(),
@@ -308,11 +383,18 @@ async fn run_call(
     );
     let fut: super::ask::CallFuture =
         Box::pin(async move { toolkit.execute(&call_use, ctx, &opts).await });
+    let chunks = super::ask::Chunks {
+        agent,
+        iteration,
+        witness: sender,
+        rx: chunks,
+    };
     let waited = super::ask::wait(
         session,
         &call.original.id,
         fut,
         questions,
+        chunks,
         call_cancel,
         token,
     )
