@@ -47,6 +47,42 @@ pub struct PolicyRequest<'a> {
     /// Who the session acts for in this turn (see
     /// [`RunState::principal`](crate::RunState::principal)).
     pub principal: Option<&'a str>,
+    /// The agent whose run raised the call (its name).
+    pub agent: &'a str,
+    /// The sub-agent path of the requirement (empty at the top level).
+    pub path: &'a [String],
+    /// When the policy is asked.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl<'a> PolicyRequest<'a> {
+    /// A request about a call of `tool` with `arguments` (tool use `tool_use_id`) in
+    /// `session`, at the top level of an agent named `agent`, for no principal, now.
+    pub fn new(
+        tool: &'a str,
+        arguments: &'a Value,
+        tool_use_id: &'a str,
+        session: &'a str,
+        agent: &'a str,
+    ) -> Self {
+        Self {
+            tool,
+            arguments,
+            tool_use_id,
+            session,
+            principal: None,
+            agent,
+            path: &[],
+            now: chrono::Utc::now(),
+        }
+    }
+
+    /// For this principal.
+    #[must_use]
+    pub fn principal(mut self, principal: Option<&'a str>) -> Self {
+        self.principal = principal;
+        self
+    }
 }
 
 /// What an [`ApprovalPolicy`] says about a call.

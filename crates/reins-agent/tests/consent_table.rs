@@ -94,3 +94,8 @@ async fn a_subagents_pause_interrupt_and_settled_decisions_hold_at_the_parent() 
 async fn an_asking_tool_gets_its_answer_and_runs_once() {
     on_local(Scenario::AskingTool).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
+    on_local(Scenario::PolicyRules).await;
+}

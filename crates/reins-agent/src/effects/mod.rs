@@ -60,6 +60,9 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                     tool_use_id: &r.id,
                     session,
                     principal,
+                    agent: r.agent.as_deref().unwrap_or(&agent.config.name),
+                    path: &r.path,
+                    now: Utc::now(),
                 })
                 .await;
             match verdict {

@@ -191,6 +191,8 @@ struct CallTally {
     approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
     /// Per-tool quorums.
     quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
+    /// Who may decide (the agent's eligibility policy).
+    eligibility: Option<crate::eligibility::Rules>,
     /// Confirmations this call's reasoning raised, not yet put to the approval policy
     /// and the standing grants (the next [`Step::Consult`]).
     consult: Vec<String>,

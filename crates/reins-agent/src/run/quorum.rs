@@ -89,6 +89,51 @@ impl AutoDecision {
 }
 
 impl Run {
+    /// Asks the agent's eligibility policy, when it has one, whether the decision's
+    /// author may approve or reject this tool call; before anything changes.
+    pub(super) fn check_eligibility(&self, req: &Requirement, d: &Decision) -> Result<()> {
+        let Some(rules) = &self.call.eligibility else {
+            return Ok(());
+        };
+        let approve = match d {
+            Decision::Approve { .. } => true,
+            Decision::Reject { .. } => false,
+            _ => return Ok(()),
+        };
+        if !matches!(req.kind, RequirementKind::Confirmation) {
+            return Ok(());
+        }
+        let named = d.decided_by();
+        let bare;
+        let actor = match (&self.call.actor, named) {
+            (Some(a), None) => Some(a),
+            (Some(a), Some(by)) if a.principal == by => Some(a),
+            (_, Some(by)) => {
+                bare = crate::view::Actor::new(by);
+                Some(&bare)
+            }
+            (None, None) => None,
+        };
+        let mut ask = crate::eligibility::DecideRequest::new(
+            &self.call.session,
+            &req.id,
+            &req.tool_use.name,
+            &req.tool_use.input,
+        )
+        .actor(actor);
+        ask.agent = req.agent.as_deref();
+        ask.path = &req.path;
+        ask.quorum = req.quorum.is_some();
+        ask.approve = approve;
+        match rules.0.may_decide(ask) {
+            crate::eligibility::Eligibility::Eligible => Ok(()),
+            crate::eligibility::Eligibility::Refused { reason } => Err(AgentError::NotEligible {
+                id: req.id.clone(),
+                reason,
+            }),
+        }
+    }
+
     /// Checks an approval under a quorum before anything changes.
     pub(super) fn check_quorum_approval(
         &self,
@@ -292,7 +337,7 @@ impl Run {
     ) -> Result<()> {
         let ds = decisions.iter().map(|(id, a)| a.decision(id)).collect();
         let from = self.req_ops.log.len();
-        self.begin_decisions(ds, now)?;
+        self.begin_decisions(ds, now, false)?;
         for rec in &mut self.req_ops.log[from..] {
             let Some((_, how)) = decisions.iter().find(|(id, _)| *id == rec.requirement_id) else {
                 continue;

@@ -17,6 +17,7 @@
 //! | [`Scenario::ApprovalTtl`] | `approval_ttl("send_email", 1 s)` | the requirement expires 1 s after it was raised; an approval after that: `RequirementExpired`, still paused, 0 runs |
 //! | [`Scenario::StandingGrant`] | a grant of `send_email` to `bob@example.com` in the store | runs without asking (audited `via: "grant"`); another address still asks |
 //! | [`Scenario::OutputSpec`] | `output_spec(report)` | the `final_answer` tool is offered; the run ends with the structured answer |
+//! | [`Scenario::PolicyRules`] | an approval and an eligibility policy ([`rules`]: hand-written, or Cedar through [`Scenario::agent_with_rules`]) | internal mail runs (audited with the policy id), `.invalid` mail is rejected, other mail asks and only a `mail-approver` may decide it |
 //!
 //! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
 //! [`Scenario::AskingTool`]) are described in [`nested`].
@@ -55,6 +56,7 @@ use crate::structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
 mod features;
+pub mod rules;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
 pub const TOOL: &str = "send_email";
@@ -91,11 +93,13 @@ pub enum Scenario {
     IdempotencyKey,
     /// An interrupt while an approved call runs.
     Interrupt,
+    /// Rules as policies: which calls run, which are rejected, who may decide.
+    PolicyRules,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -109,11 +113,12 @@ impl Scenario {
         Scenario::ForkReplay,
         Scenario::IdempotencyKey,
         Scenario::Interrupt,
+        Scenario::PolicyRules,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
     /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
-    /// `fork_replay`, `idempotency_key`, `interrupt`).
+    /// `fork_replay`, `idempotency_key`, `interrupt`, `policy_rules`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -129,6 +134,7 @@ impl Scenario {
             Scenario::ForkReplay => "fork_replay",
             Scenario::IdempotencyKey => "idempotency_key",
             Scenario::Interrupt => "interrupt",
+            Scenario::PolicyRules => "policy_rules",
         }
     }
 
@@ -145,6 +151,20 @@ impl Scenario {
     /// # Errors
     /// When the agent cannot be built.
     pub fn agent(self, store: Arc<dyn MemoryStore>, outbox: &Path) -> Result<Agent> {
+        self.agent_with_rules(store, outbox, rules::ScenarioRules::default())
+    }
+
+    /// [`Scenario::agent`], with `rules` answering [`Scenario::PolicyRules`]'s questions
+    /// (the other scenarios ignore them).
+    ///
+    /// # Errors
+    /// When the agent cannot be built.
+    pub fn agent_with_rules(
+        self,
+        store: Arc<dyn MemoryStore>,
+        outbox: &Path,
+        rules: rules::ScenarioRules,
+    ) -> Result<Agent> {
         let b = Agent::builder()
             .name("ConsentAgent")
             .system_prompt("You send emails when asked.")
@@ -161,6 +181,9 @@ impl Scenario {
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
+            Scenario::PolicyRules => b
+                .approval_policy(rules.approval)
+                .eligibility_policy(rules.eligibility),
             Scenario::Reconcile
             | Scenario::ForkReplay
             | Scenario::IdempotencyKey
@@ -200,6 +223,7 @@ impl Scenario {
             Scenario::ForkReplay => on.fork_replay(&session).await,
             Scenario::IdempotencyKey => on.idempotency_key(&session).await,
             Scenario::Interrupt => on.interrupt(&session).await,
+            Scenario::PolicyRules => on.policy_rules(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -242,6 +266,16 @@ impl On<'_> {
         input: RunInput,
         principal: &str,
     ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
+        self.submit_as(session, input, Actor::new(principal)).await
+    }
+
+    /// [`On::submit`] as `actor` (with its roles and metadata).
+    async fn submit_as(
+        &self,
+        session: &str,
+        input: RunInput,
+        actor: Actor,
+    ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
         let before = match self.backend.view(session).await {
             Ok(v) => Some(v),
             Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => None,
@@ -249,7 +283,7 @@ impl On<'_> {
         };
         let submission = Submission {
             input,
-            actor: Some(Actor::new(principal)),
+            actor: Some(actor),
             view: before.as_ref().map(|v| v.token.clone()),
             idempotency_key: Some(reins_message::new_id()),
             client_tools: Vec::new(),
