@@ -90,6 +90,14 @@ impl<'a> PolicyRequest<'a> {
 pub enum PolicyVerdict {
     /// No opinion: go on to the standing grants, then a person.
     Ask,
+    /// Ask a person, and say why: as [`PolicyVerdict::Ask`] (the standing grants are
+    /// still consulted), and when the run pauses for the call the reason is added to
+    /// the requirement's (" — asked because policy `prod-deletes`"), which the inbox
+    /// shows.
+    AskBecause {
+        /// Why a person is asked.
+        reason: String,
+    },
     /// Run it; the reason is recorded in the audit trail.
     Allow {
         /// Why.
@@ -106,6 +114,13 @@ impl PolicyVerdict {
     /// [`PolicyVerdict::Allow`].
     pub fn allow(reason: impl Into<String>) -> Self {
         Self::Allow {
+            reason: reason.into(),
+        }
+    }
+
+    /// [`PolicyVerdict::AskBecause`].
+    pub fn ask_because(reason: impl Into<String>) -> Self {
+        Self::AskBecause {
             reason: reason.into(),
         }
     }

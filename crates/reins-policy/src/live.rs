@@ -239,11 +239,9 @@ impl ApprovalPolicy for CedarPolicy {
                 Some(n) => format!("Rejected by policy {}: {n}", a.named()),
                 None => format!("Rejected by policy {}.", a.named()),
             }),
+            Verdict::Ask if a.policies.is_empty() => PolicyVerdict::Ask,
             Verdict::Ask => {
-                if !a.policies.is_empty() {
-                    tracing::info!(tool = %call.tool, session = %call.session, policies = %a.named(), "asked because of policy");
-                }
-                PolicyVerdict::Ask
+                PolicyVerdict::ask_because(format!("asked because policy {}", a.named()))
             }
         }
     }

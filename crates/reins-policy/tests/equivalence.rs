@@ -64,7 +64,7 @@ impl ApprovalPolicy for ByHand {
 
 fn class(v: &PolicyVerdict) -> &'static str {
     match v {
-        PolicyVerdict::Ask => "ask",
+        PolicyVerdict::Ask | PolicyVerdict::AskBecause { .. } => "ask",
         PolicyVerdict::Allow { .. } => "allow",
         PolicyVerdict::Deny { .. } => "deny",
     }

@@ -123,6 +123,20 @@ async fn the_verdicts_name_their_policies_for_the_audit_trail() {
         ))
         .await;
     assert_eq!(v, PolicyVerdict::allow("allowed by policy `tmp-deletes`"));
+    let args = json!({"path": "/tmp/a"});
+    let v = p
+        .decide(PolicyRequest::new(
+            "delete_file",
+            &args,
+            "c1",
+            "prod/1",
+            "agent",
+        ))
+        .await;
+    assert_eq!(
+        v,
+        PolicyVerdict::ask_because("asked because policy `prod-deletes`")
+    );
     let args = json!({"path": "/etc/hosts"});
     let v = p
         .decide(PolicyRequest::new(
@@ -427,4 +441,28 @@ permit (principal, action == Reins::Action::"decide", resource);
     let args = json!({"to": "x@y.test"});
     p.answer_call(&PolicyRequest::new("send_email", &args, "c", "s", "agent"));
     assert_eq!(p.differences().len(), diffs.len());
+}
+
+#[test]
+fn the_example_policies_of_the_docs_load() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/policy.md"))
+        .unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```cedar\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .collect();
+    assert!(
+        blocks.len() >= 4,
+        "the examples and the schema: {}",
+        blocks.len()
+    );
+    // The first block is the schema (its text is the crate's, in short form).
+    let policies: Vec<(String, String)> = blocks[1..]
+        .iter()
+        .enumerate()
+        .map(|(n, b)| (format!("docs/policy.md#{n}"), (*b).to_owned()))
+        .collect();
+    let set = PolicySet::from_sources(policies).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(set.len(), 7);
 }

@@ -88,6 +88,7 @@ pub mod auth;
 mod error;
 mod extract;
 mod hub;
+pub mod oidc;
 mod openapi;
 pub mod serve;
 mod sse;
@@ -106,8 +107,11 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
-pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
+pub use auth::{
+    AccessRole, Auth, AuthConfigError, Identity, Principal, generate_token, hash_token,
+};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
+pub use oidc::{Oidc, OidcConfig};
 pub use openapi::ApiDoc;
 pub use serve::{ServeOptions, serve, serve_with_shutdown};
 

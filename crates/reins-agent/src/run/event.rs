@@ -37,6 +37,9 @@ pub enum Event {
     DecidedWithoutAsking {
         /// (requirement id, how it was decided).
         decisions: Vec<(String, super::AutoDecision)>,
+        /// (requirement id, why a person is asked): added to the requirement's reason
+        /// (see [`Consulted::asked`](super::Consulted::asked)).
+        asked: Vec<(String, String)>,
         /// When.
         now: DateTime<Utc>,
     },

@@ -716,8 +716,14 @@ impl Run {
     pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => return self.begin_call(call),
-            Event::DecidedWithoutAsking { decisions, now } => {
-                return self.answer_consult(decisions, now).map_err(Refusal::from);
+            Event::DecidedWithoutAsking {
+                decisions,
+                asked,
+                now,
+            } => {
+                return self
+                    .answer_consult(decisions, asked, now)
+                    .map_err(Refusal::from);
             }
             Event::Settled { results, now } => self.settle(results, now),
             Event::Reasoned {

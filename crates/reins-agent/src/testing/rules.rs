@@ -9,7 +9,10 @@
 //! |---|---|
 //! | `send_email` to `…@example.com` | runs without asking (policy `internal-mail`) |
 //! | `send_email` to `….invalid` | rejected without asking (policy `invalid-mail`) |
-//! | any other `send_email` | asks a person; only a person with the role `mail-approver` may decide it |
+//! | `send_email` to `….test` | asks a person, saying why: "asked because policy `partner-mail`" (policy `partner-mail`) |
+//! | any other `send_email` | asks a person |
+//!
+//! Only a person with the role `mail-approver` may decide mail.
 
 use std::sync::Arc;
 
@@ -37,6 +40,11 @@ when { resource.hasTag("to") && resource.getTag("to") like "*@example.com" };
 @reason("that address cannot exist")
 forbid (principal, action == Reins::Action::"call", resource in Reins::Tool::"send_email")
 when { resource.hasTag("to") && resource.getTag("to") like "*.invalid" };
+
+@id("partner-mail")
+@ask
+forbid (principal, action == Reins::Action::"call", resource in Reins::Tool::"send_email")
+when { resource.hasTag("to") && resource.getTag("to") like "*.test" };
 
 @id("mail-approvers")
 permit (
@@ -78,6 +86,8 @@ impl ApprovalPolicy for MailRules {
             PolicyVerdict::allow("allowed by policy `internal-mail`")
         } else if to.ends_with(".invalid") {
             PolicyVerdict::deny("Rejected by policy `invalid-mail`: that address cannot exist")
+        } else if to.ends_with(".test") {
+            PolicyVerdict::ask_because("asked because policy `partner-mail`")
         } else {
             PolicyVerdict::Ask
         }
@@ -147,8 +157,18 @@ impl On<'_> {
             .send(session, "email carol@partner.test", "alice")
             .await
             .map_err(|e| format!("other mail: {e}"))?;
-        ensure!(v.paused, "other mail must ask a person, got {:?}", v.phase);
-        let id = v.requirements.first().ok_or("no requirement")?.id.clone();
+        ensure!(
+            v.paused,
+            "partner mail must ask a person, got {:?}",
+            v.phase
+        );
+        let r = v.requirements.first().ok_or("no requirement")?;
+        ensure!(
+            r.reason.ends_with(" — asked because policy `partner-mail`"),
+            "the requirement must say which policy asked: {:?}",
+            r.reason
+        );
+        let id = r.id.clone();
         let intern = Actor::new("ian").with_metadata(json!({"roles": ["intern"]}));
         let refused = self
             .decide_as(session, &id, intern)
