@@ -291,7 +291,7 @@ fn a_bad_policy_is_refused_with_its_line_and_the_running_set_stays() {
     assert_eq!(tmp.verdict, Verdict::Allow);
 
     // A good file reloads.
-    std::fs::write(&file, &DELETES.replace("tmp-deletes", "scratch-deletes")).unwrap();
+    std::fs::write(&file, DELETES.replace("tmp-deletes", "scratch-deletes")).unwrap();
     assert_eq!(p.reload().unwrap(), 4);
     let tmp = call(&p, "dev/1", "delete_file", &json!({"path": "/tmp/x"}));
     assert_eq!(tmp.policies, ["scratch-deletes"]);
