@@ -66,6 +66,8 @@ pub(crate) struct AgentConfig {
     pub(crate) approval_ttls: Arc<std::collections::BTreeMap<String, u64>>,
     /// Per-tool quorums ([`AgentBuilder::quorum`]).
     pub(crate) quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
+    /// Who may decide and grant ([`AgentBuilder::eligibility_policy`]).
+    pub(crate) eligibility: Option<crate::eligibility::Rules>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -223,6 +225,7 @@ impl Agent {
                 compression: self.compression(),
                 approval_ttls: Arc::clone(&cfg.approval_ttls),
                 quorums: Arc::clone(&cfg.quorums),
+                eligibility: cfg.eligibility.clone(),
             },
         )
     }
@@ -282,6 +285,7 @@ pub struct AgentBuilder {
     approval_ttls: std::collections::BTreeMap<String, u64>,
     quorums: std::collections::BTreeMap<String, crate::requirement::Quorum>,
     policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
+    eligibility: Option<crate::eligibility::Rules>,
 }
 
 impl Default for AgentBuilder {
@@ -309,6 +313,7 @@ impl Default for AgentBuilder {
             approval_ttls: std::collections::BTreeMap::new(),
             quorums: std::collections::BTreeMap::new(),
             policy: None,
+            eligibility: None,
         }
     }
 }
@@ -391,6 +396,17 @@ impl AgentBuilder {
     /// docs/human-in-the-loop.md ("Quorum").
     pub fn quorum(mut self, tool: impl Into<String>, quorum: crate::requirement::Quorum) -> Self {
         self.quorums.insert(tool.into(), quorum);
+        self
+    }
+
+    /// Who may approve or reject a tool call, and who may create a grant: asked by the
+    /// run before any decision on a tool call changes anything, through every door and
+    /// on every driver (see [`crate::eligibility`]).
+    pub fn eligibility_policy(
+        mut self,
+        policy: impl crate::eligibility::EligibilityPolicy,
+    ) -> Self {
+        self.eligibility = Some(crate::eligibility::Rules(Arc::new(policy)));
         self
     }
 
@@ -562,6 +578,7 @@ impl AgentBuilder {
                 context: self.context,
                 approval_ttls: Arc::new(self.approval_ttls),
                 quorums: Arc::new(self.quorums),
+                eligibility: self.eligibility,
             }),
             runtime: Arc::new(Runtime {
                 remote: RemoteInterrupts::default(),
@@ -616,6 +633,29 @@ impl Agent {
         new: crate::approval::NewGrant,
         by: Option<&str>,
     ) -> Result<crate::approval::Grant> {
+        let actor = crate::Actor::new(by.unwrap_or_default());
+        self.check_grant(&new, &actor)?;
+        self.insert_grant(new, by).await
+    }
+
+    fn check_grant(&self, new: &crate::approval::NewGrant, actor: &crate::Actor) -> Result<()> {
+        if let Some(rules) = &self.config.eligibility {
+            let ask = crate::eligibility::GrantRequest::new(new, actor);
+            if let crate::eligibility::Eligibility::Refused { reason } = rules.0.may_grant(ask) {
+                return Err(AgentError::NotEligible {
+                    id: format!("grant of `{}`", new.tool),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn insert_grant(
+        &self,
+        new: crate::approval::NewGrant,
+        by: Option<&str>,
+    ) -> Result<crate::approval::Grant> {
         let now = chrono::Utc::now();
         let expires_at = match new.ttl {
             None => None,
@@ -648,6 +688,19 @@ impl Agent {
         self.runtime.store.create_grant(&grant).await?;
         tracing::info!(grant = %grant.id, tool = %grant.tool, effect = ?grant.effect, by = ?by, "standing grant created");
         Ok(grant)
+    }
+
+    /// [`Agent::create_grant`] on behalf of `actor` (its roles and metadata are what the
+    /// policy sees), after the agent's eligibility
+    /// policy ([`AgentBuilder::eligibility_policy`]) agreed that `actor` may create it;
+    /// a refusal is [`AgentError::NotEligible`] and nothing is stored.
+    pub async fn create_grant_as(
+        &self,
+        new: crate::approval::NewGrant,
+        actor: &crate::Actor,
+    ) -> Result<crate::approval::Grant> {
+        self.check_grant(&new, actor)?;
+        self.insert_grant(new, Some(&actor.principal)).await
     }
 
     /// The grants `filter` admits, oldest first.

@@ -47,6 +47,42 @@ pub struct PolicyRequest<'a> {
     /// Who the session acts for in this turn (see
     /// [`RunState::principal`](crate::RunState::principal)).
     pub principal: Option<&'a str>,
+    /// The agent whose run raised the call (its name).
+    pub agent: &'a str,
+    /// The sub-agent path of the requirement (empty at the top level).
+    pub path: &'a [String],
+    /// When the policy is asked.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl<'a> PolicyRequest<'a> {
+    /// A request about a call of `tool` with `arguments` (tool use `tool_use_id`) in
+    /// `session`, at the top level of an agent named `agent`, for no principal, now.
+    pub fn new(
+        tool: &'a str,
+        arguments: &'a Value,
+        tool_use_id: &'a str,
+        session: &'a str,
+        agent: &'a str,
+    ) -> Self {
+        Self {
+            tool,
+            arguments,
+            tool_use_id,
+            session,
+            principal: None,
+            agent,
+            path: &[],
+            now: chrono::Utc::now(),
+        }
+    }
+
+    /// For this principal.
+    #[must_use]
+    pub fn principal(mut self, principal: Option<&'a str>) -> Self {
+        self.principal = principal;
+        self
+    }
 }
 
 /// What an [`ApprovalPolicy`] says about a call.
@@ -54,6 +90,14 @@ pub struct PolicyRequest<'a> {
 pub enum PolicyVerdict {
     /// No opinion: go on to the standing grants, then a person.
     Ask,
+    /// Ask a person, and say why: as [`PolicyVerdict::Ask`] (the standing grants are
+    /// still consulted), and when the run pauses for the call the reason is added to
+    /// the requirement's (" — asked because policy `prod-deletes`"), which the inbox
+    /// shows.
+    AskBecause {
+        /// Why a person is asked.
+        reason: String,
+    },
     /// Run it; the reason is recorded in the audit trail.
     Allow {
         /// Why.
@@ -70,6 +114,13 @@ impl PolicyVerdict {
     /// [`PolicyVerdict::Allow`].
     pub fn allow(reason: impl Into<String>) -> Self {
         Self::Allow {
+            reason: reason.into(),
+        }
+    }
+
+    /// [`PolicyVerdict::AskBecause`].
+    pub fn ask_because(reason: impl Into<String>) -> Self {
+        Self::AskBecause {
             reason: reason.into(),
         }
     }

@@ -63,6 +63,7 @@ pub mod compression;
 mod delegate;
 mod drive;
 pub mod effects;
+pub mod eligibility;
 mod error;
 mod follow;
 mod fork;
@@ -92,6 +93,7 @@ pub use backend::{SessionBackend, Started, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use drive::ASKED_ELSEWHERE;
 pub use effects::UNKNOWN_OUTCOME;
+pub use eligibility::{Eligibility, EligibilityPolicy};
 pub use error::{AgentError, Decided, Result};
 pub use follow::{late_refusal, stored_view};
 pub use fork::{

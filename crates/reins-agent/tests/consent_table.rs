@@ -104,3 +104,8 @@ async fn a_structured_answer_asked_for_by_one_message() {
 async fn acting_chunk_and_error_hooks_are_told() {
     on_local(Scenario::HookEvents).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
+    on_local(Scenario::PolicyRules).await;
+}

@@ -353,6 +353,7 @@ impl Sim {
                     self.run
                         .apply(Event::DecidedWithoutAsking {
                             decisions,
+                            asked: Vec::new(),
                             now: Utc::now(),
                         })
                         .unwrap();

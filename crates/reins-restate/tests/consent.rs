@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reins_agent::testing::Scenario;
+use reins_agent::testing::{Scenario, rules};
 use reins_memory::{MemoryStore, SqliteStore};
 use reins_restate::{LocalRestate, RestateClient, SessionObject};
 use tokio::process::{Child, Command};
@@ -35,9 +35,21 @@ async fn consent_service() {
     let scenario = Scenario::from_name(&env("REINS_CONSENT_SCENARIO")).unwrap();
     let store: Arc<dyn MemoryStore> =
         Arc::new(SqliteStore::open(env("REINS_CONSENT_DB")).await.unwrap());
-    let agent = scenario
-        .agent(store, Path::new(&env("REINS_CONSENT_OUTBOX")))
-        .unwrap();
+    let outbox = env("REINS_CONSENT_OUTBOX");
+    let agent = if std::env::var_os("REINS_CONSENT_CEDAR").is_some() {
+        // The scenario's rules as Cedar policies (reins-policy) instead of by hand.
+        let policy = reins_policy::CedarPolicy::new(
+            reins_policy::PolicySet::from_source("mail.cedar", rules::CEDAR).unwrap(),
+        );
+        let cedar = rules::ScenarioRules {
+            approval: Arc::new(policy.clone()),
+            eligibility: Arc::new(policy),
+        };
+        scenario.agent_with_rules(store, Path::new(&outbox), cedar)
+    } else {
+        scenario.agent(store, Path::new(&outbox))
+    }
+    .unwrap();
     let object = SessionObject::new(agent).unwrap();
     let listener = tokio::net::TcpListener::bind(env("REINS_CONSENT_LISTEN"))
         .await
@@ -56,7 +68,7 @@ struct Deployment {
 }
 
 impl Deployment {
-    async fn start(binary: PathBuf, dir: &Path, scenario: Scenario) -> Self {
+    async fn start(binary: PathBuf, dir: &Path, scenario: Scenario, cedar: bool) -> Self {
         let restate = LocalRestate::start_with(binary, dir.join("restate"), "")
             .await
             .unwrap();
@@ -69,7 +81,11 @@ impl Deployment {
         drop(SqliteStore::open(&db).await.unwrap());
         let port = reins_restate::local::free_port().unwrap();
         let out = std::fs::File::create(&log).unwrap();
-        let service = Command::new(std::env::current_exe().unwrap())
+        let mut service = Command::new(std::env::current_exe().unwrap());
+        if cedar {
+            service.env("REINS_CONSENT_CEDAR", "1");
+        }
+        let service = service
             .args(["consent_service", "--exact", "--ignored", "--nocapture"])
             .env("REINS_CONSENT_SCENARIO", scenario.name())
             .env("REINS_CONSENT_DB", &db)
@@ -111,12 +127,17 @@ impl Deployment {
 }
 
 async fn on_restate(scenario: Scenario) {
+    on_restate_with(scenario, false).await;
+}
+
+/// `cedar`: the service answers the scenario's rules with Cedar policies.
+async fn on_restate_with(scenario: Scenario, cedar: bool) {
     let Some(binary) = support::restate_binary() else {
         return;
     };
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut d = Deployment::start(binary, dir.path(), scenario).await;
+    let mut d = Deployment::start(binary, dir.path(), scenario, cedar).await;
     let store = SqliteStore::open(&d.db).await.unwrap();
     let result = scenario.check(&d.client, &store, &d.outbox).await;
     d.service.kill().await.unwrap();
@@ -201,4 +222,14 @@ async fn a_structured_answer_asked_for_by_one_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acting_chunk_and_error_hooks_are_told() {
     on_restate(Scenario::HookEvents).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
+    on_restate(Scenario::PolicyRules).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cedar_policies_answer_the_rules_scenario() {
+    on_restate_with(Scenario::PolicyRules, true).await;
 }

@@ -63,12 +63,26 @@ pub struct Principal {
     /// For `approver`: the tools it may decide on (absent: every tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<BTreeSet<String>>,
+    /// Who the identity provider says it is, for a principal from an OpenID Connect
+    /// token (absent for static tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
+}
+
+/// A principal's identity at its identity provider (see [`crate::oidc`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Identity {
+    /// The token's issuer (`iss`).
+    pub issuer: String,
+    /// The token's subject (`sub`).
+    pub subject: String,
 }
 
 impl Principal {
     /// The actor its decisions are recorded under: its name, with its roles in the
     /// metadata's `roles` array (`"approver"`, `"admin"`, `"user"`), which is what a
-    /// [`Quorum`](reins_agent::Quorum) with roles checks.
+    /// [`Quorum`](reins_agent::Quorum) with roles checks, and for a principal of the
+    /// identity provider its `issuer` and `subject`.
     ///
     /// ```
     /// use reins_server::{AccessRole, Principal};
@@ -83,7 +97,12 @@ impl Principal {
             .filter_map(|r| serde_json::to_value(r).ok())
             .collect();
         let mut actor = reins_agent::Actor::new(self.name.clone());
-        actor.metadata = Some(serde_json::json!({ "roles": roles }));
+        let mut metadata = serde_json::json!({ "roles": roles });
+        if let Some(id) = &self.identity {
+            metadata["issuer"] = serde_json::Value::String(id.issuer.clone());
+            metadata["subject"] = serde_json::Value::String(id.subject.clone());
+        }
+        actor.metadata = Some(metadata);
         actor
     }
 
@@ -94,6 +113,7 @@ impl Principal {
             roles: roles.into_iter().collect(),
             session_prefix: None,
             tools: None,
+            identity: None,
         }
     }
 
@@ -224,10 +244,12 @@ struct Entry {
     principal: Arc<Principal>,
 }
 
-/// The token table. Without any entry every request is refused (401).
+/// The token table, and the identity provider whose tokens are accepted (see
+/// [`crate::oidc`]). Without any entry or provider every request is refused (401).
 #[derive(Clone, Default)]
 pub struct Auth {
     entries: Vec<Entry>,
+    oidc: Option<Arc<crate::oidc::Oidc>>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -241,6 +263,7 @@ impl std::fmt::Debug for Auth {
                     .map(|e| e.principal.name.as_str())
                     .collect::<Vec<_>>(),
             )
+            .field("oidc", &self.oidc)
             .finish_non_exhaustive()
     }
 }
@@ -248,7 +271,10 @@ impl std::fmt::Debug for Auth {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Config {
+    #[serde(default)]
     principals: Vec<ConfigEntry>,
+    #[serde(default)]
+    oidc: Option<crate::oidc::OidcConfig>,
 }
 
 #[derive(Deserialize)]
@@ -305,6 +331,14 @@ impl Auth {
             digest: Sha256::digest(token.as_bytes()).into(),
             principal: Arc::new(principal),
         });
+        self
+    }
+
+    /// Also accepts the JWT bearer tokens of an OpenID Connect identity provider (see
+    /// [`crate::oidc`]); static tokens keep working beside them.
+    #[must_use]
+    pub fn oidc(mut self, oidc: crate::oidc::Oidc) -> Self {
+        self.oidc = Some(Arc::new(oidc));
         self
     }
 
@@ -371,8 +405,12 @@ impl Auth {
                 roles: e.roles,
                 session_prefix: e.session_prefix,
                 tools: e.tools,
+                identity: None,
             };
             auth = auth.token_sha256(&e.token_sha256, p)?;
+        }
+        if let Some(c) = config.oidc {
+            auth = auth.oidc(crate::oidc::Oidc::new(c)?);
         }
         Ok(auth)
     }
@@ -398,9 +436,9 @@ impl Auth {
         self.entries.len()
     }
 
-    /// Whether no token is known.
+    /// Whether no token is known and no identity provider is set.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.oidc.is_none()
     }
 
     /// The principal a token belongs to. Every entry is compared (in constant time),
@@ -416,8 +454,9 @@ impl Auth {
         found
     }
 
-    /// The principal of a request's `Authorization: Bearer` header.
-    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>> {
+    /// The principal of a request's `Authorization: Bearer` header: a static token, or
+    /// (when an identity provider is set) a JWT it signed.
+    pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>> {
         let token = headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -427,7 +466,20 @@ impl Auth {
             })
             .filter(|t| !t.is_empty())
             .ok_or(ServerError::Unauthorized)?;
-        self.principal_for(token).ok_or(ServerError::InvalidToken)
+        if let Some(p) = self.principal_for(token) {
+            return Ok(p);
+        }
+        match &self.oidc {
+            // A JWT: three base64url parts.
+            Some(oidc) if token.matches('.').count() == 2 => match oidc.verify(token).await {
+                Ok(p) => Ok(Arc::new(p)),
+                Err(reason) => {
+                    tracing::info!(reason = %reason, "bearer token refused");
+                    Err(ServerError::TokenRejected(reason))
+                }
+            },
+            _ => Err(ServerError::InvalidToken),
+        }
     }
 }
 

@@ -33,6 +33,11 @@ pub enum ServerError {
     /// `error="invalid_token"` (RFC 6750).
     #[error("missing or unknown bearer token")]
     InvalidToken,
+    /// A JWT bearer token that failed verification (401): expired, for another
+    /// audience or issuer, an unknown key id, a bad signature, an algorithm not
+    /// accepted. The challenge adds `error="invalid_token"` and the reason.
+    #[error("bearer token refused: {0}")]
+    TokenRejected(String),
     /// The principal may not do this (403).
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -163,7 +168,9 @@ impl ServerError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadBody(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized | Self::InvalidToken => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::InvalidToken | Self::TokenRejected(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             Self::Forbidden(_) | Self::NotEligible(_) => StatusCode::FORBIDDEN,
             Self::UnknownSession(_)
             | Self::UnknownRequirement(_)
@@ -191,7 +198,7 @@ impl ServerError {
         match self {
             Self::BadBody(_) => "bad_body",
             Self::BadRequest(_) => "bad_request",
-            Self::Unauthorized | Self::InvalidToken => "unauthorized",
+            Self::Unauthorized | Self::InvalidToken | Self::TokenRejected(_) => "unauthorized",
             Self::Forbidden(_) => "forbidden",
             Self::UnknownSession(_) => "not_found",
             Self::UnknownRequirement(_) => "unknown_requirement",
@@ -268,19 +275,34 @@ impl IntoResponse for ServerError {
             tracing::warn!(error = %self, "request failed");
         }
         // RFC 6750, section 3: how to authenticate, and (a token was given) why it failed.
-        let challenge = match self {
-            Self::Unauthorized => Some(r#"Bearer realm="reins""#),
-            Self::InvalidToken => Some(
+        let challenge = match &self {
+            Self::Unauthorized => Some(header::HeaderValue::from_static(r#"Bearer realm="reins""#)),
+            Self::InvalidToken => Some(header::HeaderValue::from_static(
                 r#"Bearer realm="reins", error="invalid_token", error_description="unknown bearer token""#,
-            ),
+            )),
+            Self::TokenRejected(reason) => {
+                // error_description is a quoted string of printable ASCII without `"`
+                // and `\` (RFC 6750, section 3).
+                let reason: String = reason
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' {
+                            c
+                        } else {
+                            '\''
+                        }
+                    })
+                    .collect();
+                header::HeaderValue::from_str(&format!(
+                    r#"Bearer realm="reins", error="invalid_token", error_description="{reason}""#
+                ))
+                .ok()
+            }
             _ => None,
         };
         let mut res = (self.status(), Json(self.body())).into_response();
         if let Some(c) = challenge {
-            res.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static(c),
-            );
+            res.headers_mut().insert(header::WWW_AUTHENTICATE, c);
         }
         res
     }

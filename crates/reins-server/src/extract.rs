@@ -23,7 +23,7 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        state.auth.authenticate(&parts.headers).map(Caller)
+        state.auth.authenticate(&parts.headers).await.map(Caller)
     }
 }
 

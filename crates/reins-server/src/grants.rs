@@ -134,7 +134,7 @@ pub(crate) async fn post_grant(
         ttl,
         note: body.note,
     };
-    let g = state.agent.create_grant(new, Some(&who.name)).await?;
+    let g = state.agent.create_grant_as(new, &who.actor()).await?;
     Ok((StatusCode::CREATED, Json(GrantObject::of(g, now))))
 }
 

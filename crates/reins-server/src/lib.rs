@@ -93,6 +93,7 @@ pub mod auth;
 mod error;
 mod extract;
 mod hub;
+pub mod oidc;
 mod openapi;
 pub mod serve;
 mod sse;
@@ -114,8 +115,11 @@ use tower_http::trace::TraceLayer;
 pub use approvals::{
     ApprovalConfigError, Clock, EmailApprovals, ExpiryAction, SlackApprovals, WaitPolicy, Waiting,
 };
-pub use auth::{AccessRole, Auth, AuthConfigError, Principal, generate_token, hash_token};
+pub use auth::{
+    AccessRole, Auth, AuthConfigError, Identity, Principal, generate_token, hash_token,
+};
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
+pub use oidc::{Oidc, OidcConfig};
 pub use openapi::ApiDoc;
 pub use serve::{ServeOptions, serve, serve_with_shutdown};
 

@@ -94,6 +94,7 @@
 //! | `mcp`       | no      | [`mcp`]: MCP servers' tools as reins tools (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `mcp-server` | no     | [`mcp_server`]: an agent as an MCP server, its pauses as the host's questions (stdio, streamable HTTP); needs Rust 1.88 |
 //! | `acp`       | no      | [`acp`]: an agent as an Agent Client Protocol agent for editors, its pauses as the editor's permission requests (stdio) |
+//! | `policy`    | no      | [`policy`]: Cedar policies for which calls run without asking, who decides them and who grants them |
 //! | `tiktoken`  | yes     | exact token counts for OpenAI models in `ContextPolicy` (context compression) |
 
 /// The attribute that makes `async fn`s in trait impls work (`ChatModel`, `Hook`,
@@ -123,6 +124,8 @@ pub use reins_message as message;
 pub use reins_model as model;
 #[cfg(feature = "openai")]
 pub use reins_openai as openai;
+#[cfg(feature = "policy")]
+pub use reins_policy as policy;
 pub use reins_tool as tool;
 
 /// What a first program needs, in one import: `use reins::prelude::*;`.

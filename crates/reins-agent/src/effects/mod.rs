@@ -51,6 +51,7 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
     let rt = &*agent.runtime;
     let principal = step.principal.as_deref();
     let mut decisions = Vec::new();
+    let mut asked = Vec::new();
     for r in &step.requirements {
         if let Some(policy) = &rt.policy {
             let verdict = policy
@@ -60,10 +61,14 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                     tool_use_id: &r.id,
                     session,
                     principal,
+                    agent: r.agent.as_deref().unwrap_or(&agent.config.name),
+                    path: &r.path,
+                    now: Utc::now(),
                 })
                 .await;
             match verdict {
                 PolicyVerdict::Ask => {}
+                PolicyVerdict::AskBecause { reason } => asked.push((r.id.clone(), reason)),
                 // A quorum is people: the policy may deny the call, not allow it.
                 PolicyVerdict::Allow { .. } if r.quorum.is_some() => {
                     tracing::debug!(session = %session, tool = %r.tool_use.name, "the approval policy allowed a call that needs a quorum; asking people");
@@ -114,8 +119,11 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
             decisions.push((r.id.clone(), AutoDecision::Grant { id: g.id.clone() }));
         }
     }
+    // Why people are asked, for the calls nothing else decided.
+    asked.retain(|(id, _)| !decisions.iter().any(|(d, _)| d == id));
     Consulted {
         decisions,
+        asked,
         now: Utc::now(),
     }
 }

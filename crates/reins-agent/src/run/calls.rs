@@ -100,6 +100,14 @@ impl Calls {
         })
     }
 
+    /// The requirement `id` of a call that waits for its own confirmation.
+    pub(crate) fn waiting_mut(&mut self, id: &str) -> Option<&mut Requirement> {
+        self.iter_mut().find_map(|s| match &mut s.status {
+            SlotStatus::Waiting { requirement } if requirement.id == id => Some(requirement),
+            _ => None,
+        })
+    }
+
     /// The call with tool use id `id`.
     pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut ToolSlot> {
         self.iter_mut().find(|s| s.tool_use.id == id)

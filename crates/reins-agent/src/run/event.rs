@@ -37,6 +37,9 @@ pub enum Event {
     DecidedWithoutAsking {
         /// (requirement id, how it was decided).
         decisions: Vec<(String, super::AutoDecision)>,
+        /// (requirement id, why a person is asked): added to the requirement's reason
+        /// (see [`Consulted::asked`](super::Consulted::asked)).
+        asked: Vec<(String, String)>,
         /// When.
         now: DateTime<Utc>,
     },
@@ -103,6 +106,7 @@ pub struct Call {
     pub(super) compression: Option<Arc<Compression>>,
     pub(super) approval_ttls: Arc<BTreeMap<String, u64>>,
     pub(super) quorums: Arc<BTreeMap<String, Quorum>>,
+    pub(super) eligibility: Option<crate::eligibility::Rules>,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -118,6 +122,8 @@ pub(crate) struct AgentRules {
     pub(crate) approval_ttls: Arc<BTreeMap<String, u64>>,
     /// Per-tool quorums.
     pub(crate) quorums: Arc<BTreeMap<String, Quorum>>,
+    /// Who may decide.
+    pub(crate) eligibility: Option<crate::eligibility::Rules>,
 }
 
 impl Call {
@@ -138,6 +144,7 @@ impl Call {
             compression: rules.compression,
             approval_ttls: rules.approval_ttls,
             quorums: rules.quorums,
+            eligibility: rules.eligibility,
             now,
         }
     }
@@ -155,6 +162,7 @@ impl Call {
                 compression: None,
                 approval_ttls: Arc::default(),
                 quorums: Arc::default(),
+                eligibility: None,
             },
         )
     }

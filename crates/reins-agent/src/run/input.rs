@@ -34,6 +34,7 @@ impl Run {
             compression,
             approval_ttls,
             quorums,
+            eligibility,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -87,6 +88,7 @@ impl Run {
             compression,
             approval_ttls,
             quorums,
+            eligibility,
             actor,
             view,
             ..CallTally::default()
@@ -94,7 +96,7 @@ impl Run {
         let begun = match input {
             RunInput::Message(msg) => self.begin_message(msg, now),
             RunInput::Resume => self.begin_resume(now),
-            RunInput::Decisions(ds) => self.begin_decisions(ds, now),
+            RunInput::Decisions(ds) => self.begin_decisions(ds, now, true),
         };
         begun.map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))
     }
@@ -391,10 +393,13 @@ impl Run {
         Ok(())
     }
 
+    /// Applies decisions; `by_people`: they came from people (the eligibility policy is
+    /// asked), not from the approval policy or a grant.
     pub(super) fn begin_decisions(
         &mut self,
         decisions: Vec<Decision>,
         now: DateTime<Utc>,
+        by_people: bool,
     ) -> Result<()> {
         if self.state.phase != Phase::Paused {
             return Err(AgentError::NothingToResume {
@@ -440,6 +445,9 @@ impl Run {
                         current,
                     });
                 }
+            }
+            if by_people {
+                self.check_eligibility(req, d)?;
             }
             if let (Decision::Approve { edited_input, .. }, Some(q)) = (d, &req.quorum) {
                 self.check_quorum_approval(req, q, d.decided_by(), edited_input.as_ref())?;

@@ -193,6 +193,8 @@ struct CallTally {
     approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
     /// Per-tool quorums.
     quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
+    /// Who may decide (the agent's eligibility policy).
+    eligibility: Option<crate::eligibility::Rules>,
     /// Confirmations this call's reasoning raised, not yet put to the approval policy
     /// and the standing grants (the next [`Step::Consult`]).
     consult: Vec<String>,
@@ -724,8 +726,14 @@ impl Run {
     pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => return self.begin_call(call),
-            Event::DecidedWithoutAsking { decisions, now } => {
-                return self.answer_consult(decisions, now).map_err(Refusal::from);
+            Event::DecidedWithoutAsking {
+                decisions,
+                asked,
+                now,
+            } => {
+                return self
+                    .answer_consult(decisions, asked, now)
+                    .map_err(Refusal::from);
             }
             Event::Settled { results, now } => self.settle(results, now),
             Event::Reasoned {

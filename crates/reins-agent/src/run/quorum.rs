@@ -54,6 +54,11 @@ pub enum AutoDecision {
 pub struct Consulted {
     /// (requirement id, how it was decided); empty: people are asked.
     pub decisions: Vec<(String, AutoDecision)>,
+    /// (requirement id, why a person is asked) for requirements the policy left to
+    /// people with a reason ([`PolicyVerdict::AskBecause`](crate::PolicyVerdict::AskBecause)):
+    /// added to the requirement's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<(String, String)>,
     /// When.
     pub now: DateTime<Utc>,
 }
@@ -62,6 +67,7 @@ impl From<Consulted> for Event {
     fn from(c: Consulted) -> Self {
         Event::DecidedWithoutAsking {
             decisions: c.decisions,
+            asked: c.asked,
             now: c.now,
         }
     }
@@ -89,6 +95,51 @@ impl AutoDecision {
 }
 
 impl Run {
+    /// Asks the agent's eligibility policy, when it has one, whether the decision's
+    /// author may approve or reject this tool call; before anything changes.
+    pub(super) fn check_eligibility(&self, req: &Requirement, d: &Decision) -> Result<()> {
+        let Some(rules) = &self.call.eligibility else {
+            return Ok(());
+        };
+        let approve = match d {
+            Decision::Approve { .. } => true,
+            Decision::Reject { .. } => false,
+            _ => return Ok(()),
+        };
+        if !matches!(req.kind, RequirementKind::Confirmation) {
+            return Ok(());
+        }
+        let named = d.decided_by();
+        let bare;
+        let actor = match (&self.call.actor, named) {
+            (Some(a), None) => Some(a),
+            (Some(a), Some(by)) if a.principal == by => Some(a),
+            (_, Some(by)) => {
+                bare = crate::view::Actor::new(by);
+                Some(&bare)
+            }
+            (None, None) => None,
+        };
+        let mut ask = crate::eligibility::DecideRequest::new(
+            &self.call.session,
+            &req.id,
+            &req.tool_use.name,
+            &req.tool_use.input,
+        )
+        .actor(actor);
+        ask.agent = req.agent.as_deref();
+        ask.path = &req.path;
+        ask.quorum = req.quorum.is_some();
+        ask.approve = approve;
+        match rules.0.may_decide(ask) {
+            crate::eligibility::Eligibility::Eligible => Ok(()),
+            crate::eligibility::Eligibility::Refused { reason } => Err(AgentError::NotEligible {
+                id: req.id.clone(),
+                reason,
+            }),
+        }
+    }
+
     /// Checks an approval under a quorum before anything changes.
     pub(super) fn check_quorum_approval(
         &self,
@@ -228,10 +279,11 @@ impl Run {
     pub(super) fn answer_consult(
         &mut self,
         decisions: Vec<(String, AutoDecision)>,
+        why: Vec<(String, String)>,
         now: DateTime<Utc>,
     ) -> Result<()> {
         let Some(asked) = self.call.consulting.take() else {
-            if decisions.is_empty() {
+            if decisions.is_empty() && why.is_empty() {
                 return Ok(());
             }
             return Err(AgentError::InvalidInput(
@@ -240,7 +292,12 @@ impl Run {
                     .to_owned(),
             ));
         };
-        if let Some((id, _)) = decisions.iter().find(|(id, _)| !asked.contains(id)) {
+        if let Some(id) = decisions
+            .iter()
+            .map(|(id, _)| id)
+            .chain(why.iter().map(|(id, _)| id))
+            .find(|id| !asked.contains(id))
+        {
             let error = AgentError::InvalidInput(format!(
                 "`{id}` was not put to the approval policy and the standing grants; the \
                  `Consult` step asked about {}",
@@ -269,6 +326,7 @@ impl Run {
             self.call.consulting = Some(asked);
             return Err(error);
         }
+        self.explain_asking(why);
         if decisions.is_empty() {
             return Ok(());
         }
@@ -278,6 +336,28 @@ impl Run {
             self.call.consulting = Some(asked);
         }
         refused
+    }
+
+    /// Adds why people are asked to the requirements' reasons (" — asked because
+    /// policy `x`"), and has them stored again.
+    fn explain_asking(&mut self, why: Vec<(String, String)>) {
+        let mut changed = false;
+        for (id, reason) in why {
+            if let Some(r) = self.state.slots.waiting_mut(&id) {
+                if !r.reason.ends_with(&reason) {
+                    r.reason = if r.reason.is_empty() {
+                        reason
+                    } else {
+                        format!("{} — {reason}", r.reason)
+                    };
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            // The pause records the requirements again, with their new reasons.
+            self.state.stored_requirements.clear();
+        }
     }
 
     /// Decides requirements without a person: a standing grant or the application's
@@ -292,7 +372,7 @@ impl Run {
     ) -> Result<()> {
         let ds = decisions.iter().map(|(id, a)| a.decision(id)).collect();
         let from = self.req_ops.log.len();
-        self.begin_decisions(ds, now)?;
+        self.begin_decisions(ds, now, false)?;
         for rec in &mut self.req_ops.log[from..] {
             let Some((_, how)) = decisions.iter().find(|(id, _)| *id == rec.requirement_id) else {
                 continue;
@@ -382,6 +462,7 @@ mod tests {
         // Unanswered: the same step again.
         assert_eq!(run.next(), step);
         run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: Vec::new(),
             now: Utc::now(),
         })
@@ -398,6 +479,7 @@ mod tests {
         let mut run = reasoned(confirm(), 2, false);
         let _ = run.next();
         run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: vec![("c0".into(), AutoDecision::Grant { id: "g1".into() })],
             now: Utc::now(),
         })
@@ -420,6 +502,7 @@ mod tests {
             )]
         };
         let refused = run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: grant("c0"),
             now: Utc::now(),
         });
@@ -430,6 +513,7 @@ mod tests {
         let step = run.next();
         assert_eq!(ids(&step), ["c0"]);
         let refused = run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: grant("other"),
             now: Utc::now(),
         });
@@ -468,6 +552,7 @@ mod tests {
             AutoDecision::Grant { id: "g1".into() },
         ] {
             let refused = run.apply(Event::DecidedWithoutAsking {
+                asked: Vec::new(),
                 decisions: vec![("c0".to_owned(), allow)],
                 now: Utc::now(),
             });
@@ -484,6 +569,7 @@ mod tests {
             assert!(run.req_ops.log.is_empty());
         }
         run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: vec![(
                 "c0".to_owned(),
                 AutoDecision::PolicyDeny {
@@ -522,6 +608,7 @@ mod tests {
         );
         assert_eq!(ids(&run.next()), ["c0"]);
         run.apply(Event::DecidedWithoutAsking {
+            asked: Vec::new(),
             decisions: vec![(
                 "c0".to_owned(),
                 AutoDecision::GrantDeny {

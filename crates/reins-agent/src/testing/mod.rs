@@ -18,6 +18,7 @@
 //! | [`Scenario::StandingGrant`] | a grant of `send_email` to `bob@example.com` in the store | runs without asking (audited `via: "grant"`); another address still asks |
 //! | [`Scenario::OutputSpec`] | `output_spec(report)` | the `final_answer` tool is offered; the run ends with the structured answer |
 //! | [`Scenario::CallOutput`] | – | a message submitted with an output spec of its own ([`Submission::output`]): the `final_answer` tool is offered and the run ends with the structured answer; the next message without one ends in plain text; a spec that is not a JSON Schema is refused (`InvalidInput`) and nothing changes |
+//! | [`Scenario::PolicyRules`] | an approval and an eligibility policy ([`rules`]: hand-written, or Cedar through [`Scenario::agent_with_rules`]) | internal mail runs (audited with the policy id), `.invalid` mail is rejected, other mail asks and only a `mail-approver` may decide it |
 //!
 //! Sub-agents and tools that ask a question ([`Scenario::SubAgent`],
 //! [`Scenario::AskingTool`]) are described in [`nested`].
@@ -59,6 +60,7 @@ use crate::view::{Actor, DecisionRecord};
 mod features;
 mod observe;
 mod output;
+pub mod rules;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
 pub const TOOL: &str = "send_email";
@@ -99,11 +101,13 @@ pub enum Scenario {
     IdempotencyKey,
     /// An interrupt while an approved call runs.
     Interrupt,
+    /// Rules as policies: which calls run, which are rejected, who may decide.
+    PolicyRules,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 15] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -119,11 +123,13 @@ impl Scenario {
         Scenario::ForkReplay,
         Scenario::IdempotencyKey,
         Scenario::Interrupt,
+        Scenario::PolicyRules,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
-    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`, `compression`, `reconcile`,
-    /// `fork_replay`, `idempotency_key`, `interrupt`).
+    /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`,
+    /// `compression`, `reconcile`, `fork_replay`, `idempotency_key`, `interrupt`,
+    /// `policy_rules`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -141,6 +147,7 @@ impl Scenario {
             Scenario::ForkReplay => "fork_replay",
             Scenario::IdempotencyKey => "idempotency_key",
             Scenario::Interrupt => "interrupt",
+            Scenario::PolicyRules => "policy_rules",
         }
     }
 
@@ -157,6 +164,20 @@ impl Scenario {
     /// # Errors
     /// When the agent cannot be built.
     pub fn agent(self, store: Arc<dyn MemoryStore>, outbox: &Path) -> Result<Agent> {
+        self.agent_with_rules(store, outbox, rules::ScenarioRules::default())
+    }
+
+    /// [`Scenario::agent`], with `rules` answering [`Scenario::PolicyRules`]'s questions
+    /// (the other scenarios ignore them).
+    ///
+    /// # Errors
+    /// When the agent cannot be built.
+    pub fn agent_with_rules(
+        self,
+        store: Arc<dyn MemoryStore>,
+        outbox: &Path,
+        rules: rules::ScenarioRules,
+    ) -> Result<Agent> {
         let b = Agent::builder()
             .name("ConsentAgent")
             .system_prompt("You send emails when asked.")
@@ -174,6 +195,9 @@ impl Scenario {
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
             Scenario::HookEvents => b.hook(observe::Watcher::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
+            Scenario::PolicyRules => b
+                .approval_policy(rules.approval)
+                .eligibility_policy(rules.eligibility),
             Scenario::Reconcile
             | Scenario::ForkReplay
             | Scenario::IdempotencyKey
@@ -215,6 +239,7 @@ impl Scenario {
             Scenario::ForkReplay => on.fork_replay(&session).await,
             Scenario::IdempotencyKey => on.idempotency_key(&session).await,
             Scenario::Interrupt => on.interrupt(&session).await,
+            Scenario::PolicyRules => on.policy_rules(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -268,6 +293,28 @@ impl On<'_> {
         principal: &str,
         output: Option<OutputSpec>,
     ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
+        self.submit_full(session, input, Actor::new(principal), output)
+            .await
+    }
+
+    /// [`On::submit`] as `actor` (with its roles and metadata).
+    async fn submit_as(
+        &self,
+        session: &str,
+        input: RunInput,
+        actor: Actor,
+    ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
+        self.submit_full(session, input, actor, None).await
+    }
+
+    /// [`On::submit`] as `actor`, with a structured answer of the caller's (`output`).
+    async fn submit_full(
+        &self,
+        session: &str,
+        input: RunInput,
+        actor: Actor,
+        output: Option<OutputSpec>,
+    ) -> std::result::Result<std::result::Result<SessionView, AgentError>, String> {
         let before = match self.backend.view(session).await {
             Ok(v) => Some(v),
             Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => None,
@@ -275,7 +322,7 @@ impl On<'_> {
         };
         let submission = Submission {
             input,
-            actor: Some(Actor::new(principal)),
+            actor: Some(actor),
             view: before.as_ref().map(|v| v.token.clone()),
             idempotency_key: Some(reins_message::new_id()),
             client_tools: Vec::new(),
