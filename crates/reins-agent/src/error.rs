@@ -166,6 +166,14 @@ pub enum AgentError {
         /// How many answers were tried.
         attempts: u32,
     },
+    /// A budget limit or an extension of one cannot be accepted: a negative or
+    /// non-numeric value, an unknown field, a new limit not above what was spent, or a
+    /// cost limit without a price for the model.
+    #[error("invalid budget: {reason}")]
+    InvalidBudget {
+        /// What is wrong, and what would be accepted.
+        reason: String,
+    },
     /// The input cannot be accepted (e.g. a user message carrying tool results).
     #[error("invalid input: {0}")]
     InvalidInput(String),

@@ -103,6 +103,8 @@ pub struct Call {
     pub(super) compression: Option<Arc<Compression>>,
     pub(super) approval_ttls: Arc<BTreeMap<String, u64>>,
     pub(super) quorums: Arc<BTreeMap<String, Quorum>>,
+    pub(super) budget: Option<Arc<crate::budget::BudgetRules>>,
+    pub(super) session_budget: Option<crate::budget::Budget>,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -118,6 +120,8 @@ pub(crate) struct AgentRules {
     pub(crate) approval_ttls: Arc<BTreeMap<String, u64>>,
     /// Per-tool quorums.
     pub(crate) quorums: Arc<BTreeMap<String, Quorum>>,
+    /// The default budget of the agent's sessions and its model's price.
+    pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
 }
 
 impl Call {
@@ -138,6 +142,8 @@ impl Call {
             compression: rules.compression,
             approval_ttls: rules.approval_ttls,
             quorums: rules.quorums,
+            budget: rules.budget,
+            session_budget: None,
             now,
         }
     }
@@ -155,6 +161,7 @@ impl Call {
                 compression: None,
                 approval_ttls: Arc::default(),
                 quorums: Arc::default(),
+                budget: None,
             },
         )
     }
@@ -182,6 +189,19 @@ impl Call {
     pub fn with_output(mut self, spec: OutputSpec) -> Self {
         self.output = Some(spec);
         self
+    }
+
+    /// Sets the session's own budget limit (stored with the session, over the
+    /// agent's default) as the call starts; refused at the start when it is invalid.
+    #[must_use]
+    pub fn with_budget(mut self, limit: crate::budget::Budget) -> Self {
+        self.session_budget = Some(limit);
+        self
+    }
+
+    /// The agent's default budget and its model's price, when it has one.
+    pub fn budget(&self) -> Option<&crate::budget::BudgetRules> {
+        self.budget.as_deref()
     }
 
     /// The session the run belongs to.
