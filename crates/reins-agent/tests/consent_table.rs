@@ -94,3 +94,8 @@ async fn a_subagents_pause_interrupt_and_settled_decisions_hold_at_the_parent() 
 async fn an_asking_tool_gets_its_answer_and_runs_once() {
     on_local(Scenario::AskingTool).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_is_extended_once_then_ended() {
+    on_local(Scenario::Budget).await;
+}

@@ -192,3 +192,8 @@ async fn one_approval_sent_twice_with_one_key_runs_once() {
 async fn an_interrupt_stops_a_running_call() {
     on_restate(Scenario::Interrupt).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_is_extended_once_then_ended() {
+    on_restate(Scenario::Budget).await;
+}

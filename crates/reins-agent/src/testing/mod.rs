@@ -54,6 +54,7 @@ use crate::state::SessionView;
 use crate::structured::{FINAL_ANSWER_TOOL, OUTPUT_MARK, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
+mod budget;
 mod features;
 
 /// The tool every scenario's model calls (it needs a person's confirmation).
@@ -91,11 +92,13 @@ pub enum Scenario {
     IdempotencyKey,
     /// An interrupt while an approved call runs.
     Interrupt,
+    /// A budget of one tool call: extended once, then the run is ended at it.
+    Budget,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -109,11 +112,12 @@ impl Scenario {
         Scenario::ForkReplay,
         Scenario::IdempotencyKey,
         Scenario::Interrupt,
+        Scenario::Budget,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
     /// `output_spec`, `subagent`, `asking_tool`, `hooks`, `compression`, `reconcile`,
-    /// `fork_replay`, `idempotency_key`, `interrupt`).
+    /// `fork_replay`, `idempotency_key`, `interrupt`, `budget`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -129,6 +133,7 @@ impl Scenario {
             Scenario::ForkReplay => "fork_replay",
             Scenario::IdempotencyKey => "idempotency_key",
             Scenario::Interrupt => "interrupt",
+            Scenario::Budget => "budget",
         }
     }
 
@@ -161,6 +166,7 @@ impl Scenario {
             Scenario::OutputSpec => b.output_spec(report_spec()),
             Scenario::Hooks => b.hook(features::MailHook::new(outbox)),
             Scenario::Compression => b.context(features::context_policy()),
+            Scenario::Budget => b.budget(budget::limit()),
             Scenario::Reconcile
             | Scenario::ForkReplay
             | Scenario::IdempotencyKey
@@ -200,6 +206,7 @@ impl Scenario {
             Scenario::ForkReplay => on.fork_replay(&session).await,
             Scenario::IdempotencyKey => on.idempotency_key(&session).await,
             Scenario::Interrupt => on.interrupt(&session).await,
+            Scenario::Budget => on.budget(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
