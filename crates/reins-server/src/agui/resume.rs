@@ -101,6 +101,12 @@ pub(crate) fn interrupt_of(r: &Requirement) -> Value {
         "responseSchema": response_schema(&r.kind),
         "metadata": {"reins": reins},
     });
+    // A budget is no tool call of the transcript: the interrupt names none.
+    if matches!(r.kind, RequirementKind::Budget { .. }) {
+        if let Some(o) = i.as_object_mut() {
+            o.remove("toolCallId");
+        }
+    }
     if let Some(t) = r.expires_at {
         i["expiresAt"] = json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     }
