@@ -171,7 +171,7 @@ impl Budget {
         })?;
         if let Value::Object(o) = &mut out {
             for (k, v) in fields {
-                o.insert(k.clone(), v.clone());
+                o.insert(k.clone(), whole(k, v));
             }
         }
         let limit: Self = serde_json::from_value(out).map_err(|e| AgentError::InvalidBudget {
@@ -206,6 +206,20 @@ impl Budget {
             }
         }
         Ok(())
+    }
+}
+
+/// A whole number written as a float (`2.0`: JSON from protobuf's `Struct`, as A2A
+/// data parts carry it) as the integer it is, for the integer limits; anything else as
+/// it is (and refused when it is no whole number).
+fn whole(field: &str, v: &Value) -> Value {
+    match v.as_f64() {
+        Some(f) if field != "cost" && v.is_f64() && f.fract() == 0.0 && (0.0..=9.0e15).contains(&f) => {
+            // Exact: a whole number below 2^53.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Value::from(f as u64)
+        }
+        _ => v.clone(),
     }
 }
 
@@ -427,12 +441,15 @@ mod tests {
     fn merged_limits_refuse_negative_and_unknown_values() {
         let b = Budget::new().tokens(100);
         assert_eq!(b.merged(&json!({"tokens": 200})).unwrap().tokens, Some(200));
+        // A2A's data parts (protobuf `Struct`) carry every number as a float.
+        assert_eq!(b.merged(&json!({"tool_calls": 2.0})).unwrap().tool_calls, Some(2));
         for bad in [
             json!({"tokens": -5}),
             json!({"cost": -1.0}),
             json!({"tokenz": 5}),
             json!(7),
             json!({"tool_calls": 1.5}),
+            json!({"tool_calls": -2.0}),
         ] {
             assert!(
                 matches!(b.merged(&bad), Err(AgentError::InvalidBudget { .. })),
