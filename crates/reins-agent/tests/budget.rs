@@ -283,3 +283,44 @@ async fn a_cost_limit_counts_from_the_price_table() {
     assert!((budget.spent.cost - 1.5).abs() < 1e-9);
     assert_eq!(model.calls(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_people_extending_at_once_extend_once() {
+    let model = ScriptedModel::new([spent_text(text("hello"), 120), text("go on"), text("spare")]);
+    let counter = Counter::default();
+    let agent = agent(model.clone(), toolkit(&counter, ToolPolicy::auto()))
+        .budget(Budget::new().tokens(100))
+        .build()
+        .unwrap();
+    let s = agent.session("b7").await.unwrap();
+    s.send(Msg::user("hi")).await.unwrap();
+    assert_eq!(s.send(Msg::user("more")).await.unwrap().status, RunStatus::Paused);
+    let ana = agent.session("b7").await.unwrap();
+    let ben = agent.session("b7").await.unwrap();
+    let (a, b) = tokio::join!(
+        ana.resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 500})).by("ana")]),
+        ben.resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 900})).by("ben")]),
+    );
+    let ok = [a.is_ok(), b.is_ok()].iter().filter(|x| **x).count();
+    assert_eq!(ok, 1, "exactly one extension applies: {a:?} / {b:?}");
+    let late = if a.is_err() { a } else { b }.unwrap_err();
+    assert!(
+        matches!(
+            late,
+            AgentError::AlreadyDecided { .. }
+                | AgentError::NothingToResume { .. }
+                | AgentError::SessionBusy { .. }
+                | AgentError::StaleView { .. }
+        ),
+        "{late}"
+    );
+    assert_eq!(model.calls(), 2, "the run went on once");
+    let applied = s
+        .decisions()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.requirement_id == "budget-1" && r.verdict == reins_agent::Verdict::Applied)
+        .count();
+    assert_eq!(applied, 1);
+}
