@@ -71,9 +71,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let session = agent.session("budget-demo").await?;
 
-    let out = session.send(Msg::user("look up rust, tokio and serde")).await?;
-    println!("status: {:?}; searches run: {:?}", out.status, ran.lock().map_err(|_| "poisoned")?);
-    let r = out.requirements.first().ok_or("the run should wait for its budget")?;
+    let out = session
+        .send(Msg::user("look up rust, tokio and serde"))
+        .await?;
+    println!(
+        "status: {:?}; searches run: {:?}",
+        out.status,
+        ran.lock().map_err(|_| "poisoned")?
+    );
+    let r = out
+        .requirements
+        .first()
+        .ok_or("the run should wait for its budget")?;
     println!("  needs {}: {}", r.kind.label(), r.reason);
 
     // A limit that is not above what was spent is refused; nothing changes.
@@ -86,21 +95,39 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Extend: one more tool call and more tokens.
     let more = Decision::approve_with(&r.id, json!({"tool_calls": 3})).by("ana@example.com");
     let out = session.resolve(vec![more]).await?;
-    println!("status: {:?}; searches run: {:?}", out.status, ran.lock().map_err(|_| "poisoned")?);
+    println!(
+        "status: {:?}; searches run: {:?}",
+        out.status,
+        ran.lock().map_err(|_| "poisoned")?
+    );
     println!("  the model said: {}", out.message.text());
 
     // 1,400 tokens spent of 1,000: the next message waits before the model is called.
     let out = session.send(Msg::user("and clap?")).await?;
-    let r = out.requirements.first().ok_or("the run should wait for its budget")?;
-    println!("status: {:?}; model calls so far: {}", out.status, model.calls());
+    let r = out
+        .requirements
+        .first()
+        .ok_or("the run should wait for its budget")?;
+    println!(
+        "status: {:?}; model calls so far: {}",
+        out.status,
+        model.calls()
+    );
     println!("  needs {}: {}", r.kind.label(), r.reason);
     let out = session
-        .resolve(vec![Decision::reject(&r.id, "that is enough for today").by("ana@example.com")])
+        .resolve(vec![
+            Decision::reject(&r.id, "that is enough for today").by("ana@example.com"),
+        ])
         .await?;
     println!("status: {:?}; model calls: {}", out.status, model.calls());
     println!("  final message: {}", out.message.text());
     for d in session.decisions().await? {
-        println!("  audit: {} {} by {:?}", d.requirement_id, d.decision, d.actor.map(|a| a.principal));
+        println!(
+            "  audit: {} {} by {:?}",
+            d.requirement_id,
+            d.decision,
+            d.actor.map(|a| a.principal)
+        );
     }
     Ok(())
 }

@@ -123,7 +123,10 @@ impl Budget {
         if before_tool && self.tool_calls.is_some_and(|l| spent.tool_calls >= l) {
             out.push("tool_calls");
         }
-        if self.wall_secs.is_some_and(|l| spent.wall_ms >= l.saturating_mul(1_000)) {
+        if self
+            .wall_secs
+            .is_some_and(|l| spent.wall_ms >= l.saturating_mul(1_000))
+        {
             out.push("wall_secs");
         }
         out
@@ -143,7 +146,8 @@ impl Budget {
                 "tokens" => s.tokens = Some(spent.tokens.saturating_mul(2).max(spent.tokens + 1)),
                 "cost" => s.cost = Some((spent.cost * 2.0).max(spent.cost + 0.01)),
                 "tool_calls" => {
-                    s.tool_calls = Some(spent.tool_calls.saturating_mul(2).max(spent.tool_calls + 1));
+                    s.tool_calls =
+                        Some(spent.tool_calls.saturating_mul(2).max(spent.tool_calls + 1));
                 }
                 "wall_secs" => {
                     let secs = spent.wall_ms / 1_000;
@@ -186,7 +190,12 @@ impl Budget {
     /// Refuses a new limit (`self`) that would not let the run go on: every limit that
     /// was `reached` must now be above what was spent, and no limit may be lowered to
     /// what was spent or below it.
-    pub(crate) fn check_extension(&self, old: &Budget, spent: &Spend, reached: &[String]) -> Result<()> {
+    pub(crate) fn check_extension(
+        &self,
+        old: &Budget,
+        spent: &Spend,
+        reached: &[String],
+    ) -> Result<()> {
         for r in self.reached(spent, true) {
             let lowered = match r {
                 "tokens" => self.tokens < old.tokens || old.tokens.is_none(),
@@ -214,7 +223,9 @@ impl Budget {
 /// it is (and refused when it is no whole number).
 fn whole(field: &str, v: &Value) -> Value {
     match v.as_f64() {
-        Some(f) if field != "cost" && v.is_f64() && f.fract() == 0.0 && (0.0..=9.0e15).contains(&f) => {
+        Some(f)
+            if field != "cost" && v.is_f64() && f.fract() == 0.0 && (0.0..=9.0e15).contains(&f) =>
+        {
             // Exact: a whole number below 2^53.
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             Value::from(f as u64)
@@ -442,7 +453,10 @@ mod tests {
         let b = Budget::new().tokens(100);
         assert_eq!(b.merged(&json!({"tokens": 200})).unwrap().tokens, Some(200));
         // A2A's data parts (protobuf `Struct`) carry every number as a float.
-        assert_eq!(b.merged(&json!({"tool_calls": 2.0})).unwrap().tool_calls, Some(2));
+        assert_eq!(
+            b.merged(&json!({"tool_calls": 2.0})).unwrap().tool_calls,
+            Some(2)
+        );
         for bad in [
             json!({"tokens": -5}),
             json!({"cost": -1.0}),
@@ -466,11 +480,25 @@ mod tests {
         };
         let old = Budget::new().tokens(100);
         let reached = vec!["tokens".to_owned()];
-        assert!(Budget::new().tokens(150).check_extension(&old, &spent, &reached).is_err());
-        assert!(Budget::new().tokens(151).check_extension(&old, &spent, &reached).is_ok());
+        assert!(
+            Budget::new()
+                .tokens(150)
+                .check_extension(&old, &spent, &reached)
+                .is_err()
+        );
+        assert!(
+            Budget::new()
+                .tokens(151)
+                .check_extension(&old, &spent, &reached)
+                .is_ok()
+        );
         // Lowering a limit that was not reached below what was spent is refused too.
         let old = Budget::new().tokens(100).tool_calls(10);
-        let spent = Spend { tokens: 150, tool_calls: 4, ..Spend::default() };
+        let spent = Spend {
+            tokens: 150,
+            tool_calls: 4,
+            ..Spend::default()
+        };
         let lower = Budget::new().tokens(500).tool_calls(3);
         assert!(lower.check_extension(&old, &spent, &reached).is_err());
         let s = Budget::new().tokens(100).suggested(&spent, &["tokens"]);

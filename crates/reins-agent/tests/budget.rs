@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
-use reins_agent::budget::{Budget, BUDGET_TOOL};
+use reins_agent::budget::{BUDGET_TOOL, Budget};
 use reins_agent::run::BUDGET_ENDED_MARK;
 use reins_agent::{AgentError, Decision, RequirementKind, RunStatus};
 use reins_memory::{MemoryStore, SqliteStore};
@@ -111,7 +111,9 @@ async fn ending_the_run_completes_it_with_an_honest_message_and_runs_nothing() {
     assert_eq!(budget.before, "tool_call");
 
     let out = s
-        .resolve(vec![Decision::reject("budget-1", "enough for today").by("ops")])
+        .resolve(vec![
+            Decision::reject("budget-1", "enough for today").by("ops"),
+        ])
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
@@ -142,21 +144,27 @@ async fn bad_extensions_are_refused_and_change_nothing() {
         .unwrap();
     let s = agent.session("b3").await.unwrap();
     s.send(Msg::user("hi")).await.unwrap();
-    assert_eq!(s.send(Msg::user("more")).await.unwrap().status, RunStatus::Paused);
+    assert_eq!(
+        s.send(Msg::user("more")).await.unwrap().status,
+        RunStatus::Paused
+    );
     let before = s.view().await.unwrap();
     for bad in [
-        json!({"tokens": 110}),   // not above what was spent (120)
-        json!({"tokens": -1}),    // negative
-        json!({"cost": -0.5}),    // negative
-        json!({"tokens": "lots"}), // not a number
-        json!({"budget": 5}),     // unknown field
+        json!({"tokens": 110}),                  // not above what was spent (120)
+        json!({"tokens": -1}),                   // negative
+        json!({"cost": -0.5}),                   // negative
+        json!({"tokens": "lots"}),               // not a number
+        json!({"budget": 5}),                    // unknown field
         json!({"tokens": 500, "tool_calls": 0}), // lowered below what may still run
     ] {
         let err = s
             .resolve(vec![Decision::approve_with("budget-1", bad.clone())])
             .await
             .unwrap_err();
-        assert!(matches!(err, AgentError::InvalidBudget { .. }), "{bad}: {err}");
+        assert!(
+            matches!(err, AgentError::InvalidBudget { .. }),
+            "{bad}: {err}"
+        );
         assert_eq!(s.view().await.unwrap(), before, "{bad} changed the session");
     }
     let err = s
@@ -167,7 +175,10 @@ async fn bad_extensions_are_refused_and_change_nothing() {
     assert_eq!(s.view().await.unwrap(), before);
     assert_eq!(model.calls(), 1);
     // The suggested limit: approving without a new one.
-    let out = s.resolve(vec![Decision::approve("budget-1")]).await.unwrap();
+    let out = s
+        .resolve(vec![Decision::approve("budget-1")])
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(model.calls(), 2);
 }
@@ -187,14 +198,21 @@ async fn a_tool_call_limit_holds_back_the_calls_beyond_it() {
     let s = agent.session("b4").await.unwrap();
     let out = s.send(Msg::user("search twice")).await.unwrap();
     assert_eq!(out.status, RunStatus::Paused);
-    assert_eq!(counter.count("search_web"), 1, "one call started, one held back");
+    assert_eq!(
+        counter.count("search_web"),
+        1,
+        "one call started, one held back"
+    );
     let RequirementKind::Budget { budget } = &out.requirements[0].kind else {
         panic!("not a budget requirement");
     };
     assert_eq!(budget.reached, vec!["tool_calls"]);
     assert_eq!(budget.spent.tool_calls, 1);
     assert_eq!(budget.suggested.tool_calls, Some(2));
-    let out = s.resolve(vec![Decision::approve("budget-1")]).await.unwrap();
+    let out = s
+        .resolve(vec![Decision::approve("budget-1")])
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
     assert_eq!(counter.count("search_web"), 2);
     assert_eq!(model.calls(), 2);
@@ -216,7 +234,10 @@ async fn the_spend_and_the_pause_survive_a_restart() {
             .unwrap();
         let s = agent.session("b5").await.unwrap();
         s.send(Msg::user("hi")).await.unwrap();
-        assert_eq!(s.send(Msg::user("more")).await.unwrap().status, RunStatus::Paused);
+        assert_eq!(
+            s.send(Msg::user("more")).await.unwrap().status,
+            RunStatus::Paused
+        );
     }
     // A new process: a new store handle, a new agent, a new model.
     let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
@@ -236,13 +257,19 @@ async fn the_spend_and_the_pause_survive_a_restart() {
     assert_eq!(budget.spent.tokens, 120);
     // A bad extension after the restart is refused too.
     assert!(matches!(
-        s.resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 10}))])
-            .await
-            .unwrap_err(),
+        s.resolve(vec![Decision::approve_with(
+            "budget-1",
+            json!({"tokens": 10})
+        )])
+        .await
+        .unwrap_err(),
         AgentError::InvalidBudget { .. }
     ));
     let out = s
-        .resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 500}))])
+        .resolve(vec![Decision::approve_with(
+            "budget-1",
+            json!({"tokens": 500}),
+        )])
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
@@ -255,11 +282,8 @@ async fn the_spend_and_the_pause_survive_a_restart() {
 
 #[tokio::test]
 async fn a_cost_limit_counts_from_the_price_table() {
-    let model = ScriptedModel::new([
-        text("one").with_usage(usage(1_000_000, 0)),
-        text("two"),
-    ])
-    .with_name("pricey-1");
+    let model = ScriptedModel::new([text("one").with_usage(usage(1_000_000, 0)), text("two")])
+        .with_name("pricey-1");
     let counter = Counter::default();
     // No price for the model: a cost limit cannot be checked, the agent is refused.
     let err = agent(model.clone(), toolkit(&counter, ToolPolicy::auto()))
@@ -269,7 +293,10 @@ async fn a_cost_limit_counts_from_the_price_table() {
     assert!(matches!(err, AgentError::InvalidBudget { .. }), "{err}");
     let agent = agent(model.clone(), toolkit(&counter, ToolPolicy::auto()))
         .budget(Budget::new().cost(1.0))
-        .price("pricey-1", reins_agent::budget::Price::per_million(1.5, 6.0))
+        .price(
+            "pricey-1",
+            reins_agent::budget::Price::per_million(1.5, 6.0),
+        )
         .build()
         .unwrap();
     let s = agent.session("b6").await.unwrap();
@@ -294,12 +321,19 @@ async fn two_people_extending_at_once_extend_once() {
         .unwrap();
     let s = agent.session("b7").await.unwrap();
     s.send(Msg::user("hi")).await.unwrap();
-    assert_eq!(s.send(Msg::user("more")).await.unwrap().status, RunStatus::Paused);
+    assert_eq!(
+        s.send(Msg::user("more")).await.unwrap().status,
+        RunStatus::Paused
+    );
     let ana = agent.session("b7").await.unwrap();
     let ben = agent.session("b7").await.unwrap();
     let (a, b) = tokio::join!(
-        ana.resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 500})).by("ana")]),
-        ben.resolve(vec![Decision::approve_with("budget-1", json!({"tokens": 900})).by("ben")]),
+        ana.resolve(vec![
+            Decision::approve_with("budget-1", json!({"tokens": 500})).by("ana")
+        ]),
+        ben.resolve(vec![
+            Decision::approve_with("budget-1", json!({"tokens": 900})).by("ben")
+        ]),
     );
     let ok = [a.is_ok(), b.is_ok()].iter().filter(|x| **x).count();
     assert_eq!(ok, 1, "exactly one extension applies: {a:?} / {b:?}");

@@ -69,7 +69,8 @@ fn active_time_counts_and_time_spent_paused_does_not() {
     )))
     .unwrap();
     assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(calls(&["c1".into()]), 1, 0, t(4))).unwrap();
+    run.apply(reasoned(calls(&["c1".into()]), 1, 0, t(4)))
+        .unwrap();
     let Step::Execute(batch) = run.next() else {
         panic!("the tool starts within the limit");
     };
@@ -113,7 +114,8 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
         .with_budget(Budget::new().tokens(10));
     run.apply(Event::Begin(call)).unwrap();
     assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("hi"), 0, 10, t(1))).unwrap();
+    run.apply(reasoned(Msg::assistant("hi"), 0, 10, t(1)))
+        .unwrap();
     assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
     run.apply(Event::Begin(agent.begin(
         "s",
@@ -121,14 +123,20 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
         t(2),
     )))
     .unwrap();
-    assert!(matches!(run.next(), Step::Pause(_)), "the session's own limit holds");
+    assert!(
+        matches!(run.next(), Step::Pause(_)),
+        "the session's own limit holds"
+    );
     // A negative cost as the session's limit is refused at the start.
     let bad = agent
         .begin("s", RunInput::Message(Msg::user("x")), t(3))
         .with_budget(Budget::new().cost(-1.0));
     let before = run.state().clone();
     let refused = run.apply(Event::Begin(bad)).unwrap_err();
-    assert!(matches!(refused.error, reins_agent::AgentError::InvalidBudget { .. }));
+    assert!(matches!(
+        refused.error,
+        reins_agent::AgentError::InvalidBudget { .. }
+    ));
     assert_eq!(run.state(), &before);
 }
 
@@ -141,7 +149,11 @@ struct Answer {
 }
 
 fn answer() -> impl Strategy<Value = Answer> {
-    (0u64..300, 0usize..4, 0i64..6).prop_map(|(tokens, tools, secs)| Answer { tokens, tools, secs })
+    (0u64..300, 0usize..4, 0i64..6).prop_map(|(tokens, tools, secs)| Answer {
+        tokens,
+        tools,
+        secs,
+    })
 }
 
 proptest! {

@@ -59,7 +59,10 @@ pub(crate) fn form(agent: &str, r: &Requirement) -> (String, Value, Value) {
             }),
         ),
         RequirementKind::Budget { .. } => (
-            format!("`{who}` has reached its budget: {}. Extend it or end the run.", r.reason),
+            format!(
+                "`{who}` has reached its budget: {}. Extend it or end the run.",
+                r.reason
+            ),
             json!({
                 "type": "object",
                 "properties": {
@@ -143,12 +146,19 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 }
                 Decision::input(&r.id, content)
             }
-            RequirementKind::Budget { .. } => match content.get("decision").and_then(Value::as_str) {
+            RequirementKind::Budget { .. } => match content.get("decision").and_then(Value::as_str)
+            {
                 Some("extend") => {
-                    let limit: serde_json::Map<String, Value> = ["tokens", "cost", "tool_calls", "wall_secs"]
-                        .into_iter()
-                        .filter_map(|k| content.get(k).filter(|v| !v.is_null()).map(|v| (k.to_owned(), v.clone())))
-                        .collect();
+                    let limit: serde_json::Map<String, Value> =
+                        ["tokens", "cost", "tool_calls", "wall_secs"]
+                            .into_iter()
+                            .filter_map(|k| {
+                                content
+                                    .get(k)
+                                    .filter(|v| !v.is_null())
+                                    .map(|v| (k.to_owned(), v.clone()))
+                            })
+                            .collect();
                     if limit.is_empty() {
                         Decision::approve(&r.id)
                     } else {
@@ -158,7 +168,10 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 }
                 Some("end") => Decision::reject(
                     &r.id,
-                    content.get("note").and_then(Value::as_str).unwrap_or_default(),
+                    content
+                        .get("note")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
                 ),
                 other => {
                     return Err(format!(

@@ -49,7 +49,10 @@ impl Run {
     /// active time counts from now (time spent paused is not counted).
     pub(super) fn budget_begin(&mut self, limit: Option<Budget>, now: DateTime<Utc>) {
         if let Some(l) = limit {
-            self.state.budget.get_or_insert_with(BudgetState::default).limit = Some(l);
+            self.state
+                .budget
+                .get_or_insert_with(BudgetState::default)
+                .limit = Some(l);
         }
         let active = self.is_active();
         if let Some(b) = self.budget_state() {
@@ -126,7 +129,12 @@ impl Run {
             limit,
             reached: reached.iter().map(|r| (*r).to_owned()).collect(),
             suggested: limit.suggested(&spent, &reached),
-            before: if before_tool { "tool_call" } else { "model_call" }.to_owned(),
+            before: if before_tool {
+                "tool_call"
+            } else {
+                "model_call"
+            }
+            .to_owned(),
         };
         let shown = reached
             .iter()
@@ -149,7 +157,11 @@ impl Run {
             reason: format!(
                 "the session's budget is reached ({shown}) before a {}; extend it with a new \
                  limit or end the run",
-                if before_tool { "tool call" } else { "model call" }
+                if before_tool {
+                    "tool call"
+                } else {
+                    "model call"
+                }
             ),
             kind: RequirementKind::Budget { budget: ask },
             created_at: now,
@@ -221,7 +233,15 @@ impl Run {
         match extend {
             Some(limit) => {
                 let executed = serde_json::to_value(limit).ok();
-                self.log_decision(&req, d.label(), "resolve", d.decided_by(), executed, None, now);
+                self.log_decision(
+                    &req,
+                    d.label(),
+                    "resolve",
+                    d.decided_by(),
+                    executed,
+                    None,
+                    now,
+                );
                 if let Some(b) = self.state.budget.as_mut() {
                     b.limit = Some(limit);
                     b.active_since = Some(now);

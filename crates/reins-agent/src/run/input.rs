@@ -89,8 +89,7 @@ impl Run {
             RunInput::Resume => self.begin_resume(now),
             RunInput::Decisions(ds) => self.begin_decisions(ds, now),
         };
-        begun
-            .map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))?;
+        begun.map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))?;
         self.budget_begin(session_budget, now);
         Ok(())
     }

@@ -9,9 +9,9 @@ use serde_json::json;
 use super::On;
 use crate::budget::Budget;
 use crate::error::AgentError;
+use crate::output::RunStatus;
 use crate::requirement::{Decision, RequirementKind};
 use crate::run::{BUDGET_ENDED_MARK, Phase, RunInput};
-use crate::output::RunStatus;
 
 /// Fails the check with a message when `cond` does not hold.
 macro_rules! ensure {
@@ -60,15 +60,32 @@ impl On<'_> {
 
     pub(super) async fn budget(&self, session: &str) -> std::result::Result<(), String> {
         let v = self.mail_approved(session, "email a@example.com").await?;
-        ensure!(!v.paused && self.runs(session) == 1, "the first call must run");
+        ensure!(
+            !v.paused && self.runs(session) == 1,
+            "the first call must run"
+        );
 
         // The second call: the model may still answer, the tool may not start.
         let v = self.mail_approved(session, "email b@example.com").await?;
-        ensure!(v.paused, "the second call must wait for the budget, got {:?}", v.phase);
-        ensure!(self.runs(session) == 1, "the second call must not start over the budget");
-        let req = v.requirements.first().ok_or("no budget requirement")?.clone();
+        ensure!(
+            v.paused,
+            "the second call must wait for the budget, got {:?}",
+            v.phase
+        );
+        ensure!(
+            self.runs(session) == 1,
+            "the second call must not start over the budget"
+        );
+        let req = v
+            .requirements
+            .first()
+            .ok_or("no budget requirement")?
+            .clone();
         let RequirementKind::Budget { budget } = &req.kind else {
-            return Err(format!("the pause must be a budget requirement, is {}", req.kind.label()));
+            return Err(format!(
+                "the pause must be a budget requirement, is {}",
+                req.kind.label()
+            ));
         };
         ensure!(
             budget.spent.tool_calls == 1 && budget.reached == ["tool_calls"],
@@ -82,7 +99,11 @@ impl On<'_> {
             matches!(refused, Err(AgentError::InvalidBudget { .. })),
             "a limit not above the spend must be refused as InvalidBudget, got {refused:?}"
         );
-        let after = self.backend.view(session).await.map_err(|e| e.to_string())?;
+        let after = self
+            .backend
+            .view(session)
+            .await
+            .map_err(|e| e.to_string())?;
         ensure!(
             after.version == v.version && after.requirements == v.requirements,
             "a refused extension must change nothing"
@@ -94,20 +115,34 @@ impl On<'_> {
             .decide_as_ops(session, ok)
             .await?
             .map_err(|e| format!("the extension was refused: {e}"))?;
-        ensure!(!v.paused, "the extension must let the run go on, got {:?}", v.phase);
-        ensure!(self.runs(session) == 2, "the held call must run once, ran {}", self.runs(session) - 1);
+        ensure!(
+            !v.paused,
+            "the extension must let the run go on, got {:?}",
+            v.phase
+        );
+        ensure!(
+            self.runs(session) == 2,
+            "the held call must run once, ran {}",
+            self.runs(session) - 1
+        );
         let trail = self.trail(session).await?;
         ensure!(
             trail.iter().any(|r| r.requirement_id == req.id
                 && r.kind == "budget"
                 && r.decision == "approve"
-                && r.executed_input.as_ref().is_some_and(|l| l["tool_calls"] == 2)),
+                && r.executed_input
+                    .as_ref()
+                    .is_some_and(|l| l["tool_calls"] == 2)),
             "the extension must be in the audit trail with its new limit: {trail:?}"
         );
 
         // The third call: ending the run at its budget.
         let v = self.mail_approved(session, "email c@example.com").await?;
-        let req = v.requirements.first().ok_or("no second budget requirement")?.clone();
+        let req = v
+            .requirements
+            .first()
+            .ok_or("no second budget requirement")?
+            .clone();
         ensure!(
             req.kind.label() == "budget" && req.id == "budget-2",
             "the third call must wait for a new budget requirement, waits for `{}` ({})",
@@ -115,7 +150,10 @@ impl On<'_> {
             req.kind.label()
         );
         let v = self
-            .decide_as_ops(session, Decision::reject(&req.id, "that is enough").by("ops"))
+            .decide_as_ops(
+                session,
+                Decision::reject(&req.id, "that is enough").by("ops"),
+            )
             .await?
             .map_err(|e| format!("ending the run was refused: {e}"))?;
         ensure!(
