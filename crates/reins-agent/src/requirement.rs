@@ -29,7 +29,7 @@ pub enum RequirementKind {
     /// [`BUDGET_TOOL`]: crate::budget::BUDGET_TOOL
     Budget {
         /// What was spent, the limit and what was reached.
-        budget: crate::budget::BudgetAsk,
+        budget: Box<crate::budget::BudgetAsk>,
     },
 }
 

@@ -163,7 +163,9 @@ impl Run {
                     "model call"
                 }
             ),
-            kind: RequirementKind::Budget { budget: ask },
+            kind: RequirementKind::Budget {
+                budget: Box::new(ask),
+            },
             created_at: now,
             expires_at: None,
             path: Vec::new(),
