@@ -28,12 +28,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use reins_message::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{AgentError, Result};
+/// A limit, a price or an extension that cannot be accepted, and why; a session's call
+/// reports it as `AgentError::InvalidBudget`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct InvalidBudget {
+    /// What is wrong, and what would be accepted.
+    pub reason: String,
+}
+
+type Result<T, E = InvalidBudget> = std::result::Result<T, E>;
 
 /// The name of the tool use a budget requirement shows (it is no tool: the run's own
 /// question, so that every door can show it the way it shows a call).
@@ -101,7 +109,7 @@ impl Budget {
     pub fn validate(&self) -> Result<()> {
         if let Some(c) = self.cost {
             if !c.is_finite() || c < 0.0 {
-                return Err(AgentError::InvalidBudget {
+                return Err(InvalidBudget {
                     reason: format!("the cost limit must be a number of at least 0, not {c}"),
                 });
             }
@@ -164,13 +172,13 @@ impl Budget {
     /// number, or a field is unknown.
     pub fn merged(&self, change: &Value) -> Result<Self> {
         let Value::Object(fields) = change else {
-            return Err(AgentError::InvalidBudget {
+            return Err(InvalidBudget {
                 reason: format!(
                     "a new limit is a JSON object of tokens, cost, tool_calls, wall_secs; got {change}"
                 ),
             });
         };
-        let mut out = serde_json::to_value(self).map_err(|e| AgentError::InvalidBudget {
+        let mut out = serde_json::to_value(self).map_err(|e| InvalidBudget {
             reason: e.to_string(),
         })?;
         if let Value::Object(o) = &mut out {
@@ -178,7 +186,7 @@ impl Budget {
                 o.insert(k.clone(), whole(k, v));
             }
         }
-        let limit: Self = serde_json::from_value(out).map_err(|e| AgentError::InvalidBudget {
+        let limit: Self = serde_json::from_value(out).map_err(|e| InvalidBudget {
             reason: format!(
                 "{e} (limits are whole numbers of at least 0, cost a number of at least 0)"
             ),
@@ -204,7 +212,7 @@ impl Budget {
                 _ => self.wall_secs < old.wall_secs || old.wall_secs.is_none(),
             };
             if lowered || reached.iter().any(|x| x == r) {
-                return Err(AgentError::InvalidBudget {
+                return Err(InvalidBudget {
                     reason: format!(
                         "the new limit on {r} ({}) is not above what was spent ({}); a budget is \
                          extended with a higher limit",
@@ -303,7 +311,7 @@ impl Price {
     fn validate(&self, model: &str) -> Result<()> {
         for v in [self.input_per_million, self.output_per_million] {
             if !v.is_finite() || v < 0.0 {
-                return Err(AgentError::InvalidBudget {
+                return Err(InvalidBudget {
                     reason: format!("the price of `{model}` must be numbers of at least 0"),
                 });
             }
@@ -335,7 +343,7 @@ impl BudgetRules {
         let price = prices.get(model).copied();
         if limit.cost.is_some() && price.is_none() {
             let known: Vec<&str> = prices.keys().map(String::as_str).collect();
-            return Err(AgentError::InvalidBudget {
+            return Err(InvalidBudget {
                 reason: format!(
                     "a cost limit needs a price for the model `{model}`; the price table has: {}",
                     if known.is_empty() {
@@ -364,51 +372,6 @@ pub struct BudgetAsk {
     pub suggested: Budget,
     /// What the run was about to start: `model_call` or `tool_call`.
     pub before: String,
-}
-
-/// A session's budget as its run state stores it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct BudgetState {
-    /// What was spent.
-    #[serde(default)]
-    pub(crate) spent: Spend,
-    /// The session's own limit (set by an extension or the caller), over the agent's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<Budget>,
-    /// The budget requirement the run waits for, and the phase it goes back to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) asked: Option<Asked>,
-    /// Budget requirements raised so far (their ids are `budget-<n>`).
-    #[serde(default)]
-    pub(crate) asks: u32,
-    /// The last moment the run was seen active (active time counts from it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) active_since: Option<DateTime<Utc>>,
-    /// The last moment an outcome or a call was seen (when a requirement is raised).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) seen: Option<DateTime<Utc>>,
-}
-
-/// A pending budget requirement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Asked {
-    pub(crate) requirement: crate::requirement::Requirement,
-    pub(crate) resume: crate::run::Phase,
-}
-
-impl BudgetState {
-    /// Counts active time up to `now`.
-    pub(crate) fn tick(&mut self, now: DateTime<Utc>) {
-        self.seen = Some(now);
-        if let Some(since) = self.active_since {
-            let ms = (now - since).num_milliseconds().max(0);
-            self.spent.wall_ms = self
-                .spent
-                .wall_ms
-                .saturating_add(u64::try_from(ms).unwrap_or(0));
-            self.active_since = Some(now.max(since));
-        }
-    }
 }
 
 /// The final message of a run a person ended at its budget.
@@ -465,10 +428,7 @@ mod tests {
             json!({"tool_calls": 1.5}),
             json!({"tool_calls": -2.0}),
         ] {
-            assert!(
-                matches!(b.merged(&bad), Err(AgentError::InvalidBudget { .. })),
-                "{bad}"
-            );
+            assert!(matches!(b.merged(&bad), Err(InvalidBudget { .. })), "{bad}");
         }
     }
 

@@ -19,6 +19,12 @@ pub struct Decided {
     pub via: String,
 }
 
+impl From<crate::budget::InvalidBudget> for AgentError {
+    fn from(e: crate::budget::InvalidBudget) -> Self {
+        Self::InvalidBudget { reason: e.reason }
+    }
+}
+
 /// Why a call on an [`Agent`](crate::Agent) or [`Session`](crate::Session) failed.
 ///
 /// Errors about decisions and inputs are raised before anything is written: the stored

@@ -8,10 +8,57 @@ use reins_message::{Msg, ToolUse, Usage};
 use serde_json::Value;
 
 use super::{Phase, Run};
-use crate::budget::{Asked, BUDGET_TOOL, Budget, BudgetAsk, BudgetState, ended_message};
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{BUDGET_TOOL, Budget, BudgetAsk, Spend, ended_message};
 use crate::error::{AgentError, Result};
 use crate::output::RunStatus;
 use crate::requirement::{Decision, Requirement, RequirementKind};
+
+/// A session's budget as its run state stores it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct BudgetState {
+    /// What was spent.
+    #[serde(default)]
+    pub(crate) spent: Spend,
+    /// The session's own limit (set by an extension or the caller), over the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) limit: Option<Budget>,
+    /// The budget requirement the run waits for, and the phase it goes back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asked: Option<Asked>,
+    /// Budget requirements raised so far (their ids are `budget-<n>`).
+    #[serde(default)]
+    pub(crate) asks: u32,
+    /// The last moment the run was seen active (active time counts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) active_since: Option<DateTime<Utc>>,
+    /// The last moment an outcome or a call was seen (when a requirement is raised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) seen: Option<DateTime<Utc>>,
+}
+
+/// A pending budget requirement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Asked {
+    pub(crate) requirement: Requirement,
+    pub(crate) resume: Phase,
+}
+
+impl BudgetState {
+    /// Counts active time up to `now`.
+    pub(crate) fn tick(&mut self, now: DateTime<Utc>) {
+        self.seen = Some(now);
+        if let Some(since) = self.active_since {
+            let ms = (now - since).num_milliseconds().max(0);
+            self.spent.wall_ms = self
+                .spent
+                .wall_ms
+                .saturating_add(u64::try_from(ms).unwrap_or(0));
+            self.active_since = Some(now.max(since));
+        }
+    }
+}
 
 /// The metadata key the final message of a run ended at its budget carries
 /// (`{"reins_budget": "ended"}`), so a reader can tell it from a model's answer.
@@ -29,7 +76,7 @@ impl Run {
     }
 
     /// What the session spent while a budget was in force.
-    pub fn budget_spent(&self) -> crate::budget::Spend {
+    pub fn budget_spent(&self) -> Spend {
         self.state
             .budget
             .as_ref()

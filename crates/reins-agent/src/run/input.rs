@@ -68,7 +68,7 @@ impl Run {
             }
         }
         if let Some(Err(e)) = session_budget.as_ref().map(crate::budget::Budget::validate) {
-            return Err(refuse(self, e, actor.as_ref(), view.as_ref()));
+            return Err(refuse(self, e.into(), actor.as_ref(), view.as_ref()));
         }
         if matches!(&input, RunInput::Message(m) if m.role != Role::Tool) {
             self.next_output = output;

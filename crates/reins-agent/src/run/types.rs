@@ -369,7 +369,7 @@ pub struct RunState {
     /// What the session spent, its own limit and a pending budget requirement (see
     /// [`crate::budget`]); absent while no budget was ever in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) budget: Option<crate::budget::BudgetState>,
+    pub(crate) budget: Option<super::budget::BudgetState>,
 }
 
 /// A run's structured-output progress.
