@@ -301,6 +301,15 @@ async fn settle(
                 }
                 Choice::Cancelled => left.push(r),
             },
+            // A reached budget as a permission: allowing extends it to the suggested
+            // limit (shown in the request), rejecting ends the run. Never "always".
+            RequirementKind::Budget { .. } => match permission::ask(conn, live, r).await {
+                Choice::AllowOnce | Choice::AllowAlways => decisions.push(approve(r, &by)),
+                Choice::RejectOnce | Choice::RejectAlways => {
+                    decisions.push(Decision::reject(&r.id, "ended in the editor").by(&by));
+                }
+                Choice::Cancelled => left.push(r),
+            },
             RequirementKind::UserInput { fields }
                 if conn.caps().forms && client::is_form(fields) =>
             {

@@ -68,6 +68,8 @@ pub(crate) struct AgentConfig {
     pub(crate) quorums: Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
     /// Who may decide and grant ([`AgentBuilder::eligibility_policy`]).
     pub(crate) eligibility: Option<crate::eligibility::Rules>,
+    /// The default budget of the agent's sessions, with its model's price.
+    pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -226,6 +228,7 @@ impl Agent {
                 approval_ttls: Arc::clone(&cfg.approval_ttls),
                 quorums: Arc::clone(&cfg.quorums),
                 eligibility: cfg.eligibility.clone(),
+                budget: cfg.budget.clone(),
             },
         )
     }
@@ -286,6 +289,8 @@ pub struct AgentBuilder {
     quorums: std::collections::BTreeMap<String, crate::requirement::Quorum>,
     policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
     eligibility: Option<crate::eligibility::Rules>,
+    budget: Option<crate::budget::Budget>,
+    prices: crate::budget::PriceTable,
 }
 
 impl Default for AgentBuilder {
@@ -314,6 +319,8 @@ impl Default for AgentBuilder {
             quorums: std::collections::BTreeMap::new(),
             policy: None,
             eligibility: None,
+            budget: None,
+            prices: crate::budget::PriceTable::new(),
         }
     }
 }
@@ -504,6 +511,22 @@ impl AgentBuilder {
         self
     }
 
+    /// The default budget of this agent's sessions (a session may have its own,
+    /// [`Call::with_budget`](crate::run::Call::with_budget)): when one of its limits is
+    /// reached the run pauses with a `budget` requirement before the next model call
+    /// or tool, for a person to extend it or end the run. See [`crate::budget`].
+    pub fn budget(mut self, limit: crate::budget::Budget) -> Self {
+        self.budget = Some(limit);
+        self
+    }
+
+    /// What a model's tokens cost, for the cost limit of [`AgentBuilder::budget`]: the
+    /// price of the model named `model` (as `ChatModel::model_name` reports it).
+    pub fn price(mut self, model: impl Into<String>, price: crate::budget::Price) -> Self {
+        self.prices.insert(model.into(), price);
+        self
+    }
+
     /// The instruction sent for the final summary when `max_iters` is reached.
     pub fn summary_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.summary_prompt = prompt.into();
@@ -554,6 +577,14 @@ impl AgentBuilder {
                 q.needed
             )));
         }
+        let budget = match self.budget {
+            Some(limit) => Some(Arc::new(crate::budget::BudgetRules::new(
+                limit,
+                &self.prices,
+                model.model_name(),
+            )?)),
+            None => None,
+        };
         let store = match self.store {
             Some(s) => s,
             None => Arc::new(InMemoryStore::new()),
@@ -579,6 +610,7 @@ impl AgentBuilder {
                 approval_ttls: Arc::new(self.approval_ttls),
                 quorums: Arc::new(self.quorums),
                 eligibility: self.eligibility,
+                budget,
             }),
             runtime: Arc::new(Runtime {
                 remote: RemoteInterrupts::default(),

@@ -19,6 +19,12 @@ pub struct Decided {
     pub via: String,
 }
 
+impl From<crate::budget::InvalidBudget> for AgentError {
+    fn from(e: crate::budget::InvalidBudget) -> Self {
+        Self::InvalidBudget { reason: e.reason }
+    }
+}
+
 /// Why a call on an [`Agent`](crate::Agent) or [`Session`](crate::Session) failed.
 ///
 /// Errors about decisions and inputs are raised before anything is written: the stored
@@ -165,6 +171,14 @@ pub enum AgentError {
         problems: Vec<String>,
         /// How many answers were tried.
         attempts: u32,
+    },
+    /// A budget limit or an extension of one cannot be accepted: a negative or
+    /// non-numeric value, an unknown field, a new limit not above what was spent, or a
+    /// cost limit without a price for the model.
+    #[error("invalid budget: {reason}")]
+    InvalidBudget {
+        /// What is wrong, and what would be accepted.
+        reason: String,
     },
     /// The input cannot be accepted (e.g. a user message carrying tool results).
     #[error("invalid input: {0}")]

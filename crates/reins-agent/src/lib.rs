@@ -59,6 +59,7 @@
 mod agent;
 pub mod approval;
 mod backend;
+pub mod budget;
 pub mod compression;
 mod delegate;
 mod drive;

@@ -21,15 +21,26 @@ pub enum RequirementKind {
     /// The caller executes the tool and hands back the result (`ToolPolicy::External`,
     /// or a tool that suspended itself).
     External,
+    /// The session's budget is reached ([`crate::budget`]): approve to extend it (with a
+    /// new limit as the edited input or the input values, or the suggested one), reject
+    /// to end the run. The requirement's tool use is named [`BUDGET_TOOL`] and shows
+    /// the same facts as its input.
+    ///
+    /// [`BUDGET_TOOL`]: crate::budget::BUDGET_TOOL
+    Budget {
+        /// What was spent, the limit and what was reached.
+        budget: Box<crate::budget::BudgetAsk>,
+    },
 }
 
 impl RequirementKind {
-    /// `confirmation`, `user_input` or `external`.
+    /// `confirmation`, `user_input`, `external` or `budget`.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Confirmation => "confirmation",
             Self::UserInput { .. } => "user_input",
             Self::External => "external",
+            Self::Budget { .. } => "budget",
         }
     }
 }
@@ -411,7 +422,9 @@ impl Decision {
 
     /// Whether this kind of decision answers this kind of requirement. Reject answers
     /// every kind; Approve answers confirmations; Input answers user input; an
-    /// external result answers external execution.
+    /// external result answers external execution; a budget is answered by Approve
+    /// (extend, with `edited_input` as the new limit), Input (the values are the new
+    /// limit) or Reject (end the run).
     pub fn fits(&self, kind: &RequirementKind) -> bool {
         matches!(
             (self, kind),
@@ -419,6 +432,10 @@ impl Decision {
                 | (Self::Approve { .. }, RequirementKind::Confirmation)
                 | (Self::Input { .. }, RequirementKind::UserInput { .. })
                 | (Self::ExternalResult { .. }, RequirementKind::External)
+                | (
+                    Self::Approve { .. } | Self::Input { .. },
+                    RequirementKind::Budget { .. }
+                )
         )
     }
 }

@@ -109,3 +109,8 @@ async fn acting_chunk_and_error_hooks_are_told() {
 async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
     on_local(Scenario::PolicyRules).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_is_extended_once_then_ended() {
+    on_local(Scenario::Budget).await;
+}

@@ -58,6 +58,29 @@ pub(crate) fn form(agent: &str, r: &Requirement) -> (String, Value, Value) {
                 "required": ["output"]
             }),
         ),
+        RequirementKind::Budget { .. } => (
+            format!(
+                "`{who}` has reached its budget: {}. Extend it or end the run.",
+                r.reason
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "decision": {
+                        "type": "string",
+                        "title": "Decision",
+                        "description": "extend lets the run go on; end finishes it here",
+                        "enum": ["extend", "end"]
+                    },
+                    "tokens": { "type": "integer", "minimum": 0, "title": "Token limit" },
+                    "cost": { "type": "number", "minimum": 0, "title": "Cost limit" },
+                    "tool_calls": { "type": "integer", "minimum": 0, "title": "Tool-call limit" },
+                    "wall_secs": { "type": "integer", "minimum": 0, "title": "Active-time limit (s)" },
+                    "note": { "type": "string", "title": "Note", "description": "Why the run ends" }
+                },
+                "required": ["decision"]
+            }),
+        ),
     };
     let meta = json!({
         REQUIREMENT_META: {
@@ -123,6 +146,41 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 }
                 Decision::input(&r.id, content)
             }
+            RequirementKind::Budget { .. } => match content.get("decision").and_then(Value::as_str)
+            {
+                Some("extend") => {
+                    let limit: serde_json::Map<String, Value> =
+                        ["tokens", "cost", "tool_calls", "wall_secs"]
+                            .into_iter()
+                            .filter_map(|k| {
+                                content
+                                    .get(k)
+                                    .filter(|v| !v.is_null())
+                                    .map(|v| (k.to_owned(), v.clone()))
+                            })
+                            .collect();
+                    if limit.is_empty() {
+                        Decision::approve(&r.id)
+                    } else {
+                        // The run checks the new limit (a typed refusal when it is no limit).
+                        Decision::approve_with(&r.id, Value::Object(limit))
+                    }
+                }
+                Some("end") => Decision::reject(
+                    &r.id,
+                    content
+                        .get("note")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                ),
+                other => {
+                    return Err(format!(
+                        "the answer to `{}` must have decision \"extend\" or \"end\", got {}",
+                        r.id,
+                        other.map_or_else(|| "nothing".to_owned(), |o| format!("{o:?}"))
+                    ));
+                }
+            },
             RequirementKind::External => {
                 let Some(output) = content.get("output").and_then(Value::as_str) else {
                     return Err(format!(

@@ -202,7 +202,7 @@ pub struct Interrupted {
 pub struct Refused {
     /// `not_found`, `not_paused`, `unknown_requirement`, `stale_view`, `busy`,
     /// `already_decided`, `already_approved`, `not_eligible`, `invalid_decision`,
-    /// `expired`, `invalid_input` or `internal` (the codes reins-server answers with).
+    /// `expired`, `invalid_input`, `invalid_budget` or `internal` (the codes reins-server answers with).
     pub code: String,
     /// A sentence for a person.
     pub message: String,
@@ -231,7 +231,8 @@ pub struct Refused {
     /// For `already_approved`: the quorum's approvals so far and approvals needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<QuorumCount>,
-    /// For `not_eligible`: why the approval cannot count.
+    /// For `not_eligible`: why the approval cannot count; for `invalid_budget`: what is
+    /// wrong with the limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -314,6 +315,10 @@ impl Refused {
                 "not_eligible"
             }
             AgentError::InvalidInput(_) => "invalid_input",
+            AgentError::InvalidBudget { reason } => {
+                r.reason = Some(reason.clone());
+                "invalid_budget"
+            }
             AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => "not_found",
             _ => "internal",
         }
@@ -343,6 +348,9 @@ impl Refused {
                 id: self.session.clone(),
             }),
             "invalid_input" => AgentError::InvalidInput(self.message.clone()),
+            "invalid_budget" => AgentError::InvalidBudget {
+                reason: self.reason.clone().unwrap_or_else(|| self.message.clone()),
+            },
             "already_decided" => AgentError::AlreadyDecided {
                 id: self.id.clone().unwrap_or_default(),
                 decided: Box::new(self.decided.clone()?),

@@ -233,3 +233,8 @@ async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
 async fn cedar_policies_answer_the_rules_scenario() {
     on_restate_with(Scenario::PolicyRules, true).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_is_extended_once_then_ended() {
+    on_restate(Scenario::Budget).await;
+}

@@ -334,6 +334,10 @@ impl From<AgentError> for ServerError {
                 code: "invalid_input",
                 message,
             },
+            AgentError::InvalidBudget { .. } => Self::Invalid {
+                code: "invalid_budget",
+                message: format!("{message}; nothing changed"),
+            },
             AgentError::Store(reins_memory::Error::SessionNotFound { id }) => {
                 Self::UnknownSession(id)
             }

@@ -465,3 +465,39 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
     }
     assert_eq!(a.ran(), ["delete:a.txt"]);
 }
+
+/// A budget requirement over A2A (`tests/a2a/budget.py`, the real a2a-sdk client):
+/// INPUT_REQUIRED with a `budget` requirement before the tool starts, a refused low
+/// limit, the extension through the second instance, and an end that completes the
+/// task with a message saying the budget ended it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_a2a_client_extends_and_ends_a_budget() {
+    let Some(python) = client_available("a2a budget") else {
+        return;
+    };
+    let (dir, store_a, store_b) = two_stores().await;
+    let ran: Ran = Arc::default();
+    let limit = reins_agent::budget::Budget::new().tool_calls(1);
+    let with_budget = |store: Arc<dyn MemoryStore>| {
+        reins_agent::Agent::builder()
+            .name("TestAgent")
+            .model(reins_model::ScriptedModel::from_fn(respond))
+            .toolkit(toolkit(&ran))
+            .store_arc(store)
+            .budget(limit)
+            .build()
+            .unwrap()
+    };
+    let a = serve(with_budget(store_a), ran.clone(), dir, |s| s).await;
+    let b = serve(with_budget(store_b), ran.clone(), None, |s| s).await;
+    let report = run_client(&python, "budget.py", &a, &b, &[("A2A_TOKEN", CAROL)]).await;
+    assert_eq!(report["ended"], true, "{report}");
+    assert!(
+        report["low_limit_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not above what was spent"),
+        "{report}"
+    );
+    assert_eq!(a.ran(), ["delete:a.txt", "delete:b.txt"]);
+}

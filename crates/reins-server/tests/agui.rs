@@ -256,3 +256,70 @@ async fn a_cancel_request_ends_the_agui_run_as_cancelled() {
         (400, Some("bad_body"))
     );
 }
+
+/// A budget requirement over AG-UI (`tests/agui/budget.mjs`, the real client): a
+/// `reins:budget` interrupt before the tool starts, a refused low limit, an extension,
+/// and an end with an honest final message, all in the audit trail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_agui_client_extends_and_ends_a_budget() {
+    if !client_available("agui budget") {
+        return;
+    }
+    let (dir, store) = sqlite_store().await;
+    let ran: Ran = std::sync::Arc::default();
+    let agent = reins_agent::Agent::builder()
+        .name("TestAgent")
+        .model(reins_model::ScriptedModel::from_fn(respond).with_chunk_size(32))
+        .toolkit(toolkit(&ran))
+        .store_arc(store)
+        .budget(reins_agent::budget::Budget::new().tool_calls(1))
+        .build()
+        .unwrap();
+    let server = serve(agent, ran, Some(dir), |s| s).await;
+    let child = tokio::process::Command::new("node")
+        .arg(client_dir().join("budget.mjs"))
+        .arg(&server.base)
+        .env("AGUI_CAROL", CAROL)
+        .current_dir(client_dir())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("the AG-UI client did not finish within 120 s")
+        .expect("node could not be started");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the AG-UI budget client failed:\n{stderr}\n{stdout}"
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("the client's report");
+    let facts = &report["facts"];
+    assert_eq!(facts["budget_interrupt"]["kind"], "budget", "{facts}");
+    assert!(
+        facts["low_limit_error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not above what was spent"),
+        "{facts}"
+    );
+    assert_eq!(server.ran(), ["delete:a.txt", "delete:b.txt"]);
+    let (status, trail) = server
+        .get(
+            ADMIN,
+            &format!("/v1/sessions/{}/decisions", enc("carol/budget")),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let budget: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "budget")
+        .collect();
+    assert_eq!(budget.len(), 2, "{trail}");
+    assert_eq!(budget[0]["decision"], "approve");
+    assert_eq!(budget[0]["executed_input"]["tool_calls"], 2);
+    assert_eq!(budget[0]["actor"]["principal"], "carol");
+    assert_eq!(budget[1]["decision"], "reject");
+}

@@ -145,8 +145,22 @@ impl Calls {
     /// Hands out every call that can be dispatched now and was not yet: cleared
     /// calls with their arguments, sub-agent calls with the answers routed to them,
     /// calls in flight with the answer to their question. Each is marked dispatched.
+    #[cfg(test)]
     pub(crate) fn dispatch(&mut self) -> Vec<Execution> {
+        self.dispatch_within(None).0
+    }
+
+    /// [`Calls::dispatch`], starting at most `fresh_left` calls that were not started
+    /// yet (`None`: any number; answers for calls already started always go). Returns
+    /// the batch, how many fresh calls it starts, and whether a cleared call was held
+    /// back by the limit.
+    pub(crate) fn dispatch_within(
+        &mut self,
+        mut fresh_left: Option<u64>,
+    ) -> (Vec<Execution>, u64, bool) {
         let mut batch = Vec::new();
+        let mut fresh = 0;
+        let mut held = false;
         for slot in self.iter_mut() {
             let e = match &mut slot.status {
                 SlotStatus::Ready {
@@ -155,6 +169,12 @@ impl Calls {
                     dispatched,
                     ..
                 } if !*dispatched => {
+                    if fresh_left == Some(0) {
+                        held = true;
+                        continue;
+                    }
+                    fresh_left = fresh_left.map(|n| n - 1);
+                    fresh += 1;
                     *dispatched = true;
                     Execution::new(slot.tool_use.clone(), input.clone(), *edited)
                 }
@@ -184,7 +204,7 @@ impl Calls {
             };
             batch.push(e);
         }
-        batch
+        (batch, fresh, held)
     }
 
     /// Calls dispatched but never reported (the driver stopped short) become

@@ -107,6 +107,8 @@ pub struct Call {
     pub(super) approval_ttls: Arc<BTreeMap<String, u64>>,
     pub(super) quorums: Arc<BTreeMap<String, Quorum>>,
     pub(super) eligibility: Option<crate::eligibility::Rules>,
+    pub(super) budget: Option<Arc<crate::budget::BudgetRules>>,
+    pub(super) session_budget: Option<crate::budget::Budget>,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -124,6 +126,8 @@ pub(crate) struct AgentRules {
     pub(crate) quorums: Arc<BTreeMap<String, Quorum>>,
     /// Who may decide.
     pub(crate) eligibility: Option<crate::eligibility::Rules>,
+    /// The default budget of the agent's sessions and its model's price.
+    pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
 }
 
 impl Call {
@@ -145,6 +149,8 @@ impl Call {
             approval_ttls: rules.approval_ttls,
             quorums: rules.quorums,
             eligibility: rules.eligibility,
+            budget: rules.budget,
+            session_budget: None,
             now,
         }
     }
@@ -163,6 +169,7 @@ impl Call {
                 approval_ttls: Arc::default(),
                 quorums: Arc::default(),
                 eligibility: None,
+                budget: None,
             },
         )
     }
@@ -190,6 +197,19 @@ impl Call {
     pub fn with_output(mut self, spec: OutputSpec) -> Self {
         self.output = Some(spec);
         self
+    }
+
+    /// Sets the session's own budget limit (stored with the session, over the
+    /// agent's default) as the call starts; refused at the start when it is invalid.
+    #[must_use]
+    pub fn with_budget(mut self, limit: crate::budget::Budget) -> Self {
+        self.session_budget = Some(limit);
+        self
+    }
+
+    /// The agent's default budget and its model's price, when it has one.
+    pub fn budget(&self) -> Option<&crate::budget::BudgetRules> {
+        self.budget.as_deref()
     }
 
     /// The session the run belongs to.

@@ -35,6 +35,8 @@ impl Run {
             approval_ttls,
             quorums,
             eligibility,
+            budget,
+            session_budget,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -66,6 +68,9 @@ impl Run {
                 return Err(refuse(self, e, actor.as_ref(), Some(v)));
             }
         }
+        if let Some(Err(e)) = session_budget.as_ref().map(crate::budget::Budget::validate) {
+            return Err(refuse(self, e.into(), actor.as_ref(), view.as_ref()));
+        }
         let starts_run = matches!(&input, RunInput::Message(m) if m.role != Role::Tool);
         if let Some(problem) = output
             .as_ref()
@@ -89,6 +94,7 @@ impl Run {
             approval_ttls,
             quorums,
             eligibility,
+            budget,
             actor,
             view,
             ..CallTally::default()
@@ -98,7 +104,9 @@ impl Run {
             RunInput::Resume => self.begin_resume(now),
             RunInput::Decisions(ds) => self.begin_decisions(ds, now, true),
         };
-        begun.map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))
+        begun.map_err(|e| refuse(self, e, self.call.actor.as_ref(), self.call.view.as_ref()))?;
+        self.budget_begin(session_budget, now);
+        Ok(())
     }
 
     fn begin_message(&mut self, msg: Msg, now: DateTime<Utc>) -> Result<()> {
@@ -146,7 +154,7 @@ impl Run {
     /// gets a `reject` record (via `via`, by `by`) in the audit trail. Ends the turn's
     /// calls. Returns the sub-agent calls whose child sessions still wait (to be closed
     /// in turn by the driver).
-    fn close_turn(
+    pub(super) fn close_turn(
         &mut self,
         note: &str,
         via: &str,
@@ -158,6 +166,9 @@ impl Run {
         let waiting = self.requirements();
         for req in &waiting {
             self.log_decision(req, "reject", via, by, None, Some(note.to_owned()), now);
+        }
+        if let Some(b) = self.state.budget.as_mut() {
+            b.asked = None;
         }
         for slot in &mut self.state.slots {
             match &slot.status {
@@ -309,6 +320,13 @@ impl Run {
                 });
             }
         }
+        if let Some(b) = self.budget_requirement() {
+            return Err(AgentError::InvalidInput(format!(
+                "resume() does not extend a budget: answer `{}` with resolve(), approving it \
+                 with a new limit or rejecting it to end the run",
+                b.id
+            )));
+        }
         let waiting = self.requirements();
         let confirmations = waiting
             .iter()
@@ -411,11 +429,30 @@ impl Run {
         }
         let pending: Vec<String> = self.requirements().into_iter().map(|r| r.id).collect();
         let mut seen = HashSet::new();
+        // The budget's answer, checked first (nothing changes when it is refused).
+        let budget_id = self.budget_requirement().map(|r| r.id.clone());
+        let mut budget = None;
         for d in &decisions {
             if !seen.insert(d.id()) {
                 return Err(AgentError::DuplicateDecision {
                     id: d.id().to_owned(),
                 });
+            }
+            if Some(d.id()) == budget_id.as_deref() {
+                if let Some(req) = self.budget_requirement() {
+                    if let Some(shown) = d.shown_fingerprint() {
+                        let current = req.fingerprint();
+                        if shown != current {
+                            return Err(AgentError::ShownArgumentsChanged {
+                                id: req.id.clone(),
+                                shown: shown.to_owned(),
+                                current,
+                            });
+                        }
+                    }
+                }
+                budget = Some((d.clone(), self.check_budget_decision(d)?));
+                continue;
             }
             let Some(req) = self.state.slots.requirement(d.id()) else {
                 return Err(AgentError::UnknownRequirement {
@@ -473,9 +510,18 @@ impl Run {
                 }
             }
         }
-        // All valid: apply.
+        // All valid: apply. Ending the run at its budget closes the whole turn.
+        if let Some((d, extend)) = budget {
+            self.apply_budget_decision(&d, extend, now);
+            if extend.is_none() {
+                return Ok(());
+            }
+        }
         let mut results = Vec::new();
         for d in decisions {
+            if Some(d.id()) == budget_id.as_deref() {
+                continue;
+            }
             let d = match self.count_quorum_approval(d, now) {
                 Some(d) => d,
                 // Counted; the requirement waits for more approvals.
@@ -616,6 +662,10 @@ impl Run {
 
     /// After answers: run what is cleared, or reason when nothing waits.
     fn after_answers(&mut self) {
+        if self.budget_requirement().is_some() {
+            self.state.phase = Phase::Paused;
+            return;
+        }
         let any_ready = self.state.slots.iter().any(|s| {
             matches!(
                 s.status,

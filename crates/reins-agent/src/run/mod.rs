@@ -74,6 +74,7 @@
 //! ```
 
 mod answer;
+mod budget;
 mod calls;
 use answer::Answer;
 mod audit;
@@ -86,6 +87,7 @@ mod replay;
 mod request;
 mod types;
 
+pub use budget::BUDGET_ENDED_MARK;
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
@@ -200,6 +202,8 @@ struct CallTally {
     consult: Vec<String>,
     /// The requirements of the [`Step::Consult`] handed out and not yet answered.
     consulting: Option<Vec<String>>,
+    /// The agent's default budget and its model's price.
+    budget: Option<std::sync::Arc<crate::budget::BudgetRules>>,
 }
 
 impl Run {
@@ -281,7 +285,11 @@ impl Run {
     /// The requirements a paused run waits for, in the model's order; a sub-agent's
     /// requirements (with their [`Requirement::path`]) stand where its call is.
     pub fn requirements(&self) -> Vec<Requirement> {
-        self.state.slots.requirements()
+        let mut out = self.state.slots.requirements();
+        if let Some(b) = self.budget_requirement() {
+            out.push(b.clone());
+        }
+        out
     }
 
     /// The answers routed to the sub-agent call `id`, when it is one that waits to be
@@ -306,16 +314,32 @@ impl Run {
                         self.state.phase = Phase::Summarizing;
                         continue;
                     }
+                    // The budget is checked before the model is called, never during.
+                    if self.budget_pause(false) {
+                        continue;
+                    }
                     return self.reason_step(false);
                 }
-                Phase::Summarizing => return self.reason_step(true),
+                Phase::Summarizing => {
+                    if self.budget_pause(false) {
+                        continue;
+                    }
+                    return self.reason_step(true);
+                }
                 Phase::Acting => {
                     if !self.call.replayed.is_empty() {
                         return Step::Replayed(std::mem::take(&mut self.call.replayed));
                     }
-                    let batch = self.state.slots.dispatch();
+                    // The budget is checked before a tool starts: calls beyond it are
+                    // held back (answers for calls already running still go).
+                    let (batch, fresh, held) =
+                        self.state.slots.dispatch_within(self.budget_calls_left());
+                    self.budget_started(fresh);
                     if !batch.is_empty() {
                         return Step::Execute(batch);
+                    }
+                    if held && self.budget_pause(true) {
+                        continue;
                     }
                     let waiting = self.requirements();
                     if self.state.slots.has_waiting() {
@@ -383,6 +407,8 @@ impl Run {
     ) {
         self.call.usage += usage;
         self.call.iterations += 1;
+        self.budget_usage(&usage);
+        self.budget_tick(now);
         msg.role = Role::Assistant;
         if self.state.phase == Phase::Summarizing {
             // The summary call is made without tools; drop any tool use it made anyway.
@@ -533,6 +559,7 @@ impl Run {
         stop: bool,
         now: DateTime<Utc>,
     ) {
+        self.budget_tick(now);
         let mut results = Vec::new();
         for o in outcomes {
             match o {
@@ -731,6 +758,7 @@ impl Run {
                 asked,
                 now,
             } => {
+                self.budget_tick(now);
                 return self
                     .answer_consult(decisions, asked, now)
                     .map_err(Refusal::from);
@@ -749,7 +777,10 @@ impl Run {
                 now,
             } => self.on_tool_results(outcomes, stop, now),
             Event::Summarized(summary) => self.add_summary(summary),
-            Event::Usage(usage) => self.call.usage += usage,
+            Event::Usage(usage) => {
+                self.call.usage += usage;
+                self.budget_usage(&usage);
+            }
             Event::Interrupted(results) => {
                 self.interrupt(results);
             }

@@ -366,6 +366,10 @@ pub struct RunState {
     /// started it (what standing grants scoped to a principal are matched against).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) principal: Option<String>,
+    /// What the session spent, its own limit and a pending budget requirement (see
+    /// [`crate::budget`]); absent while no budget was ever in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) budget: Option<super::budget::BudgetState>,
 }
 
 /// A run's structured-output progress.
@@ -433,6 +437,7 @@ impl Default for RunState {
             output: None,
             replay: None,
             principal: None,
+            budget: None,
         }
     }
 }

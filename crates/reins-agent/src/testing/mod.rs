@@ -57,6 +57,7 @@ use crate::state::SessionView;
 use crate::structured::{FINAL_ANSWER_TOOL, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
+mod budget;
 mod features;
 mod observe;
 mod output;
@@ -103,11 +104,13 @@ pub enum Scenario {
     Interrupt,
     /// Rules as policies: which calls run, which are rejected, who may decide.
     PolicyRules,
+    /// A budget of one tool call: extended once, then the run is ended at it.
+    Budget,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -124,12 +127,13 @@ impl Scenario {
         Scenario::IdempotencyKey,
         Scenario::Interrupt,
         Scenario::PolicyRules,
+        Scenario::Budget,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
     /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`,
     /// `compression`, `reconcile`, `fork_replay`, `idempotency_key`, `interrupt`,
-    /// `policy_rules`).
+    /// `policy_rules`, `budget`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -148,6 +152,7 @@ impl Scenario {
             Scenario::IdempotencyKey => "idempotency_key",
             Scenario::Interrupt => "interrupt",
             Scenario::PolicyRules => "policy_rules",
+            Scenario::Budget => "budget",
         }
     }
 
@@ -198,6 +203,7 @@ impl Scenario {
             Scenario::PolicyRules => b
                 .approval_policy(rules.approval)
                 .eligibility_policy(rules.eligibility),
+            Scenario::Budget => b.budget(budget::limit()),
             Scenario::Reconcile
             | Scenario::ForkReplay
             | Scenario::IdempotencyKey
@@ -240,6 +246,7 @@ impl Scenario {
             Scenario::IdempotencyKey => on.idempotency_key(&session).await,
             Scenario::Interrupt => on.interrupt(&session).await,
             Scenario::PolicyRules => on.policy_rules(&session).await,
+            Scenario::Budget => on.budget(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }

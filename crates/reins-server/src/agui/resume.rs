@@ -6,6 +6,7 @@
 //! | confirmation | `tool_call` | `{approved: boolean, editedArgs?: object, note?: string}` |
 //! | user input | `input_required` | the requirement's own schema; the payload is the values |
 //! | external execution | `reins:external_result` | `{output: any, isError?: boolean}` |
+//! | budget reached | `reins:budget` | `{approved: boolean, limit?: object, note?: string}`: approve extends (to `limit`, else the suggested one), not approved ends the run |
 //!
 //! `status: "cancelled"` rejects the call, whatever its kind. An interrupt's id is the
 //! requirement's id (the tool call's), so `toolCallId` names the same call.
@@ -21,6 +22,7 @@ fn reason_of(kind: &RequirementKind) -> &'static str {
         RequirementKind::Confirmation => "tool_call",
         RequirementKind::UserInput { .. } => "input_required",
         RequirementKind::External => "reins:external_result",
+        RequirementKind::Budget { .. } => "reins:budget",
     }
 }
 
@@ -52,6 +54,29 @@ fn response_schema(kind: &RequirementKind) -> Value {
             },
             "required": ["output"],
         }),
+        RequirementKind::Budget { .. } => json!({
+            "type": "object",
+            "properties": {
+                "approved": {
+                    "type": "boolean",
+                    "description": "true extends the budget, false ends the run",
+                },
+                "limit": {
+                    "type": "object",
+                    "description": "The new limit (fields replace the current ones; \
+                                    without it, the suggested limit)",
+                    "properties": {
+                        "tokens": {"type": "integer", "minimum": 0},
+                        "cost": {"type": "number", "minimum": 0},
+                        "tool_calls": {"type": "integer", "minimum": 0},
+                        "wall_secs": {"type": "integer", "minimum": 0},
+                    },
+                    "additionalProperties": false,
+                },
+                "note": {"type": "string", "description": "When not approved: why"},
+            },
+            "required": ["approved"],
+        }),
     }
 }
 
@@ -76,6 +101,12 @@ pub(crate) fn interrupt_of(r: &Requirement) -> Value {
         "responseSchema": response_schema(&r.kind),
         "metadata": {"reins": reins},
     });
+    // A budget is no tool call of the transcript: the interrupt names none.
+    if matches!(r.kind, RequirementKind::Budget { .. }) {
+        if let Some(o) = i.as_object_mut() {
+            o.remove("toolCallId");
+        }
+    }
     if let Some(t) = r.expires_at {
         i["expiresAt"] = json!(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     }
@@ -155,6 +186,27 @@ pub(crate) fn decision_of(entry: &ResumeEntry, req: &Requirement) -> Result<Deci
                 return Err(bad("must be an object of the values asked for"));
             }
             Ok(Decision::input(id, payload.clone()))
+        }
+        RequirementKind::Budget { .. } => {
+            let o = payload
+                .as_object()
+                .ok_or_else(|| bad("must be an object `{approved, limit?, note?}`"))?;
+            let approved = o
+                .get("approved")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| bad("needs `approved` (a boolean)"))?;
+            let limit = o.get("limit").filter(|v| !v.is_null());
+            let note = o.get("note").filter(|v| !v.is_null());
+            match (approved, limit, note) {
+                (true, _, Some(_)) => Err(bad("has a `note`, which only an end carries")),
+                (true, None, None) => Ok(Decision::approve(id)),
+                // The run checks the limit itself (a typed refusal when it is not one).
+                (true, Some(l), None) => Ok(Decision::approve_with(id, l.clone())),
+                (false, Some(_), _) => Err(bad("has a `limit` but does not approve")),
+                (false, None, None) => Ok(Decision::reject(id, "")),
+                (false, None, Some(Value::String(s))) => Ok(Decision::reject(id, s.clone())),
+                (false, None, Some(_)) => Err(bad("has a `note` that is not a string")),
+            }
         }
         RequirementKind::External => {
             let o = payload

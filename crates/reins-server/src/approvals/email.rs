@@ -266,6 +266,7 @@ impl EmailApprovals {
             RequirementKind::Confirmation => "waits for your approval",
             RequirementKind::UserInput { .. } => "waits for your input",
             RequirementKind::External => "waits for its result",
+            RequirementKind::Budget { .. } => "reached its budget",
         };
         let body = format!(
             "{name}, a call {what}.\n\n\

@@ -164,6 +164,9 @@ pub(crate) async fn get_requirements(
                 RequirementKind::Confirmation => ("confirmation", None),
                 RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
                 RequirementKind::External => ("external", None),
+                // Approve extends to the suggested limit shown in the arguments; a new
+                // limit goes through the decisions API as `edited_input`.
+                RequirementKind::Budget { .. } => ("budget", None),
             };
             items.push(InboxItem {
                 session_id: s.id.clone(),
