@@ -246,6 +246,15 @@ impl Run {
         &self.state
     }
 
+    /// Keeps the W3C `traceparent` of the turn that is pausing in the run state (the
+    /// turn that resumes it links to it; see [`crate::telemetry`]). `None` changes
+    /// nothing (no OpenTelemetry layer records this turn).
+    pub fn keep_traceparent(&mut self, traceparent: Option<String>) {
+        if traceparent.is_some() {
+            self.state.traceparent = traceparent;
+        }
+    }
+
     /// Where the run is.
     pub fn phase(&self) -> Phase {
         self.state.phase
@@ -307,6 +316,9 @@ impl Run {
                 Phase::Summarizing => return self.reason_step(true),
                 Phase::Acting => {
                     if !self.call.replayed.is_empty() {
+                        for r in &self.call.replayed {
+                            crate::telemetry::replayed(&r.name, &r.id);
+                        }
                         return Step::Replayed(std::mem::take(&mut self.call.replayed));
                     }
                     let batch = self.state.slots.dispatch();
@@ -352,6 +364,12 @@ impl Run {
         let ids: Vec<String> = waiting.iter().map(|r| r.id.clone()).collect();
         if ids == self.state.stored_requirements {
             return;
+        }
+        for r in waiting
+            .iter()
+            .filter(|r| !self.state.stored_requirements.contains(&r.id))
+        {
+            crate::telemetry::requirement_pending(r);
         }
         self.req_ops.clear = true;
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
@@ -733,6 +751,7 @@ impl Run {
             Event::Summarized(summary) => self.add_summary(summary),
             Event::Usage(usage) => self.call.usage += usage,
             Event::Interrupted(results) => {
+                crate::telemetry::interrupted(&self.call.session);
                 self.interrupt(results);
             }
         }

@@ -366,6 +366,10 @@ pub struct RunState {
     /// started it (what standing grants scoped to a principal are matched against).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) principal: Option<String>,
+    /// The W3C `traceparent` of the turn that paused (with the `otel` feature and an
+    /// OpenTelemetry layer installed): the turn that resumes it links to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) traceparent: Option<String>,
 }
 
 /// A run's structured-output progress.
@@ -404,6 +408,12 @@ impl RunState {
         self.principal.as_deref()
     }
 
+    /// The W3C `traceparent` of the turn that paused, when one was stored (see
+    /// [`crate::telemetry`]).
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
     /// The calls a driver must settle from its tool-call ledger before it begins a
     /// call with `input` (and feed back as [`Event::Settled`](super::Event::Settled)):
     /// after a crash in the middle of tool execution, a new message closes the turn,
@@ -433,6 +443,7 @@ impl Default for RunState {
             output: None,
             replay: None,
             principal: None,
+            traceparent: None,
         }
     }
 }
