@@ -81,6 +81,7 @@ mod agui;
 mod grants;
 mod health;
 mod inbox;
+pub mod prometheus;
 mod sessions;
 
 pub mod auth;
@@ -297,6 +298,7 @@ impl Server {
             .merge(inbox::router())
             .merge(grants::router())
             .merge(health::router())
+            .merge(prometheus::router())
             .merge(openapi::router())
             .merge(protocols)
             .fallback(error::not_found)
