@@ -82,6 +82,8 @@ mod grants;
 mod health;
 mod inbox;
 pub mod prometheus;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod sessions;
 
 pub mod auth;

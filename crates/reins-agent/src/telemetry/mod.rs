@@ -11,7 +11,7 @@
 //!
 //! | span (`otel.name`) | where | attributes |
 //! |---|---|---|
-//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed` |
+//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
 //! | `chat {model}` | one per model call ([`crate::effects::reason`]) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
 //! | `execute_tool {tool}` | one per tool call | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `reins.tool.outcome`, `error.type` |
 //!
@@ -105,6 +105,7 @@ pub fn invoke_agent(agent: &str, session: &str, resumed: bool) -> Span {
         gen_ai.agent.name = %agent,
         gen_ai.conversation.id = %session,
         reins.resumed = resumed,
+        reins.resumes = Empty,
         reins.run.status = Empty,
         otel.status_code = Empty,
         error.type = Empty,

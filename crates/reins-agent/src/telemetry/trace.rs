@@ -30,9 +30,10 @@ pub fn current_traceparent() -> Option<String> {
     None
 }
 
-/// Links `span` to the span a `traceparent` names (a malformed one is ignored: it
-/// came from a store, and a missing link is better than a failed turn). Returns
-/// whether the link was made.
+/// Links `span` to the span a `traceparent` names, and records it as the span's
+/// `reins.resumes` attribute (for backends that show no links). A malformed one is
+/// ignored: it came from a store, and a missing link is better than a failed turn.
+/// Returns whether the link was made.
 #[cfg(feature = "otel")]
 pub fn link_to_traceparent(span: &Span, traceparent: &str) -> bool {
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
@@ -64,6 +65,7 @@ pub fn link_to_traceparent(span: &Span, traceparent: &str) -> bool {
     if !cx.is_valid() {
         return false;
     }
+    span.record("reins.resumes", traceparent);
     span.add_link_with_attributes(
         cx,
         vec![opentelemetry::KeyValue::new("reins.link", "resumes")],
