@@ -81,9 +81,9 @@ mod agui;
 mod grants;
 mod health;
 mod inbox;
-pub mod prometheus;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod prometheus;
 mod sessions;
 
 pub mod auth;

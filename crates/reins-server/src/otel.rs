@@ -21,7 +21,7 @@
 //! the logs stay with whatever other layer the application installs.
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{WithExportConfig, WithTonicConfig as _};
+use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
@@ -78,6 +78,9 @@ impl Otlp {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(OtlpError::NoRuntime);
         }
+        // The exporter's HTTPS client needs a process-wide crypto provider: ring, as
+        // the rest of the workspace (a provider installed before is kept).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let exporter = match protocol {
             OtlpProtocol::Http => {
                 let url = if rest.contains('/') && !rest.ends_with('/') {
@@ -93,7 +96,6 @@ impl Otlp {
             OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_endpoint(endpoint)
-                .with_compression(opentelemetry_otlp::Compression::Gzip)
                 .build(),
         }
         .map_err(|e| OtlpError::Exporter(e.to_string()))?;

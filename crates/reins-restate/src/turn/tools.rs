@@ -268,7 +268,9 @@ async fn tool_step(
     )
     .await;
     match &out {
-        Ok(ToolStep::Done(r)) => span.record(reins_agent::telemetry::outcome_label(&r.outcome), None),
+        Ok(ToolStep::Done(r)) => {
+            span.record(reins_agent::telemetry::outcome_label(&r.outcome), None)
+        }
         Ok(ToolStep::Suspended { .. }) => span.record("suspended", None),
         Ok(ToolStep::Asked { .. }) => span.record("asking", None),
         Err(_) => span.record("failed", None),
