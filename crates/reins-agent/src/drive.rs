@@ -21,6 +21,7 @@ use crate::state::{SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::OutputSpec;
 use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
+use tracing::Instrument;
 
 mod act;
 mod ask;
@@ -184,14 +185,38 @@ impl Driver {
         }
     }
 
+    /// One turn, in its `invoke_agent` span (see [`crate::telemetry`]).
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
         let resumed = !matches!(call.input(), RunInput::Message(m) if m.role != Role::Tool);
+        let span = crate::telemetry::invoke_agent(&self.agent.config.name, &self.session, resumed);
+        let out = self
+            .turn(core, call, resumed)
+            .instrument(span.clone())
+            .await;
+        crate::telemetry::run_ended(
+            &span,
+            out.as_ref()
+                .map(|o| o.status)
+                .map_err(crate::telemetry::error_type),
+        );
+        out
+    }
+
+    async fn turn(
+        &mut self,
+        core: &mut SessionCore,
+        call: Call,
+        resumed: bool,
+    ) -> Result<RunOutput> {
         // Copied for the `PreCall` hooks only when one listens.
         let pre_input = match call.input() {
             RunInput::Message(m) if self.wants(HookEventKind::PreCall) => Some(m.clone()),
             _ => None,
         };
         let waiting_children = self.begin(core, &call).await?;
+        if resumed && let Some(tp) = core.run.state().traceparent() {
+            crate::telemetry::link_to_traceparent(&tracing::Span::current(), tp);
+        }
 
         self.close_children(&waiting_children, &call).await;
         self.emit(|| RunEvent::RunStarted {
@@ -281,6 +306,9 @@ impl Driver {
                 }
                 Step::Pause(reqs) => {
                     deferred();
+                    // The turn that resumes this one links to it.
+                    core.run
+                        .keep_traceparent(crate::telemetry::current_traceparent());
                     self.commit_releasing(core).await?;
                     self.emit(|| RunEvent::Paused { requirements: reqs });
                     break RunStatus::Paused;
@@ -523,7 +551,10 @@ impl Driver {
             None
         };
         commit.release_lock = release.map(str::to_owned);
-        match self.agent.runtime.store.commit(&self.session, commit).await {
+        let started = std::time::Instant::now();
+        let stored = self.agent.runtime.store.commit(&self.session, commit).await;
+        crate::telemetry::store_call("commit", started.elapsed());
+        match stored {
             Ok(v) => {
                 core.version = v;
                 if release.is_some() {

@@ -82,6 +82,7 @@ mod snapshot;
 mod state;
 mod structured;
 pub mod subagent;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transcript;

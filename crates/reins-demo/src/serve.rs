@@ -21,6 +21,7 @@
 //! cargo xtask serve --mcp stdio                      # MCP on stdin/stdout, inbox on a free port
 //! cargo xtask serve --acp                            # ACP (editors) on stdin/stdout, inbox on a free port
 //! cargo xtask serve --restate                        # the same, on Restate
+//! cargo xtask serve --otlp http://127.0.0.1:4318     # + spans over OTLP (docs/observability.md)
 //! ```
 
 mod restate;
@@ -32,7 +33,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reins::prelude::*;
+use reins_server::otel::{Otlp, OtlpProtocol};
 use reins_server::{AccessRole, Auth, Principal, Server};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::mcp::McpMode;
 use crate::{AGENT, provider, sandbox, system_prompt};
@@ -63,6 +68,11 @@ const USAGE: &str =
                       (installed by `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate`;
                       its data in DIR/restate, the sessions in DIR/restate.db); after a crash or
                       kill -9 of any of its processes, run the same command again
+  --otlp URL          send reins's spans (invoke_agent, chat, execute_tool and the reins.*
+                      events; see docs/observability.md) over OTLP to URL, e.g.
+                      http://127.0.0.1:4318 (OTLP/HTTP; /v1/traces is added) or, with
+                      --otlp-protocol grpc, http://127.0.0.1:4317
+  --otlp-protocol P   `http` (default) or `grpc`
   --restate-ports N   with --restate: restate-server's ingress on 127.0.0.1:N, its admin API on
                       N+1, its node on N+2, the agent's Restate endpoint on N+3 (default 9080)";
 
@@ -80,6 +90,8 @@ struct Options {
     restate: bool,
     /// `--restate-ports`: the first of the four ports `--restate` uses.
     restate_ports: Option<u16>,
+    /// `--otlp URL` (and `--otlp-protocol`): where reins's spans go.
+    otlp: Option<(String, OtlpProtocol)>,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
@@ -93,7 +105,9 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         inbox_url: None,
         restate: false,
         restate_ports: None,
+        otlp: None,
     };
+    let mut protocol = None;
     let args: Vec<String> = args.collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return Ok(None);
@@ -122,8 +136,25 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
             }
             "--acp" => o.acp = true,
             "--inbox-url" => o.inbox_url = Some(value("--inbox-url")?),
+            "--otlp" => o.otlp = Some((value("--otlp")?, OtlpProtocol::Http)),
+            "--otlp-protocol" => {
+                protocol = Some(match value("--otlp-protocol")?.as_str() {
+                    "http" | "http/protobuf" => OtlpProtocol::Http,
+                    "grpc" => OtlpProtocol::Grpc,
+                    other => {
+                        return Err(format!(
+                            "--otlp-protocol: `{other}` is not `http` or `grpc`"
+                        ));
+                    }
+                });
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
+    }
+    match (&mut o.otlp, protocol) {
+        (Some((_, p)), Some(chosen)) => *p = chosen,
+        (None, Some(_)) => return Err("--otlp-protocol needs --otlp".to_owned()),
+        _ => {}
     }
     if o.restate_ports.is_some() && !o.restate {
         return Err("--restate-ports needs --restate".to_owned());
@@ -152,14 +183,6 @@ pub fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Logs go to stderr: with `--mcp stdio`, stdout carries the MCP messages.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,reins_server=info".into()),
-        )
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -170,7 +193,38 @@ pub fn serve() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(opts)) {
+    // `--otlp`: reins's spans go to the collector (the exporter runs on the runtime).
+    let otlp = match &opts.otlp {
+        Some((url, protocol)) => {
+            let _in_runtime = runtime.enter();
+            match Otlp::new(url, *protocol, "reins-demo") {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    eprintln!("serve: --otlp: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => None,
+    };
+    // Logs go to stderr: with `--mcp stdio`, stdout carries the MCP messages.
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,reins_server=info".into()),
+        );
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(otlp.as_ref().map(Otlp::layer))
+        .init();
+    let served = runtime.block_on(run(opts));
+    if let Some(o) = &otlp {
+        // Flushes the spans still buffered.
+        let _in_runtime = runtime.enter();
+        o.shutdown();
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("serve: {e}");

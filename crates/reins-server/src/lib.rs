@@ -85,6 +85,9 @@ pub mod approvals;
 mod grants;
 mod health;
 mod inbox;
+#[cfg(feature = "otel")]
+pub mod otel;
+pub mod prometheus;
 mod sessions;
 
 pub mod notify;
@@ -388,6 +391,7 @@ impl Server {
             .merge(approvals::router())
             .merge(notify::api::router())
             .merge(health::router())
+            .merge(prometheus::router())
             .merge(openapi::router())
             .merge(protocols)
             .fallback(error::not_found)

@@ -10,6 +10,7 @@ use reins_hook::HookEventKind;
 use reins_message::ToolResult;
 use reins_tool::{Concurrency, ToolCallOutcome, ToolContext};
 use tokio::sync::mpsc::UnboundedSender;
+use tracing::Instrument;
 
 use super::{Driver, ask};
 use crate::effects::{self, Claimed, Takeover, ToolCall, hooks};
@@ -142,10 +143,24 @@ impl Driver {
             Option<reins_tool::QuestionAnswer>,
         ),
     ) -> Result<(ExecOutcome, bool)> {
+        let tool = crate::telemetry::ToolSpan::start(&exec.tool_use.name, &exec.tool_use.id);
         let out = match answer {
-            Some(answer) => self.continue_call(exec, answer, iteration).await,
-            None => self.execute_one(exec, iteration, chunks, routed).await,
+            Some(answer) => {
+                self.continue_call(exec, answer, iteration)
+                    .instrument(tool.span().clone())
+                    .await
+            }
+            None => {
+                self.execute_one(exec, iteration, chunks, routed)
+                    .instrument(tool.span().clone())
+                    .await
+            }
         };
+        tool.end(
+            out.as_ref()
+                .map(|(o, _)| o)
+                .map_err(crate::telemetry::error_type),
+        );
         if let Ok((ExecOutcome::Done(r), _)) = &out {
             self.emit(|| RunEvent::ToolExecutionFinished { result: r.clone() });
         }

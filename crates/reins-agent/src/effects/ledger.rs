@@ -150,9 +150,12 @@ async fn take(
     idempotent: bool,
 ) -> Result<Taken> {
     let (original, fingerprint) = (call.original, call.fingerprint());
-    let mut claim = store
+    let started = std::time::Instant::now();
+    let claim = store
         .claim(session, &original.id, &fingerprint, lease, false)
-        .await?;
+        .await;
+    crate::telemetry::store_call("claim", started.elapsed());
+    let mut claim = claim?;
     let mut recovered = false;
     if matches!(claim, Claim::Expired) {
         claim = store
@@ -220,11 +223,14 @@ pub async fn finish(
             .metadata
             .insert("executed_input".to_owned(), call.to_run.input.clone());
     }
-    agent
+    let started = std::time::Instant::now();
+    let stored = agent
         .runtime
         .store
         .finish(session, &original.id, &result)
-        .await?;
+        .await;
+    crate::telemetry::store_call("finish", started.elapsed());
+    stored?;
     Ok(ExecOutcome::Done(result))
 }
 
@@ -324,6 +330,7 @@ pub async fn reconcile(
         .with_cancel(cancel.child_token());
     let verdict = agent.runtime.toolkit.reconcile(ran, ctx).await;
     let label = verdict.label();
+    crate::telemetry::reconciled(&original.name, &original.id, label);
     let (mut settled, note) = verdict_of(original, verdict, &key);
     if let (Settled::Result(r), Some(ran)) = (&mut settled, executed) {
         r.metadata

@@ -10,12 +10,14 @@ use reins_message::{Msg, Usage};
 use reins_model::{ChatChunk, ChatRequest, MessageAccumulator};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{Witness, hooks};
 use crate::agent::Agent;
 use crate::error::Result;
 use crate::output::RunEvent;
 use crate::structured::{FINAL_ANSWER_TOOL, OutputMode};
+use crate::telemetry;
 
 /// What a model call came to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,9 +78,41 @@ pub async fn reason(
         return Ok(Reasoning::Interrupted);
     }
     witness.emit(|| RunEvent::ReasoningStarted { iteration });
-    let Some((message, usage)) =
-        stream(agent, session, iteration, request, output, cancel, witness).await?
-    else {
+    let model = agent.runtime.model.model_name();
+    let span = telemetry::chat(model);
+    if telemetry::capture_content() {
+        span.record(
+            "gen_ai.input.messages",
+            serde_json::to_string(&request.messages).unwrap_or_default(),
+        );
+    }
+    let started = std::time::Instant::now();
+    let streamed = stream(agent, session, iteration, request, output, cancel, witness)
+        .instrument(span.clone())
+        .await;
+    let elapsed = started.elapsed();
+    let Some((message, usage)) = (match streamed {
+        Ok(Some((message, usage, finish))) => {
+            telemetry::chat_ended(&span, model, elapsed, Some(&usage), finish.as_ref());
+            if telemetry::capture_content() {
+                span.record(
+                    "gen_ai.output.messages",
+                    serde_json::to_string(&[&message]).unwrap_or_default(),
+                );
+            }
+            Some((message, usage))
+        }
+        Ok(None) => {
+            telemetry::chat_ended(&span, model, elapsed, None, None);
+            None
+        }
+        Err(e) => {
+            span.record("otel.status_code", "error");
+            span.record("error.type", telemetry::error_type(&e));
+            telemetry::chat_ended(&span, model, elapsed, None, None);
+            return Err(e);
+        }
+    }) else {
         return Ok(Reasoning::Interrupted);
     };
     let (message, verdict) =
@@ -104,7 +138,7 @@ async fn stream(
     output: Option<OutputMode>,
     cancel: &CancellationToken,
     witness: &dyn Witness,
-) -> Result<Option<(Msg, Usage)>> {
+) -> Result<Option<(Msg, Usage, Option<reins_model::FinishReason>)>> {
     let model = &agent.runtime.model;
     let stream = tokio::select! {
         biased;
@@ -140,7 +174,7 @@ async fn stream(
     let done = acc.finish();
     let mut message = done.message;
     message.name = Some(agent.config.name.clone());
-    Ok(Some((message, done.usage)))
+    Ok(Some((message, done.usage, done.finish_reason)))
 }
 
 /// The run events of one streamed chunk.

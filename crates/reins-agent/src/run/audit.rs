@@ -135,7 +135,7 @@ impl Run {
             (Some(p), _) => Some(Actor::new(p)),
             (None, a) => a.clone(),
         };
-        self.req_ops.log.push(DecisionRecord {
+        let record = DecisionRecord {
             seq: 0,
             at: now,
             requirement_id: req.id.clone(),
@@ -160,6 +160,18 @@ impl Run {
             note,
             view: self.call.view.clone(),
             shown_fingerprint: Some(req.fingerprint()),
-        });
+        };
+        // A decision on a requirement stored as pending answers a wait (one made
+        // before the pause, by the policy or a grant, is reported by
+        // `decide_automatically`); a quorum's approval short of the count leaves it
+        // waiting.
+        if self.state.stored_requirements.contains(&req.id) {
+            let settles = record
+                .quorum
+                .as_ref()
+                .is_none_or(|q| q.approvals >= q.needed);
+            crate::telemetry::decided(&record, Some(req.created_at), settles);
+        }
+        self.req_ops.log.push(record);
     }
 }

@@ -254,6 +254,15 @@ impl Run {
         &self.state
     }
 
+    /// Keeps the W3C `traceparent` of the turn that is pausing in the run state (the
+    /// turn that resumes it links to it; see [`crate::telemetry`]). `None` changes
+    /// nothing (no OpenTelemetry layer records this turn).
+    pub fn keep_traceparent(&mut self, traceparent: Option<String>) {
+        if traceparent.is_some() {
+            self.state.traceparent = traceparent;
+        }
+    }
+
     /// Where the run is.
     pub fn phase(&self) -> Phase {
         self.state.phase
@@ -328,6 +337,9 @@ impl Run {
                 }
                 Phase::Acting => {
                     if !self.call.replayed.is_empty() {
+                        for r in &self.call.replayed {
+                            crate::telemetry::replayed(&r.name, &r.id);
+                        }
                         return Step::Replayed(std::mem::take(&mut self.call.replayed));
                     }
                     // The budget is checked before a tool starts: calls beyond it are
@@ -380,6 +392,12 @@ impl Run {
         let ids: Vec<String> = waiting.iter().map(|r| r.id.clone()).collect();
         if ids == self.state.stored_requirements {
             return;
+        }
+        for r in waiting
+            .iter()
+            .filter(|r| !self.state.stored_requirements.contains(&r.id))
+        {
+            crate::telemetry::requirement_pending(r);
         }
         self.req_ops.clear = true;
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
@@ -782,6 +800,7 @@ impl Run {
                 self.budget_usage(&usage);
             }
             Event::Interrupted(results) => {
+                crate::telemetry::interrupted(&self.call.session);
                 self.interrupt(results);
             }
         }

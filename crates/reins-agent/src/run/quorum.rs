@@ -377,6 +377,7 @@ impl Run {
             let Some((_, how)) = decisions.iter().find(|(id, _)| *id == rec.requirement_id) else {
                 continue;
             };
+            crate::telemetry::decided_without_asking(&rec.tool_name, &rec.requirement_id, how);
             match how {
                 AutoDecision::Grant { id } => {
                     rec.via = "grant".to_owned();

@@ -370,6 +370,10 @@ pub struct RunState {
     /// [`crate::budget`]); absent while no budget was ever in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) budget: Option<super::budget::BudgetState>,
+    /// The W3C `traceparent` of the turn that paused (with the `otel` feature and an
+    /// OpenTelemetry layer installed): the turn that resumes it links to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) traceparent: Option<String>,
 }
 
 /// A run's structured-output progress.
@@ -408,6 +412,12 @@ impl RunState {
         self.principal.as_deref()
     }
 
+    /// The W3C `traceparent` of the turn that paused, when one was stored (see
+    /// [`crate::telemetry`]).
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
     /// The calls a driver must settle from its tool-call ledger before it begins a
     /// call with `input` (and feed back as [`Event::Settled`](super::Event::Settled)):
     /// after a crash in the middle of tool execution, a new message closes the turn,
@@ -438,6 +448,7 @@ impl Default for RunState {
             replay: None,
             principal: None,
             budget: None,
+            traceparent: None,
         }
     }
 }

@@ -333,7 +333,21 @@ async fn tool_step(
     live: Live,
 ) -> HandlerResult<Json<ToolStep>> {
     let sender = live.relay.open(&live.session, &live.run_id);
-    let out = run_call(&agent, &session, iteration, &call, fresh, &token, &sender).await;
+    // The call's `execute_tool` span, as the local driver's (reins_agent::telemetry).
+    let span = reins_agent::telemetry::ToolSpan::start(&call.original.name, &call.original.id);
+    let out = tracing::Instrument::instrument(
+        run_call(&agent, &session, iteration, &call, fresh, &token, &sender),
+        span.span().clone(),
+    )
+    .await;
+    match &out {
+        Ok(ToolStep::Done(r)) => {
+            span.record(reins_agent::telemetry::outcome_label(&r.outcome), None)
+        }
+        Ok(ToolStep::Suspended { .. }) => span.record("suspended", None),
+        Ok(ToolStep::Asked { .. }) => span.record("asking", None),
+        Err(_) => span.record("failed", None),
+    }
     sender.close().await;
     out.map(Json)
 }

@@ -1,0 +1,284 @@
+//! What a run tells an observability stack: `tracing` spans named and attributed after
+//! the OpenTelemetry GenAI semantic conventions, `reins.*` events for the people's
+//! side of a run, and metrics through the [`metrics`] facade.
+//!
+//! Everything here is recorded in the code every driver runs (the [`crate::effects`]
+//! functions and the sans-IO [`crate::run::Run`]), so the local driver and the Restate
+//! driver report the same. Nothing is exported from here: an application installs a
+//! `tracing-opentelemetry` layer for the spans (reins-server's `otel` feature does) and
+//! a `metrics` recorder for the metrics (reins-server's `/metrics`); without them the
+//! spans and metrics cost next to nothing.
+//!
+//! | span (`otel.name`) | where | attributes |
+//! |---|---|---|
+//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
+//! | `chat {model}` | one per model call ([`crate::effects::reason`]) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
+//! | `execute_tool {tool}` | one per tool call | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `reins.tool.outcome`, `error.type` |
+//!
+//! The events (`reins.requirement.pending`, `reins.requirement.decided`,
+//! `reins.decision.automatic`, `reins.interrupt`, `reins.reconcile`,
+//! `reins.tool.replayed`) are listed in docs/observability.md with their attributes,
+//! as are the metric names ([`metric`]).
+//!
+//! A turn that pauses stores its W3C `traceparent` in the run state (with the `otel`
+//! feature and an OpenTelemetry layer installed); the turn that resumes it, in this
+//! process or another, a day later or at once, starts a new trace linked to it.
+
+mod hitl;
+mod trace;
+
+pub use hitl::door_of;
+pub(crate) use hitl::{
+    decided, decided_without_asking, interrupted, reconciled, replayed, requirement_pending,
+};
+pub use trace::{current_traceparent, link_to_traceparent};
+
+use std::time::{Duration, Instant};
+
+use reins_message::{ToolOutcome, Usage};
+use reins_model::FinishReason;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::output::RunStatus;
+use crate::run::ExecOutcome;
+
+/// The metric names (Prometheus style; labels in brackets). Every label takes values
+/// from a bounded set: a status, an outcome kind, a door, a verdict, the agent's own
+/// model and tool names — never a session or call id.
+pub mod metric {
+    /// Counter: turns ended, by `status` (`completed`, `paused`, `cancelled`,
+    /// `max_iterations`, `failed`).
+    pub const RUNS: &str = "reins_runs_total";
+    /// Histogram (seconds): model calls, by `model`.
+    pub const MODEL_CALL_DURATION: &str = "reins_model_call_duration_seconds";
+    /// Counter: model tokens, by `model` and `type` (`input`, `output`).
+    pub const MODEL_TOKENS: &str = "reins_model_tokens_total";
+    /// Histogram (seconds): tool calls that ran, by `tool`.
+    pub const TOOL_CALL_DURATION: &str = "reins_tool_call_duration_seconds";
+    /// Counter: tool calls, by `tool` and `outcome` (`success`, `error`, `rejected`,
+    /// `cancelled`, `unknown`, `suspended`, `asking`, `failed`).
+    pub const TOOL_CALLS: &str = "reins_tool_calls_total";
+    /// Gauge: requirements waiting for a person, by `tool` (per process: a requirement
+    /// that pauses in one process and is decided in another moves each process's
+    /// value; their sum is the number waiting).
+    pub const REQUIREMENTS_PENDING: &str = "reins_requirements_pending";
+    /// Histogram (seconds): a requirement's wait from pending to decided, by `door`.
+    pub const APPROVAL_WAIT: &str = "reins_approval_wait_seconds";
+    /// Counter: decisions, by `door` (`inbox`/`api`, `ag-ui`, `a2a`, `mcp`, `acp`,
+    /// `policy`, `grant`, `recovery`, `other`) and `verdict` (`approve`, `reject`,
+    /// `edit`, `input`, `external_result`, ...).
+    pub const DECISIONS: &str = "reins_decisions_total";
+    /// Counter: interrupts that stopped a turn.
+    pub const INTERRUPTS: &str = "reins_interrupts_total";
+    /// Counter: reconcile verdicts after a crash, by `verdict`.
+    pub const RECONCILES: &str = "reins_reconciles_total";
+    /// Counter: results served from a fork's record instead of running the tool.
+    pub const REPLAYED: &str = "reins_tool_results_replayed_total";
+    /// Histogram (seconds): store calls the run makes, by `op` (`commit`, `claim`,
+    /// `finish`).
+    pub const STORE_CALL_DURATION: &str = "reins_store_call_duration_seconds";
+    /// Counter: notices (webhooks, mail) delivered or not, by `channel` and `result`
+    /// (`delivered`, `failed`). Named here for the notice outbox to increment.
+    pub const NOTICES: &str = "reins_notices_total";
+}
+
+/// Whether message content goes on the spans (`gen_ai.input.messages`,
+/// `gen_ai.output.messages`): only when the user opts in with
+/// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Read once.
+pub fn capture_content() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            .is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+    })
+}
+
+/// The `invoke_agent` span of one turn of `agent` on `session`.
+pub fn invoke_agent(agent: &str, session: &str, resumed: bool) -> Span {
+    tracing::info_span!(
+        target: "reins",
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {agent}"),
+        otel.kind = "internal",
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = %agent,
+        gen_ai.conversation.id = %session,
+        reins.resumed = resumed,
+        reins.resumes = Empty,
+        reins.run.status = Empty,
+        otel.status_code = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records how a turn ended, on its span and in [`metric::RUNS`].
+pub fn run_ended(span: &Span, status: Result<RunStatus, &str>) {
+    let label = match status {
+        Ok(s) => status_label(s),
+        Err(error) => {
+            span.record("otel.status_code", "error");
+            span.record("error.type", error);
+            "failed"
+        }
+    };
+    span.record("reins.run.status", label);
+    metrics::counter!(metric::RUNS, "status" => label).increment(1);
+}
+
+/// A [`RunStatus`] as a label.
+pub fn status_label(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Completed => "completed",
+        RunStatus::Paused => "paused",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::MaxIterations => "max_iterations",
+    }
+}
+
+/// The `chat` span of one model call.
+pub fn chat(model: &str) -> Span {
+    tracing::info_span!(
+        target: "reins",
+        "chat",
+        otel.name = %format_args!("chat {model}"),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.request.model = %model,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.output.messages = Empty,
+        otel.status_code = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records the end of a model call on its span and in the metrics.
+pub fn chat_ended(
+    span: &Span,
+    model: &str,
+    elapsed: Duration,
+    usage: Option<&Usage>,
+    finish: Option<&FinishReason>,
+) {
+    metrics::histogram!(metric::MODEL_CALL_DURATION, "model" => model.to_owned())
+        .record(elapsed.as_secs_f64());
+    if let Some(u) = usage {
+        span.record("gen_ai.usage.input_tokens", u.input_tokens);
+        span.record("gen_ai.usage.output_tokens", u.output_tokens);
+        metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "input")
+            .increment(u.input_tokens);
+        metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
+            .increment(u.output_tokens);
+    }
+    if let Some(f) = finish {
+        let reason = match f {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolUse => "tool_call",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(o) => o.as_str(),
+        };
+        // A one-element string array in the conventions; written as its JSON.
+        span.record(
+            "gen_ai.response.finish_reasons",
+            format!("[\"{}\"]", reason.replace('"', "")),
+        );
+    }
+}
+
+/// The `execute_tool` span of one tool call, and when it started.
+#[derive(Debug)]
+pub struct ToolSpan {
+    span: Span,
+    tool: String,
+    started: Instant,
+}
+
+impl ToolSpan {
+    /// Starts the span of the call `id` of `tool`.
+    pub fn start(tool: &str, id: &str) -> Self {
+        let span = tracing::info_span!(
+            target: "reins",
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool}"),
+            otel.kind = "internal",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool,
+            gen_ai.tool.call.id = %id,
+            gen_ai.tool.type = "function",
+            reins.tool.outcome = Empty,
+            otel.status_code = Empty,
+            error.type = Empty,
+        );
+        Self {
+            span,
+            tool: tool.to_owned(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The span, to instrument the call's future with.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// Records how the call ended: its outcome on the span, the outcome count and
+    /// (for a call that ran) its duration.
+    pub fn end(&self, outcome: Result<&ExecOutcome, &str>) {
+        let kind = match outcome {
+            Ok(ExecOutcome::Done(r)) => outcome_label(&r.outcome),
+            Ok(ExecOutcome::Suspended { .. }) => "suspended",
+            Ok(ExecOutcome::Asking { .. }) => "asking",
+            Ok(ExecOutcome::Delegated { .. }) => "delegated",
+            Err(_) => "failed",
+        };
+        self.record(kind, outcome.err());
+    }
+
+    /// Records an outcome kind (see [`metric::TOOL_CALLS`]) and an error type.
+    pub fn record(&self, kind: &'static str, error: Option<&str>) {
+        self.span.record("reins.tool.outcome", kind);
+        if matches!(kind, "error" | "failed" | "unknown" | "interrupted") {
+            self.span.record("otel.status_code", "error");
+            self.span.record("error.type", error.unwrap_or(kind));
+        }
+        metrics::counter!(metric::TOOL_CALLS, "tool" => self.tool.clone(), "outcome" => kind)
+            .increment(1);
+        metrics::histogram!(metric::TOOL_CALL_DURATION, "tool" => self.tool.clone())
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// A tool outcome as a label (its wire label: `success`, `error`, `rejected`,
+/// `cancelled`, `interrupted`, `unknown`).
+pub fn outcome_label(o: &ToolOutcome) -> &'static str {
+    o.label()
+}
+
+/// An error's `error.type`: a low-cardinality name of its kind.
+pub fn error_type(e: &crate::error::AgentError) -> &'static str {
+    use crate::error::AgentError as E;
+    match e {
+        E::Model(_) => "model",
+        E::Hook(_) => "hook",
+        E::Store(_) => "store",
+        E::Summarization(_) => "summarization",
+        E::ToolInFlight { .. } => "tool_in_flight",
+        E::SessionBusy { .. } => "session_busy",
+        E::InvalidOutput { .. } => "invalid_output",
+        E::CorruptRunState { .. } => "corrupt_run_state",
+        E::Backend(_) => "backend",
+        _ => "_OTHER",
+    }
+}
+
+/// Records the time a store call took (`op`: `commit`, `claim`, `finish`).
+pub fn store_call(op: &'static str, elapsed: Duration) {
+    metrics::histogram!(metric::STORE_CALL_DURATION, "op" => op).record(elapsed.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests;
