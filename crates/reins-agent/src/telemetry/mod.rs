@@ -79,7 +79,7 @@ pub mod metric {
     /// `finish`).
     pub const STORE_CALL_DURATION: &str = "reins_store_call_duration_seconds";
     /// Counter: notices (webhooks, mail) delivered or not, by `channel` and `result`
-    /// (`delivered`, `failed`). Named here for the notice outbox to increment.
+    /// (`delivered`, `retry`, `dead`), incremented by reins-server's notice dispatcher.
     pub const NOTICES: &str = "reins_notices_total";
 }
 

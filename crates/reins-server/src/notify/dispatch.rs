@@ -134,6 +134,21 @@ impl Dispatcher {
                 AttemptOutcome::Retry { next_at, error }
             }
         };
+        // The channel's kind (`webhook`, `a2a`, `email`, ...), not the subscriber: the
+        // label's values stay bounded however many webhooks or tasks there are.
+        let channel = d
+            .destination
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let result = match &outcome {
+            AttemptOutcome::Delivered => "delivered",
+            AttemptOutcome::Retry { .. } => "retry",
+            AttemptOutcome::Dead { .. } => "dead",
+        };
+        metrics::counter!(reins_agent::telemetry::metric::NOTICES, "channel" => channel, "result" => result)
+            .increment(1);
         match self
             .store
             .record_attempt(&d.id, &self.owner, d.attempts, outcome)
