@@ -98,6 +98,10 @@ pub(crate) enum Incoming {
 
 /// Reads one line. A line that is no JSON-RPC message is an error to send back, with
 /// the id when one could be read (`null` otherwise, as JSON-RPC says).
+#[allow(
+    clippy::result_large_err,
+    reason = "one value per incoming line, answered at once: boxing would only add an allocation"
+)]
 pub(crate) fn parse(line: &str) -> Result<Incoming, (Value, RpcError)> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         (

@@ -29,6 +29,7 @@ async fn snapshot_format_is_stable() {
     let snap = paused_snapshot().await;
     assert_eq!(snap.schema_version, SNAPSHOT_SCHEMA_VERSION);
     let value = serde_json::to_value(&snap).unwrap();
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(value, {
         ".exported_at" => "[time]",
         ".messages[].id" => "[id]",
@@ -212,9 +213,11 @@ async fn the_audit_trail_travels_with_the_snapshot() {
     let snap = s.snapshot().await.unwrap();
     assert_eq!(snap.decisions.len(), 1);
     let value = serde_json::to_value(&snap.decisions).unwrap();
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("audit_trail_v2", value, {
         "[].at" => "[time]",
     });
+
     // The checked-in v2 file is this format; it loads and keeps its trail. Regenerate
     // it (only when the format changes on purpose) with REINS_WRITE_GOLDEN=1.
     if std::env::var_os("REINS_WRITE_GOLDEN").is_some() {
@@ -242,4 +245,12 @@ async fn the_audit_trail_travels_with_the_snapshot() {
         trail[0].actor.as_ref().unwrap().metadata,
         Some(json!({"ip": "127.0.0.1"}))
     );
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

@@ -517,7 +517,18 @@ async fn request_bodies_per_mode_and_provider() {
         ("prompted_tool", OutputMode::PromptedTool, false),
     ] {
         let (openai, anthropic) = bodies(mode, with_tools).await;
+        let _sorted = sorted_maps();
         insta::assert_json_snapshot!(format!("wire_{name}_openai"), openai);
+
+        let _sorted = sorted_maps();
         insta::assert_json_snapshot!(format!("wire_{name}_anthropic"), anthropic);
     }
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

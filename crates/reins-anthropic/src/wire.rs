@@ -30,7 +30,8 @@ pub(crate) fn request_body(
             system.push("Answer with a single JSON object and nothing else.".into());
         }
         Some(ResponseFormat::JsonSchema { schema, .. }) => system.push(format!(
-            "Answer with a single JSON object and nothing else, matching this JSON Schema: {schema}"
+            "Answer with a single JSON object and nothing else, matching this JSON Schema: {}",
+            reins_message::canonical_json(schema)
         )),
     }
     if !system.is_empty() {

@@ -39,6 +39,7 @@ async fn sent_body(req: ChatRequest) -> Value {
 
 #[tokio::test]
 async fn conversation_request_body() {
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(sent_body(conversation()).await);
 }
 
@@ -106,4 +107,12 @@ async fn audio_is_refused_before_any_request() {
     let err = model(&server).stream(req).await.err().unwrap();
     assert!(matches!(err, ModelError::InvalidRequest(m) if m.contains("audio")));
     assert_eq!(server.request_count(), 0);
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

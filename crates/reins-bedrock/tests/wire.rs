@@ -85,7 +85,9 @@ async fn the_next_request_carries_the_reasoning_block_and_signature() {
     assert_eq!(done.message.text(), "Paris: 18°C.");
     let body: Value = server.requests()[1].json().unwrap();
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__reasoning_round_trip", body);
+
     let assistant = &body["messages"][1]["content"];
     assert_eq!(
         assistant[0],
@@ -116,7 +118,9 @@ async fn the_sample_conversation_is_pinned() {
     });
     let body = sent_body(&Bedrock, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__sample_conversation", body);
+
     // The rejection is an error result with the note.
     let results = &body["messages"][2]["content"];
     assert_eq!(results[1]["toolResult"]["status"], "error");
@@ -140,6 +144,7 @@ async fn options_are_pinned() {
         .with_options(options);
     let body = sent_body(&Bedrock, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__options", body);
 }
 
@@ -346,4 +351,12 @@ async fn missing_credentials_are_an_auth_error() {
     assert!(matches!(e, ModelError::Auth { .. }), "{e:?}");
     assert!(e.to_string().contains("AWS_ACCESS_KEY_ID"));
     assert_eq!(server.request_count(), 0);
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

@@ -103,7 +103,9 @@ async fn the_next_request_carries_the_signature_on_its_call() {
     assert_eq!(done.message.text(), "Paris 18°C, Rome 24°C.");
     let body: Value = server.requests()[1].json().unwrap();
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__signature_round_trip", body);
+
     let parts = &body["contents"][1]["parts"];
     assert_eq!(parts[0]["thoughtSignature"], "SIG_P");
     assert!(parts[1].get("thoughtSignature").is_none());
@@ -124,6 +126,7 @@ async fn the_sample_conversation_is_pinned() {
     });
     let body = sent_body(&Gemini, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__sample_conversation", body);
 }
 
@@ -151,6 +154,7 @@ async fn options_response_schema_and_tool_config_are_sent_as_documented() {
         });
     let body = sent_body(&Gemini, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("request__options", body);
 }
 
@@ -277,4 +281,12 @@ fn another_providers_transcript_continues_without_a_400() {
         body["contents"][2]["parts"][0]["functionResponse"]["id"],
         "toolu_1"
     );
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

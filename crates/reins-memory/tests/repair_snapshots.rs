@@ -32,6 +32,7 @@ fn esc_during_streaming() {
     ];
     let out = sanitize_after_interrupt(&before);
     assert_eq!(out.1.removed_messages, vec!["a2"]);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(scenario(&before, out));
 }
 
@@ -53,6 +54,7 @@ fn esc_between_two_parallel_tools() {
     ];
     let out = sanitize_after_interrupt(&before);
     assert_eq!(out.1.synthesized, vec!["call_2"]);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(scenario(&before, out));
 }
 
@@ -72,6 +74,7 @@ fn orphan_result() {
     ];
     let out = sanitize_for_request(&before);
     assert_eq!(out.1.rewritten_messages, vec!["r1"]);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(scenario(&before, out));
 }
 
@@ -93,6 +96,7 @@ fn duplicate_result() {
     ];
     let out = sanitize_for_request(&before);
     assert_eq!(out.1.removed_messages, vec!["r2"]);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(scenario(&before, out));
 }
 
@@ -106,5 +110,14 @@ fn new_user_message_while_tool_use_pending() {
     let out = sanitize_for_request(&before);
     assert_eq!(out.1.synthesized, vec!["call_1"]);
     assert_eq!(out.0[2].id, "a1.repair");
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(scenario(&before, out));
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

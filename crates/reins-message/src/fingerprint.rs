@@ -29,6 +29,22 @@ pub fn fingerprint(input: &Value) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// `value` written as canonical JSON: object keys sorted, no whitespace — the same
+/// text whatever `serde_json` features the build enables (with `preserve_order`,
+/// `Value::to_string` keeps insertion order). For JSON that goes into text a model
+/// reads, such as a schema in a prompt.
+///
+/// ```
+/// use serde_json::json;
+/// assert_eq!(reins_message::canonical_json(&json!({"b": [1, {"d": 1, "c": 2}], "a": null})),
+///            r#"{"a":null,"b":[1,{"c":2,"d":1}]}"#);
+/// ```
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
 /// Writes `value` as JSON with object keys sorted.
 fn write_canonical(value: &Value, out: &mut String) {
     match value {

@@ -47,7 +47,7 @@ mod tool;
 pub use blocks::Blocks;
 pub use content::{ContentBlock, MediaSource};
 pub use error::{MessageError, Result, from_json_str, from_json_value};
-pub use fingerprint::fingerprint;
+pub use fingerprint::{canonical_json, fingerprint};
 pub use id::new_id;
 pub use msg::{Msg, Role};
 pub use tool::{ToolAnswer, ToolOutcome, ToolResult, ToolSpec, ToolUse, Usage};

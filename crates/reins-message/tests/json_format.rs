@@ -66,6 +66,7 @@ fn every_block_type() {
             source: MediaSource::base64("audio/wav", "UklGRg=="),
         },
     ];
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(blocks);
 }
 
@@ -95,7 +96,9 @@ fn conversation_with_tool_round_trip() {
             "m4",
         ),
     ];
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(conv);
+
     // And it reads back identically.
     let json = serde_json::to_string(&conv).unwrap();
     assert_eq!(Msg::list_from_json(&json).unwrap(), conv);
@@ -130,4 +133,12 @@ fn broken_json_names_the_field() {
             "{json}: {text}"
         );
     }
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

@@ -35,6 +35,7 @@ async fn sent_body(
 #[tokio::test]
 async fn conversation_request_body() {
     let body = sent_body(conversation(), |m| m).await;
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(body);
 }
 
@@ -143,6 +144,7 @@ fn request_body_per_preset() {
     for (name, model) in presets {
         let body = model.request_body(&tool_round_trip()).unwrap();
         assert!(body.get("tool_choice").is_none(), "{name}");
+        let _sorted = sorted_maps();
         insta::assert_json_snapshot!(format!("preset_{name}"), body);
     }
     // The form can be chosen either way.
@@ -185,4 +187,12 @@ fn tool_choice_is_sent_only_when_it_asks_for_something() {
     let req = tool_round_trip().with_tools(vec![ToolSpec::new("t", "", json!({"type": "object"}))]);
     let body = model.request_body(&req).unwrap();
     assert!(body["tools"][0]["function"].get("description").is_none());
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

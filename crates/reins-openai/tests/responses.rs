@@ -85,7 +85,9 @@ async fn the_next_request_carries_the_reasoning_item_before_its_call() {
     assert_eq!(done.message.text(), "It is 3°C.");
     let body: Value = server.requests()[1].json().unwrap();
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("responses_request__reasoning_round_trip", body);
+
     let input = body["input"].as_array().unwrap();
     assert_eq!(input[1]["type"], "reasoning");
     assert_eq!(input[1]["id"], "rs_A");
@@ -108,6 +110,7 @@ async fn the_sample_conversation_is_pinned() {
     });
     let body = sent_body(&Responses, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("responses_request__sample_conversation", body);
 }
 
@@ -128,7 +131,9 @@ async fn options_structured_output_and_tool_choice_are_sent_as_documented() {
         });
     let body = sent_body(&Responses, req, |m| m).await;
     valid(&body);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("responses_request__options", body);
+
     let store = sent_body(&Responses, ChatRequest::new(vec![Msg::user("hi")]), |m| {
         m.with_store(true)
     })
@@ -245,4 +250,12 @@ async fn failed_and_error_events_are_typed_errors() {
         matches!(err, reins_model::ModelError::RateLimited { .. }),
         "{err:?}"
     );
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

@@ -56,6 +56,10 @@ struct ModelStep {
 
 /// What a tool step journals.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per tool step, moved once: boxing would only add an allocation"
+)]
 enum ToolStep {
     Done(ToolResult),
     Suspended {

@@ -185,6 +185,7 @@ async fn the_real_agui_client_pauses_resumes_and_validates_every_event() {
 
     let mut names = HashMap::new();
     let scenarios = normalise(&report["scenarios"], &mut names);
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!("agui_event_streams", scenarios);
 }
 
@@ -322,4 +323,12 @@ async fn the_real_agui_client_extends_and_ends_a_budget() {
     assert_eq!(budget[0]["executed_input"]["tool_calls"], 2);
     assert_eq!(budget[0]["actor"]["principal"], "carol");
     assert_eq!(budget[1]["decision"], "reject");
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

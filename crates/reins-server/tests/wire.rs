@@ -66,7 +66,7 @@ impl Normalizer {
             if let Some(data) = line.strip_prefix("data: ")
                 && let Ok(v) = serde_json::from_str::<Value>(data)
             {
-                self.collect(&v);
+                self.collect(&sorted(v));
             } else if let Some(id) = line.strip_prefix("id: ")
                 && let Some((instance, _)) = id.split_once('-')
             {
@@ -77,17 +77,18 @@ impl Normalizer {
     }
 
     fn json(&mut self, raw: &str) -> String {
-        self.collect(&serde_json::from_str::<Value>(raw).unwrap());
+        self.collect(&sorted(serde_json::from_str::<Value>(raw).unwrap()));
         self.apply(raw)
     }
 
     fn apply(&self, raw: &str) -> String {
+        let raw = canonical(raw);
         // Longest first, so that a value inside another is not replaced first.
         let mut seen = self.seen.clone();
         seen.extend(self.times.iter().map(|t| (t.clone(), "<time>".to_owned())));
         seen.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
         seen.iter()
-            .fold(raw.to_owned(), |text, (v, p)| text.replace(v.as_str(), p))
+            .fold(raw, |text, (v, p)| text.replace(v.as_str(), p))
     }
 }
 
@@ -187,4 +188,41 @@ async fn a_streamed_run_a_streamed_decision_and_the_bodies_between() {
             n.json(&cursor)
         )
     );
+}
+
+/// `raw` with every JSON document in it (the whole body, or each SSE `data:` line)
+/// written with its object keys sorted: the snapshots pin the wire's content, not the
+/// order serde_json keeps keys in (it keeps insertion order when a dependency turns on
+/// its `preserve_order` feature).
+fn canonical(raw: &str) -> String {
+    let write = |text: &str| -> Option<String> {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .map(|v| sorted(v).to_string())
+    };
+    if let Some(whole) = write(raw) {
+        return whole;
+    }
+    let mut out: Vec<String> = Vec::new();
+    for line in raw.split('\n') {
+        match line.strip_prefix("data: ").and_then(|d| write(d)) {
+            Some(d) => out.push(format!("data: {d}")),
+            None => out.push(line.to_owned()),
+        }
+    }
+    out.join("\n")
+}
+
+/// `v` with its object keys in sorted order at every level (the order placeholders are
+/// numbered in, and the order the snapshots are written in).
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }

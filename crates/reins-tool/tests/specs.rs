@@ -100,5 +100,14 @@ fn generated_specs() {
         |_: NoArgs, _ctx| async { Ok::<_, ToolError>(()) },
     ))
     .unwrap();
+    let _sorted = sorted_maps();
     insta::assert_json_snapshot!(tk.specs());
+}
+
+/// Snapshots with object keys sorted: they pin the content, not the order serde_json
+/// keeps keys in (insertion order when a dependency turns on `preserve_order`).
+fn sorted_maps() -> insta::internals::SettingsBindDropGuard {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    settings.bind_to_scope()
 }

@@ -38,6 +38,10 @@ pub const ASKED_ELSEWHERE: &str = "outcome unknown: the call was waiting for an 
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = ToolCallOutcome> + Send>>;
 
 /// How waiting for a call ended.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per asking tool call, moved once: boxing would only add an allocation"
+)]
 pub(crate) enum Waited {
     /// It finished.
     Done(ToolCallOutcome),

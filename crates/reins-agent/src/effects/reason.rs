@@ -21,6 +21,10 @@ use crate::telemetry;
 
 /// What a model call came to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per model call, moved once: boxing would only add an allocation"
+)]
 pub enum Reasoning {
     /// The model's message, as the `PostReasoning` hooks left it.
     Reasoned {
