@@ -7,7 +7,6 @@ use chrono::Utc;
 use reins_hook::{Control, HookEvent, HookEventKind};
 use reins_memory::Error as StoreError;
 use reins_message::{Role, ToolResult};
-use tokio::sync::OwnedMutexGuard;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +16,7 @@ use crate::lock::StoreLock;
 use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
 use crate::run::{Call, Event, Flush, RunInput, Step};
-use crate::state::{SessionCore, reload_if_needed, sync_to_version};
+use crate::state::{ClaimedCore, SessionCore, reload_if_needed, sync_to_version};
 use crate::structured::OutputSpec;
 use crate::view::{Actor, ViewToken};
 use std::sync::Arc;
@@ -34,7 +33,8 @@ pub use ask::ASKED_ELSEWHERE;
 pub(crate) struct DriveArgs {
     pub(crate) agent: Agent,
     pub(crate) session: String,
-    pub(crate) core: OwnedMutexGuard<SessionCore>,
+    /// The session, held in this process until the call ends.
+    pub(crate) core: ClaimedCore,
     pub(crate) lock: StoreLock,
     pub(crate) input: RunInput,
     /// Who the call acts for.

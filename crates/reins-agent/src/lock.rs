@@ -16,6 +16,12 @@
 //! the release. `PostCall` hooks then run after the release (another process may
 //! already start the next run; this process still refuses one until the call
 //! returns).
+//!
+//! The owner is the agent's, one per process, and the store grants the lock again to
+//! the owner that holds it (that is how it is renewed): two runs of one process are
+//! kept apart by the session's lock in this process
+//! ([`SessionShared::try_claim`](crate::state::SessionShared::try_claim)), held from
+//! before this lock is taken until after it is released.
 
 use std::sync::Arc;
 use std::sync::Mutex;

@@ -297,7 +297,7 @@ impl Session {
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let fold = events.is_none() && !matches!(input, RunInput::Decisions(_));
         let input = self.stamp_actor(input);
-        let Ok(guard) = self.shared.core.clone().try_lock_owned() else {
+        let Some(guard) = self.shared.try_claim() else {
             return Err(AgentError::SessionBusy {
                 session: self.id().to_owned(),
             });
@@ -494,7 +494,7 @@ impl Session {
         note: &str,
         actor: Option<Actor>,
     ) -> Result<()> {
-        let Ok(mut core) = self.shared.core.clone().try_lock_owned() else {
+        let Some(mut core) = self.shared.try_claim() else {
             return Err(AgentError::SessionBusy {
                 session: self.id().to_owned(),
             });

@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use reins_memory::{MemoryStore, SessionState};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::error::{AgentError, Result};
 use crate::requirement::Requirement;
@@ -68,7 +68,44 @@ pub(crate) struct SessionCore {
     pub(crate) stale: bool,
 }
 
+/// The session held by one run (or one verb) of this process: the lock on its
+/// [`SessionCore`] and the [`SessionShared`] it belongs to. Holding the shared state
+/// keeps it in the agent's [`LiveSessions`] for as long as the run holds the lock, so
+/// every handle opened meanwhile — even after every handle the run started from is
+/// gone — finds this very lock taken and is refused, rather than a fresh copy of the
+/// session that nobody holds. (The store's lock cannot tell: this process is its owner
+/// for both.)
+pub(crate) struct ClaimedCore {
+    // Field order is drop order: the lock goes before the registration it depends on.
+    core: OwnedMutexGuard<SessionCore>,
+    _shared: Arc<SessionShared>,
+}
+
+impl std::ops::Deref for ClaimedCore {
+    type Target = SessionCore;
+
+    fn deref(&self) -> &SessionCore {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for ClaimedCore {
+    fn deref_mut(&mut self) -> &mut SessionCore {
+        &mut self.core
+    }
+}
+
 impl SessionShared {
+    /// Takes the session's lock in this process, or `None` when a run (or a verb)
+    /// holds it.
+    pub(crate) fn try_claim(self: &Arc<Self>) -> Option<ClaimedCore> {
+        let core = self.core.clone().try_lock_owned().ok()?;
+        Some(ClaimedCore {
+            core,
+            _shared: self.clone(),
+        })
+    }
+
     pub(crate) fn from_state(
         id: &str,
         state: SessionState,

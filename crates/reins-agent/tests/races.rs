@@ -16,6 +16,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +26,7 @@ use reins_model::{ScriptedModel, ScriptedResponse};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 use serde_json::json;
 use support::*;
+use tokio::sync::Notify;
 
 fn deploy_toolkit(log: Option<PathBuf>) -> Toolkit {
     let mut t = Toolkit::new();
@@ -386,7 +388,6 @@ impl reins_model::ChatModel for Exclusive {
 /// tool run once per accepted call, and nothing but success or `SessionBusy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     let dir = tempfile::tempdir().unwrap();
     let calls_per_task = if is_long() { 60 } else { 12 };
@@ -487,5 +488,113 @@ async fn two_instances_with_stale_caches_never_run_at_once_and_lose_nothing() {
             "[{}] two instances, 6 tasks x {calls_per_task} calls on one session: {ok} ran, {busy} refused with SessionBusy, 0 overlaps",
             spec.label()
         );
+    }
+}
+
+/// A `slow_search` tool that says when it has started and then waits until released.
+fn blocking_search(entered: Arc<Notify>, release: Arc<Notify>) -> Toolkit {
+    let mut t = Toolkit::new();
+    t.add(Toolkit::function(
+        "slow_search",
+        "Search (slowly)",
+        move |a: QueryArgs, _ctx: ToolContext| {
+            let (entered, release) = (entered.clone(), release.clone());
+            async move {
+                entered.notify_one();
+                release.notified().await;
+                Ok::<_, ToolError>(format!("found {}", a.query))
+            }
+        },
+    ))
+    .unwrap();
+    t
+}
+
+/// `search …` calls `slow_search` (call id `s1`), then says `searched`; anything else
+/// is echoed.
+fn search_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|req| {
+        let last = req.messages.last();
+        if last.is_some_and(|m| m.role == Role::Tool) {
+            return ScriptedResponse::text("searched");
+        }
+        let text = last.map(Msg::text).unwrap_or_default();
+        match text.strip_prefix("search ") {
+            Some(q) => {
+                ScriptedResponse::tool_call_with_id("s1", "slow_search", json!({ "query": q }))
+            }
+            None => ScriptedResponse::text(format!("echo: {text}")),
+        }
+    })
+    .with_recording(false)
+}
+
+/// A run started with `.start()` whose session handle is dropped (as a server does once
+/// the run is under way) still holds its session while its tool runs: a new message on a
+/// new handle of the same agent is refused with `SessionBusy` — awaited or started —
+/// the first run finishes normally, and the refused message is nowhere in the store.
+/// On the in-memory store, SQLite and (when configured) PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_while_a_tool_runs_is_busy_even_after_the_starting_handle_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stores: Vec<(&str, Arc<dyn reins_memory::MemoryStore>)> =
+        vec![("memory", Arc::new(reins_memory::InMemoryStore::new()))];
+    for spec in harness_stores(dir.path(), "busy_tool") {
+        stores.push((spec.label(), spec.open().await));
+    }
+    for (label, store) in stores {
+        let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let agent = Agent::builder()
+            .model(search_model())
+            .toolkit(blocking_search(entered.clone(), release.clone()))
+            .store_arc(store.clone())
+            .build()
+            .unwrap();
+        let run = {
+            let s = agent.session("busy").await.unwrap();
+            s.send(Msg::user("search rust")).start().await.unwrap()
+        };
+        tokio::time::timeout(Duration::from_secs(10), entered.notified())
+            .await
+            .unwrap_or_else(|_| panic!("[{label}] the tool never started"));
+        let other = agent.session("busy").await.unwrap();
+        let started = other.send(Msg::user("hi")).start().await;
+        assert!(
+            matches!(started, Err(AgentError::SessionBusy { .. })),
+            "[{label}] a started message while a tool runs: {:?}",
+            started.map(|_| "accepted")
+        );
+        let awaited = other.send(Msg::user("hi")).await;
+        assert!(
+            matches!(awaited, Err(AgentError::SessionBusy { .. })),
+            "[{label}] an awaited message while a tool runs: {awaited:?}"
+        );
+        assert!(
+            matches!(other.resume().await, Err(AgentError::SessionBusy { .. })),
+            "[{label}] a resume while a tool runs"
+        );
+        drop(other);
+        release.notify_one();
+        let out = run.wait().await.unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "[{label}]");
+        assert_eq!(out.message.text(), "searched", "[{label}]");
+        let stored = store.load_session("busy").await.unwrap();
+        let roles: Vec<Role> = stored.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+            "[{label}] {:#?}",
+            stored.messages
+        );
+        assert_eq!(
+            result_text(&stored.messages, "s1"),
+            "found rust",
+            "[{label}]"
+        );
+        // Once the run has ended, the same message is taken.
+        let s = agent.session("busy").await.unwrap();
+        let out = s.send(Msg::user("hi")).await.unwrap();
+        assert_eq!(out.message.text(), "echo: hi", "[{label}]");
+        assert_eq!(s.messages().await.unwrap().len(), 6, "[{label}]");
     }
 }

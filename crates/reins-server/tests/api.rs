@@ -594,3 +594,120 @@ async fn a_late_second_approval_is_refused_and_listed_in_the_audit_trail() {
     assert_eq!(d[1]["reason"], "already_decided", "{list}");
     assert_eq!(d[1]["actor"]["principal"], "ops", "{list}");
 }
+
+/// An agent whose `wait X` calls `gated_search`, a tool that says when it has started
+/// and then waits until released; everything else as [`respond`].
+fn gated_agent(
+    store: std::sync::Arc<dyn reins_memory::MemoryStore>,
+    ran: &Ran,
+    entered: std::sync::Arc<tokio::sync::Notify>,
+    release: std::sync::Arc<tokio::sync::Notify>,
+) -> reins_agent::Agent {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Query {
+        /// What to search.
+        query: String,
+    }
+    let mut tools = toolkit(ran);
+    tools
+        .add(reins_tool::Toolkit::function(
+            "gated_search",
+            "Search (waits until released)",
+            move |a: Query, _ctx: reins_tool::ToolContext| {
+                let (entered, release) = (entered.clone(), release.clone());
+                async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    Ok::<_, reins_tool::ToolError>(format!("results for {}", a.query))
+                }
+            },
+        ))
+        .unwrap();
+    let model = reins_model::ScriptedModel::from_fn(|req| {
+        let last = req.messages.last();
+        match last.map(reins_message::Msg::text).as_deref() {
+            Some(t) if last.is_some_and(|m| m.role == reins_message::Role::User) => {
+                match t.strip_prefix("wait ") {
+                    Some(q) => reins_model::ScriptedResponse::tool_call_with_id(
+                        "g1",
+                        "gated_search",
+                        json!({ "query": q }),
+                    ),
+                    None => respond(req),
+                }
+            }
+            _ => respond(req),
+        }
+    });
+    reins_agent::Agent::builder()
+        .name("TestAgent")
+        .model(model)
+        .toolkit(tools)
+        .store_arc(store)
+        .build()
+        .unwrap()
+}
+
+/// A new message while a tool of the session's run is at work is refused with 409
+/// `busy` (the run it would start is not started, the message is not stored), and the
+/// first run finishes normally; on the in-memory store and SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_while_a_tool_runs_is_409_busy_and_the_run_finishes() {
+    let (dir, sqlite) = sqlite_store().await;
+    let stores: [(&str, std::sync::Arc<dyn reins_memory::MemoryStore>); 2] = [
+        (
+            "memory",
+            std::sync::Arc::new(reins_memory::InMemoryStore::new()),
+        ),
+        ("sqlite", sqlite),
+    ];
+    for (label, store) in stores {
+        let (entered, release) = (
+            std::sync::Arc::new(tokio::sync::Notify::new()),
+            std::sync::Arc::new(tokio::sync::Notify::new()),
+        );
+        let ran: Ran = Default::default();
+        let agent = gated_agent(store.clone(), &ran, entered.clone(), release.clone());
+        let s = serve(agent, ran, None, |s| s).await;
+        let path = "/v1/sessions/alice%2Fbusy/runs";
+        let first = {
+            let (client, url) = (s.client.clone(), s.url(path));
+            tokio::spawn(async move {
+                let res = client
+                    .post(url)
+                    .bearer_auth(ALICE)
+                    .json(&json!({"message": "wait rust"}))
+                    .send()
+                    .await
+                    .unwrap();
+                (res.status().as_u16(), res.json::<Value>().await.unwrap())
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), entered.notified())
+            .await
+            .unwrap_or_else(|_| panic!("[{label}] the tool never started"));
+        for _ in 0..3 {
+            let (st, err) = s.post(ALICE, path, json!({"message": "hi"})).await;
+            assert_eq!(st, 409, "[{label}] {err}");
+            assert_eq!(err["error"]["code"], "busy", "[{label}] {err}");
+        }
+        release.notify_one();
+        let (st, out) = first.await.unwrap();
+        assert_eq!(st, 200, "[{label}] {out}");
+        assert_eq!(out["status"], "completed", "[{label}] {out}");
+        let stored = store.load_session("alice/busy").await.unwrap();
+        assert_eq!(stored.messages.len(), 4, "[{label}] {:#?}", stored.messages);
+        assert!(
+            !stored.messages.iter().any(|m| m.text() == "hi"),
+            "[{label}] a refused message was stored"
+        );
+        // Once the run has ended, the message is taken.
+        let (st, out) = s.post(ALICE, path, json!({"message": "hi"})).await;
+        assert_eq!(st, 200, "[{label}] {out}");
+        assert!(
+            out["message"].to_string().contains("echo: hi"),
+            "[{label}] {out}"
+        );
+    }
+    drop(dir);
+}
