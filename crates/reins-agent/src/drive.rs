@@ -113,6 +113,21 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         .keep_only(&d.session, &core.run.state().asking());
     drop(active);
     d.lock.release().await;
+    // A failure of the run itself, not a refused input (a stale view, a decision
+    // already taken, ...), which changed nothing and is answered to its sender.
+    if let Err(
+        e @ (AgentError::Model(_)
+        | AgentError::Hook(_)
+        | AgentError::Store(_)
+        | AgentError::Summarization(_)
+        | AgentError::InvalidOutput { .. }
+        | AgentError::CorruptRunState { .. }
+        | AgentError::Backend(_)
+        | AgentError::Internal(_)),
+    ) = &result
+    {
+        crate::effects::run_failed(d.agent.store().as_ref(), &d.session, &e.to_string()).await;
+    }
     result
 }
 

@@ -223,6 +223,20 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 message: e.message().to_owned(),
             };
             self.notify("hook error", self.iteration, event).await?;
+            let (agent, session, error) = (
+                self.agent().clone(),
+                self.session.clone(),
+                e.message().to_owned(),
+            );
+            self.journal("notice failed", OnCancel::Retry, move || {
+                let (agent, session, error) = (agent.clone(), session.clone(), error.clone());
+                async move {
+                    reins_agent::effects::run_failed(agent.store().as_ref(), &session, &error)
+                        .await;
+                    Ok(Json(()))
+                }
+            })
+            .await?;
         }
         out
     }

@@ -179,3 +179,65 @@ async fn channels_get_their_notices_and_failures_are_retried_then_dead() {
     assert_eq!(flaky.seen().len(), 9);
     assert!(flaky.seen().iter().all(|(_, n)| (1..=3).contains(n)));
 }
+
+/// A run that fails (here the model answers with an error) commits nothing a notice
+/// could ride with: a `run.failed` notice is written alone and reaches the channel; a
+/// refused input (a message to a session whose run is busy) writes none.
+#[tokio::test]
+async fn a_failed_run_writes_a_run_failed_notice() {
+    let probe = Probe::new("probe", Ok(()));
+    let (dir, store) = sqlite_store().await;
+    let ran: Ran = Arc::default();
+    let model = reins_model::ScriptedModel::from_fn(|req| {
+        if req.messages.iter().any(|m| m.text() == "boom") {
+            reins_model::ScriptedResponse::error(reins_model::ModelError::BadRequest {
+                status: 400,
+                message: "the model is down".into(),
+            })
+        } else {
+            respond(req)
+        }
+    });
+    let agent = reins_agent::Agent::builder()
+        .name("TestAgent")
+        .model(model)
+        .toolkit(toolkit(&ran))
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    let s = serve(agent, ran, Some(dir), |s| {
+        s.channel(probe.clone()).notify_options(quick())
+    })
+    .await;
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fn-2/runs",
+            json!({"message": "hi"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fn-2/runs",
+            json!({"message": "boom"}),
+        )
+        .await;
+    assert!(st >= 500, "{st} {out}");
+    let delivered = settle(&store, "probe", 2).await;
+    assert_eq!(delivered.len(), 2, "{delivered:?}");
+    let failed = delivered
+        .iter()
+        .find(|d| d.notice.kind == NoticeKind::RunFailed)
+        .expect("a run.failed notice");
+    assert_eq!(failed.notice.session.as_deref(), Some("alice/n-2"));
+    assert!(
+        failed.notice.payload["error"]
+            .as_str()
+            .unwrap()
+            .contains("the model is down"),
+        "{:?}",
+        failed.notice.payload
+    );
+}

@@ -12,6 +12,7 @@
 //! | [`Step::Execute`](crate::run::Step::Execute) | [`hooks::pre_acting`], then the ledger: [`claim`] (a recorded result, or a call cut off reconciled: [`reconcile`]), the tool, [`finish`]; then [`hooks::post_acting`] |
 //! | [`Step::Replayed`](crate::run::Step::Replayed) | [`hooks::notify`] with `ToolReplayed` |
 //! | a new input after a crash mid-tool | [`settle_from_ledger`] |
+//! | a run that ends with an error | [`hooks::failed`], then [`run_failed`] (the outbox's `run.failed` notice) |
 //!
 //! What the effects report while they run goes to a [`Witness`] (the local driver's
 //! event channel, reins-restate's live relay).
@@ -19,6 +20,7 @@
 mod compress;
 pub mod hooks;
 mod ledger;
+mod notice;
 mod reason;
 
 pub use compress::{Summarized, summarize};
@@ -26,6 +28,7 @@ pub use ledger::{
     Claimed, Settled, Takeover, ToolCall, UNKNOWN_OUTCOME, Unfinished, claim, context, finish,
     options, reconcile, settle_from_ledger,
 };
+pub use notice::run_failed;
 pub use reason::{ModelCall, Reasoning, reason};
 
 use async_trait::async_trait;
