@@ -205,7 +205,7 @@ fn canonical(raw: &str) -> String {
     }
     let mut out: Vec<String> = Vec::new();
     for line in raw.split('\n') {
-        match line.strip_prefix("data: ").and_then(|d| write(d)) {
+        match line.strip_prefix("data: ").and_then(&write) {
             Some(d) => out.push(format!("data: {d}")),
             None => out.push(line.to_owned()),
         }

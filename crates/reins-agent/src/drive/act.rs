@@ -158,7 +158,7 @@ impl Driver {
         };
         tool.end(
             out.as_ref()
-                .map(|(o, _)| o)
+                .map(|(o, _)| o.label())
                 .map_err(crate::telemetry::error_type),
         );
         if let Ok((ExecOutcome::Done(r), _)) = &out {

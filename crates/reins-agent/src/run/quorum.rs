@@ -377,7 +377,19 @@ impl Run {
             let Some((_, how)) = decisions.iter().find(|(id, _)| *id == rec.requirement_id) else {
                 continue;
             };
-            crate::telemetry::decided_without_asking(&rec.tool_name, &rec.requirement_id, how);
+            let (door, verdict, grant) = match how {
+                AutoDecision::Grant { id } => ("grant", "approve", id.as_str()),
+                AutoDecision::GrantDeny { id, .. } => ("grant", "reject", id.as_str()),
+                AutoDecision::PolicyAllow { .. } => ("policy", "approve", ""),
+                AutoDecision::PolicyDeny { .. } => ("policy", "reject", ""),
+            };
+            crate::telemetry::decided_without_asking(
+                &rec.tool_name,
+                &rec.requirement_id,
+                door,
+                verdict,
+                grant,
+            );
             match how {
                 AutoDecision::Grant { id } => {
                     rec.via = "grant".to_owned();

@@ -207,6 +207,19 @@ pub enum ExecOutcome {
     },
 }
 
+impl ExecOutcome {
+    /// Its kind, as the telemetry counts tool outcomes: the result's outcome for a
+    /// call that ran, else `suspended`, `asking` or `delegated`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ExecOutcome::Done(r) => r.outcome.label(),
+            ExecOutcome::Suspended { .. } => "suspended",
+            ExecOutcome::Asking { .. } => "asking",
+            ExecOutcome::Delegated { .. } => "delegated",
+        }
+    }
+}
+
 /// What the driver must do next: the whole of what it needs for that step travels in
 /// the step, and its outcome goes back as one [`Event`](super::Event).
 // Made and consumed once per step: boxing would only add an allocation per step.

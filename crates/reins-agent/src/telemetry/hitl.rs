@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 
 use super::metric;
 use crate::requirement::Requirement;
-use crate::run::AutoDecision;
 use crate::view::DecisionRecord;
 
 /// The door a decision came through, from its actor's `via` metadata (set by the
@@ -109,14 +108,16 @@ pub(crate) fn decided(
     }
 }
 
-/// The approval policy or a standing grant answered a call without asking.
-pub(crate) fn decided_without_asking(tool: &str, id: &str, decision: &AutoDecision) {
-    let (door, verdict, grant) = match decision {
-        AutoDecision::Grant { id } => ("grant", "approve", id.as_str()),
-        AutoDecision::GrantDeny { id, .. } => ("grant", "reject", id.as_str()),
-        AutoDecision::PolicyAllow { .. } => ("policy", "approve", ""),
-        AutoDecision::PolicyDeny { .. } => ("policy", "reject", ""),
-    };
+/// The approval policy or a standing grant answered a call without asking: `door`
+/// (`grant`, `policy`), `verdict` (`approve`, `reject`) and the grant's id (empty for
+/// the policy).
+pub(crate) fn decided_without_asking(
+    tool: &str,
+    id: &str,
+    door: &'static str,
+    verdict: &'static str,
+    grant: &str,
+) {
     tracing::event!(
         target: "reins",
         tracing::Level::INFO,

@@ -2,8 +2,8 @@
 //! the OpenTelemetry GenAI semantic conventions, `reins.*` events for the people's
 //! side of a run, and metrics through the [`metrics`] facade.
 //!
-//! Everything here is recorded in the code every driver runs (the [`crate::effects`]
-//! functions and the sans-IO [`crate::run::Run`]), so the local driver and the Restate
+//! Everything here is recorded in the code every driver runs (the `effects`
+//! functions and the sans-IO `Run`), so the local driver and the Restate
 //! driver report the same. Nothing is exported from here: an application installs a
 //! `tracing-opentelemetry` layer for the spans (reins-server's `otel` feature does) and
 //! a `metrics` recorder for the metrics (reins-server's `/metrics`); without them the
@@ -12,7 +12,7 @@
 //! | span (`otel.name`) | where | attributes |
 //! |---|---|---|
 //! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
-//! | `chat {model}` | one per model call ([`crate::effects::reason`]) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
+//! | `chat {model}` | one per model call (`effects::reason`) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
 //! | `execute_tool {tool}` | one per tool call | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `reins.tool.outcome`, `error.type` |
 //!
 //! The events (`reins.requirement.pending`, `reins.requirement.decided`,
@@ -41,7 +41,6 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::output::RunStatus;
-use crate::run::ExecOutcome;
 
 /// The metric names (Prometheus style; labels in brackets). Every label takes values
 /// from a bounded set: a status, an outcome kind, a door, a verdict, the agent's own
@@ -225,17 +224,14 @@ impl ToolSpan {
         &self.span
     }
 
-    /// Records how the call ended: its outcome on the span, the outcome count and
-    /// (for a call that ran) its duration.
-    pub fn end(&self, outcome: Result<&ExecOutcome, &str>) {
-        let kind = match outcome {
-            Ok(ExecOutcome::Done(r)) => outcome_label(&r.outcome),
-            Ok(ExecOutcome::Suspended { .. }) => "suspended",
-            Ok(ExecOutcome::Asking { .. }) => "asking",
-            Ok(ExecOutcome::Delegated { .. }) => "delegated",
-            Err(_) => "failed",
-        };
-        self.record(kind, outcome.err());
+    /// Records how the call ended: its outcome kind (the run's
+    /// `ExecOutcome::label`) or its error, the outcome count and (for a call that ran)
+    /// its duration.
+    pub fn end(&self, outcome: Result<&'static str, &str>) {
+        match outcome {
+            Ok(kind) => self.record(kind, None),
+            Err(e) => self.record("failed", Some(e)),
+        }
     }
 
     /// Records an outcome kind (see [`metric::TOOL_CALLS`]) and an error type.
