@@ -43,7 +43,7 @@
 //! // nothing.
 //! let Step::Consult(consult) = run.next() else { unreachable!() };
 //! assert_eq!(consult.requirements[0].id, "call_1");
-//! run.apply(Event::DecidedWithoutAsking { decisions: vec![], now: Utc::now() })
+//! run.apply(Event::DecidedWithoutAsking { decisions: vec![], asked: vec![], now: Utc::now() })
 //!     .expect("the consultation is answered");
 //!
 //! // The run pauses with the requirement; `resume()` approves it.
