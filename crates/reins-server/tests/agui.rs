@@ -70,11 +70,17 @@ fn normalise(v: &Value, names: &mut HashMap<String, String>) -> Value {
             }
         }
         Value::Array(a) => Value::Array(a.iter().map(|x| normalise(x, names)).collect()),
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, x)| (k.clone(), normalise(x, names)))
-                .collect(),
-        ),
+        // In key order, whatever order serde_json keeps (`preserve_order` in workspace
+        // builds): the names are numbered in the order they are met.
+        Value::Object(o) => {
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), normalise(&o[k], names)))
+                    .collect(),
+            )
+        }
         other => other.clone(),
     }
 }
