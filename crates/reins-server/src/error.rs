@@ -126,6 +126,12 @@ pub enum ServerError {
     /// servers that embed the router and refuse a route of theirs.
     #[error("{0}")]
     Unsupported(String),
+    /// The session's stored run state cannot be read by this agent (500
+    /// `corrupt_session`): written by another program or an incompatible version.
+    /// Lists (inbox, sessions, A2A tasks) leave such a session out and log it; the
+    /// session itself answers with this error until it is repaired or deleted.
+    #[error("{0}")]
+    CorruptSession(String),
     /// Anything else (500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -187,7 +193,9 @@ impl ServerError {
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Store(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Store(_) | Self::Internal(_) | Self::CorruptSession(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             Self::Model(_) => StatusCode::BAD_GATEWAY,
             Self::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
         }
@@ -219,6 +227,7 @@ impl ServerError {
             Self::Store(_) => "store",
             Self::Model(_) => "model",
             Self::Unsupported(_) => "not_supported",
+            Self::CorruptSession(_) => "corrupt_session",
             Self::Internal(_) => "internal",
         }
     }
@@ -261,6 +270,13 @@ impl ServerError {
         }
     }
 
+    /// Whether a list may leave the session this error is about out and go on: it
+    /// was deleted since the list was read, or its stored state cannot be read. One
+    /// such session must not hide every other one from the inbox.
+    pub(crate) fn skippable_in_list(&self) -> bool {
+        matches!(self, Self::UnknownSession(_) | Self::CorruptSession(_))
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::Invalid {
             code: "invalid_decision",
@@ -271,7 +287,10 @@ impl ServerError {
 
 impl IntoResponse for ServerError {
     fn into_response(self) -> Response {
-        if matches!(self, Self::Store(_) | Self::Internal(_) | Self::Model(_)) {
+        if matches!(
+            self,
+            Self::Store(_) | Self::Internal(_) | Self::Model(_) | Self::CorruptSession(_)
+        ) {
             tracing::warn!(error = %self, "request failed");
         }
         // RFC 6750, section 3: how to authenticate, and (a token was given) why it failed.
@@ -350,6 +369,9 @@ impl From<AgentError> for ServerError {
             ) => e.into(),
             AgentError::Store(_) => Self::Store(message),
             AgentError::Model(_) => Self::Model(message),
+            AgentError::CorruptRunState { .. } => Self::CorruptSession(format!(
+                "{message}; the session cannot be shown or resumed until it is repaired or deleted"
+            )),
             AgentError::AlreadyDecided { id, decided } => Self::already_decided(&id, &decided),
             AgentError::ShownArgumentsChanged { .. } => Self::FingerprintMismatch(message),
             AgentError::StaleView { pending, .. } => Self::StaleView {

@@ -711,3 +711,62 @@ async fn a_message_while_a_tool_runs_is_409_busy_and_the_run_finishes() {
     }
     drop(dir);
 }
+
+/// A session whose stored run state this agent cannot read (written by another
+/// program, or an incompatible version) answers `500 corrupt_session` itself, and is
+/// left out of the inbox, the session list and the A2A task list: one such session
+/// does not hide every other one.
+#[tokio::test]
+async fn a_session_with_unreadable_state_does_not_hide_the_others() {
+    use reins_memory::{Commit, RequirementRecord};
+    let s = start().await;
+    let store = s.agent.store().clone();
+    store.open_session("alice/broken").await.unwrap();
+    store
+        .commit(
+            "alice/broken",
+            Commit::at(0)
+                .append(reins_message::Msg::user("delete x"))
+                .add_requirement(RequirementRecord::new("r1", "confirmation", json!({})))
+                .run_state(Some(json!({"not": "a run state"}))),
+        )
+        .await
+        .unwrap();
+    let out = pause(&s, "alice/fine", "delete a.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap();
+
+    let (st, err) = s.get(ALICE, "/v1/sessions/alice%2Fbroken").await;
+    assert_eq!(st, 500, "{err}");
+    assert_eq!(err["error"]["code"], "corrupt_session", "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("alice/broken"),
+        "{err}"
+    );
+
+    let (st, inbox) = s.get(ANA, "/v1/requirements").await;
+    assert_eq!(st, 200, "{inbox}");
+    let ids: Vec<&str> = inbox["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requirement_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [rid], "{inbox}");
+
+    let (st, list) = s.get(ADMIN, "/v1/sessions").await;
+    assert_eq!(st, 200, "{list}");
+    let listed: Vec<&str> = list["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["alice/fine"], "{list}");
+
+    // Nothing was written to the broken session by reading around it.
+    let stored = store.load_session("alice/broken").await.unwrap();
+    assert_eq!(stored.version, 1);
+}

@@ -328,7 +328,8 @@ async fn a_quorum_of_two_is_met_by_two_approvers_on_two_instances() {
         assert_eq!(out["requirements"][0]["quorum"]["needed"], 2, "{out}");
 
         // The inbox on B shows the count.
-        let (_, inbox) = b.get(ANA, "/v1/requirements").await;
+        let (st, inbox) = b.get(ANA, "/v1/requirements").await;
+        assert_eq!(st, 200, "{label}: {inbox}");
         let item = inbox["items"]
             .as_array()
             .unwrap()
@@ -363,7 +364,8 @@ async fn a_quorum_of_two_is_met_by_two_approvers_on_two_instances() {
             1,
             "{view}"
         );
-        let (_, inbox) = b.get(ANA, "/v1/requirements").await;
+        let (st, inbox) = b.get(ANA, "/v1/requirements").await;
+        assert_eq!(st, 200, "{label}: {inbox}");
         let item = inbox["items"]
             .as_array()
             .unwrap()

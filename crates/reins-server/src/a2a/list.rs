@@ -130,9 +130,16 @@ pub(super) async fn list_tasks(
             continue;
         };
         let running = state.hub.local_run(&s.id).is_some();
+        let tasks = match tasks_of(&state.agent, stored, running).await {
+            Ok(t) => t,
+            Err(e) if e.skippable_in_list() => {
+                tracing::warn!(session = %s.id, error = %e, "tasks/list leaves out a session it cannot read");
+                continue;
+            }
+            Err(e) => return Err(RpcError::from(e)),
+        };
         all.extend(
-            tasks_of(&state.agent, stored, running)
-                .await?
+            tasks
                 .into_iter()
                 .filter(|t| filters.status.is_none_or(|st| t.state == st))
                 .filter(|t| filters.after.is_none_or(|after| t.timestamp >= after)),

@@ -198,7 +198,10 @@ pub(crate) async fn sweep(state: &AppState, waiting: &Waiting) -> crate::Result<
         }
         let pending = match crate::view::load(&state.agent, &s.id, false, false).await {
             Ok((_, pending)) => pending,
-            Err(crate::ServerError::UnknownSession(_)) => continue,
+            Err(e) if e.skippable_in_list() => {
+                tracing::warn!(session = %s.id, error = %e, "the escalation sweep leaves out a session it cannot read");
+                continue;
+            }
             Err(e) => return Err(e),
         };
         for req in pending {

@@ -158,7 +158,14 @@ pub(crate) async fn get_sessions(
             head.created_at,
             head.updated_at,
         );
-        let (detail, pending) = view::of_head(&state.agent, head, running_here).await?;
+        let (detail, pending) = match view::of_head(&state.agent, head, running_here).await {
+            Ok(v) => v,
+            Err(e) if e.skippable_in_list() => {
+                tracing::warn!(session = %id, error = %e, "the session list leaves out a session it cannot read");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if f.statuses
             .as_ref()
             .is_some_and(|s| !s.contains(&detail.status))

@@ -154,7 +154,14 @@ pub(crate) async fn get_requirements(
             Err(e) => return Err(e.into()),
         };
         let running = state.hub.local_run(&s.id).is_some();
-        let (detail, pending) = view::of(&state.agent, stored, running, false).await?;
+        let (detail, pending) = match view::of(&state.agent, stored, running, false).await {
+            Ok(v) => v,
+            Err(e) if e.skippable_in_list() => {
+                tracing::warn!(session = %s.id, error = %e, "the inbox leaves out a session it cannot read");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         for r in pending {
             let may = who.may_decide(&r.tool_use.name) || who.owns(&s.id);
             if !may {
