@@ -289,14 +289,20 @@ impl Validator<'_> {
             }
         }
         let props = s.get("properties").and_then(Value::as_object);
-        for (key, val) in obj {
+        // Fields in key order, whatever order the map keeps (serde_json's
+        // `preserve_order` may be on in the program), so that the same arguments always
+        // give the same problems in the same order.
+        let mut fields: Vec<(&String, &Value)> = obj.iter().collect();
+        fields.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, val) in fields {
             match props.and_then(|p| p.get(key)) {
                 Some(sub) => self.check(sub, val, &join(path, key), depth + 1),
                 None => match s.get("additionalProperties") {
                     Some(Value::Bool(false)) => {
-                        let known: Vec<&str> = props
+                        let mut known: Vec<&str> = props
                             .map(|p| p.keys().map(String::as_str).collect())
                             .unwrap_or_default();
+                        known.sort_unstable();
                         self.report(
                             path,
                             format!(
