@@ -18,6 +18,7 @@ pub struct RunRequest {
 
 /// `?stream=true` answers with Server-Sent Events instead of the final output.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamQuery {
     /// Stream the run's events (SSE) instead of waiting for its output.
     #[serde(default)]
@@ -135,6 +136,7 @@ pub struct DecisionsList {
 
 /// `GET /v1/requirements` query.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct InboxQuery {
     /// Only `pending` is supported (the default).
     #[serde(default)]

@@ -29,6 +29,8 @@ use harness::*;
 
 #[path = "browser/input_form.rs"]
 mod input_form;
+#[path = "browser/policy_shadow.rs"]
+mod policy_shadow;
 #[path = "browser/sign_in.rs"]
 mod sign_in;
 #[path = "browser/webhooks.rs"]

@@ -33,7 +33,7 @@ const INBOX_HTML: &str = include_str!("inbox.html");
 
 /// The page's scripts, by name, in the order the page loads them (each file says what
 /// it does).
-const SCRIPTS: [(&str, &str); 8] = [
+const SCRIPTS: [(&str, &str); 9] = [
     ("core.js", include_str!("js/core.js")),
     ("schema.js", include_str!("js/schema.js")),
     ("form.js", include_str!("js/form.js")),
@@ -41,6 +41,7 @@ const SCRIPTS: [(&str, &str); 8] = [
     ("session.js", include_str!("js/session.js")),
     ("lists.js", include_str!("js/lists.js")),
     ("webhooks.js", include_str!("js/webhooks.js")),
+    ("policy.js", include_str!("js/policy.js")),
     ("start.js", include_str!("js/start.js")),
 ];
 
