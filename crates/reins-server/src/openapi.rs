@@ -43,6 +43,7 @@ use crate::{auth, error, grants, health, inbox, policy, sessions, types};
     ),
     components(schemas(
         types::RunRequest,
+        types::BudgetLimit,
         types::SessionDetail,
         types::SessionStatus,
         types::Action,

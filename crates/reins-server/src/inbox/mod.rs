@@ -172,8 +172,9 @@ pub(crate) async fn get_requirements(
                 RequirementKind::Confirmation => ("confirmation", None),
                 RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
                 RequirementKind::External => ("external", None),
-                // Approve extends to the suggested limit shown in the arguments; a new
-                // limit goes through the decisions API as `edited_input`.
+                // The arguments show the spend, the limit and a suggested one; the page's
+                // form approves with a new limit (`edited_args`), or plain approve takes
+                // the suggested one.
                 RequirementKind::Budget { .. } => ("budget", None),
             };
             items.push(InboxItem {
