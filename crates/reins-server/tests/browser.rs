@@ -27,6 +27,8 @@ use support::*;
 mod harness;
 use harness::*;
 
+#[path = "browser/budget.rs"]
+mod budget;
 #[path = "browser/input_form.rs"]
 mod input_form;
 #[path = "browser/policy_shadow.rs"]
