@@ -43,6 +43,13 @@ pub(crate) const ONCE: [(&str, &str, &str); 2] = [
     ("reject-once", "Reject", "reject_once"),
 ];
 
+/// The options for a reached budget: extend it (to the suggested limit shown in the
+/// request) or end the run. There is no "always": an extension is one decision.
+pub(crate) const BUDGET: [(&str, &str, &str); 2] = [
+    ("allow-once", "Extend to the suggested limit", "allow_once"),
+    ("reject-once", "End the run", "reject_once"),
+];
+
 fn options(which: &[(&str, &str, &str)]) -> Vec<Value> {
     which
         .iter()

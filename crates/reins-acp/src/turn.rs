@@ -149,7 +149,18 @@ async fn drive(
         let out = stream(conn, live, handle).await.map_err(agent_error)?;
         match out.status {
             RunStatus::Completed => {
-                if out.empty_answer {
+                // A run ended at its budget ends with the run's own message, which no
+                // model streamed: the editor is told here.
+                if out
+                    .message
+                    .metadata
+                    .contains_key(reins_agent::run::BUDGET_ENDED_MARK)
+                {
+                    conn.update(
+                        live,
+                        update::chunk("agent_message_chunk", &out.message.text()),
+                    );
+                } else if out.empty_answer {
                     conn.update(live, update::chunk("agent_message_chunk", "(no answer)"));
                 }
                 return Ok("end_turn");
@@ -302,14 +313,17 @@ async fn settle(
                 Choice::Cancelled => left.push(r),
             },
             // A reached budget as a permission: allowing extends it to the suggested
-            // limit (shown in the request), rejecting ends the run. Never "always".
-            RequirementKind::Budget { .. } => match permission::ask(conn, live, r).await {
-                Choice::AllowOnce | Choice::AllowAlways => decisions.push(approve(r, &by)),
-                Choice::RejectOnce | Choice::RejectAlways => {
-                    decisions.push(Decision::reject(&r.id, "ended in the editor").by(&by));
+            // limit (shown in the request), rejecting ends the run. Only "once" options
+            // are offered.
+            RequirementKind::Budget { .. } => {
+                match permission::ask_with(conn, live, r, &permission::BUDGET).await {
+                    Choice::AllowOnce | Choice::AllowAlways => decisions.push(approve(r, &by)),
+                    Choice::RejectOnce | Choice::RejectAlways => {
+                        decisions.push(Decision::reject(&r.id, "ended in the editor").by(&by));
+                    }
+                    Choice::Cancelled => left.push(r),
                 }
-                Choice::Cancelled => left.push(r),
-            },
+            }
             RequirementKind::UserInput { fields }
                 if conn.caps().forms && client::is_form(fields) =>
             {

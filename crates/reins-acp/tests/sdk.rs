@@ -412,3 +412,66 @@ async fn bad_json_rpc_gets_the_protocols_errors() {
     assert_eq!(code(8), -32602);
     assert!(ran.all().is_empty());
 }
+
+/// A reached budget through the real SDK client (`tests/client/budget.mjs`): a
+/// permission request before the tool starts, after the call's own; allow extends the
+/// budget and the call runs, reject ends the run with a message saying so and nothing
+/// runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_client_extends_and_ends_a_budget() {
+    if !client_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        reins_memory::SqliteStore::open(dir.path().join("s.db"))
+            .await
+            .unwrap(),
+    );
+    let ran = Ran::default();
+    // The model's tool call costs about four tokens: the limit is reached before the
+    // tool starts.
+    let agent = reins_agent::Agent::builder()
+        .name("files")
+        .model(reins_model::ScriptedModel::from_fn(respond))
+        .toolkit(toolkit(&ran))
+        .store_arc(store)
+        .budget(reins_agent::budget::Budget::new().tokens(3))
+        .build()
+        .unwrap();
+    let acp = AcpAgent::builder(agent).principal("ana").build();
+    let out = drive(acp, "budget.mjs", &[], dir.path()).await;
+    assert_eq!(
+        out["invalid"],
+        serde_json::json!([]),
+        "{:#}",
+        out["invalid"]
+    );
+
+    let extended = &out["extended"];
+    let asked = extended["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{extended:#}");
+    let budget = &asked[1];
+    assert_eq!(budget["rawInput"]["reached"][0], "tokens", "{budget:#}");
+    assert_eq!(budget["rawInput"]["limit"]["tokens"], 3, "{budget:#}");
+    let options = budget["options"].as_array().unwrap();
+    assert!(
+        options
+            .iter()
+            .all(|o| !o.as_str().unwrap().ends_with("always")),
+        "a budget is never allowed always: {options:?}"
+    );
+    assert_eq!(extended["stopReason"], "end_turn", "{extended:#}");
+    assert!(
+        extended["said"].as_str().unwrap().contains("deleted a.txt"),
+        "{extended:#}"
+    );
+
+    let ended = &out["ended"];
+    assert_eq!(ended["asked"].as_array().unwrap().len(), 2, "{ended:#}");
+    assert!(
+        ended["said"].as_str().unwrap().contains("budget"),
+        "{ended:#}"
+    );
+    assert_eq!(ran.all(), ["delete:a.txt"], "b.txt was not deleted");
+}

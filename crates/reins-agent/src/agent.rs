@@ -100,6 +100,12 @@ impl Agent {
         &self.runtime.toolkit
     }
 
+    /// The default budget of the agent's sessions and its model's price
+    /// ([`AgentBuilder::budget`], [`AgentBuilder::price`]); `None` when it has neither.
+    pub fn budget(&self) -> Option<&crate::budget::BudgetRules> {
+        self.config.budget.as_deref()
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
         &self.runtime.store
@@ -577,7 +583,14 @@ impl AgentBuilder {
                 q.needed
             )));
         }
+        // With prices but no default limit, the rules still carry the price: a
+        // session's own cost limit is counted with it.
         let budget = match self.budget {
+            Some(limit) => Some(limit),
+            None if !self.prices.is_empty() => Some(crate::budget::Budget::new()),
+            None => None,
+        };
+        let budget = match budget {
             Some(limit) => Some(Arc::new(crate::budget::BudgetRules::new(
                 limit,
                 &self.prices,

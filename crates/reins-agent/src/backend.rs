@@ -43,6 +43,11 @@ pub struct Submission {
     /// ignored for other inputs (a run in progress keeps its own). A spec that cannot
     /// be asked for is refused ([`AgentError::InvalidInput`]).
     pub output: Option<OutputSpec>,
+    /// The session's own budget limit, set as the run this message starts begins
+    /// (stored with the session, over the agent's default; [`crate::budget`]);
+    /// ignored for other inputs. An invalid limit is refused
+    /// ([`AgentError::InvalidBudget`]) before anything changes.
+    pub budget: Option<crate::budget::Budget>,
 }
 
 impl Submission {
@@ -55,6 +60,7 @@ impl Submission {
             idempotency_key: None,
             client_tools: Vec::new(),
             output: None,
+            budget: None,
         }
     }
 }
@@ -176,6 +182,7 @@ impl SessionBackend for Agent {
             view,
             client_tools: tools,
             output,
+            budget,
             ..
         } = submission;
         let s = match &input {
@@ -194,6 +201,9 @@ impl SessionBackend for Agent {
                 }
                 if let Some(spec) = output {
                     send = send.output_spec(spec);
+                }
+                if let Some(limit) = budget {
+                    send = send.budget(limit);
                 }
                 send.start().await?
             }

@@ -117,6 +117,20 @@ impl Budget {
         Ok(())
     }
 
+    /// [`validate`](Self::validate), and refuses a cost limit when the agent's model
+    /// has no price (`price`): its cost could never be counted.
+    pub fn validate_for(&self, price: Option<Price>) -> Result<()> {
+        self.validate()?;
+        if self.cost.is_some() && price.is_none() {
+            return Err(InvalidBudget {
+                reason: "a cost limit needs a price for the agent's model \
+                         (AgentBuilder::price); the agent has none"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The limits `spent` has reached, by name (`tokens`, `cost`, `tool_calls`,
     /// `wall_secs`). The tool-call limit counts only before a tool starts
     /// (`before_tool`): it does not stop a model call.

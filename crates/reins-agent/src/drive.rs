@@ -43,15 +43,23 @@ pub(crate) struct DriveArgs {
     pub(crate) view: Option<ViewToken>,
     /// The calling handle's view: set to what the run ends with.
     pub(crate) handle_view: Arc<std::sync::Mutex<ViewToken>>,
-    /// The structured answer a run started by this call's message must end with
-    /// (`None`: the agent's default).
-    pub(crate) output: Option<OutputSpec>,
+    /// What the caller asks of a run this call's message starts.
+    pub(crate) asks: Asks,
     pub(crate) cancel: CancellationToken,
     /// Where events go (`None`: nobody listens, as in an awaited `send`).
     pub(crate) events: Option<UnboundedSender<RunEvent>>,
     /// Tools the caller declared for this call and executes itself (see
     /// [`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
     pub(crate) client_tools: Vec<reins_message::ToolSpec>,
+}
+
+/// What the caller asks of the run a message starts, beside the agent's own rules.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Asks {
+    /// The structured answer the run must end with (`None`: the agent's default).
+    pub(crate) output: Option<OutputSpec>,
+    /// The session's own budget limit, stored with it (`None`: as it is).
+    pub(crate) budget: Option<crate::budget::Budget>,
 }
 
 /// Drives one call to its end.
@@ -65,7 +73,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         actor,
         view,
         handle_view,
-        output,
+        asks,
         cancel,
         events,
         client_tools,
@@ -80,7 +88,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         ledgered: std::sync::Mutex::new(Vec::new()),
         deferred: std::sync::atomic::AtomicBool::new(false),
     };
-    let call = d.call(input, actor, view, output);
+    let call = d.call(input, actor, view, asks);
     let result = d.run(&mut core, call).await;
     match &result {
         Ok(_) => {
@@ -187,17 +195,20 @@ impl Driver {
         input: RunInput,
         actor: Option<Actor>,
         view: Option<ViewToken>,
-        output: Option<OutputSpec>,
+        asks: Asks,
     ) -> Call {
-        let call = self
+        let mut call = self
             .agent
             .begin(self.session.clone(), input, Utc::now())
             .with_actor(actor)
             .with_view(view);
-        match output {
-            Some(spec) => call.with_output(spec),
-            None => call,
+        if let Some(spec) = asks.output {
+            call = call.with_output(spec);
         }
+        if let Some(limit) = asks.budget {
+            call = call.with_budget(limit);
+        }
+        call
     }
 
     /// One turn, in its `invoke_agent` span (see [`crate::telemetry`]).

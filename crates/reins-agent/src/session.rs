@@ -12,7 +12,6 @@ use crate::output::RunOutput;
 use crate::requirement::{Decision, Requirement};
 use crate::run::{Run, RunInput};
 use crate::state::{SessionCore, SessionShared, SessionView, sync_with_store};
-use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
 mod verbs;
@@ -203,12 +202,12 @@ impl Session {
         &self,
         input: RunInput,
         view: Option<ViewToken>,
-        output: Option<OutputSpec>,
+        asks: crate::drive::Asks,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunHandle> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (args, active) = self
-            .prepare_deciding(input, view, output, Some(tx), client_tools)
+            .prepare_deciding(input, view, asks, Some(tx), client_tools)
             .await?;
         let cancel = args.cancel.clone();
         let task = tokio::spawn(drive_future(args, active));
@@ -223,11 +222,11 @@ impl Session {
         &self,
         input: RunInput,
         view: Option<ViewToken>,
-        output: Option<OutputSpec>,
+        asks: crate::drive::Asks,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunOutput> {
         let (args, active) = self
-            .prepare_deciding(input, view, output, None, client_tools)
+            .prepare_deciding(input, view, asks, None, client_tools)
             .await?;
         InlineRun {
             cancel: args.cancel.clone(),
@@ -247,7 +246,7 @@ impl Session {
         &self,
         input: RunInput,
         view: Option<ViewToken>,
-        output: Option<OutputSpec>,
+        asks: crate::drive::Asks,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
@@ -262,7 +261,7 @@ impl Session {
                 .prepare(
                     input.clone(),
                     view.clone(),
-                    output.clone(),
+                    asks.clone(),
                     events.clone(),
                     client_tools.clone(),
                 )
@@ -291,7 +290,7 @@ impl Session {
         &self,
         input: RunInput,
         view: Option<ViewToken>,
-        output: Option<OutputSpec>,
+        asks: crate::drive::Asks,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
@@ -332,7 +331,7 @@ impl Session {
             actor: self.actor.clone(),
             view,
             handle_view: self.view.clone(),
-            output,
+            asks,
             cancel,
             events,
             client_tools,

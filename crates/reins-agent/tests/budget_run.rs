@@ -140,6 +140,55 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
     assert_eq!(run.state(), &before);
 }
 
+#[test]
+fn a_session_cost_limit_needs_the_models_price() {
+    // No price: a session's cost limit could never be counted, so it is refused.
+    let unpriced = Agent::builder()
+        .model(ScriptedModel::new([]))
+        .build()
+        .unwrap();
+    let mut run = Run::new(unpriced.run_config());
+    let call = unpriced
+        .begin("s", RunInput::Message(Msg::user("go")), t(0))
+        .with_budget(Budget::new().cost(1.0));
+    let before = run.state().clone();
+    let refused = run.apply(Event::Begin(call)).unwrap_err();
+    assert!(
+        matches!(&refused.error, reins_agent::AgentError::InvalidBudget { reason } if reason.contains("price")),
+        "{:?}",
+        refused.error
+    );
+    assert_eq!(run.state(), &before);
+    // With a price and no default limit, the session's cost limit is counted.
+    let model = ScriptedModel::new([]);
+    let name = reins_model::ChatModel::model_name(&model).to_owned();
+    let priced = Agent::builder()
+        .model(model)
+        .price(
+            name,
+            reins_agent::budget::Price::per_million(1_000_000.0, 1_000_000.0),
+        )
+        .build()
+        .unwrap();
+    let mut run = Run::new(priced.run_config());
+    let call = priced
+        .begin("s", RunInput::Message(Msg::user("go")), t(0))
+        .with_budget(Budget::new().cost(5.0));
+    run.apply(Event::Begin(call)).unwrap();
+    assert!(matches!(run.next(), Step::Reason(_)));
+    run.apply(reasoned(Msg::assistant("hi"), 0, 6, t(1)))
+        .unwrap();
+    assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
+    assert!(run.budget_spent().cost >= 6.0, "{:?}", run.budget_spent());
+    run.apply(Event::Begin(priced.begin(
+        "s",
+        RunInput::Message(Msg::user("more")),
+        t(2),
+    )))
+    .unwrap();
+    assert!(matches!(run.next(), Step::Pause(_)), "the cost limit holds");
+}
+
 /// One model answer in the property: tokens used, tool calls made, seconds taken.
 #[derive(Debug, Clone)]
 struct Answer {

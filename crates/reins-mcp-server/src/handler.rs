@@ -198,7 +198,7 @@ impl McpAgentServer {
             let task = task::working(self, &id);
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
-        let out = self.finish(handle, &ctx).await?;
+        let out = self.finish(handle, &ctx).await.map_err(agent_error)?;
         self.answer(session, out, &args, &caller, ctx).await
     }
 
@@ -243,7 +243,7 @@ impl McpAgentServer {
             .start()
             .await
             .map_err(agent_error)?;
-        let out = self.finish(handle, &ctx).await?;
+        let out = self.finish(handle, &ctx).await.map_err(agent_error)?;
         self.answer(session, out, args, caller, ctx).await
     }
 
@@ -252,7 +252,7 @@ impl McpAgentServer {
         &self,
         handle: RunHandle,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<RunOutput, McpError> {
+    ) -> Result<RunOutput, AgentError> {
         let stop = handle.interrupter();
         let ct = ctx.ct.clone();
         let watcher = tokio::spawn(async move {
@@ -261,7 +261,7 @@ impl McpAgentServer {
         });
         let out = handle.wait().await;
         watcher.abort();
-        out.map_err(agent_error)
+        out
     }
 
     /// The MCP answer for a run's output: a result, questions, or more questions.
@@ -273,6 +273,7 @@ impl McpAgentServer {
         caller: &Caller,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let mut refusals = 0;
         loop {
             if out.status != RunStatus::Paused || out.requirements.is_empty() {
                 return Ok(CallToolResponse::Complete(result_of(
@@ -331,13 +332,20 @@ impl McpAgentServer {
                     self.inner.inbox_url.as_deref(),
                 )));
             }
-            let handle = session
-                .resolve(decisions)
-                .at(&view)
-                .start()
-                .await
-                .map_err(agent_error)?;
-            out = self.finish(handle, &ctx).await?;
+            let run = match session.resolve(decisions).at(&view).start().await {
+                Ok(handle) => self.finish(handle, &ctx).await,
+                Err(e) => Err(e),
+            };
+            match run {
+                Ok(next) => out = next,
+                // A budget extension the run refused (a limit not above the spend)
+                // changed nothing: the same form is asked again, a few times.
+                Err(e @ AgentError::InvalidBudget { .. }) if refusals < MAX_REFUSED_ANSWERS => {
+                    tracing::debug!(error = %e, "a refused budget extension; asking again");
+                    refusals += 1;
+                }
+                Err(e) => return Err(agent_error(e)),
+            }
         }
     }
 
@@ -426,6 +434,11 @@ pub(crate) fn decide(
     (decisions, problems)
 }
 
+/// How many answers the run refused (a budget extension not above the spend) a client
+/// asked with `elicitation/create` is asked again for, before the call fails with the
+/// refusal.
+const MAX_REFUSED_ANSWERS: u32 = 3;
+
 pub(crate) fn agent_error(e: AgentError) -> McpError {
     match &e {
         AgentError::SessionBusy { .. } => McpError::invalid_request(
@@ -438,7 +451,8 @@ pub(crate) fn agent_error(e: AgentError) -> McpError {
         | AgentError::WrongDecision { .. }
         | AgentError::RequirementExpired { .. }
         | AgentError::DuplicateDecision { .. }
-        | AgentError::NothingToResume { .. } => McpError::invalid_params(e.to_string(), None),
+        | AgentError::NothingToResume { .. }
+        | AgentError::InvalidBudget { .. } => McpError::invalid_params(e.to_string(), None),
         _ => McpError::internal_error(e.to_string(), None),
     }
 }

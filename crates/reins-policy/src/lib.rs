@@ -48,7 +48,7 @@ pub use error::{Error, Problem, Result};
 pub use eval::{Answer, Question, Verdict};
 pub use live::CedarPolicy;
 pub use load::PolicySet;
-pub use shadow::{ShadowDifference, ShadowLog};
+pub use shadow::{ARGUMENTS_SUMMARY_CHARS, ShadowDifference, ShadowLog};
 
 /// The Cedar schema every policy set is validated against (the file
 /// `schema/reins.cedarschema` of this crate; docs/policy.md explains it).

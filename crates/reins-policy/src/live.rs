@@ -10,7 +10,7 @@ use reins_agent::eligibility::{DecideRequest, Eligibility, EligibilityPolicy, Gr
 use crate::error::{Error, Result};
 use crate::eval::{Answer, Prepared, Question, Verdict, unputtable};
 use crate::load::PolicySet;
-use crate::shadow::{ShadowDifference, ShadowLog};
+use crate::shadow::{ShadowDifference, ShadowLog, summary};
 
 /// The sets one decision reads: swapped together, so a decision sees one of each.
 struct Sets {
@@ -51,6 +51,7 @@ struct Subject<'a> {
     session: &'a str,
     tool: &'a str,
     call: &'a str,
+    arguments: String,
     principal: &'a str,
 }
 
@@ -174,6 +175,7 @@ impl CedarPolicy {
                     session: who.session.to_owned(),
                     tool: who.tool.to_owned(),
                     call: who.call.to_owned(),
+                    arguments: who.arguments,
                     principal: who.principal.to_owned(),
                     active: active.clone(),
                     shadow: other,
@@ -192,6 +194,7 @@ impl CedarPolicy {
             session: call.session,
             tool: call.tool,
             call: call.tool_use_id,
+            arguments: summary(call.arguments),
             principal: call.principal.unwrap_or_default(),
         };
         self.answer(Question::Call, Prepared::call(call), who)
@@ -203,6 +206,7 @@ impl CedarPolicy {
             session: d.session,
             tool: d.tool,
             call: d.requirement_id,
+            arguments: summary(d.arguments),
             principal: d.actor.map_or("", |a| a.principal.as_str()),
         };
         self.answer(Question::Decide, Prepared::decide(d, Utc::now()), who)
@@ -214,6 +218,9 @@ impl CedarPolicy {
             session: g.grant.session.as_deref().unwrap_or_default(),
             tool: &g.grant.tool,
             call: "",
+            arguments: serde_json::to_value(&g.grant.conditions)
+                .map(|v| summary(&v))
+                .unwrap_or_default(),
             principal: &g.actor.principal,
         };
         self.answer(Question::Grant, Prepared::grant(g, Utc::now()), who)

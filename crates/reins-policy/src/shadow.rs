@@ -11,6 +11,20 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::eval::{Answer, Question};
 
+/// How many characters of a call's arguments a [`ShadowDifference`] keeps.
+pub const ARGUMENTS_SUMMARY_CHARS: usize = 200;
+
+/// `value` as compact JSON, cut at [`ARGUMENTS_SUMMARY_CHARS`] characters.
+pub(crate) fn summary(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= ARGUMENTS_SUMMARY_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
 /// One question the active and the shadow set answered differently. Only the active
 /// answer was acted on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +39,11 @@ pub struct ShadowDifference {
     pub tool: String,
     /// The call (tool use / requirement id); "" for a grant.
     pub call: String,
+    /// The call's arguments as compact JSON, cut at [`ARGUMENTS_SUMMARY_CHARS`]
+    /// characters (with `…`); a grant's argument conditions. Empty in records written
+    /// before it was kept.
+    #[serde(default)]
+    pub arguments: String,
     /// Who: the session's principal (`call`), the decider (`decide`), the grant's
     /// author (`grant`); "" when unnamed.
     pub principal: String,
@@ -136,4 +155,19 @@ fn append(path: &Path, d: &ShadowDifference) -> std::io::Result<()> {
         .append(true)
         .open(path)?;
     f.write_all(&line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_keeps_short_arguments_and_cuts_long_ones() {
+        let short = serde_json::json!({"path": "/tmp/a"});
+        assert_eq!(summary(&short), r#"{"path":"/tmp/a"}"#);
+        let long = serde_json::json!({"text": "ü".repeat(500)});
+        let cut = summary(&long);
+        assert_eq!(cut.chars().count(), ARGUMENTS_SUMMARY_CHARS + 1);
+        assert!(cut.ends_with('…'));
+    }
 }

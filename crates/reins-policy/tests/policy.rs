@@ -433,6 +433,11 @@ permit (principal, action == Reins::Action::"decide", resource);
     assert_eq!(asked.shadow.policies, ["all-mail"]);
     assert_eq!(asked.tool, "send_email");
     assert_eq!(asked.principal, "alice");
+    assert!(
+        asked.arguments.starts_with("{\"to\":"),
+        "{}",
+        asked.arguments
+    );
     // Stored: a new log on the same file reads them back.
     let reopened = ShadowLog::open(&log_file).unwrap();
     assert_eq!(reopened.differences(), diffs);

@@ -91,6 +91,11 @@ pub struct TurnRequest {
     /// cannot be asked for is refused `invalid_input`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputSpec>,
+    /// The session's own budget limit, set as the run this message starts begins
+    /// (stored with the session, over the agent's default); ignored for other inputs.
+    /// An invalid limit is refused `invalid_budget`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<reins_agent::budget::Budget>,
 }
 
 impl TurnRequest {
@@ -117,6 +122,7 @@ impl TurnRequest {
             view: None,
             client_tools: Vec::new(),
             output: None,
+            budget: None,
         }
     }
 
@@ -150,18 +156,28 @@ impl TurnRequest {
         self
     }
 
+    /// The session's own budget limit (see [`TurnRequest::budget`]).
+    #[must_use]
+    pub fn with_budget(mut self, limit: reins_agent::budget::Budget) -> Self {
+        self.budget = Some(limit);
+        self
+    }
+
     /// The call this request starts on `session` at `now`: `agent`'s own
     /// ([`Agent::begin`], every rule of the agent) with the caller's part — who acts,
-    /// the view, the structured answer.
+    /// the view, the structured answer, the session's own budget (for a message).
     pub(crate) fn call(&self, agent: &Agent, session: &str, now: DateTime<Utc>) -> Call {
-        let call = agent
+        let mut call = agent
             .begin(session.to_owned(), self.input.clone().into_run_input(), now)
             .with_actor(self.actor.clone())
             .with_view(self.view.clone());
-        match &self.output {
-            Some(spec) => call.with_output(spec.clone()),
-            None => call,
+        if let Some(spec) = &self.output {
+            call = call.with_output(spec.clone());
         }
+        if let (Some(limit), TurnInput::Message { .. }) = (self.budget, &self.input) {
+            call = call.with_budget(limit);
+        }
+        call
     }
 }
 

@@ -23,6 +23,7 @@
 //! | `GET /v1/sessions/{id}/events` | live events (SSE, `Last-Event-ID` to resume) |
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
+//! | `GET /v1/policy/shadow` | where the shadow policy set would have answered differently (admin; [`Server::policy`]) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
 //! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides ([`Server::email_approvals`]) |
 //! | `POST /v1/slack/interactions` | Slack's button presses, signature checked ([`Server::slack_approvals`]) |
@@ -87,6 +88,7 @@ mod health;
 mod inbox;
 #[cfg(feature = "otel")]
 pub mod otel;
+mod policy;
 pub mod prometheus;
 mod sessions;
 
@@ -142,6 +144,7 @@ pub struct Server {
     approvals: approvals::Approvals,
     channels: Vec<Arc<dyn notify::Channel>>,
     notify: notify::NotifyOptions,
+    policy: Option<reins_policy::CedarPolicy>,
 }
 
 impl std::fmt::Debug for Server {
@@ -175,6 +178,7 @@ impl Server {
             approvals: approvals::Approvals::default(),
             channels: Vec::new(),
             notify: notify::NotifyOptions::default(),
+            policy: None,
         }
     }
 
@@ -302,6 +306,19 @@ impl Server {
         self
     }
 
+    /// The Cedar policies the agent asks (a clone of the
+    /// [`CedarPolicy`](reins_policy::CedarPolicy) given to
+    /// [`AgentBuilder::approval_policy`](reins_agent::AgentBuilder::approval_policy)):
+    /// `GET /v1/policy/shadow` and the inbox's **Policy shadow** view (admins) list
+    /// where its shadow set would have answered differently. The differences are the
+    /// policy's [`ShadowLog`](reins_policy::ShadowLog): open it on a file
+    /// ([`ShadowLog::open`](reins_policy::ShadowLog::open)) to keep them across
+    /// restarts. See `docs/policy.md`.
+    pub fn policy(mut self, policy: reins_policy::CedarPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
@@ -371,6 +388,7 @@ impl Server {
         let mut state = AppState {
             _dispatching: dispatcher.spawn().map(Arc::new),
             webhooks,
+            policy: self.policy,
             agent: self.agent,
             backend: self.backend,
             auth,
@@ -390,6 +408,7 @@ impl Server {
             .merge(grants::router())
             .merge(approvals::router())
             .merge(notify::api::router())
+            .merge(policy::router())
             .merge(health::router())
             .merge(prometheus::router())
             .merge(openapi::router())

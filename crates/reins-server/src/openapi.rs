@@ -10,7 +10,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ServerError;
 use crate::state::AppState;
-use crate::{auth, error, grants, health, inbox, sessions, types};
+use crate::{auth, error, grants, health, inbox, policy, sessions, types};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -37,11 +37,13 @@ use crate::{auth, error, grants, health, inbox, sessions, types};
         grants::get_grants,
         grants::post_grant,
         grants::delete_grant,
+        policy::get_shadow,
         health::healthz,
         health::readyz,
     ),
     components(schemas(
         types::RunRequest,
+        types::BudgetLimit,
         types::SessionDetail,
         types::SessionStatus,
         types::Action,
@@ -62,6 +64,9 @@ use crate::{auth, error, grants, health, inbox, sessions, types};
         types::NewGrantRequest,
         types::QuorumView,
         types::QuorumApproval,
+        policy::ShadowPage,
+        policy::ShadowItem,
+        policy::ShadowAnswer,
         sessions::fork::ForkRequest,
         sessions::fork::ForkAnswer,
         sessions::fork::TurnsList,
@@ -75,6 +80,7 @@ use crate::{auth, error, grants, health, inbox, sessions, types};
         (name = "sessions", description = "Runs, reads, decisions, interrupts and live events of one session"),
         (name = "inbox", description = "Pending requirements across sessions"),
         (name = "grants", description = "Standing grants: calls that run without asking"),
+        (name = "policy", description = "Cedar policies: where the shadow set would answer differently"),
         (name = "health", description = "Liveness and readiness"),
     )
 )]

@@ -38,6 +38,8 @@ pub(crate) struct AppState {
     pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
     pub(crate) _dispatching: Option<Arc<crate::notify::DispatcherTask>>,
+    /// The Cedar policies whose shadow differences `/v1/policy/shadow` lists.
+    pub(crate) policy: Option<reins_policy::CedarPolicy>,
     /// The webhook subscribers.
     pub(crate) webhooks: Arc<crate::notify::webhook::Webhooks>,
 }

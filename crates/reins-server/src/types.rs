@@ -14,10 +14,39 @@ use utoipa::{IntoParams, ToSchema};
 pub struct RunRequest {
     /// The user's message.
     pub message: String,
+    /// The session's own budget limit, set as this run starts: stored with the
+    /// session (over the agent's default) and in force for its later runs until a
+    /// person extends it or another run sets one; a limit left out keeps the agent's
+    /// default. A limit that cannot be accepted is 422 `invalid_budget` and nothing is
+    /// stored; a caller without the admin role may not set a limit above the agent's
+    /// default (403 `forbidden`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<BudgetLimit>)]
+    pub budget: Option<serde_json::Value>,
+}
+
+/// Limits on what a session may spend; a limit left out does not apply (see
+/// docs/human-in-the-loop.md, "Budgets").
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetLimit {
+    /// Model tokens (input and output, of every model call and summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// Cost, in the unit of the agent's price table (needs a price for its model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Tool calls started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u64>,
+    /// Seconds the session's runs were active (time paused or idle is not counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_secs: Option<u64>,
 }
 
 /// `?stream=true` answers with Server-Sent Events instead of the final output.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct StreamQuery {
     /// Stream the run's events (SSE) instead of waiting for its output.
     #[serde(default)]
@@ -135,6 +164,7 @@ pub struct DecisionsList {
 
 /// `GET /v1/requirements` query.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct InboxQuery {
     /// Only `pending` is supported (the default).
     #[serde(default)]

@@ -489,7 +489,7 @@ async fn health_readiness_and_openapi() {
         .skip(1)
         .map(|rest| rest.split('"').next().unwrap())
         .collect();
-    assert_eq!(scripts.len(), 8, "{scripts:?}");
+    assert_eq!(scripts.len(), 9, "{scripts:?}");
     for src in scripts {
         let res = s.client.get(s.url(src)).send().await.unwrap();
         assert_eq!(res.status(), 200, "{src}");

@@ -27,8 +27,12 @@ use support::*;
 mod harness;
 use harness::*;
 
+#[path = "browser/budget.rs"]
+mod budget;
 #[path = "browser/input_form.rs"]
 mod input_form;
+#[path = "browser/policy_shadow.rs"]
+mod policy_shadow;
 #[path = "browser/sign_in.rs"]
 mod sign_in;
 #[path = "browser/webhooks.rs"]

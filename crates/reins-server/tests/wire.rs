@@ -121,6 +121,24 @@ async fn the_openapi_document() {
     let (st, raw) = raw_get(&s, "", "/v1/openapi.json").await;
     assert_eq!(st, 200);
     assert_eq!(raw, Server::openapi().to_json().unwrap());
+    // A path parameter is one the path names; every other parameter is in the query.
+    let parsed: Value = serde_json::from_str(&raw).unwrap();
+    for (path, item) in parsed["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                let name = p["name"].as_str().unwrap();
+                let named = path.contains(&format!("{{{name}}}"));
+                let want = if named {
+                    "path"
+                } else if p["in"] == "header" {
+                    "header"
+                } else {
+                    "query"
+                };
+                assert_eq!(p["in"], want, "{method} {path}: parameter `{name}`");
+            }
+        }
+    }
     // The crate version moves with releases; the rest is the API.
     let mut doc = Server::openapi();
     doc.info.version = "<version>".to_owned();

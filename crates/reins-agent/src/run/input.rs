@@ -68,7 +68,10 @@ impl Run {
                 return Err(refuse(self, e, actor.as_ref(), Some(v)));
             }
         }
-        if let Some(Err(e)) = session_budget.as_ref().map(crate::budget::Budget::validate) {
+        if let Some(Err(e)) = session_budget
+            .as_ref()
+            .map(|l| l.validate_for(budget.as_deref().and_then(|r| r.price)))
+        {
             return Err(refuse(self, e.into(), actor.as_ref(), view.as_ref()));
         }
         let starts_run = matches!(&input, RunInput::Message(m) if m.role != Role::Tool);

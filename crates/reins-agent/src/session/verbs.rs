@@ -79,6 +79,7 @@ pub struct SendBuilder<'s> {
     msg: Msg,
     view: Option<ViewToken>,
     output: Option<OutputSpec>,
+    budget: Option<crate::budget::Budget>,
     client_tools: Vec<ToolSpec>,
 }
 
@@ -97,6 +98,7 @@ impl<'s> SendBuilder<'s> {
             msg,
             view: None,
             output: None,
+            budget: None,
             client_tools: Vec::new(),
         }
     }
@@ -133,6 +135,14 @@ impl<'s> SendBuilder<'s> {
         self
     }
 
+    /// Sets the session's own budget limit as the run starts (stored with the
+    /// session, over the agent's default; see [`crate::budget`]). An invalid limit
+    /// fails the run with [`AgentError::InvalidBudget`] before anything changes.
+    pub fn budget(mut self, limit: crate::budget::Budget) -> Self {
+        self.budget = Some(limit);
+        self
+    }
+
     /// Tools the caller declares for this run and executes itself (an AG-UI page's
     /// frontend tools, say): the model is offered them beside the toolkit's (a toolkit
     /// tool of the same name wins), and each call of one pauses the run with an
@@ -153,12 +163,14 @@ impl<'s> SendBuilder<'s> {
             msg,
             view,
             output,
+            budget,
             client_tools,
         } = self;
         let output = checked(output)?;
         let session = target.open().await?;
+        let asks = crate::drive::Asks { output, budget };
         session
-            .start_full(RunInput::Message(msg), view, output, client_tools)
+            .start_full(RunInput::Message(msg), view, asks, client_tools)
             .await
     }
 }
@@ -173,13 +185,15 @@ impl<'s> IntoFuture for SendBuilder<'s> {
             msg,
             view,
             output,
+            budget,
             client_tools,
         } = self;
         Box::pin(async move {
             let output = checked(output)?;
             let session = target.open().await?;
+            let asks = crate::drive::Asks { output, budget };
             session
-                .run_inline(RunInput::Message(msg), view, output, client_tools)
+                .run_inline(RunInput::Message(msg), view, asks, client_tools)
                 .await
         })
     }
@@ -235,7 +249,12 @@ impl<'s> ResumeBuilder<'s> {
     pub async fn start(self) -> Result<RunHandle> {
         let view = self.view.unwrap_or_else(|| self.session.current_view());
         self.session
-            .start_full(RunInput::Resume, Some(view), None, self.client_tools)
+            .start_full(
+                RunInput::Resume,
+                Some(view),
+                crate::drive::Asks::default(),
+                self.client_tools,
+            )
             .await
     }
 }
@@ -248,7 +267,12 @@ impl<'s> IntoFuture for ResumeBuilder<'s> {
         Box::pin(async move {
             let view = self.view.unwrap_or_else(|| self.session.current_view());
             self.session
-                .run_inline(RunInput::Resume, Some(view), None, self.client_tools)
+                .run_inline(
+                    RunInput::Resume,
+                    Some(view),
+                    crate::drive::Asks::default(),
+                    self.client_tools,
+                )
                 .await
         })
     }
@@ -307,7 +331,7 @@ impl<'s> ResolveBuilder<'s> {
             .start_full(
                 RunInput::Decisions(self.decisions),
                 self.view,
-                None,
+                crate::drive::Asks::default(),
                 self.client_tools,
             )
             .await
@@ -324,7 +348,7 @@ impl<'s> IntoFuture for ResolveBuilder<'s> {
                 .run_inline(
                     RunInput::Decisions(self.decisions),
                     self.view,
-                    None,
+                    crate::drive::Asks::default(),
                     self.client_tools,
                 )
                 .await

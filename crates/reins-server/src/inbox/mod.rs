@@ -33,7 +33,7 @@ const INBOX_HTML: &str = include_str!("inbox.html");
 
 /// The page's scripts, by name, in the order the page loads them (each file says what
 /// it does).
-const SCRIPTS: [(&str, &str); 8] = [
+const SCRIPTS: [(&str, &str); 9] = [
     ("core.js", include_str!("js/core.js")),
     ("schema.js", include_str!("js/schema.js")),
     ("form.js", include_str!("js/form.js")),
@@ -41,6 +41,7 @@ const SCRIPTS: [(&str, &str); 8] = [
     ("session.js", include_str!("js/session.js")),
     ("lists.js", include_str!("js/lists.js")),
     ("webhooks.js", include_str!("js/webhooks.js")),
+    ("policy.js", include_str!("js/policy.js")),
     ("start.js", include_str!("js/start.js")),
 ];
 
@@ -171,8 +172,9 @@ pub(crate) async fn get_requirements(
                 RequirementKind::Confirmation => ("confirmation", None),
                 RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
                 RequirementKind::External => ("external", None),
-                // Approve extends to the suggested limit shown in the arguments; a new
-                // limit goes through the decisions API as `edited_input`.
+                // The arguments show the spend, the limit and a suggested one; the page's
+                // form approves with a new limit (`edited_args`), or plain approve takes
+                // the suggested one.
                 RequirementKind::Budget { .. } => ("budget", None),
             };
             items.push(InboxItem {

@@ -183,16 +183,27 @@ pub fn respond(req: &ChatRequest) -> ScriptedResponse {
 }
 
 pub fn agent(store: Arc<dyn MemoryStore>, ran: &Ran) -> Agent {
-    Agent::builder()
-        .name("TestAgent")
-        .model(ScriptedModel::from_fn(respond).with_chunk_size(4))
-        .toolkit(toolkit(ran))
-        .store_arc(store)
-        .session_lease(Duration::from_secs(3))
-        .tool_lease(Duration::from_secs(3))
-        .interrupt_grace(Duration::from_millis(500))
-        .build()
-        .unwrap()
+    agent_with(store, ran, |b| b)
+}
+
+/// The test agent, with more settings from `more` (a policy, a budget...).
+pub fn agent_with(
+    store: Arc<dyn MemoryStore>,
+    ran: &Ran,
+    more: impl FnOnce(reins_agent::AgentBuilder) -> reins_agent::AgentBuilder,
+) -> Agent {
+    more(
+        Agent::builder()
+            .name("TestAgent")
+            .model(ScriptedModel::from_fn(respond).with_chunk_size(4))
+            .toolkit(toolkit(ran))
+            .store_arc(store)
+            .session_lease(Duration::from_secs(3))
+            .tool_lease(Duration::from_secs(3))
+            .interrupt_grace(Duration::from_millis(500)),
+    )
+    .build()
+    .unwrap()
 }
 
 /// A server on a loopback port; it stops when dropped.

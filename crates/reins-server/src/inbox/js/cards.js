@@ -1,6 +1,7 @@
 // The pending approvals: one card per requirement, refreshed live, and the decisions
 // made on them (approve, possibly edited; reject with a note; user input; an external
-// result; approve and grant for an hour).
+// result; approve and grant for an hour; a budget extended with new limits or the run
+// ended).
 "use strict";
 
 let inboxTimer = null;
@@ -50,6 +51,10 @@ function renderCard(item) {
       <div class="problem" hidden></div>
       <div class="actions"><button class="primary provide">Provide input</button>
         <input type="text" class="note" placeholder="note (when rejecting)"><button class="danger reject">Reject</button></div>`;
+  } else if (item.kind === "budget") {
+    body = renderBudgetForm(item.arguments || {}) + `<div class="problem" hidden></div>
+      <div class="actions"><button class="primary extend">Extend</button>
+        <input type="text" class="note" placeholder="note (when ending the run)"><button class="danger reject">End the run</button></div>`;
   } else {
     body = `<pre class="meta">${esc(original)}</pre>
       <textarea class="external-output" placeholder="the tool's output"></textarea>
@@ -101,11 +106,47 @@ function renderCard(item) {
     if (problems.length) return;
     decide(card, { requirement_id: item.requirement_id, action: "input", values, shown_fingerprint: item.fingerprint }, "Input sent");
   });
+  on(".extend", () => {
+    const limit = readBudgetForm(card);
+    if (limit === undefined) return;
+    decide(card, { requirement_id: item.requirement_id, action: "approve", edited_args: limit, shown_fingerprint: item.fingerprint }, "Extended");
+  });
   on(".external", () => {
     const output = $(".external-output", card).value;
     decide(card, { requirement_id: item.requirement_id, action: "external_result", output }, "Result sent");
   });
   return card;
+}
+
+// A budget requirement's form: per limit, what was spent and the limit now, and an
+// input with the new limit (the suggested one to start with; empty: unchanged).
+const BUDGET_LIMITS = [["tokens", "tokens", 1], ["cost", "cost", 0], ["tool_calls", "tool calls", 1], ["wall_secs", "active seconds", 1]];
+function renderBudgetForm(b) {
+  const spent = b.spent || {}, limit = b.limit || {}, suggested = b.suggested || {}, reached = b.reached || [];
+  const spentOf = k => k === "wall_secs" ? Math.floor((spent.wall_ms || 0) / 1000) : (spent[k] || 0);
+  const rows = BUDGET_LIMITS.map(([k, label, whole]) => {
+    const now = limit[k] === undefined ? "no limit" : limit[k];
+    const value = suggested[k] === undefined ? "" : suggested[k];
+    return `<label class="budget-limit${reached.includes(k) ? " reached" : ""}" data-limit="${k}">
+      <span class="grow">${esc(label)} <span class="meta">spent ${esc(spentOf(k))} of ${esc(now)}${reached.includes(k) ? " · reached" : ""}</span></span>
+      <input type="number" min="0" step="${whole ? 1 : "any"}" name="${k}" value="${esc(value)}" aria-label="new ${esc(label)} limit"></label>`;
+  }).join("");
+  return `<div class="budget-form"><div class="meta">New limits (empty: as it is):</div>${rows}</div>`;
+}
+
+// The new limit from a budget card's form, or undefined (with the problem shown).
+function readBudgetForm(card) {
+  const p = $(".problem", card), out = {}, problems = [];
+  for (const [k, label, whole] of BUDGET_LIMITS) {
+    const raw = $(`input[name="${k}"]`, card).value.trim();
+    if (raw === "") continue;
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n < 0 || (whole && !Number.isInteger(n))) {
+      problems.push(`${label}: ${whole ? "a whole number" : "a number"} of at least 0`);
+    } else out[k] = n;
+  }
+  p.hidden = problems.length === 0; p.textContent = problems.join("; ");
+  return problems.length ? undefined : out;
 }
 
 // The edited arguments: null when unchanged, undefined when invalid.

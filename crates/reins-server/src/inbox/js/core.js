@@ -1,6 +1,6 @@
 // The inbox page's common parts: the page state, API calls with the bearer token,
 // escaping and wording helpers, and Server-Sent Events over fetch. The page loads its
-// scripts in order (core, schema, form, cards, session, lists, webhooks, start); start.js signs in
+// scripts in order (core, schema, form, cards, session, lists, webhooks, policy, start); start.js signs in
 // and wires the page up.
 "use strict";
 window.addEventListener("error", e => { window.__err = (window.__err || "") + e.message + "; "; });

@@ -1,11 +1,11 @@
-// The views (Pending, Sessions, Grants, Webhooks) and the URL that says which is shown, the
+// The views (Pending, Sessions, Grants, Webhooks, Policy shadow) and the URL that says which is shown, the
 // sessions list and the grants list.
 "use strict";
 
 // ---- views and the URL ----------------------------------------------------------------
 // The view, the filters and the open session live in the query string, so a link
 // shows the same screen: ?view=sessions&status=paused&tool=send_email&session=alice%2Fchat-1
-const VIEWS = ["pending", "sessions", "grants", "webhooks"];
+const VIEWS = ["pending", "sessions", "grants", "webhooks", "shadow"];
 
 function setParams(changes, push) {
   const p = new URLSearchParams(location.search);
@@ -42,6 +42,11 @@ function route() {
     loadGrants();
   }
   if (view === "webhooks") loadWebhooks();
+  if (view === "shadow") {
+    $("#s-session").value = p.get("ssession") || "";
+    $("#s-tool").value = p.get("stool") || "";
+    loadShadow(false);
+  }
   const sid = p.get("session");
   if (sid) openSession(sid);
 }

@@ -78,6 +78,7 @@ async function signIn(token, me, notice) {
   $("#nav").hidden = false;
   $("#assigned-me").onchange = () => { $("#inbox").replaceChildren(); loadInbox(); };
   $("#nav-webhooks").hidden = !isAdmin();
+  $("#nav-shadow").hidden = !isAdmin();
   await loadInbox();
   keepStreaming("/v1/events", (ev) => {
     setLive(true);
@@ -144,4 +145,5 @@ $("#session-id").addEventListener("keydown", e => { if (e.key === "Enter") $("#o
 $("#send").onclick = send;
 $("#say").addEventListener("keydown", e => { if (e.key === "Enter") send(); });
 $("#stop").onclick = stop;
+wireShadow();
 start();
