@@ -43,6 +43,10 @@ pub struct Submission {
     /// ignored for other inputs (a run in progress keeps its own). A spec that cannot
     /// be asked for is refused ([`AgentError::InvalidInput`]).
     pub output: Option<OutputSpec>,
+    /// The caller's W3C `traceparent` (an HTTP `traceparent` header, an MCP request's
+    /// `_meta.traceparent`): the parent of the `invoke_agent` span of the turn this
+    /// input starts (see [`Session::with_trace_parent`](crate::Session::with_trace_parent)).
+    pub trace_parent: Option<String>,
 }
 
 impl Submission {
@@ -55,6 +59,7 @@ impl Submission {
             idempotency_key: None,
             client_tools: Vec::new(),
             output: None,
+            trace_parent: None,
         }
     }
 }
@@ -176,6 +181,7 @@ impl SessionBackend for Agent {
             view,
             client_tools: tools,
             output,
+            trace_parent,
             ..
         } = submission;
         let s = match &input {
@@ -184,6 +190,10 @@ impl SessionBackend for Agent {
         };
         let s = match actor {
             Some(a) => s.as_actor(a),
+            None => s,
+        };
+        let s = match trace_parent {
+            Some(tp) => s.with_trace_parent(tp),
             None => s,
         };
         let handle = match (input, view) {

@@ -31,7 +31,7 @@ pub use hitl::door_of;
 pub(crate) use hitl::{
     decided, decided_without_asking, interrupted, reconciled, replayed, requirement_pending,
 };
-pub use trace::{current_traceparent, link_to_traceparent};
+pub use trace::{current_traceparent, link_to_traceparent, set_remote_parent};
 
 use std::time::{Duration, Instant};
 
@@ -93,22 +93,50 @@ pub fn capture_content() -> bool {
     })
 }
 
-/// The `invoke_agent` span of one turn of `agent` on `session`.
-pub fn invoke_agent(agent: &str, session: &str, resumed: bool) -> Span {
-    tracing::info_span!(
+/// What names the model a span is about: `gen_ai.request.model` and
+/// `gen_ai.provider.name` ([`ChatModel::provider_name`](reins_model::ChatModel::provider_name);
+/// a model that names no provider leaves the attribute out).
+#[derive(Debug, Clone, Copy)]
+pub struct ModelId<'a> {
+    /// The model's name.
+    pub model: &'a str,
+    /// Its provider, when known.
+    pub provider: Option<&'a str>,
+}
+
+impl<'a> ModelId<'a> {
+    /// The name and provider `model` reports.
+    pub fn of(model: &'a dyn reins_model::ChatModel) -> Self {
+        Self {
+            model: model.model_name(),
+            provider: model.provider_name(),
+        }
+    }
+}
+
+/// The `invoke_agent` span of one turn of `agent` on `session` (kind internal: the
+/// agent runs in this process), with the model it calls.
+pub fn invoke_agent(agent: &str, session: &str, model: ModelId<'_>, resumed: bool) -> Span {
+    let span = tracing::info_span!(
         target: "reins",
         "invoke_agent",
         otel.name = %format_args!("invoke_agent {agent}"),
         otel.kind = "internal",
         gen_ai.operation.name = "invoke_agent",
+        gen_ai.provider.name = Empty,
         gen_ai.agent.name = %agent,
         gen_ai.conversation.id = %session,
+        gen_ai.request.model = %model.model,
         reins.resumed = resumed,
         reins.resumes = Empty,
         reins.run.status = Empty,
         otel.status_code = Empty,
         error.type = Empty,
-    )
+    );
+    if let Some(p) = model.provider {
+        span.record("gen_ai.provider.name", p);
+    }
+    span
 }
 
 /// Records how a turn ended, on its span and in [`metric::RUNS`].
@@ -135,15 +163,16 @@ pub fn status_label(s: RunStatus) -> &'static str {
     }
 }
 
-/// The `chat` span of one model call.
-pub fn chat(model: &str) -> Span {
-    tracing::info_span!(
+/// The `chat` span of one model call (kind client).
+pub fn chat(model: ModelId<'_>) -> Span {
+    let span = tracing::info_span!(
         target: "reins",
         "chat",
-        otel.name = %format_args!("chat {model}"),
+        otel.name = %format_args!("chat {}", model.model),
         otel.kind = "client",
         gen_ai.operation.name = "chat",
-        gen_ai.request.model = %model,
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = %model.model,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
@@ -151,7 +180,11 @@ pub fn chat(model: &str) -> Span {
         gen_ai.output.messages = Empty,
         otel.status_code = Empty,
         error.type = Empty,
-    )
+    );
+    if let Some(p) = model.provider {
+        span.record("gen_ai.provider.name", p);
+    }
+    span
 }
 
 /// Records the end of a model call on its span and in the metrics.
@@ -180,11 +213,7 @@ pub fn chat_ended(
             FinishReason::ContentFilter => "content_filter",
             FinishReason::Other(o) => o.as_str(),
         };
-        // A one-element string array in the conventions; written as its JSON.
-        span.record(
-            "gen_ai.response.finish_reasons",
-            format!("[\"{}\"]", reason.replace('"', "")),
-        );
+        trace::finish_reasons(span, reason);
     }
 }
 

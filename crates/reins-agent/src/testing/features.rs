@@ -366,6 +366,7 @@ impl On<'_> {
             idempotency_key: Some(format!("approve-{id}")),
             client_tools: Vec::new(),
             output: None,
+            trace_parent: None,
         };
         self.backend
             .submit(session, submission.clone())
@@ -419,6 +420,7 @@ impl On<'_> {
             idempotency_key: None,
             client_tools: Vec::new(),
             output: None,
+            trace_parent: None,
         };
         self.backend
             .submit(session, submission)

@@ -334,6 +334,7 @@ impl On<'_> {
             idempotency_key: Some(reins_message::new_id()),
             client_tools: Vec::new(),
             output,
+            trace_parent: None,
         };
         if let Err(e) = self.backend.submit(session, submission).await {
             return Ok(Err(e));

@@ -291,6 +291,7 @@ impl On<'_> {
                     idempotency_key: None,
                     client_tools: Vec::new(),
                     output: None,
+                    trace_parent: None,
                 },
             )
             .await
