@@ -207,11 +207,6 @@ fn attr(span: &Value, key: &str) -> Value {
     v.clone()
 }
 
-/// A span's kind as Phoenix returns it (`SPAN_KIND_INTERNAL`, ...).
-fn kind(span: &Value) -> &str {
-    span["kind"].as_str().unwrap_or_default()
-}
-
 fn named<'a>(all: &'a [Value], name: &str) -> Vec<&'a Value> {
     all.iter().filter(|s| s["name"] == name).collect()
 }
@@ -325,7 +320,6 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
                 .is_some_and(|m| m.starts_with("offline")),
             "{t}"
         );
-        assert_eq!(kind(t), "SPAN_KIND_INTERNAL", "{t}");
     }
     assert_eq!(attr(first, "reins.run.status"), "paused");
     assert_eq!(attr(second, "reins.run.status"), "completed");
@@ -379,15 +373,21 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     for c in &chats {
         assert_eq!(attr(c, "gen_ai.operation.name"), "chat");
         assert_eq!(attr(c, "gen_ai.provider.name"), "offline", "{c}");
-        assert_eq!(kind(c), "SPAN_KIND_CLIENT", "{c}");
         assert!(
             attr(c, "gen_ai.request.model")
                 .as_str()
                 .is_some_and(|m| m.starts_with("offline")),
             "{c}"
         );
-        assert!(!attr(c, "gen_ai.usage.input_tokens").is_null(), "{c}");
-        assert!(!attr(c, "gen_ai.usage.output_tokens").is_null(), "{c}");
+        // Token counts are ints (Phoenix's OTLP JSON writes an int64 as a string,
+        // in `int_value`).
+        for k in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"] {
+            let v = c["attributes"]
+                .as_array()
+                .and_then(|a| a.iter().find(|a| a["key"] == k))
+                .unwrap_or_else(|| panic!("no {k}: {c}"));
+            assert!(!v["value"]["int_value"].is_null(), "{k}: {c}");
+        }
         // A string array, as the conventions type it.
         let reasons = attr(c, "gen_ai.response.finish_reasons");
         let reasons = reasons["array_value"]["values"].as_array().unwrap_or_else(|| panic!("{c}"));
@@ -404,7 +404,6 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     let tool = tools[0];
     assert!(child_of(tool, second), "{tool}");
     assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
-    assert_eq!(kind(tool), "SPAN_KIND_INTERNAL", "{tool}");
     assert_eq!(attr(tool, "gen_ai.tool.name"), "delete_file");
     assert_eq!(attr(tool, "gen_ai.tool.type"), "function");
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), call.as_str());

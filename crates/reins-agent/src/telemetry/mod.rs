@@ -198,8 +198,10 @@ pub fn chat_ended(
     metrics::histogram!(metric::MODEL_CALL_DURATION, "model" => model.to_owned())
         .record(elapsed.as_secs_f64());
     if let Some(u) = usage {
-        span.record("gen_ai.usage.input_tokens", u.input_tokens);
-        span.record("gen_ai.usage.output_tokens", u.output_tokens);
+        // As i64: the OpenTelemetry layer writes a u64 as a string, the conventions
+        // type token counts int.
+        span.record("gen_ai.usage.input_tokens", as_int(u.input_tokens));
+        span.record("gen_ai.usage.output_tokens", as_int(u.output_tokens));
         metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "input")
             .increment(u.input_tokens);
         metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
@@ -215,6 +217,11 @@ pub fn chat_ended(
         };
         trace::finish_reasons(span, reason);
     }
+}
+
+/// A count as an OpenTelemetry int (i64; a larger one is clamped).
+pub(crate) fn as_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The `execute_tool` span of one tool call, and when it started.
