@@ -209,15 +209,14 @@ impl Driver {
     /// One turn, in its `invoke_agent` span (see [`crate::telemetry`]).
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
         let resumed = !matches!(call.input(), RunInput::Message(m) if m.role != Role::Tool);
-        let span = crate::telemetry::invoke_agent(
-            &self.agent.config.name,
+        // The link to a paused turn is made once `begin` has the stored state.
+        let span = crate::telemetry::turn(
+            &self.agent,
             &self.session,
-            crate::telemetry::ModelId::of(self.agent.runtime.model.as_ref()),
             resumed,
+            self.trace_parent.as_deref(),
+            None,
         );
-        if let Some(tp) = &self.trace_parent {
-            crate::telemetry::set_remote_parent(&span, tp);
-        }
         let out = self
             .turn(core, call, resumed)
             .instrument(span.clone())

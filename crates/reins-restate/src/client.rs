@@ -220,6 +220,7 @@ impl SessionBackend for RestateClient {
             view: s.view,
             client_tools: s.client_tools,
             output: s.output,
+            trace_parent: s.trace_parent,
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await

@@ -91,6 +91,10 @@ pub struct TurnRequest {
     /// cannot be asked for is refused `invalid_input`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputSpec>,
+    /// The caller's W3C `traceparent`: the parent of the `invoke_agent` span of the
+    /// turn this input starts (or wakes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 impl TurnRequest {
@@ -117,6 +121,7 @@ impl TurnRequest {
             view: None,
             client_tools: Vec::new(),
             output: None,
+            trace_parent: None,
         }
     }
 

@@ -31,7 +31,7 @@ pub use hitl::door_of;
 pub(crate) use hitl::{
     decided, decided_without_asking, interrupted, reconciled, replayed, requirement_pending,
 };
-pub use trace::{current_traceparent, link_to_traceparent, set_remote_parent};
+pub use trace::{current_traceparent, link_to_traceparent, set_remote_parent, traceparent_of};
 
 use std::time::{Duration, Instant};
 
@@ -135,6 +135,32 @@ pub fn invoke_agent(agent: &str, session: &str, model: ModelId<'_>, resumed: boo
     );
     if let Some(p) = model.provider {
         span.record("gen_ai.provider.name", p);
+    }
+    span
+}
+
+/// The `invoke_agent` span of one turn of `agent` on `session`, as every driver opens
+/// it: the agent's name and model, the caller's `traceparent` (when one came with the
+/// input) as its parent, and for a turn that resumes a paused one (`resumed_from`: the
+/// paused turn's stored `traceparent`) a link to that turn.
+pub fn turn(
+    agent: &crate::Agent,
+    session: &str,
+    resumed: bool,
+    trace_parent: Option<&str>,
+    resumed_from: Option<&str>,
+) -> Span {
+    let span = invoke_agent(
+        agent.name(),
+        session,
+        ModelId::of(agent.runtime.model.as_ref()),
+        resumed,
+    );
+    if let Some(tp) = trace_parent {
+        set_remote_parent(&span, tp);
+    }
+    if resumed && let Some(tp) = resumed_from {
+        link_to_traceparent(&span, tp);
     }
     span
 }

@@ -7,11 +7,17 @@ use tracing::Span;
 
 /// The current span's W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), when an
 /// OpenTelemetry layer records it (`otel` feature).
-#[cfg(feature = "otel")]
 pub fn current_traceparent() -> Option<String> {
+    traceparent_of(&Span::current())
+}
+
+/// `span`'s W3C `traceparent`, when an OpenTelemetry layer records it (`otel`
+/// feature).
+#[cfg(feature = "otel")]
+pub fn traceparent_of(span: &Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt;
     use tracing_opentelemetry::OpenTelemetrySpanExt;
-    let cx = Span::current().context();
+    let cx = span.context();
     let span = cx.span();
     let sc = span.span_context();
     sc.is_valid().then(|| {
@@ -24,9 +30,9 @@ pub fn current_traceparent() -> Option<String> {
     })
 }
 
-/// The current span's W3C `traceparent`: `None` without the `otel` feature.
+/// A span's W3C `traceparent`: `None` without the `otel` feature.
 #[cfg(not(feature = "otel"))]
-pub fn current_traceparent() -> Option<String> {
+pub fn traceparent_of(_span: &Span) -> Option<String> {
     None
 }
 
