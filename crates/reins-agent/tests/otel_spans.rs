@@ -119,8 +119,14 @@ async fn a_turn_joins_its_callers_trace_with_the_conventions_names_kinds_and_typ
         attr(turn, "gen_ai.operation.name"),
         Some(&Value::from("invoke_agent"))
     );
-    assert_eq!(attr(turn, "gen_ai.agent.name"), Some(&Value::from("SafeAgent")));
-    assert_eq!(attr(turn, "gen_ai.conversation.id"), Some(&Value::from("s1")));
+    assert_eq!(
+        attr(turn, "gen_ai.agent.name"),
+        Some(&Value::from("SafeAgent"))
+    );
+    assert_eq!(
+        attr(turn, "gen_ai.conversation.id"),
+        Some(&Value::from("s1"))
+    );
     assert!(attr(turn, "gen_ai.request.model").is_some(), "{turn:#?}");
     // The scripted model names no provider: the attribute is left out.
     assert_eq!(attr(turn, "gen_ai.provider.name"), None);
@@ -154,11 +160,20 @@ async fn a_turn_joins_its_callers_trace_with_the_conventions_names_kinds_and_typ
     let tool = tools[0];
     assert_eq!(tool.span_kind, SpanKind::Internal);
     assert_eq!(tool.parent_span_id, turn.span_context.span_id());
-    assert_eq!(attr(tool, "gen_ai.operation.name"), Some(&Value::from("execute_tool")));
+    assert_eq!(
+        attr(tool, "gen_ai.operation.name"),
+        Some(&Value::from("execute_tool"))
+    );
     assert_eq!(attr(tool, "gen_ai.tool.name"), Some(&Value::from("lookup")));
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(&Value::from("c1")));
-    assert_eq!(attr(tool, "gen_ai.tool.type"), Some(&Value::from("function")));
-    assert_eq!(attr(tool, "reins.tool.outcome"), Some(&Value::from("success")));
+    assert_eq!(
+        attr(tool, "gen_ai.tool.type"),
+        Some(&Value::from("function"))
+    );
+    assert_eq!(
+        attr(tool, "reins.tool.outcome"),
+        Some(&Value::from("success"))
+    );
     // The tool was handed its own span's context, to pass on.
     assert_eq!(
         seen.as_deref(),

@@ -390,7 +390,9 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
         }
         // A string array, as the conventions type it.
         let reasons = attr(c, "gen_ai.response.finish_reasons");
-        let reasons = reasons["array_value"]["values"].as_array().unwrap_or_else(|| panic!("{c}"));
+        let reasons = reasons["array_value"]["values"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{c}"));
         assert!(
             reasons.iter().all(|r| ["stop", "tool_call", "length"]
                 .contains(&r["string_value"].as_str().unwrap_or_default())),
@@ -470,9 +472,13 @@ async fn screenshot(phoenix: u16, trace: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let html = c.source().await.unwrap_or_default();
-        if ["invoke_agent SafeAgent", "execute_tool delete_file", "chat offline"]
-            .iter()
-            .all(|n| html.contains(n))
+        if [
+            "invoke_agent SafeAgent",
+            "execute_tool delete_file",
+            "chat offline",
+        ]
+        .iter()
+        .all(|n| html.contains(n))
         {
             break;
         }

@@ -533,12 +533,10 @@ fn traced(
     params: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Session {
-    let tp = ctx.meta.get_traceparent().or_else(|| {
-        params
-            .meta
-            .as_ref()
-            .and_then(|m| m.get_traceparent())
-    });
+    let tp = ctx
+        .meta
+        .get_traceparent()
+        .or_else(|| params.meta.as_ref().and_then(|m| m.get_traceparent()));
     match tp {
         Some(tp) => session.with_trace_parent(tp),
         None => session,

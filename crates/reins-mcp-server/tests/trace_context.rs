@@ -75,8 +75,14 @@ async fn the_real_sdk_s_meta_traceparent_is_the_parent_of_the_turn() {
         ],
     )
     .await;
-    assert!(out["plain"]["text"].as_str().unwrap().contains("echo"), "{out}");
-    assert!(out["approve"]["text"].as_str().unwrap().contains("deleted"), "{out}");
+    assert!(
+        out["plain"]["text"].as_str().unwrap().contains("echo"),
+        "{out}"
+    );
+    assert!(
+        out["approve"]["text"].as_str().unwrap().contains("deleted"),
+        "{out}"
+    );
     assert_eq!(out["malformed"]["isError"], false, "{out}");
     assert_eq!(ran.all(), ["delete:a.txt"]);
 

@@ -343,7 +343,9 @@ async fn dropping_the_toolset_and_its_tools_stops_the_child() {
 
 #[tokio::test]
 async fn the_idempotency_key_and_the_trace_context_reach_the_server_in_meta() {
-    if !support::servers_available("the_idempotency_key_and_the_trace_context_reach_the_server_in_meta") {
+    if !support::servers_available(
+        "the_idempotency_key_and_the_trace_context_reach_the_server_in_meta",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use reins_agent::effects::{self, ModelCall, Reasoning};
-use reins_agent::telemetry;
 use reins_agent::run::{AfterReasoning, Consulted, Event, Flush, Reason, Run, RunInput, Step};
+use reins_agent::telemetry;
 use reins_agent::{Agent, RunOutput, RunStatus};
 use reins_memory::Commit;
 use reins_message::{Msg, Role, ToolResult};

@@ -163,7 +163,10 @@ async fn a_paused_and_approved_turn_on_restate_has_the_local_drivers_spans() {
                 .find(|kv| kv.key.as_str() == k)
                 .map(|kv| kv.value.as_str().into_owned())
         };
-        assert_eq!(attr("gen_ai.operation.name").as_deref(), Some("invoke_agent"));
+        assert_eq!(
+            attr("gen_ai.operation.name").as_deref(),
+            Some("invoke_agent")
+        );
         assert_eq!(attr("gen_ai.conversation.id").as_deref(), Some("s1"));
     }
     let status = |t: &SpanData| {
@@ -185,8 +188,10 @@ async fn a_paused_and_approved_turn_on_restate_has_the_local_drivers_spans() {
     let chats: Vec<&SpanData> = all.iter().filter(|s| s.name.starts_with("chat ")).collect();
     for t in [first, second] {
         assert!(
-            chats.iter().any(|c| c.parent_span_id == t.span_context.span_id()
-                && c.span_kind == SpanKind::Client),
+            chats
+                .iter()
+                .any(|c| c.parent_span_id == t.span_context.span_id()
+                    && c.span_kind == SpanKind::Client),
             "{all:#?}"
         );
     }

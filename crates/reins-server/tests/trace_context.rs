@@ -77,14 +77,21 @@ async fn turns_of(id: &str, n: usize) -> Vec<SpanData> {
         if turns.len() >= n {
             return turns;
         }
-        assert!(Instant::now() < deadline, "{id}: {} turns of {n}", turns.len());
+        assert!(
+            Instant::now() < deadline,
+            "{id}: {} turns of {n}",
+            turns.len()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// A caller's `traceparent`, its trace and span ids drawn from `seed`.
 fn caller(seed: u8) -> (String, TraceId, SpanId) {
-    let trace = format!("{:032x}", 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4700_u128 + u128::from(seed));
+    let trace = format!(
+        "{:032x}",
+        0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4700_u128 + u128::from(seed)
+    );
     let span = format!("{:016x}", 0x00f0_67aa_0ba9_0200_u64 + u64::from(seed));
     (
         format!("00-{trace}-{span}-01"),
@@ -144,7 +151,11 @@ async fn the_rest_api_makes_the_callers_span_the_parent_of_each_turn() {
         &decide,
     )
     .await;
-    assert_eq!((st, out["status"].as_str()), (200, Some("completed")), "{out}");
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
 
     let turns = turns_of("alice/traced", 2).await;
     assert_child_of(&turns[0], send_trace, send_span);
@@ -165,7 +176,11 @@ async fn the_rest_api_makes_the_callers_span_the_parent_of_each_turn() {
         "00-not-a-trace-context",
     )
     .await;
-    assert_eq!((st, out["status"].as_str()), (200, Some("completed")), "{out}");
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
     let turns = turns_of("alice/bad-trace", 1).await;
     assert_eq!(turns[0].parent_span_id, SpanId::INVALID, "{:#?}", turns[0]);
 }

@@ -11,8 +11,8 @@
 //!
 //! | span (`otel.name`) | where | attributes |
 //! |---|---|---|
-//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
-//! | `chat {model}` | one per model call (`effects::reason`) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
+//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end; [`turn`], on both drivers) | `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `gen_ai.request.model`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
+//! | `chat {model}` | one per model call (`effects::reason`) | `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
 //! | `execute_tool {tool}` | one per tool call | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `reins.tool.outcome`, `error.type` |
 //!
 //! The events (`reins.requirement.pending`, `reins.requirement.decided`,
@@ -22,7 +22,11 @@
 //!
 //! A turn that pauses stores its W3C `traceparent` in the run state (with the `otel`
 //! feature and an OpenTelemetry layer installed); the turn that resumes it, in this
-//! process or another, a day later or at once, starts a new trace linked to it.
+//! process or another, a day later or at once, starts a new trace linked to it. A
+//! caller's `traceparent` that comes with an input
+//! ([`Session::with_trace_parent`](crate::Session::with_trace_parent)) makes the turn a
+//! child of the caller's span; a tool gets its `execute_tool` span's context
+//! (`ToolContext::trace_parent`) to pass on.
 
 mod hitl;
 mod trace;

@@ -1,7 +1,8 @@
-//! The W3C trace context of a paused turn: taken from the current span when the turn
-//! pauses (stored in the run state), and made a link of the span of the turn that
-//! resumes it. Without the `otel` feature, or without an OpenTelemetry layer, there is
-//! no trace context: nothing is stored and nothing is linked.
+//! W3C trace context: a paused turn's, taken from its span when the turn pauses
+//! (stored in the run state) and made a link of the span of the turn that resumes it;
+//! a caller's, made the parent of the turn's span; a tool call's, handed to the tool.
+//! Without the `otel` feature, or without an OpenTelemetry layer, there is no trace
+//! context: nothing is stored, linked or parented.
 
 use tracing::Span;
 
@@ -53,7 +54,9 @@ fn parse_traceparent(traceparent: &str) -> Option<opentelemetry::trace::SpanCont
     };
     // The W3C form: lowercase hex of fixed widths.
     let hex = |s: &str, n: usize| {
-        s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     if !(hex(trace, 32) && hex(span_id, 16) && hex(flags, 2)) {
         return None;
@@ -124,7 +127,9 @@ pub(super) fn finish_reasons(span: &Span, reason: &str) {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
     span.set_attribute(
         "gen_ai.response.finish_reasons",
-        opentelemetry::Value::Array(vec![opentelemetry::StringValue::from(reason.to_owned())].into()),
+        opentelemetry::Value::Array(
+            vec![opentelemetry::StringValue::from(reason.to_owned())].into(),
+        ),
     );
 }
 
