@@ -48,6 +48,10 @@ pub struct Submission {
     /// ignored for other inputs. An invalid limit is refused
     /// ([`AgentError::InvalidBudget`]) before anything changes.
     pub budget: Option<crate::budget::Budget>,
+    /// The caller's W3C `traceparent` (an HTTP `traceparent` header, an MCP request's
+    /// `_meta.traceparent`): the parent of the `invoke_agent` span of the turn this
+    /// input starts (see [`Session::with_trace_parent`](crate::Session::with_trace_parent)).
+    pub trace_parent: Option<String>,
 }
 
 impl Submission {
@@ -61,6 +65,7 @@ impl Submission {
             client_tools: Vec::new(),
             output: None,
             budget: None,
+            trace_parent: None,
         }
     }
 }
@@ -183,6 +188,7 @@ impl SessionBackend for Agent {
             client_tools: tools,
             output,
             budget,
+            trace_parent,
             ..
         } = submission;
         let s = match &input {
@@ -191,6 +197,10 @@ impl SessionBackend for Agent {
         };
         let s = match actor {
             Some(a) => s.as_actor(a),
+            None => s,
+        };
+        let s = match trace_parent {
+            Some(tp) => s.with_trace_parent(tp),
             None => s,
         };
         let handle = match (input, view) {

@@ -51,6 +51,8 @@ pub(crate) struct DriveArgs {
     /// Tools the caller declared for this call and executes itself (see
     /// [`SendBuilder::client_tools`](crate::SendBuilder::client_tools)).
     pub(crate) client_tools: Vec<reins_message::ToolSpec>,
+    /// The caller's W3C `traceparent`: the parent of the turn's `invoke_agent` span.
+    pub(crate) trace_parent: Option<String>,
 }
 
 /// What the caller asks of the run a message starts, beside the agent's own rules.
@@ -77,6 +79,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         cancel,
         events,
         client_tools,
+        trace_parent,
     } = args;
     let mut d = Driver {
         agent,
@@ -85,6 +88,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         events,
         lock,
         client_tools,
+        trace_parent,
         ledgered: std::sync::Mutex::new(Vec::new()),
         deferred: std::sync::atomic::AtomicBool::new(false),
     };
@@ -150,6 +154,8 @@ struct Driver {
     /// with an `External` requirement for each call; the caller answers with its
     /// result).
     client_tools: Vec<reins_message::ToolSpec>,
+    /// The caller's W3C `traceparent`, the parent of the turn's `invoke_agent` span.
+    trace_parent: Option<String>,
     /// Calls of the batch in flight whose result is exactly what the ledger recorded
     /// (finished here and left as they were by `PostActing` hooks, or served from the
     /// ledger): a crash before their results are stored loses nothing.
@@ -214,7 +220,14 @@ impl Driver {
     /// One turn, in its `invoke_agent` span (see [`crate::telemetry`]).
     async fn run(&mut self, core: &mut SessionCore, call: Call) -> Result<RunOutput> {
         let resumed = !matches!(call.input(), RunInput::Message(m) if m.role != Role::Tool);
-        let span = crate::telemetry::invoke_agent(&self.agent.config.name, &self.session, resumed);
+        // The link to a paused turn is made once `begin` has the stored state.
+        let span = crate::telemetry::turn(
+            &self.agent,
+            &self.session,
+            resumed,
+            self.trace_parent.as_deref(),
+            None,
+        );
         let out = self
             .turn(core, call, resumed)
             .instrument(span.clone())

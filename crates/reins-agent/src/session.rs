@@ -89,6 +89,7 @@ pub struct Session {
     pub(crate) shared: Arc<SessionShared>,
     view: Arc<std::sync::Mutex<ViewToken>>,
     actor: Option<Actor>,
+    trace_parent: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -123,6 +124,7 @@ impl Session {
                 Vec::<String>::new(),
             ))),
             actor: None,
+            trace_parent: None,
         };
         // A run in flight in this process holds the state: it waits for nothing now,
         // and the first read after it ends sees its result.
@@ -152,6 +154,19 @@ impl Session {
     pub fn as_actor(&self, actor: Actor) -> Self {
         Self {
             actor: Some(actor),
+            ..self.clone()
+        }
+    }
+
+    /// A handle whose runs join the caller's trace: `traceparent` (W3C Trace Context,
+    /// as an HTTP `traceparent` header or an MCP request's `_meta` carries it) becomes
+    /// the parent of each turn's `invoke_agent` span (with reins-agent's `otel`
+    /// feature and an OpenTelemetry layer installed; a malformed one is ignored).
+    /// Shares the view with `self`.
+    #[must_use]
+    pub fn with_trace_parent(&self, traceparent: impl Into<String>) -> Self {
+        Self {
+            trace_parent: Some(traceparent.into()),
             ..self.clone()
         }
     }
@@ -335,6 +350,7 @@ impl Session {
             cancel,
             events,
             client_tools,
+            trace_parent: self.trace_parent.clone(),
         };
         Ok((args, active))
     }

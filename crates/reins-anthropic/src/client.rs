@@ -222,6 +222,11 @@ impl ChatModel for AnthropicChat {
         &self.model
     }
 
+    /// `anthropic`: Anthropic's Messages API.
+    fn provider_name(&self) -> Option<&str> {
+        Some("anthropic")
+    }
+
     /// Forced tool calls (`tool_choice` `any` / `tool`); the Messages API has no JSON
     /// Schema answer format.
     fn capabilities(&self) -> reins_model::ModelCapabilities {

@@ -350,6 +350,11 @@ impl ChatModel for BedrockChat {
         &self.model
     }
 
+    /// `aws.bedrock`: Amazon Bedrock's Converse API.
+    fn provider_name(&self) -> Option<&str> {
+        Some("aws.bedrock")
+    }
+
     fn capabilities(&self) -> ModelCapabilities {
         ModelCapabilities::new(true, true)
     }

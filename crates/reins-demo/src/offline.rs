@@ -41,6 +41,11 @@ impl ChatModel for OfflineModel {
         NAME
     }
 
+    /// `offline`: the demo's built-in rules (a name of its own).
+    fn provider_name(&self) -> Option<&str> {
+        Some("offline")
+    }
+
     async fn stream(&self, request: ChatRequest) -> reins::model::Result<ChatStream> {
         let pace = self.pace;
         let stream = self.inner.stream(request).await?;

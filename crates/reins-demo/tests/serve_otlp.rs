@@ -10,8 +10,9 @@
 //! linked to the first.
 //!
 //! With `REINS_WRITE_SCREENSHOTS=1` (as reins-server's browser tests) the test also
-//! saves Phoenix's view of the second trace to docs/screenshots/phoenix-trace.png
-//! (headless Chromium through chromedriver).
+//! saves Phoenix's view of the second trace — the span tree of the approved turn — to
+//! docs/screenshots/otel-span-tree.png (headless Chromium through chromedriver);
+//! without it nothing is written.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -22,6 +23,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+/// The trace and span ids of the caller of the first turn (its `traceparent` header).
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
 
 /// The approver's token (another principal than the `dev` one `serve` prints).
 const ANA: &str = "ana-approves-0123456789";
@@ -138,14 +143,26 @@ async fn start_serve(cwd: &Path, port: u16, otlp: &[&str]) -> Serve {
 
 impl Serve {
     async fn post(&self, token: &str, path: &str, body: Value) -> (u16, Value) {
-        let r = self
+        self.post_traced(token, path, body, None).await
+    }
+
+    /// A POST with a W3C `traceparent` header (the caller's span), when given.
+    async fn post_traced(
+        &self,
+        token: &str,
+        path: &str,
+        body: Value,
+        traceparent: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self
             .client
             .post(format!("{}{path}", self.base))
             .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .json(&body);
+        if let Some(tp) = traceparent {
+            req = req.header("traceparent", tp);
+        }
+        let r = req.send().await.unwrap();
         (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
@@ -222,13 +239,15 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     let otlp_http = format!("http://127.0.0.1:{http}");
     let otlp_grpc = format!("http://127.0.0.1:{grpc}");
 
-    // Turn 1, over OTLP/HTTP: the call pauses.
+    // Turn 1, over OTLP/HTTP: the call pauses. The caller sends its own trace
+    // context (a span of its own, not exported): the turn joins its trace.
     let s = start_serve(cwd, port, &["--otlp", &otlp_http]).await;
     let (st, out) = s
-        .post(
+        .post_traced(
             &s.token,
             "/v1/sessions/dev%2Fone/runs",
             json!({"message": "delete temp.txt"}),
+            Some(&format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01")),
         )
         .await;
     assert_eq!((st, out["status"].as_str()), (200, Some("paused")), "{out}");
@@ -280,16 +299,27 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     } else {
         (turns[0], turns[1])
     };
-    // One trace per turn, each rooted at its invoke_agent span.
+    // One trace per turn: the first in its caller's trace (the `traceparent` header
+    // it came with names the parent), the second rooted at its invoke_agent span.
     assert_ne!(first["trace_id"], second["trace_id"]);
+    assert_eq!(first["trace_id"], CALLER_TRACE, "{first}");
+    assert_eq!(first["parent_span_id"], CALLER_SPAN, "{first}");
+    assert!(
+        second["parent_span_id"].as_str().is_none_or(str::is_empty),
+        "{second}"
+    );
+    // The names of the GenAI conventions (invoke_agent internal span).
     for t in [first, second] {
-        assert!(
-            t["parent_span_id"].as_str().is_none_or(str::is_empty),
-            "{t}"
-        );
         assert_eq!(attr(t, "gen_ai.operation.name"), "invoke_agent");
+        assert_eq!(attr(t, "gen_ai.provider.name"), "offline", "{t}");
         assert_eq!(attr(t, "gen_ai.agent.name"), "SafeAgent");
         assert_eq!(attr(t, "gen_ai.conversation.id"), "dev/one");
+        assert!(
+            attr(t, "gen_ai.request.model")
+                .as_str()
+                .is_some_and(|m| m.starts_with("offline")),
+            "{t}"
+        );
     }
     assert_eq!(attr(first, "reins.run.status"), "paused");
     assert_eq!(attr(second, "reins.run.status"), "completed");
@@ -342,14 +372,32 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     assert!(chats.iter().any(|c| child_of(c, second)), "{all:#?}");
     for c in &chats {
         assert_eq!(attr(c, "gen_ai.operation.name"), "chat");
+        assert_eq!(attr(c, "gen_ai.provider.name"), "offline", "{c}");
         assert!(
             attr(c, "gen_ai.request.model")
                 .as_str()
                 .is_some_and(|m| m.starts_with("offline")),
             "{c}"
         );
-        assert!(!attr(c, "gen_ai.usage.input_tokens").is_null(), "{c}");
-        assert!(!attr(c, "gen_ai.response.finish_reasons").is_null(), "{c}");
+        // Token counts are ints (Phoenix's OTLP JSON writes an int64 as a string,
+        // in `int_value`).
+        for k in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"] {
+            let v = c["attributes"]
+                .as_array()
+                .and_then(|a| a.iter().find(|a| a["key"] == k))
+                .unwrap_or_else(|| panic!("no {k}: {c}"));
+            assert!(!v["value"]["int_value"].is_null(), "{k}: {c}");
+        }
+        // A string array, as the conventions type it.
+        let reasons = attr(c, "gen_ai.response.finish_reasons");
+        let reasons = reasons["array_value"]["values"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{c}"));
+        assert!(
+            reasons.iter().all(|r| ["stop", "tool_call", "length"]
+                .contains(&r["string_value"].as_str().unwrap_or_default())),
+            "{c}"
+        );
         // Message content stays off unless opted in.
         assert!(attr(c, "gen_ai.input.messages").is_null(), "{c}");
     }
@@ -357,11 +405,13 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     assert_eq!(tools.len(), 1, "{all:#?}");
     let tool = tools[0];
     assert!(child_of(tool, second), "{tool}");
+    assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
     assert_eq!(attr(tool, "gen_ai.tool.name"), "delete_file");
+    assert_eq!(attr(tool, "gen_ai.tool.type"), "function");
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), call.as_str());
     assert_eq!(attr(tool, "reins.tool.outcome"), "success");
 
-    if std::env::var_os("REINS_WRITE_SCREENSHOTS").is_some_and(|v| v == "1") {
+    if std::env::var("REINS_WRITE_SCREENSHOTS").is_ok_and(|v| !v.is_empty() && v != "0") {
         screenshot(http, second["trace_id"].as_str().unwrap()).await;
     }
     eprintln!(
@@ -373,7 +423,9 @@ async fn a_paused_turn_and_its_approval_in_another_process_show_in_phoenix() {
     phoenix.kill().await.unwrap();
 }
 
-/// Saves Phoenix's view of a trace (headless Chromium through chromedriver).
+/// Saves Phoenix's view of a trace — its span tree, the invoke_agent span at the
+/// root and `chat` / `execute_tool` under it — to docs/screenshots/otel-span-tree.png
+/// (headless Chromium through chromedriver).
 async fn screenshot(phoenix: u16, trace: &str) {
     let port = free_port();
     let profile = tempfile::tempdir().unwrap();
@@ -384,8 +436,7 @@ async fn screenshot(phoenix: u16, trace: &str) {
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("chromedriver");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+        .expect("chromedriver (Debian's chromium-driver) is installed");
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".to_owned(),
@@ -395,22 +446,56 @@ async fn screenshot(phoenix: u16, trace: &str) {
             format!("--user-data-dir={}", profile.path().display()),
         ]}),
     );
-    let c =
-        fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let c = loop {
+        match fantoccini::ClientBuilder::new(
+            hyper_util::client::legacy::connect::HttpConnector::new(),
+        )
+        .capabilities(caps.clone())
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "chromedriver: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // Phoenix's first project (`Project:1`, base64 in its ids) holds the spans.
     c.goto(&format!(
         "http://127.0.0.1:{phoenix}/projects/UHJvamVjdDox/traces/{trace}"
     ))
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The tree is drawn once every span of the trace shows its name.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let html = c.source().await.unwrap_or_default();
+        if [
+            "invoke_agent SafeAgent",
+            "execute_tool delete_file",
+            "chat offline",
+        ]
+        .iter()
+        .all(|n| html.contains(n))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Phoenix's page never showed the span tree: {}",
+            &html[..html.len().min(4000)]
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let png = c.screenshot().await.unwrap();
-    let out =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots/phoenix-trace.png");
-    std::fs::write(out, png).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("otel-span-tree.png"), png).unwrap();
+    eprintln!("wrote {}", dir.join("otel-span-tree.png").display());
     c.close().await.unwrap();
     driver.kill().await.unwrap();
 }

@@ -239,6 +239,11 @@ impl ChatModel for GeminiChat {
         &self.model
     }
 
+    /// `gcp.gemini`: the Gemini API (generativelanguage.googleapis.com).
+    fn provider_name(&self) -> Option<&str> {
+        Some("gcp.gemini")
+    }
+
     fn capabilities(&self) -> ModelCapabilities {
         ModelCapabilities::new(true, true)
     }

@@ -186,7 +186,11 @@ impl McpAgentServer {
                 ))));
             }
         };
-        let session = self.owned_session(&id, &caller, "session").await?;
+        let session = traced(
+            self.owned_session(&id, &caller, "session").await?,
+            &params,
+            &ctx,
+        );
         let handle = session
             .send(Msg::user(message))
             .start()
@@ -217,9 +221,12 @@ impl McpAgentServer {
             .sealer
             .open(state, &caller.principal, &self.inner.tool_name, args)
             .map_err(|why| McpError::invalid_params(why.to_string(), None))?;
-        let session = self
-            .owned_session(&paused.session, caller, "session")
-            .await?;
+        let session = traced(
+            self.owned_session(&paused.session, caller, "session")
+                .await?,
+            params,
+            &ctx,
+        );
         let view = session.view().await.map_err(agent_error)?;
         if view.token != paused.view {
             return Err(McpError::invalid_params(
@@ -529,4 +536,23 @@ impl ServerHandler for McpAgentServer {
 /// The phase a stored session is in, for tasks.
 pub(crate) fn is_working(phase: &Phase) -> bool {
     matches!(phase, Phase::Reasoning | Phase::Acting | Phase::Summarizing)
+}
+
+/// The session handle with the caller's trace context: the request's
+/// `params._meta.traceparent` (W3C Trace Context, where OpenTelemetry's MCP
+/// conventions and the MCP proposal SEP-414 put it) becomes the parent of the turn's
+/// `invoke_agent` span. A malformed one is ignored.
+fn traced(
+    session: Session,
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Session {
+    let tp = ctx
+        .meta
+        .get_traceparent()
+        .or_else(|| params.meta.as_ref().and_then(|m| m.get_traceparent()));
+    match tp {
+        Some(tp) => session.with_trace_parent(tp),
+        None => session,
+    }
 }

@@ -213,9 +213,17 @@ async fn attempt(
     let mut options = PeerRequestOptions::no_options();
     // The call's idempotency key travels in the request's `_meta`, so a server that
     // dedupes can recognize a retry (the same key on every attempt, in any process).
-    if let Some(key) = ctx.idempotency_key() {
+    // So does the trace context of the call's span (`_meta.traceparent`, where
+    // OpenTelemetry's MCP conventions and SEP-414 put it): the server's spans join
+    // the run's trace.
+    if ctx.idempotency_key().is_some() || ctx.trace_parent().is_some() {
         let mut meta = RequestMetaObject::new();
-        meta.insert(IDEMPOTENCY_KEY_META.to_owned(), Value::from(key));
+        if let Some(key) = ctx.idempotency_key() {
+            meta.insert(IDEMPOTENCY_KEY_META.to_owned(), Value::from(key));
+        }
+        if let Some(tp) = ctx.trace_parent() {
+            meta.set_traceparent(tp);
+        }
         options.meta = Some(meta);
     }
     let handle = match peer.send_request_with_option(request, options).await {

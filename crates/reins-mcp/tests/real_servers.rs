@@ -342,8 +342,10 @@ async fn dropping_the_toolset_and_its_tools_stops_the_child() {
 }
 
 #[tokio::test]
-async fn the_idempotency_key_reaches_the_server_in_meta() {
-    if !support::servers_available("the_idempotency_key_reaches_the_server_in_meta") {
+async fn the_idempotency_key_and_the_trace_context_reach_the_server_in_meta() {
+    if !support::servers_available(
+        "the_idempotency_key_and_the_trace_context_reach_the_server_in_meta",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -356,7 +358,11 @@ async fn the_idempotency_key_reaches_the_server_in_meta() {
     // A key set by the caller (an agent sets the ledger's), and one the toolkit
     // derives when the context has none.
     let given = ToolUse::new("call_1", "everything__echo", args.clone());
-    let ctx = ToolContext::new("s", &given.id).with_idempotency_key("key-from-the-agent");
+    // With the trace context of the call's span, as an agent that records traces
+    // sets it: it goes out as `_meta.traceparent`.
+    let ctx = ToolContext::new("s", &given.id)
+        .with_idempotency_key("key-from-the-agent")
+        .with_trace_parent(Some(TRACEPARENT.to_owned()));
     let r = tk.execute(&given, ctx, &ExecOptions::default()).await;
     assert_eq!(r.into_result().unwrap().outcome, ToolOutcome::Success);
     let derived = ToolUse::new("call_2", "everything__echo", args.clone());
@@ -364,22 +370,32 @@ async fn the_idempotency_key_reaches_the_server_in_meta() {
     assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.text());
     let expected = reins_tool::idempotency_key("s", "call_2", &reins_message::fingerprint(&args));
 
-    let mut keys = Vec::new();
+    let mut metas = Vec::new();
     for _ in 0..100 {
         let wire = std::fs::read_to_string(&log).unwrap_or_default();
-        keys = wire
+        metas = wire
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|m| m["method"] == "tools/call")
-            .map(|m| m["params"]["_meta"][reins_mcp::IDEMPOTENCY_KEY_META].clone())
+            .map(|m| m["params"]["_meta"].clone())
             .collect();
-        if keys.len() == 2 {
+        if metas.len() == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(keys, [json!("key-from-the-agent"), json!(expected)]);
+    let keys: Vec<&Value> = metas
+        .iter()
+        .map(|m| &m[reins_mcp::IDEMPOTENCY_KEY_META])
+        .collect();
+    assert_eq!(keys, [&json!("key-from-the-agent"), &json!(expected)]);
+    // The trace context went with the first call only (the second had none).
+    assert_eq!(metas[0]["traceparent"], TRACEPARENT, "{metas:?}");
+    assert!(metas[1].get("traceparent").is_none(), "{metas:?}");
 }
+
+/// The W3C trace context of a call's span, as an agent hands it to the tool.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 async fn run_use(tk: &Toolkit, call: &ToolUse) -> ToolResult {
     tk.execute(

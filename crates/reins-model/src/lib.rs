@@ -120,6 +120,14 @@ pub trait ChatModel: Send + Sync {
     /// The model's name, e.g. `qwen-plus`.
     fn model_name(&self) -> &str;
 
+    /// The provider serving the model, as the OpenTelemetry GenAI conventions name it
+    /// (`gen_ai.provider.name`: `openai`, `anthropic`, `gcp.gemini`, `aws.bedrock`, or
+    /// a name of the implementation's own). `None` (the default): not known, and the
+    /// spans carry none.
+    fn provider_name(&self) -> Option<&str> {
+        None
+    }
+
     /// What the model supports (see [`ModelCapabilities`]); the default is no
     /// schema-constrained answers and forced tool calls.
     fn capabilities(&self) -> ModelCapabilities {
@@ -152,6 +160,9 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
     fn model_name(&self) -> &str {
         (**self).model_name()
     }
+    fn provider_name(&self) -> Option<&str> {
+        (**self).provider_name()
+    }
     fn capabilities(&self) -> ModelCapabilities {
         (**self).capabilities()
     }
@@ -164,6 +175,9 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
 impl<T: ChatModel + ?Sized> ChatModel for Box<T> {
     fn model_name(&self) -> &str {
         (**self).model_name()
+    }
+    fn provider_name(&self) -> Option<&str> {
+        (**self).provider_name()
     }
     fn capabilities(&self) -> ModelCapabilities {
         (**self).capabilities()

@@ -287,6 +287,11 @@ impl ChatModel for OpenAiChat {
         &self.model
     }
 
+    /// `openai`: the OpenAI API (an OpenAI-compatible endpoint, such as a preset's, reports the API it speaks).
+    fn provider_name(&self) -> Option<&str> {
+        Some("openai")
+    }
+
     fn capabilities(&self) -> reins_model::ModelCapabilities {
         self.caps
     }

@@ -221,6 +221,7 @@ impl SessionBackend for RestateClient {
             client_tools: s.client_tools,
             output: s.output,
             budget: s.budget,
+            trace_parent: s.trace_parent,
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await

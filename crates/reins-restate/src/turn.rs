@@ -26,12 +26,14 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use reins_agent::effects::{self, ModelCall, Reasoning};
 use reins_agent::run::{AfterReasoning, Consulted, Event, Flush, Reason, Run, RunInput, Step};
+use reins_agent::telemetry;
 use reins_agent::{Agent, RunOutput, RunStatus};
 use reins_memory::Commit;
 use reins_message::{Msg, Role, ToolResult};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::object::{
     CLOSING, Inner, Loaded, Taken, WAITING, Waiting, Wake, is_cancel, load, refused, retry,
@@ -276,15 +278,42 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             // The call that went in ran to a pause (a refused one left the pause as it
             // was).
             let mut paused_now = false;
-            match self.begin(&mut run, input, now).await? {
+            // Each call — to its pause or its end — is a turn in its `invoke_agent`
+            // span, opened as the local driver opens it (see `telemetry::turn`).
+            let resumed = !matches!(
+                input.input.clone().into_run_input(),
+                RunInput::Message(m) if m.role != Role::Tool
+            );
+            let span = telemetry::turn(
+                self.agent(),
+                &self.session,
+                resumed,
+                input.trace_parent.as_deref(),
+                run.state().traceparent(),
+            );
+            match self
+                .begin(&mut run, input, now)
+                .instrument(span.clone())
+                .await
+                .inspect_err(|e| turn_failed(&span, e))?
+            {
                 Ok(()) => {
                     // Stored: a caller that checks after this answer sees the input
                     // applied.
                     self.answer(reply.take(), Ok(self.version));
-                    self.pre_call(&run, pre_call).await?;
-                    match self.steps(&mut run).await? {
+                    let ended = async {
+                        self.pre_call(&run, pre_call).await?;
+                        self.steps(&mut run).await
+                    }
+                    .instrument(span.clone())
+                    .await
+                    .inspect_err(|e| turn_failed(&span, e))?;
+                    match ended {
                         Ended::Paused(_) if self.until_pause => {
                             // A child session's turn: the parent waits for this pause.
+                            run.keep_traceparent(telemetry::traceparent_of(&span));
+                            telemetry::run_ended(&span, Ok(RunStatus::Paused));
+                            drop(span);
                             self.closing().await?;
                             self.commit(&mut run, Flush::All).await?;
                             let out = run
@@ -294,10 +323,15 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                             return Ok(out);
                         }
                         Ended::Paused(reqs) => {
+                            // The turn that resumes this one links to it.
+                            run.keep_traceparent(telemetry::traceparent_of(&span));
+                            telemetry::run_ended(&span, Ok(RunStatus::Paused));
                             requirements = reqs;
                             paused_now = true;
                         }
                         Ended::Status(status) => {
+                            telemetry::run_ended(&span, Ok(status));
+                            drop(span);
                             let out = run.output(status).map_err(|e| refused(&self.session, &e))?;
                             self.post_call(&run, Some(out.message.clone())).await?;
                             return Ok(out);
@@ -307,15 +341,20 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 Err(r) if woken => {
                     // Refused on the run as it is now (settled: audited); the turn
                     // waits on.
+                    telemetry::run_ended(&span, Err("refused"));
                     tracing::info!(session = %self.session, refused = %r.message, "an input was refused after it woke the turn");
                     self.answer(reply.take(), Err(r));
                 }
                 Err(r) => {
+                    telemetry::run_ended(&span, Err("refused"));
+                    drop(span);
                     self.closing().await?;
                     let body = serde_json::to_string(&r).unwrap_or_else(|_| r.message.clone());
                     return Err(TerminalError::new_with_code(r.status(), body));
                 }
             }
+            // The turn ends at its pause: the wait is not part of it.
+            drop(span);
             // Paused: wait for an input on the awakeables.
             for req in &requirements {
                 if !wakes
@@ -718,4 +757,10 @@ pub(super) async fn commit_once(
         }
         Err(e) => Err(retry(e)),
     }
+}
+
+/// Records a turn that ended with an error on its span: an interrupted invocation
+/// (`cancelled`) or a failure.
+fn turn_failed(span: &tracing::Span, e: &TerminalError) {
+    telemetry::run_ended(span, Err(if is_cancel(e) { "cancelled" } else { "_OTHER" }));
 }

@@ -96,6 +96,10 @@ pub struct TurnRequest {
     /// An invalid limit is refused `invalid_budget`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<reins_agent::budget::Budget>,
+    /// The caller's W3C `traceparent`: the parent of the `invoke_agent` span of the
+    /// turn this input starts (or wakes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 impl TurnRequest {
@@ -123,6 +127,7 @@ impl TurnRequest {
             client_tools: Vec::new(),
             output: None,
             budget: None,
+            trace_parent: None,
         }
     }
 

@@ -103,6 +103,7 @@ mod openapi;
 pub mod serve;
 mod sse;
 mod state;
+mod trace_context;
 pub mod types;
 mod view;
 
@@ -426,6 +427,7 @@ impl Server {
                 limits.request_timeout,
             ))
             .layer(axum::middleware::map_response(error::json_errors))
+            .layer(axum::middleware::from_fn(trace_context::keep))
             .layer(CompressionLayer::new())
             .layer(TraceLayer::new_for_http())
     }

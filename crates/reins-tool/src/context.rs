@@ -80,6 +80,7 @@ pub struct ToolContext {
     chunks: Option<UnboundedSender<ToolChunk>>,
     questions: Option<UnboundedSender<PendingQuestion>>,
     idempotency_key: IdempotencyKey,
+    trace_parent: Option<String>,
 }
 
 /// A context's idempotency key: none, given, or derived on first use from the
@@ -106,7 +107,24 @@ impl ToolContext {
             chunks: None,
             questions: None,
             idempotency_key: IdempotencyKey::None,
+            trace_parent: None,
         }
+    }
+
+    /// The W3C `traceparent` of the span the call runs in (its `execute_tool` span,
+    /// set by the agent when an OpenTelemetry layer records spans): a tool that calls
+    /// another service passes it on (an HTTP `traceparent` header, an MCP request's
+    /// `_meta.traceparent`), so that the service's spans join the run's trace.
+    #[must_use]
+    pub fn with_trace_parent(mut self, traceparent: Option<String>) -> Self {
+        self.trace_parent = traceparent;
+        self
+    }
+
+    /// The call's W3C `traceparent`, when the agent records traces (see
+    /// [`ToolContext::with_trace_parent`]).
+    pub fn trace_parent(&self) -> Option<&str> {
+        self.trace_parent.as_deref()
     }
 
     /// Uses this idempotency key (see [`ToolContext::idempotency_key`]).

@@ -241,7 +241,8 @@ impl Driver {
             .with_cancel(call_cancel.clone())
             .with_chunk_sender(chunks)
             .with_question_sender(questions_tx)
-            .with_args_fingerprint(fingerprint);
+            .with_args_fingerprint(fingerprint)
+            .with_trace_parent(crate::telemetry::current_traceparent());
         let opts = effects::options(&self.agent);
         let toolkit = rt.toolkit.clone();
         let call_use = to_run.clone();

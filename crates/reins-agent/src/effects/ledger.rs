@@ -179,11 +179,13 @@ async fn take(
 }
 
 /// The context a claimed call runs with: its session and id, the arguments'
-/// fingerprint, and a cancellation token.
+/// fingerprint, a cancellation token, and the trace context of the current span (the
+/// call's `execute_tool` span when the caller is inside it).
 pub fn context(session: &str, call: ToolCall<'_>, cancel: CancellationToken) -> ToolContext {
     ToolContext::new(session.to_owned(), call.original.id.clone())
         .with_cancel(cancel)
         .with_args_fingerprint(call.fingerprint())
+        .with_trace_parent(crate::telemetry::current_traceparent())
 }
 
 /// The options a claimed call runs with (the agent's interrupt grace).

@@ -82,8 +82,9 @@ pub async fn reason(
         return Ok(Reasoning::Interrupted);
     }
     witness.emit(|| RunEvent::ReasoningStarted { iteration });
-    let model = agent.runtime.model.model_name();
-    let span = telemetry::chat(model);
+    let id = telemetry::ModelId::of(agent.runtime.model.as_ref());
+    let model = id.model;
+    let span = telemetry::chat(id);
     if telemetry::capture_content() {
         span.record(
             "gen_ai.input.messages",

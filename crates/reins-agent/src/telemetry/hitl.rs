@@ -61,7 +61,7 @@ pub(crate) fn requirement_pending(req: &Requirement) {
         gen_ai.tool.name = %req.tool_use.name,
         gen_ai.tool.call.id = %req.tool_use.id,
         reins.fingerprint = %req.fingerprint(),
-        reins.quorum.needed = req.quorum.as_ref().map_or(0, |q| q.needed),
+        reins.quorum.needed = i64::from(req.quorum.as_ref().map_or(0, |q| q.needed)),
         "reins.requirement.pending"
     );
     metrics::gauge!(metric::REQUIREMENTS_PENDING, "tool" => req.tool_use.name.clone())

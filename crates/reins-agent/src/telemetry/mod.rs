@@ -11,8 +11,8 @@
 //!
 //! | span (`otel.name`) | where | attributes |
 //! |---|---|---|
-//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end) | `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
-//! | `chat {model}` | one per model call (`effects::reason`) | `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
+//! | `invoke_agent {agent}` | one per turn (a call of the session, to its pause or end; [`turn`], on both drivers) | `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `gen_ai.request.model`, `reins.run.status`, `reins.resumed`, `reins.resumes` (the paused turn's `traceparent`, also a span link) |
+//! | `chat {model}` | one per model call (`effects::reason`) | `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`; `gen_ai.input.messages` / `gen_ai.output.messages` only when [`capture_content`] |
 //! | `execute_tool {tool}` | one per tool call | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `reins.tool.outcome`, `error.type` |
 //!
 //! The events (`reins.requirement.pending`, `reins.requirement.decided`,
@@ -22,7 +22,11 @@
 //!
 //! A turn that pauses stores its W3C `traceparent` in the run state (with the `otel`
 //! feature and an OpenTelemetry layer installed); the turn that resumes it, in this
-//! process or another, a day later or at once, starts a new trace linked to it.
+//! process or another, a day later or at once, starts a new trace linked to it. A
+//! caller's `traceparent` that comes with an input
+//! ([`Session::with_trace_parent`](crate::Session::with_trace_parent)) makes the turn a
+//! child of the caller's span; a tool gets its `execute_tool` span's context
+//! (`ToolContext::trace_parent`) to pass on.
 
 mod hitl;
 mod trace;
@@ -31,7 +35,7 @@ pub use hitl::door_of;
 pub(crate) use hitl::{
     decided, decided_without_asking, interrupted, reconciled, replayed, requirement_pending,
 };
-pub use trace::{current_traceparent, link_to_traceparent};
+pub use trace::{current_traceparent, link_to_traceparent, set_remote_parent, traceparent_of};
 
 use std::time::{Duration, Instant};
 
@@ -93,22 +97,76 @@ pub fn capture_content() -> bool {
     })
 }
 
-/// The `invoke_agent` span of one turn of `agent` on `session`.
-pub fn invoke_agent(agent: &str, session: &str, resumed: bool) -> Span {
-    tracing::info_span!(
+/// What names the model a span is about: `gen_ai.request.model` and
+/// `gen_ai.provider.name` ([`ChatModel::provider_name`](reins_model::ChatModel::provider_name);
+/// a model that names no provider leaves the attribute out).
+#[derive(Debug, Clone, Copy)]
+pub struct ModelId<'a> {
+    /// The model's name.
+    pub model: &'a str,
+    /// Its provider, when known.
+    pub provider: Option<&'a str>,
+}
+
+impl<'a> ModelId<'a> {
+    /// The name and provider `model` reports.
+    pub fn of(model: &'a dyn reins_model::ChatModel) -> Self {
+        Self {
+            model: model.model_name(),
+            provider: model.provider_name(),
+        }
+    }
+}
+
+/// The `invoke_agent` span of one turn of `agent` on `session` (kind internal: the
+/// agent runs in this process), with the model it calls.
+pub fn invoke_agent(agent: &str, session: &str, model: ModelId<'_>, resumed: bool) -> Span {
+    let span = tracing::info_span!(
         target: "reins",
         "invoke_agent",
         otel.name = %format_args!("invoke_agent {agent}"),
         otel.kind = "internal",
         gen_ai.operation.name = "invoke_agent",
+        gen_ai.provider.name = Empty,
         gen_ai.agent.name = %agent,
         gen_ai.conversation.id = %session,
+        gen_ai.request.model = %model.model,
         reins.resumed = resumed,
         reins.resumes = Empty,
         reins.run.status = Empty,
         otel.status_code = Empty,
         error.type = Empty,
-    )
+    );
+    if let Some(p) = model.provider {
+        span.record("gen_ai.provider.name", p);
+    }
+    span
+}
+
+/// The `invoke_agent` span of one turn of `agent` on `session`, as every driver opens
+/// it: the agent's name and model, the caller's `traceparent` (when one came with the
+/// input) as its parent, and for a turn that resumes a paused one (`resumed_from`: the
+/// paused turn's stored `traceparent`) a link to that turn.
+pub fn turn(
+    agent: &crate::Agent,
+    session: &str,
+    resumed: bool,
+    trace_parent: Option<&str>,
+    resumed_from: Option<&str>,
+) -> Span {
+    let span = invoke_agent(
+        agent.name(),
+        session,
+        ModelId::of(agent.runtime.model.as_ref()),
+        resumed,
+    );
+    if let Some(tp) = trace_parent {
+        set_remote_parent(&span, tp);
+    }
+    if resumed && let Some(tp) = resumed_from {
+        link_to_traceparent(&span, tp);
+    }
+    span
 }
 
 /// Records how a turn ended, on its span and in [`metric::RUNS`].
@@ -135,15 +193,16 @@ pub fn status_label(s: RunStatus) -> &'static str {
     }
 }
 
-/// The `chat` span of one model call.
-pub fn chat(model: &str) -> Span {
-    tracing::info_span!(
+/// The `chat` span of one model call (kind client).
+pub fn chat(model: ModelId<'_>) -> Span {
+    let span = tracing::info_span!(
         target: "reins",
         "chat",
-        otel.name = %format_args!("chat {model}"),
+        otel.name = %format_args!("chat {}", model.model),
         otel.kind = "client",
         gen_ai.operation.name = "chat",
-        gen_ai.request.model = %model,
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = %model.model,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
@@ -151,7 +210,11 @@ pub fn chat(model: &str) -> Span {
         gen_ai.output.messages = Empty,
         otel.status_code = Empty,
         error.type = Empty,
-    )
+    );
+    if let Some(p) = model.provider {
+        span.record("gen_ai.provider.name", p);
+    }
+    span
 }
 
 /// Records the end of a model call on its span and in the metrics.
@@ -165,8 +228,10 @@ pub fn chat_ended(
     metrics::histogram!(metric::MODEL_CALL_DURATION, "model" => model.to_owned())
         .record(elapsed.as_secs_f64());
     if let Some(u) = usage {
-        span.record("gen_ai.usage.input_tokens", u.input_tokens);
-        span.record("gen_ai.usage.output_tokens", u.output_tokens);
+        // As i64: the OpenTelemetry layer writes a u64 as a string, the conventions
+        // type token counts int.
+        span.record("gen_ai.usage.input_tokens", as_int(u.input_tokens));
+        span.record("gen_ai.usage.output_tokens", as_int(u.output_tokens));
         metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "input")
             .increment(u.input_tokens);
         metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
@@ -180,12 +245,13 @@ pub fn chat_ended(
             FinishReason::ContentFilter => "content_filter",
             FinishReason::Other(o) => o.as_str(),
         };
-        // A one-element string array in the conventions; written as its JSON.
-        span.record(
-            "gen_ai.response.finish_reasons",
-            format!("[\"{}\"]", reason.replace('"', "")),
-        );
+        trace::finish_reasons(span, reason);
     }
+}
+
+/// A count as an OpenTelemetry int (i64; a larger one is clamped).
+pub(crate) fn as_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The `execute_tool` span of one tool call, and when it started.

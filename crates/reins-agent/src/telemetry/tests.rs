@@ -59,11 +59,15 @@ fn ten_thousand_sessions_add_no_label_values() {
     metrics::with_local_recorder(&recorder, || {
         let one = |i: usize| {
             let session = format!("tenant-{i}/session-{i}");
-            let span = invoke_agent("safe", &session, i % 2 == 0);
+            let model = ModelId {
+                model: "offline",
+                provider: Some("offline"),
+            };
+            let span = invoke_agent("safe", &session, model, i % 2 == 0);
             let tool = ToolSpan::start("delete_file", &format!("call-{i}"));
             tool.record("success", None);
             chat_ended(
-                &chat("offline"),
+                &chat(model),
                 "offline",
                 Duration::from_millis(3),
                 Some(&Usage::default()),

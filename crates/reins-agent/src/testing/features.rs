@@ -367,6 +367,7 @@ impl On<'_> {
             client_tools: Vec::new(),
             output: None,
             budget: None,
+            trace_parent: None,
         };
         self.backend
             .submit(session, submission.clone())
@@ -421,6 +422,7 @@ impl On<'_> {
             client_tools: Vec::new(),
             output: None,
             budget: None,
+            trace_parent: None,
         };
         self.backend
             .submit(session, submission)

@@ -335,6 +335,7 @@ impl On<'_> {
             client_tools: Vec::new(),
             output,
             budget: None,
+            trace_parent: None,
         };
         if let Err(e) = self.backend.submit(session, submission).await {
             return Ok(Err(e));

@@ -292,6 +292,7 @@ impl On<'_> {
                     client_tools: Vec::new(),
                     output: None,
                     budget: None,
+                    trace_parent: None,
                 },
             )
             .await

@@ -242,6 +242,11 @@ impl ChatModel for OpenAiResponses {
         &self.model
     }
 
+    /// `openai`: the OpenAI Responses API.
+    fn provider_name(&self) -> Option<&str> {
+        Some("openai")
+    }
+
     fn capabilities(&self) -> ModelCapabilities {
         ModelCapabilities::new(true, true)
     }

@@ -65,11 +65,16 @@ pub(crate) enum Begun {
 /// starts following the run it starts. Subscribe to the session's channel before, to
 /// get the run's events from its first one. A refused input is the backend's typed
 /// error (the local driver's refusal, whatever the backend); nothing changed then.
+/// The request's `traceparent` header goes with the input ([`crate::trace_context`]).
 pub(crate) async fn begin(
     state: &AppState,
     id: &str,
-    submission: Submission,
+    mut submission: Submission,
 ) -> std::result::Result<Begun, AgentError> {
+    // The caller's trace context (its `traceparent` header), unless the door set one.
+    if submission.trace_parent.is_none() {
+        submission.trace_parent = crate::trace_context::current();
+    }
     // A run executing here reports its own end; for one elsewhere, where the store
     // stood before is what tells that it moved.
     let mark = if state.backend.runs_here() {
