@@ -65,6 +65,7 @@ pub mod grant;
 mod memory;
 mod memory_outbox;
 pub mod notice;
+pub mod pending;
 pub mod repair;
 mod run_state;
 mod store;
@@ -80,6 +81,7 @@ pub use notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, NoticeKind,
     Subscription,
 };
+pub use pending::{PendingFilter, PendingKey, PendingRequirement};
 pub use reins_message::fingerprint;
 pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,

@@ -15,6 +15,7 @@ use crate::grant::{Grant, GrantFilter};
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
 };
+use crate::pending::{PendingFilter, PendingRequirement};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,7 +125,8 @@ impl SessionHead {
 }
 
 /// A stored requirement: a pause waiting for a person. `kind`, `payload` and
-/// `decision` are opaque to the store (the agent defines them).
+/// `decision` are opaque to the store (the agent defines them), except that the tool
+/// name at `payload.tool_use.name` is indexed for [`MemoryStore::pending_requirements`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequirementRecord {
     /// The requirement id (the tool use id).
@@ -333,6 +335,21 @@ pub trait MemoryStore: Send + Sync + 'static {
             }
         }
         Ok(heads)
+    }
+
+    /// One page of the open requirements across sessions, in [`PendingKey`] order
+    /// (newest first), as `filter` selects them: what an inbox lists. The built-in SQL
+    /// stores answer from an index, at a cost that does not grow with the number of
+    /// stored sessions; the provided method (and the in-memory store) scan
+    /// [`list_session_heads`](MemoryStore::list_session_heads).
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        Ok(crate::pending::page_of(
+            &self.list_session_heads().await?,
+            filter,
+        ))
     }
 
     /// Deletes the session with its messages, requirements, ledger entries and lock.
@@ -623,6 +640,9 @@ macro_rules! forward_store {
             }
             async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
                 (**self).list_session_heads().await
+            }
+            async fn pending_requirements(&self, filter: &PendingFilter) -> Result<Vec<PendingRequirement>> {
+                (**self).pending_requirements(filter).await
             }
             async fn delete_session(&self, id: &str) -> Result<()> {
                 (**self).delete_session(id).await

@@ -20,6 +20,7 @@ use super::flow::{self, Arg, Committed, Dialect, Exec, MultiInsert, Row, Val};
 use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
     SessionLock, SessionState, SessionSummary,
@@ -31,6 +32,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("postgres_schema_v2.sql")),
     (3, include_str!("postgres_schema_v3.sql")),
     (4, include_str!("postgres_schema_v4.sql")),
+    (5, include_str!("postgres_schema_v5.sql")),
 ];
 
 /// The SQL of the grant steps.
@@ -71,7 +73,7 @@ const OUTBOX: flow::OutboxSql = flow::OutboxSql {
 };
 
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 4;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 5;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
 /// use the database's clock (`now()`), so workers' clocks need not agree; the
@@ -122,7 +124,18 @@ const DIALECT: Dialect = Dialect {
     clear_requirements: "DELETE FROM reins_requirements WHERE session_id = $1",
     requirement: "SELECT is_open, body::text FROM reins_requirements WHERE session_id = $1 AND id = $2",
     delete_requirement: "DELETE FROM reins_requirements WHERE session_id = $1 AND id = $2",
-    insert_requirement: "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ($1, $2, $3, $4::jsonb)",
+    insert_requirement: "INSERT INTO reins_requirements (session_id, id, is_open, body, open_order, tool) \
+         VALUES ($1, $2, $3, $4::jsonb, $5, $6)",
+    pending_requirements: "SELECT session_id, id, tool, open_order FROM reins_requirements \
+         WHERE is_open AND (open_order, session_id COLLATE \"C\", id COLLATE \"C\") > ($1, $2, $3) \
+         AND ($4::text IS NULL OR starts_with(session_id, $4)) \
+         ORDER BY open_order, session_id COLLATE \"C\", id COLLATE \"C\" LIMIT $5",
+    pending_requirements_tool: "SELECT session_id, id, tool, open_order FROM reins_requirements \
+         WHERE is_open AND tool = $6 AND (open_order, session_id COLLATE \"C\", id COLLATE \"C\") > ($1, $2, $3) \
+         AND ($4::text IS NULL OR starts_with(session_id, $4)) \
+         ORDER BY open_order, session_id COLLATE \"C\", id COLLATE \"C\" LIMIT $5",
+    unindexed_requirements: "SELECT session_id, id, body::text FROM reins_requirements WHERE is_open AND open_order IS NULL",
+    index_requirement: "UPDATE reins_requirements SET open_order = $3, tool = $4 WHERE session_id = $1 AND id = $2",
     decide_requirement: "UPDATE reins_requirements SET is_open = FALSE, body = $3::jsonb WHERE session_id = $1 AND id = $2",
     insert_decision: "INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
          VALUES ($1, $2, LEAST($3, now()), $4::jsonb)",
@@ -510,6 +523,24 @@ impl MemoryStore for PostgresStore {
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         let mut conn = self.pool.acquire().await?;
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
+    }
+
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        if filter.tools.as_ref().is_some_and(|t| t.len() > 1) {
+            // One snapshot for the per-tool walks.
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+            let rows = flow::pending_requirements(&mut Pg(&mut tx), &DIALECT, filter).await?;
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        let mut conn = self.pool.acquire().await?;
+        flow::pending_requirements(&mut Pg(&mut conn), &DIALECT, filter).await
     }
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {

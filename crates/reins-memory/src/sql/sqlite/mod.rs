@@ -22,6 +22,7 @@ use super::feeds::Feeds;
 use super::flow::{self, Committed, Dialect, MultiInsert, run_ready};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionHead, SessionLock,
     SessionState, SessionSummary,
@@ -34,6 +35,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../sqlite_schema_v2.sql")),
     (3, include_str!("../sqlite_schema_v3.sql")),
     (4, include_str!("../sqlite_schema_v4.sql")),
+    (5, include_str!("../sqlite_schema_v5.sql")),
 ];
 
 /// The SQL of the grant steps.
@@ -74,7 +76,7 @@ const OUTBOX: flow::OutboxSql = flow::OutboxSql {
 };
 
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 4;
+pub const SQLITE_SCHEMA_VERSION: i64 = 5;
 
 /// The SQL of each step (see [`Dialect`] for the parameters). Timestamps are RFC 3339
 /// text (fixed width, so text order is time order); leases are microseconds since the
@@ -103,8 +105,18 @@ const DIALECT: Dialect = Dialect {
     clear_requirements: "DELETE FROM reins_requirements WHERE session_id = ?1",
     requirement: "SELECT is_open, body FROM reins_requirements WHERE session_id = ?1 AND id = ?2",
     delete_requirement: "DELETE FROM reins_requirements WHERE session_id = ?1 AND id = ?2",
-    insert_requirement: "INSERT INTO reins_requirements (session_id, id, seq, is_open, body) VALUES (?1, ?2, \
-         (SELECT COALESCE(MAX(seq), 0) + 1 FROM reins_requirements WHERE session_id = ?1), ?3, ?4)",
+    insert_requirement: "INSERT INTO reins_requirements (session_id, id, seq, is_open, body, open_order, tool) VALUES (?1, ?2, \
+         (SELECT COALESCE(MAX(seq), 0) + 1 FROM reins_requirements WHERE session_id = ?1), ?3, ?4, ?5, ?6)",
+    pending_requirements: "SELECT session_id, id, tool, open_order FROM reins_requirements \
+         WHERE is_open = 1 AND (open_order, session_id, id) > (?1, ?2, ?3) \
+         AND (?4 IS NULL OR substr(session_id, 1, length(?4)) = ?4) \
+         ORDER BY open_order, session_id, id LIMIT ?5",
+    pending_requirements_tool: "SELECT session_id, id, tool, open_order FROM reins_requirements \
+         WHERE is_open = 1 AND tool = ?6 AND (open_order, session_id, id) > (?1, ?2, ?3) \
+         AND (?4 IS NULL OR substr(session_id, 1, length(?4)) = ?4) \
+         ORDER BY open_order, session_id, id LIMIT ?5",
+    unindexed_requirements: "SELECT session_id, id, body FROM reins_requirements WHERE is_open = 1 AND open_order IS NULL",
+    index_requirement: "UPDATE reins_requirements SET open_order = ?3, tool = ?4 WHERE session_id = ?1 AND id = ?2",
     decide_requirement: "UPDATE reins_requirements SET is_open = 0, body = ?3 WHERE session_id = ?1 AND id = ?2",
     insert_decision: "INSERT INTO reins_decisions (session_id, requirement_id, at, record) VALUES (?1, ?2, ?3, ?4)",
     decisions: "SELECT requirement_id, at, record FROM reins_decisions WHERE session_id = ?1 ORDER BY seq",
@@ -499,6 +511,15 @@ impl MemoryStore for SqliteStore {
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
         self.read(|on| run_ready(flow::list_session_heads(on, &DIALECT)))
+            .await
+    }
+
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        let filter = filter.clone();
+        self.read(move |on| run_ready(flow::pending_requirements(on, &DIALECT, &filter)))
             .await
     }
 
