@@ -62,6 +62,7 @@
 mod commit;
 mod error;
 pub mod grant;
+mod heads;
 mod memory;
 mod memory_outbox;
 pub mod notice;
@@ -76,6 +77,7 @@ mod sql;
 pub use commit::{Commit, LockRequest};
 pub use error::{Error, Result};
 pub use grant::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
+pub use heads::SessionFilter;
 pub use memory::InMemoryStore;
 pub use notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, NoticeKind,

@@ -12,6 +12,7 @@ use serde_json::Value;
 pub use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter};
+use crate::heads::SessionFilter;
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
 };
@@ -337,6 +338,18 @@ pub trait MemoryStore: Send + Sync + 'static {
         Ok(heads)
     }
 
+    /// One page of sessions without their transcripts, most recently active first
+    /// (`updated_at` descending, then id), as `filter` selects them: what a list of
+    /// sessions shows. The built-in SQL stores answer from an index, at a cost that does
+    /// not grow with the number of stored sessions; the provided method (and the
+    /// in-memory store) scan [`list_session_heads`](MemoryStore::list_session_heads).
+    async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+        Ok(crate::heads::page_of(
+            self.list_session_heads().await?,
+            filter,
+        ))
+    }
+
     /// One page of the open requirements across sessions, in [`PendingKey`] order
     /// (newest first), as `filter` selects them: what an inbox lists. The built-in SQL
     /// stores answer from an index, at a cost that does not grow with the number of
@@ -640,6 +653,9 @@ macro_rules! forward_store {
             }
             async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
                 (**self).list_session_heads().await
+            }
+            async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+                (**self).session_heads_page(filter).await
             }
             async fn pending_requirements(&self, filter: &PendingFilter) -> Result<Vec<PendingRequirement>> {
                 (**self).pending_requirements(filter).await

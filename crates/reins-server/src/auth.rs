@@ -397,6 +397,22 @@ impl Auth {
             .max_by_key(|p| p.prefix().len())
     }
 
+    /// The session prefix of the user named `name`, when every user of that name owns
+    /// the same one (`None` otherwise: no narrowing).
+    pub(crate) fn user_prefix(&self, name: &str) -> Option<String> {
+        let prefixes: BTreeSet<String> = self
+            .entries
+            .iter()
+            .map(|e| &*e.principal)
+            .filter(|p| p.has(AccessRole::User) && p.name == name)
+            .map(Principal::prefix)
+            .collect();
+        match prefixes.len() {
+            1 => prefixes.into_iter().next(),
+            _ => None,
+        }
+    }
+
     /// The names of the principals with the `user` role (those that own sessions),
     /// sorted, without repeats.
     pub(crate) fn user_names(&self) -> Vec<String> {

@@ -20,6 +20,7 @@ use super::flow::{self, Arg, Committed, Dialect, Exec, MultiInsert, Row, Val};
 use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::heads::SessionFilter;
 use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
@@ -134,6 +135,15 @@ const DIALECT: Dialect = Dialect {
          WHERE is_open AND tool = $6 AND (open_order, session_id COLLATE \"C\", id COLLATE \"C\") > ($1, $2, $3) \
          AND ($4::text IS NULL OR starts_with(session_id, $4)) \
          ORDER BY open_order, session_id COLLATE \"C\", id COLLATE \"C\" LIMIT $5",
+    session_heads_page: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state::text, r.id, r.body::text \
+         FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
+           WHERE s.updated_at <= $1 AND (s.updated_at < $1 OR s.id COLLATE \"C\" > $2) \
+           AND ($3::text IS NULL OR starts_with(s.id, $3)) \
+           AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
+             WHERE q.session_id = s.id AND q.is_open AND q.tool = $4)) \
+           ORDER BY s.updated_at DESC, s.id COLLATE \"C\" LIMIT $5) p \
+         LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open \
+         ORDER BY p.updated_at DESC, p.id COLLATE \"C\", r.seq",
     unindexed_requirements: "SELECT session_id, id, body::text FROM reins_requirements WHERE is_open AND open_order IS NULL",
     index_requirement: "UPDATE reins_requirements SET open_order = $3, tool = $4 WHERE session_id = $1 AND id = $2",
     decide_requirement: "UPDATE reins_requirements SET is_open = FALSE, body = $3::jsonb WHERE session_id = $1 AND id = $2",
@@ -523,6 +533,11 @@ impl MemoryStore for PostgresStore {
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         let mut conn = self.pool.acquire().await?;
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
+    }
+
+    async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::session_heads_page(&mut Pg(&mut conn), &DIALECT, filter).await
     }
 
     async fn pending_requirements(

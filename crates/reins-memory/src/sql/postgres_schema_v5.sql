@@ -11,3 +11,6 @@ CREATE INDEX reins_requirements_pending
 CREATE INDEX reins_requirements_pending_tool
     ON reins_requirements (tool, open_order, session_id COLLATE "C", id COLLATE "C")
     WHERE is_open;
+-- Sessions by activity (most recent first, then id in byte order): a page of the
+-- session list is an index walk from the cursor on.
+CREATE INDEX reins_sessions_by_activity ON reins_sessions (updated_at DESC, id COLLATE "C");

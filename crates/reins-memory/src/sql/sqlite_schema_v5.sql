@@ -9,3 +9,6 @@ CREATE INDEX reins_requirements_pending
     ON reins_requirements (open_order, session_id, id, tool) WHERE is_open = 1;
 CREATE INDEX reins_requirements_pending_tool
     ON reins_requirements (tool, open_order, session_id, id) WHERE is_open = 1;
+-- Sessions by activity (most recent first, then id): a page of the session list is an
+-- index walk from the cursor on.
+CREATE INDEX reins_sessions_by_activity ON reins_sessions (updated_at DESC, id);

@@ -18,8 +18,8 @@
 //!
 //! The server runs in a process of its own (this program again, with
 //! `--serve-child`), so its RSS is the server's alone; requests go one at a time.
-//! Sessions are `u<k>/s<i>` (ten users, `u0` to `u9`); every (N / M)-th one is
-//! paused, one in ten of those on `delete_file`.
+//! Sessions are `u<k>/s<i>` (ten users, `u0` to `u9`, in turn by blocks of N / M);
+//! every (N / M)-th one is paused, one in ten of those on `delete_file`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod measure;

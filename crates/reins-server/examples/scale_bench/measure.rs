@@ -279,7 +279,7 @@ async fn workload(http: &Http, layout: Layout, n: usize) -> Result<Vec<Row>, Str
             .await?;
         rows.push(row(what, t, read));
     }
-    let paused = |k: usize| Layout::id(layout.paused_session(k % layout.paused));
+    let paused = |k: usize| layout.id(layout.paused_session(k % layout.paused));
     let t = http
         .times(n, "admin", "GET", 200, |k| {
             (format!("/v1/sessions/{}", enc(&paused(k))), None)
@@ -314,7 +314,7 @@ async fn workload(http: &Http, layout: Layout, n: usize) -> Result<Vec<Row>, Str
     rows.push(row("audit trail (decided session)", t, read));
     let t = http
         .times(n, "admin", "POST", 201, |k| {
-            let s = Layout::id(layout.idle_session(k));
+            let s = layout.id(layout.idle_session(k));
             (
                 format!("/v1/sessions/{}/fork", enc(&s)),
                 Some(json!({"new_session_id": format!("u0/fork-{k}"), "before_turn": 5})),
@@ -340,7 +340,7 @@ async fn store_work(
     let agent = crate::agent(Arc::new(timed));
     let mut ms = Vec::new();
     for j in 0..n.min(layout.paused / 2).max(1) {
-        let id = Layout::id(layout.paused_session(j));
+        let id = layout.id(layout.paused_session(j));
         spent.store(0, Ordering::Relaxed);
         let session = agent.session(&id).await.map_err(|e| e.to_string())?;
         session

@@ -37,9 +37,10 @@ impl Layout {
         (self.sessions / self.paused.max(1)).max(1)
     }
 
-    /// The id of session `i`.
-    pub fn id(i: usize) -> String {
-        format!("u{}/s{i:07}", i % 10)
+    /// The id of session `i`: its user is `u<k>` with k its stride number's last digit
+    /// (so that each user has paused sessions).
+    pub fn id(&self, i: usize) -> String {
+        format!("u{}/s{i:07}", (i / self.stride()) % 10)
     }
 
     /// The session number of the `j`-th paused session.
@@ -137,18 +138,18 @@ fn copies(kind: &str, lo: usize, hi: usize, stride: usize, paused: usize, values
         format!(
             "WITH RECURSIVE n(i) AS (SELECT {lo} UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {hi}), \
              t(id, ts) AS (VALUES {values}), \
-             s AS (SELECT i, printf('u%d/s%07d', i % 10, i) AS id, \
+             s AS (SELECT i, printf('u%d/s%07d', (i / {stride}) % 10, i) AS id, \
                CASE WHEN i % {stride} = 0 AND i / {stride} < {paused} \
-                 THEN CASE WHEN (i / {stride}) % 10 = 0 THEN 'tmpl/delete' ELSE 'tmpl/send' END \
+                 THEN CASE WHEN (i / {stride} / 10) % 10 = 0 THEN 'tmpl/delete' ELSE 'tmpl/send' END \
                  ELSE 'tmpl/idle' END AS tmpl, \
                strftime('%Y-%m-%dT%H:%M:%S', {BASE} + i, 'unixepoch') AS t FROM n)"
         )
     } else {
         format!(
             "WITH t(id, ts) AS (VALUES {values}), \
-             s AS (SELECT i, 'u' || (i % 10) || '/s' || CASE WHEN i >= 1000000 THEN i::text ELSE lpad(i::text, 7, '0') END AS id, \
+             s AS (SELECT i, 'u' || ((i / {stride}) % 10) || '/s' || CASE WHEN i >= 10000000 THEN i::text ELSE lpad(i::text, 7, '0') END AS id, \
                CASE WHEN i % {stride} = 0 AND i / {stride} < {paused} \
-                 THEN CASE WHEN (i / {stride}) % 10 = 0 THEN 'tmpl/delete' ELSE 'tmpl/send' END \
+                 THEN CASE WHEN (i / {stride} / 10) % 10 = 0 THEN 'tmpl/delete' ELSE 'tmpl/send' END \
                  ELSE 'tmpl/idle' END AS tmpl, \
                to_char(to_timestamp({BASE} + i) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') AS t \
                FROM generate_series({lo}::bigint, {hi}::bigint - 1) AS g(i))"

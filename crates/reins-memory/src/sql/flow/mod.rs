@@ -222,6 +222,12 @@ pub(crate) struct Dialect {
     pub pending_requirements: &'static str,
     /// The same with `(.., limit, tool)`: only those of one tool.
     pub pending_requirements_tool: &'static str,
+    /// `(after_at: Stamp, after_id, prefix or NULL, tool or NULL, limit)` → id, version,
+    /// message_count, created_at, updated_at, run_state (text), then one open
+    /// requirement's id and body (text) or NULLs: a page of sessions after the key in
+    /// `updated_at` descending, id ascending order, each with its open requirements
+    /// (one row per requirement, by seq).
+    pub session_heads_page: &'static str,
     /// `()` → session_id, id, body (text) of the open requirements without an
     /// `open_order` (rows written before the index existed).
     pub unindexed_requirements: &'static str,

@@ -1,13 +1,16 @@
-//! The pending-requirements listing: one index walk per page (per tool when the page
-//! is filtered by several tools, merged here), and the migration step that fills the
-//! index columns of rows written before they existed.
+//! The keyset listings: the pending requirements (one index walk per page, per tool
+//! when the page is filtered by several tools, merged here) with the migration step
+//! that fills the index columns of rows written before they existed, and the pages of
+//! session heads.
 
 use chrono::DateTime;
 
-use super::super::{decode_requirement, to_i64};
+use super::super::{decode_requirement, decode_run_state, to_i64, to_u64};
 use super::{Arg, Cols, Dialect, Exec};
 use crate::error::Result;
+use crate::heads::SessionFilter;
 use crate::pending::{PendingFilter, PendingKey, PendingRequirement, order_of, tool_of};
+use crate::store::SessionHead;
 
 /// The schema version that added the index columns (`open_order`, `tool`).
 pub(crate) const PENDING_INDEX_VERSION: i64 = 5;
@@ -96,4 +99,53 @@ pub(crate) async fn index_open_requirements<E: Exec>(e: &mut E, d: &Dialect) -> 
         e.run(d.index_requirement, &args).await?;
     }
     Ok(())
+}
+
+/// One page of session heads (see [`crate::MemoryStore::session_heads_page`]): one
+/// statement, the page's sessions joined with their open requirements.
+pub(crate) async fn session_heads_page<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    filter: &SessionFilter,
+) -> Result<Vec<SessionHead>> {
+    let limit = filter.limit.max(1);
+    // After every real row: the latest time the text and the database types hold.
+    let last = DateTime::parse_from_rfc3339("9999-12-31T23:59:59.999999Z")
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let (at, id) = match &filter.after {
+        Some((at, id)) => (*at, id.as_str()),
+        None => (last, ""),
+    };
+    let args = [
+        Arg::Stamp(at),
+        Arg::Text(id),
+        Arg::OptText(filter.session_prefix.as_deref()),
+        Arg::OptText(filter.open_tool.as_deref()),
+        Arg::Int(to_i64(limit as u64)),
+    ];
+    let mut heads: Vec<SessionHead> = Vec::new();
+    for r in e.rows(d.session_heads_page, &args).await? {
+        let id = Cols::new(&r, "", "session row").text(0)?;
+        if heads.last().is_none_or(|h| h.id != id) {
+            let c = Cols::new(&r, id, "session row");
+            heads.push(SessionHead {
+                id: id.to_owned(),
+                version: to_u64(c.int(1)?),
+                message_count: to_u64(c.int(2)?),
+                created_at: Cols::new(&r, id, "session row created_at").time(3)?,
+                updated_at: Cols::new(&r, id, "session row updated_at").time(4)?,
+                run_state: decode_run_state(id, c.opt_text(5)?)?,
+                open_requirements: Vec::new(),
+            });
+        }
+        let q = Cols::new(&r, id, "requirement row");
+        if let (Some(rid), Some(body), Some(head)) =
+            (q.opt_text(6)?, q.opt_text(7)?, heads.last_mut())
+        {
+            head.open_requirements
+                .push(decode_requirement(id, rid, body)?);
+        }
+    }
+    Ok(heads)
 }

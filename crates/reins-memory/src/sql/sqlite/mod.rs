@@ -22,6 +22,7 @@ use super::feeds::Feeds;
 use super::flow::{self, Committed, Dialect, MultiInsert, run_ready};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::heads::SessionFilter;
 use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionHead, SessionLock,
@@ -115,6 +116,15 @@ const DIALECT: Dialect = Dialect {
          WHERE is_open = 1 AND tool = ?6 AND (open_order, session_id, id) > (?1, ?2, ?3) \
          AND (?4 IS NULL OR substr(session_id, 1, length(?4)) = ?4) \
          ORDER BY open_order, session_id, id LIMIT ?5",
+    session_heads_page: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state, r.id, r.body \
+         FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
+           WHERE s.updated_at <= ?1 AND (s.updated_at < ?1 OR s.id > ?2) \
+           AND (?3 IS NULL OR substr(s.id, 1, length(?3)) = ?3) \
+           AND (?4 IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
+             WHERE q.session_id = s.id AND q.is_open = 1 AND q.tool = ?4)) \
+           ORDER BY s.updated_at DESC, s.id LIMIT ?5) p \
+         LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open = 1 \
+         ORDER BY p.updated_at DESC, p.id, r.seq",
     unindexed_requirements: "SELECT session_id, id, body FROM reins_requirements WHERE is_open = 1 AND open_order IS NULL",
     index_requirement: "UPDATE reins_requirements SET open_order = ?3, tool = ?4 WHERE session_id = ?1 AND id = ?2",
     decide_requirement: "UPDATE reins_requirements SET is_open = 0, body = ?3 WHERE session_id = ?1 AND id = ?2",
@@ -511,6 +521,12 @@ impl MemoryStore for SqliteStore {
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
         self.read(|on| run_ready(flow::list_session_heads(on, &DIALECT)))
+            .await
+    }
+
+    async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+        let filter = filter.clone();
+        self.read(move |on| run_ready(flow::session_heads_page(on, &DIALECT, &filter)))
             .await
     }
 

@@ -64,6 +64,7 @@ macro_rules! conformance_tests {
             notices_ride_with_their_commit,
             deliveries_are_leased_logged_and_redelivered,
             pending_requirements_are_listed_newest_first_by_keyset,
+            session_heads_are_paged_by_activity,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(

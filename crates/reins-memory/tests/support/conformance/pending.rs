@@ -4,6 +4,7 @@
 use chrono::{DateTime, Duration as Span, Utc};
 use reins_memory::{
     Commit, MemoryStore, PendingFilter, PendingKey, PendingRequirement, RequirementRecord,
+    SessionFilter,
 };
 use reins_message::new_id;
 use serde_json::json;
@@ -161,4 +162,92 @@ pub async fn pending_requirements_are_listed_newest_first_by_keyset<S: MemorySto
     );
     a.delete_session(&sb).await.unwrap();
     assert_eq!(page(b, mine(10, None)).await, vec![all[4].clone()]);
+}
+
+pub async fn session_heads_are_paged_by_activity<S: MemoryStore>(a: &S, b: &S) {
+    let prefix = format!("heads-{}/", new_id());
+    let now = Utc::now();
+    let mut ids = Vec::new();
+    for (n, tool) in [
+        ("a", Some("send")),
+        ("b", None),
+        ("c", Some("delete")),
+        ("d", Some("send")),
+        ("e", None),
+    ] {
+        let id = format!("{prefix}{n}");
+        a.open_session(&id).await.unwrap();
+        let mut c = Commit::at(0).append(reins_message::Msg::user("hi"));
+        if let Some(t) = tool {
+            c = c.add_requirement(record("r1", Some(t), now));
+        }
+        a.commit(&id, c).await.unwrap();
+        ids.push(id);
+    }
+    // `d` decided: no longer has an open `send`; `b` moves last to the top.
+    a.commit(
+        &ids[3],
+        Commit::at(1).decide("r1", json!({"approve": true})),
+    )
+    .await
+    .unwrap();
+    a.commit(
+        &ids[1],
+        Commit::at(1).append(reins_message::Msg::user("again")),
+    )
+    .await
+    .unwrap();
+
+    let mut expected: Vec<_> = b
+        .list_session_heads()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.id.starts_with(&prefix))
+        .collect();
+    expected.sort_by(|x, y| {
+        y.updated_at
+            .cmp(&x.updated_at)
+            .then_with(|| x.id.cmp(&y.id))
+    });
+    assert_eq!(expected.len(), 5);
+    assert_eq!(expected[0].id, ids[1]);
+    let filter =
+        |limit, after: Option<&reins_memory::SessionHead>, tool: Option<&str>| SessionFilter {
+            session_prefix: Some(prefix.clone()),
+            open_tool: tool.map(str::to_owned),
+            after: after.map(|h| (h.updated_at, h.id.clone())),
+            limit,
+        };
+    let mut walked = Vec::new();
+    let mut after = None;
+    loop {
+        let page = b
+            .session_heads_page(&filter(2, after.as_ref(), None))
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().cloned();
+        walked.extend(page);
+    }
+    assert_eq!(
+        walked, expected,
+        "pages of two walk the whole list in order"
+    );
+    let send = a
+        .session_heads_page(&filter(10, None, Some("send")))
+        .await
+        .unwrap();
+    assert_eq!(send.len(), 1);
+    assert_eq!(send[0].id, ids[0]);
+    assert_eq!(send[0].open_requirements.len(), 1);
+    assert_eq!(send[0].message_count, 1);
+    let none = a
+        .session_heads_page(&filter(10, None, Some("nothing")))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
 }
