@@ -350,6 +350,22 @@ pub trait MemoryStore: Send + Sync + 'static {
         ))
     }
 
+    /// The heads of the sessions named (those that exist, each once, in any order): what a list
+    /// needs of the sessions on one page. The built-in SQL stores answer with one
+    /// statement; the provided method loads each session in turn.
+    async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+        let mut heads = Vec::with_capacity(ids.len());
+        let ids: std::collections::BTreeSet<&String> = ids.iter().collect();
+        for id in ids {
+            match self.load_session(id).await {
+                Ok(state) => heads.push(SessionHead::of(state)),
+                Err(crate::Error::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(heads)
+    }
+
     /// One page of the open requirements across sessions, in [`PendingKey`] order
     /// (newest first), as `filter` selects them: what an inbox lists. The built-in SQL
     /// stores answer from an index, at a cost that does not grow with the number of
@@ -653,6 +669,9 @@ macro_rules! forward_store {
             }
             async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
                 (**self).list_session_heads().await
+            }
+            async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+                (**self).session_heads(ids).await
             }
             async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
                 (**self).session_heads_page(filter).await

@@ -135,6 +135,10 @@ const DIALECT: Dialect = Dialect {
          WHERE is_open AND tool = $6 AND (open_order, session_id COLLATE \"C\", id COLLATE \"C\") > ($1, $2, $3) \
          AND ($4::text IS NULL OR starts_with(session_id, $4)) \
          ORDER BY open_order, session_id COLLATE \"C\", id COLLATE \"C\" LIMIT $5",
+    session_heads: "SELECT s.id, s.version, s.message_count, s.created_at, s.updated_at, s.run_state::text, r.id, r.body::text \
+         FROM reins_sessions s LEFT JOIN reins_requirements r ON r.session_id = s.id AND r.is_open \
+         WHERE s.id = ANY($1) ORDER BY s.id, r.seq",
+    ids_as_json: false,
     session_heads_page: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state::text, r.id, r.body::text \
          FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
            WHERE s.updated_at <= $1 AND (s.updated_at < $1 OR s.id COLLATE \"C\" > $2) \
@@ -533,6 +537,11 @@ impl MemoryStore for PostgresStore {
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         let mut conn = self.pool.acquire().await?;
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
+    }
+
+    async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::session_heads(&mut Pg(&mut conn), &DIALECT, ids).await
     }
 
     async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {

@@ -7,7 +7,7 @@
 pub(crate) mod cursor;
 pub(crate) mod list;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -165,14 +165,26 @@ pub(crate) async fn get_requirements(
     };
     'pages: loop {
         let rows = state.agent.store().pending_requirements(&filter).await?;
+        // The sessions of this batch not read yet, read at once (without transcripts).
+        let new: BTreeSet<&String> = rows
+            .iter()
+            .map(|r| &r.key.session_id)
+            .filter(|s| who.may_read(s) && !views.contains_key(*s))
+            .collect();
+        let new: Vec<String> = new.into_iter().cloned().collect();
+        for head in state.agent.store().session_heads(&new).await? {
+            let id = head.id.clone();
+            let shown = shown(&state, head).await?;
+            views.insert(id, shown);
+        }
+        for id in new {
+            // Deleted since it was listed.
+            views.entry(id).or_insert(None);
+        }
         for row in &rows {
             let session = &row.key.session_id;
             if !who.may_read(session) {
                 continue;
-            }
-            if !views.contains_key(session) {
-                let shown = shown(&state, session).await?;
-                views.insert(session.clone(), shown);
             }
             let Some(Some((detail, pending))) = views.get(session) else {
                 continue;
@@ -226,20 +238,16 @@ const MAX_BATCH: usize = 1000;
 /// A session's view and the requirements it shows.
 type Shown = (SessionDetail, Vec<reins_agent::Requirement>);
 
-/// What the inbox shows of a session: `None` when it was deleted since it was listed
-/// or its stored state cannot be read (left out, so that one such session does not
-/// hide the others).
-async fn shown(state: &AppState, session: &str) -> Result<Option<Shown>> {
-    let stored = match state.agent.store().load_session(session).await {
-        Ok(st) => st,
-        Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let running = state.hub.local_run(session).is_some();
-    match view::of(&state.agent, stored, running, false).await {
+/// What the inbox shows of a session read without its transcript (its view reads
+/// only the run state, as the session list's does): `None` when its stored state
+/// cannot be read (left out, so that one such session does not hide the others).
+async fn shown(state: &AppState, head: reins_memory::SessionHead) -> Result<Option<Shown>> {
+    let id = head.id.clone();
+    let running = state.hub.local_run(&id).is_some();
+    match view::of_head(&state.agent, head, running).await {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.skippable_in_list() => {
-            tracing::warn!(session = %session, error = %e, "the inbox leaves out a session it cannot read");
+            tracing::warn!(session = %id, error = %e, "the inbox leaves out a session it cannot read");
             Ok(None)
         }
         Err(e) => Err(e),

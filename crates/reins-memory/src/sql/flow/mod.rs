@@ -228,6 +228,11 @@ pub(crate) struct Dialect {
     /// `updated_at` descending, id ascending order, each with its open requirements
     /// (one row per requirement, by seq).
     pub session_heads_page: &'static str,
+    /// `(ids)` → the columns of `session_heads_page` for the sessions named; `ids` is
+    /// a JSON array (SQLite) or a text array (PostgreSQL), see `ids_as_json`.
+    pub session_heads: &'static str,
+    /// Whether `session_heads` takes its ids as one JSON text.
+    pub ids_as_json: bool,
     /// `()` → session_id, id, body (text) of the open requirements without an
     /// `open_order` (rows written before the index existed).
     pub unindexed_requirements: &'static str,

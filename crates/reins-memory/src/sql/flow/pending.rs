@@ -124,8 +124,33 @@ pub(crate) async fn session_heads_page<E: Exec>(
         Arg::OptText(filter.open_tool.as_deref()),
         Arg::Int(to_i64(limit as u64)),
     ];
+    heads_of(e.rows(d.session_heads_page, &args).await?)
+}
+
+/// The heads of the sessions named (see [`crate::MemoryStore::session_heads`]).
+pub(crate) async fn session_heads<E: Exec>(
+    e: &mut E,
+    d: &Dialect,
+    ids: &[String],
+) -> Result<Vec<SessionHead>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let json;
+    let arg = if d.ids_as_json {
+        json = super::super::encode_json("session ids", &ids)?;
+        Arg::Text(&json)
+    } else {
+        Arg::Texts(ids)
+    };
+    heads_of(e.rows(d.session_heads, &[arg]).await?)
+}
+
+/// Session heads from rows of a session's columns and one open requirement (or
+/// NULLs), a session's rows next to each other.
+fn heads_of(rows: Vec<super::Row>) -> Result<Vec<SessionHead>> {
     let mut heads: Vec<SessionHead> = Vec::new();
-    for r in e.rows(d.session_heads_page, &args).await? {
+    for r in rows {
         let id = Cols::new(&r, "", "session row").text(0)?;
         if heads.last().is_none_or(|h| h.id != id) {
             let c = Cols::new(&r, id, "session row");

@@ -116,6 +116,10 @@ const DIALECT: Dialect = Dialect {
          WHERE is_open = 1 AND tool = ?6 AND (open_order, session_id, id) > (?1, ?2, ?3) \
          AND (?4 IS NULL OR substr(session_id, 1, length(?4)) = ?4) \
          ORDER BY open_order, session_id, id LIMIT ?5",
+    session_heads: "SELECT s.id, s.version, s.message_count, s.created_at, s.updated_at, s.run_state, r.id, r.body \
+         FROM reins_sessions s LEFT JOIN reins_requirements r ON r.session_id = s.id AND r.is_open = 1 \
+         WHERE s.id IN (SELECT value FROM json_each(?1)) ORDER BY s.id, r.seq",
+    ids_as_json: true,
     session_heads_page: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state, r.id, r.body \
          FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
            WHERE s.updated_at <= ?1 AND (s.updated_at < ?1 OR s.id > ?2) \
@@ -521,6 +525,12 @@ impl MemoryStore for SqliteStore {
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
         self.read(|on| run_ready(flow::list_session_heads(on, &DIALECT)))
+            .await
+    }
+
+    async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+        let ids = ids.to_vec();
+        self.read(move |on| run_ready(flow::session_heads(on, &DIALECT, &ids)))
             .await
     }
 

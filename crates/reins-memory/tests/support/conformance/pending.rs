@@ -250,4 +250,22 @@ pub async fn session_heads_are_paged_by_activity<S: MemoryStore>(a: &S, b: &S) {
         .await
         .unwrap();
     assert!(none.is_empty());
+
+    // By id: those that exist, with their open requirements, each once.
+    let names = [
+        ids[2].clone(),
+        format!("{prefix}missing"),
+        ids[0].clone(),
+        ids[2].clone(),
+    ];
+    let mut got = b.session_heads(&names).await.unwrap();
+    got.sort_by(|x, y| x.id.cmp(&y.id));
+    let mut want: Vec<_> = expected
+        .iter()
+        .filter(|h| h.id == ids[0] || h.id == ids[2])
+        .cloned()
+        .collect();
+    want.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(got, want);
+    assert!(b.session_heads(&[]).await.unwrap().is_empty());
 }
