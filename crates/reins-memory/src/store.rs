@@ -366,7 +366,7 @@ pub trait MemoryStore: Send + Sync + 'static {
         Ok(heads)
     }
 
-    /// One page of the open requirements across sessions, in [`PendingKey`] order
+    /// One page of the open requirements across sessions, in [`PendingKey`](crate::PendingKey) order
     /// (newest first), as `filter` selects them: what an inbox lists. The built-in SQL
     /// stores answer from an index, at a cost that does not grow with the number of
     /// stored sessions; the provided method (and the in-memory store) scan

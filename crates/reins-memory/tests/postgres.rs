@@ -241,9 +241,7 @@ async fn a_version_4_schema_gets_its_open_requirements_indexed() {
         ] {
             script.push_str(sql);
         }
-        script.push_str(
-            "INSERT INTO reins_sessions VALUES ('old', 1, 0, 0, NULL, now(), now());",
-        );
+        script.push_str("INSERT INTO reins_sessions VALUES ('old', 1, 0, 0, NULL, now(), now());");
         for r in [&decided, &open] {
             script.push_str(&format!(
                 "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ('old', '{}', {}, '{}');",
@@ -257,12 +255,18 @@ async fn a_version_4_schema_gets_its_open_requirements_indexed() {
     let store = PostgresStore::connect_with(&url, options().schema(schema.clone()))
         .await
         .unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), POSTGRES_SCHEMA_VERSION);
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        POSTGRES_SCHEMA_VERSION
+    );
     let page = store
         .pending_requirements(&reins_memory::PendingFilter::first(10))
         .await
         .unwrap();
-    assert_eq!(page, vec![reins_memory::PendingRequirement::of("old", &open)]);
+    assert_eq!(
+        page,
+        vec![reins_memory::PendingRequirement::of("old", &open)]
+    );
     let by_tool = reins_memory::PendingFilter {
         tools: Some(vec!["send_email".to_owned()]),
         ..reins_memory::PendingFilter::first(10)

@@ -420,10 +420,7 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    println!(
-        "{:<44} {:>9} {:>9}  {:<14} {}",
-        "what", "p50 ms", "p99 ms", "target", ""
-    );
+    println!("{:<44} {:>9} {:>9}  target", "what", "p50 ms", "p99 ms");
     let mut all_met = true;
     for r in &rows {
         let (target, verdict) = match r.target {
