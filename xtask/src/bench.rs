@@ -20,6 +20,15 @@
 //!   throughput, p50/p99 latency and overhead, the server's peak RSS and CPU time; the
 //!   same workload on Agno's AgentOS side by side (`crates/reins-server/bench/
 //!   agentos_server.py`, set up from PyPI in `target/agentos-venv` when missing).
+//! - `cargo xtask bench --scale [--sessions N] [--paused M] [--store sqlite|postgres|both]
+//!   [--samples K]` — the scale of the waiting: reins-server's `scale_bench` example
+//!   (release build) seeds a store with N sessions of 20 messages (default 1,000,000),
+//!   M of them paused on a pending requirement (default 100,000), serves it on
+//!   loopback and times the inbox, the session list, a session's view, its audit
+//!   trail, a decision and a fork over HTTP, a decision's store work, and the server's
+//!   RSS against 1,000 stored; prints the targets, met or not. SQLite in a temporary
+//!   directory; PostgreSQL on a throwaway cluster (or `REINS_BENCH_POSTGRES_URL`), in
+//!   a schema of its own; both dropped at the end.
 //! - `cargo xtask bench --restate [--sessions N]` — the same workload through Restate
 //!   (reins-restate's `restate_bench`: a local restate-server and the demo service, in
 //!   processes of their own) and through reins-server, both on one throwaway
@@ -38,6 +47,7 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
        cargo xtask bench --peer [--quick] [--rounds N]
        cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]
        cargo xtask bench --restate [--sessions N]
+       cargo xtask bench --scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]
        cargo xtask bench --cost
 
   (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
@@ -54,6 +64,15 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
   --restate     reins-restate's `restate_bench` (local restate-server from npm, the demo
                 service) and reins-server's `server_bench`, both on one throwaway
                 PostgreSQL: N concurrent sessions (default 1,000) × one tool-call run
+  --scale       the scale of the waiting: reins-server's `scale_bench` seeds N sessions
+                of 20 messages (default 1,000,000), M paused on a requirement (default
+                100,000), serves them on loopback and times the inbox (first page, a
+                deep page, by tool, by principal), GET /v1/sessions with each filter,
+                a session's view, its audit trail, a decision, a fork (K requests each,
+                default 200), a decision's store work, and the server's RSS against
+                1,000 stored; targets met / not met. Stores: sqlite, postgres (a
+                throwaway cluster, or REINS_BENCH_POSTGRES_URL) or both (default);
+                the data is created and dropped by the run
   --cost        allocations (counted) and instructions (callgrind, when valgrind is
                 installed) per single turn and per tool-call run, in memory
 
@@ -74,6 +93,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     if args.iter().any(|a| a == "--cost") {
         return cost();
+    }
+    if args.iter().any(|a| a == "--scale") {
+        return scale(args);
     }
     if args.iter().any(|a| a == "--peer") {
         let rounds = match args.iter().position(|a| a == "--rounds") {
@@ -190,6 +212,76 @@ fn run_captured(cmd: &mut Command) -> Result<String, String> {
         return Err(format!("{cmd:?} failed ({})", out.status));
     }
     Ok(text)
+}
+
+// ----- --scale: the scale of the waiting ----------------------------------------------
+
+/// `--scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]`:
+/// reins-server's `scale_bench` (release build) on each store in turn; PostgreSQL on a
+/// throwaway cluster unless `REINS_BENCH_POSTGRES_URL` names a server.
+fn scale(args: &[String]) -> Result<(), String> {
+    let value = |name: &str| -> Result<Option<String>, String> {
+        match args.iter().position(|a| a == name) {
+            None => Ok(None),
+            Some(i) => args
+                .get(i + 1)
+                .filter(|v| !v.starts_with("--"))
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| format!("{name} needs a value")),
+        }
+    };
+    let stores: &[&str] = match value("--store")?.as_deref() {
+        None | Some("both") => &["sqlite", "postgres"],
+        Some("sqlite") => &["sqlite"],
+        Some("postgres") => &["postgres"],
+        Some(other) => {
+            return Err(format!(
+                "--store is sqlite, postgres or both, not `{other}`"
+            ));
+        }
+    };
+    let mut pass = Vec::new();
+    for name in ["--sessions", "--paused", "--samples"] {
+        if let Some(v) = value(name)? {
+            pass.push(name.to_owned());
+            pass.push(v);
+        }
+    }
+    crate::run(crate::cargo().current_dir(repo_root()).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "reins-server",
+        "--all-features",
+        "--example",
+        "scale_bench",
+    ]))?;
+    let exe = target_dir()
+        .join("release")
+        .join("examples")
+        .join("scale_bench");
+    for store in stores {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["--store", store]).args(&pass);
+        // Kept alive (and dropped, which stops it) around the run.
+        let mut _cluster = None;
+        if *store == "postgres" {
+            let url = match std::env::var("REINS_BENCH_POSTGRES_URL") {
+                Ok(url) => url,
+                Err(_) => {
+                    let pg = crate::postgres::Cluster::start_fresh()?;
+                    let url = pg.url();
+                    _cluster = Some(pg);
+                    url
+                }
+            };
+            cmd.args(["--database-url", &url]);
+        }
+        crate::run(&mut cmd)?;
+    }
+    Ok(())
 }
 
 // ----- --cost: allocations and instructions per run -----------------------------------

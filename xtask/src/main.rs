@@ -71,6 +71,7 @@ commands:
   ci            fmt, clippy, docs, tests, the MCP conformance suite and the
                 scripted demo, as CI runs them
   bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
+                `--scale` times the inbox and API over a million stored sessions;
                 `--server` runs reins-server's HTTP benchmark; `--help`
   live ARGS     conformance scenarios against a real server, as a table:
                 --base-url URL --model NAME [--api-key-env VAR]

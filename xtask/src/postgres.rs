@@ -35,6 +35,16 @@ impl Cluster {
         Ok(Some(cluster))
     }
 
+    /// Starts a cluster of its own, whatever the environment says (the benchmarks);
+    /// an error when PostgreSQL is not installed.
+    pub fn start_fresh() -> Result<Self, String> {
+        let bin = find_bin_dir().ok_or(
+            "PostgreSQL binaries (initdb, pg_ctl) not found: install the `postgresql` package \
+             (or set REINS_BENCH_POSTGRES_URL)",
+        )?;
+        Self::start(bin)
+    }
+
     fn start(bin: PathBuf) -> Result<Self, String> {
         let as_postgres_user = is_root();
         let dir = std::env::temp_dir().join(format!("reins-pg-{}", std::process::id()));

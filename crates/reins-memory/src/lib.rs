@@ -62,9 +62,11 @@
 mod commit;
 mod error;
 pub mod grant;
+mod heads;
 mod memory;
 mod memory_outbox;
 pub mod notice;
+pub mod pending;
 pub mod repair;
 mod run_state;
 mod store;
@@ -75,11 +77,13 @@ mod sql;
 pub use commit::{Commit, LockRequest};
 pub use error::{Error, Result};
 pub use grant::{ArgCondition, ArgOp, Grant, GrantEffect, GrantFilter};
+pub use heads::SessionFilter;
 pub use memory::InMemoryStore;
 pub use notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, DeliveryState, Notice, NoticeKind,
     Subscription,
 };
+pub use pending::{PendingFilter, PendingKey, PendingRequirement};
 pub use reins_message::fingerprint;
 pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,

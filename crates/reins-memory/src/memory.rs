@@ -14,6 +14,7 @@ use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
 };
+use crate::pending::{PendingFilter, PendingRequirement};
 use crate::run_state::RunStateData;
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
@@ -296,6 +297,20 @@ impl MemoryStore for InMemoryStore {
                 has_open_requirements: e.state.open_requirements().next().is_some(),
             })
             .collect())
+    }
+
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        let inner = self.lock();
+        Ok(crate::pending::page_of_heads(
+            inner
+                .sessions
+                .values()
+                .map(|e| (e.state.id.as_str(), e.state.requirements.as_slice())),
+            filter,
+        ))
     }
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {

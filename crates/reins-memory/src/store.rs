@@ -12,9 +12,11 @@ use serde_json::Value;
 pub use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::grant::{Grant, GrantFilter};
+use crate::heads::SessionFilter;
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
 };
+use crate::pending::{PendingFilter, PendingRequirement};
 
 /// A session as stored: its messages, requirements and the agent's run state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,7 +126,8 @@ impl SessionHead {
 }
 
 /// A stored requirement: a pause waiting for a person. `kind`, `payload` and
-/// `decision` are opaque to the store (the agent defines them).
+/// `decision` are opaque to the store (the agent defines them), except that the tool
+/// name at `payload.tool_use.name` is indexed for [`MemoryStore::pending_requirements`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequirementRecord {
     /// The requirement id (the tool use id).
@@ -333,6 +336,49 @@ pub trait MemoryStore: Send + Sync + 'static {
             }
         }
         Ok(heads)
+    }
+
+    /// One page of sessions without their transcripts, most recently active first
+    /// (`updated_at` descending, then id), as `filter` selects them: what a list of
+    /// sessions shows. The built-in SQL stores answer from an index, at a cost that does
+    /// not grow with the number of stored sessions; the provided method (and the
+    /// in-memory store) scan [`list_session_heads`](MemoryStore::list_session_heads).
+    async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+        Ok(crate::heads::page_of(
+            self.list_session_heads().await?,
+            filter,
+        ))
+    }
+
+    /// The heads of the sessions named (those that exist, each once, in any order): what a list
+    /// needs of the sessions on one page. The built-in SQL stores answer with one
+    /// statement; the provided method loads each session in turn.
+    async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+        let mut heads = Vec::with_capacity(ids.len());
+        let ids: std::collections::BTreeSet<&String> = ids.iter().collect();
+        for id in ids {
+            match self.load_session(id).await {
+                Ok(state) => heads.push(SessionHead::of(state)),
+                Err(crate::Error::SessionNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(heads)
+    }
+
+    /// One page of the open requirements across sessions, in [`PendingKey`](crate::PendingKey) order
+    /// (newest first), as `filter` selects them: what an inbox lists. The built-in SQL
+    /// stores answer from an index, at a cost that does not grow with the number of
+    /// stored sessions; the provided method (and the in-memory store) scan
+    /// [`list_session_heads`](MemoryStore::list_session_heads).
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        Ok(crate::pending::page_of(
+            &self.list_session_heads().await?,
+            filter,
+        ))
     }
 
     /// Deletes the session with its messages, requirements, ledger entries and lock.
@@ -623,6 +669,15 @@ macro_rules! forward_store {
             }
             async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {
                 (**self).list_session_heads().await
+            }
+            async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+                (**self).session_heads(ids).await
+            }
+            async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+                (**self).session_heads_page(filter).await
+            }
+            async fn pending_requirements(&self, filter: &PendingFilter) -> Result<Vec<PendingRequirement>> {
+                (**self).pending_requirements(filter).await
             }
             async fn delete_session(&self, id: &str) -> Result<()> {
                 (**self).delete_session(id).await

@@ -208,3 +208,72 @@ async fn a_connection_closed_by_the_server_is_replaced_after_idling() {
         .unwrap();
     assert_ne!(again, pid, "a new connection replaces the closed one");
 }
+
+#[tokio::test]
+async fn a_version_4_schema_gets_its_open_requirements_indexed() {
+    use sqlx::Connection;
+    let Some(url) = url() else { return };
+    let schema = format!("reins_test_{}", new_id().replace('-', ""));
+    let mut open = reins_memory::RequirementRecord::new(
+        "call_1",
+        "confirmation",
+        serde_json::json!({"tool_use": {"id": "call_1", "name": "send_email", "input": {}}}),
+    );
+    open.created_at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00.123456789Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let mut decided = open.clone();
+    decided.id = "call_0".to_owned();
+    decided.decision = Some(serde_json::json!({"approve": true}));
+    {
+        // A schema as reins wrote it before the pending-requirements index.
+        let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+        let mut script = format!(
+            "CREATE SCHEMA \"{schema}\"; SET search_path TO \"{schema}\"; \
+             CREATE TABLE reins_schema_version (version BIGINT NOT NULL); \
+             INSERT INTO reins_schema_version (version) VALUES (1), (2), (3), (4);"
+        );
+        for sql in [
+            include_str!("../src/sql/postgres_schema.sql"),
+            include_str!("../src/sql/postgres_schema_v2.sql"),
+            include_str!("../src/sql/postgres_schema_v3.sql"),
+            include_str!("../src/sql/postgres_schema_v4.sql"),
+        ] {
+            script.push_str(sql);
+        }
+        script.push_str("INSERT INTO reins_sessions VALUES ('old', 1, 0, 0, NULL, now(), now());");
+        for r in [&decided, &open] {
+            script.push_str(&format!(
+                "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ('old', '{}', {}, '{}');",
+                r.id,
+                r.is_open(),
+                serde_json::to_string(r).unwrap()
+            ));
+        }
+        sqlx::raw_sql(&script).execute(&mut conn).await.unwrap();
+    }
+    let store = PostgresStore::connect_with(&url, options().schema(schema.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.schema_version().await.unwrap(),
+        POSTGRES_SCHEMA_VERSION
+    );
+    let page = store
+        .pending_requirements(&reins_memory::PendingFilter::first(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        page,
+        vec![reins_memory::PendingRequirement::of("old", &open)]
+    );
+    let by_tool = reins_memory::PendingFilter {
+        tools: Some(vec!["send_email".to_owned()]),
+        ..reins_memory::PendingFilter::first(10)
+    };
+    assert_eq!(store.pending_requirements(&by_tool).await.unwrap(), page);
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(store.pool())
+        .await
+        .unwrap();
+}

@@ -225,3 +225,65 @@ async fn a_version_1_database_is_migrated_and_keeps_its_sessions() {
     // The old lock row got the new column with its default.
     assert!(store.interrupt_requests("w").await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_version_4_database_gets_its_open_requirements_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    let mut open = reins_memory::RequirementRecord::new(
+        "call_1",
+        "confirmation",
+        serde_json::json!({"tool_use": {"id": "call_1", "name": "send_email", "input": {}}}),
+    );
+    open.created_at = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00.123456789Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let mut decided = open.clone();
+    decided.id = "call_0".to_owned();
+    decided.decision = Some(serde_json::json!({"approve": true}));
+    {
+        // A database as reins wrote it before the pending-requirements index.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE reins_schema_version (version INTEGER NOT NULL);
+             INSERT INTO reins_schema_version (version) VALUES (4);",
+        )
+        .unwrap();
+        for sql in [
+            include_str!("../src/sql/sqlite_schema.sql"),
+            include_str!("../src/sql/sqlite_schema_v2.sql"),
+            include_str!("../src/sql/sqlite_schema_v3.sql"),
+            include_str!("../src/sql/sqlite_schema_v4.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute(
+            "INSERT INTO reins_sessions VALUES ('old', 1, 0, 0, NULL, \
+             '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+            [],
+        )
+        .unwrap();
+        for (seq, r) in [(1, &decided), (2, &open)] {
+            conn.execute(
+                "INSERT INTO reins_requirements VALUES ('old', ?1, ?2, ?3, ?4)",
+                rusqlite::params![r.id, seq, r.is_open(), serde_json::to_string(r).unwrap()],
+            )
+            .unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SQLITE_SCHEMA_VERSION);
+    let page = store
+        .pending_requirements(&reins_memory::PendingFilter::first(10))
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1, "{page:?}");
+    assert_eq!(page[0], reins_memory::PendingRequirement::of("old", &open));
+    assert_eq!(page[0].tool.as_deref(), Some("send_email"));
+    // And the tool index finds it too.
+    let by_tool = reins_memory::PendingFilter {
+        tools: Some(vec!["send_email".to_owned()]),
+        ..reins_memory::PendingFilter::first(10)
+    };
+    assert_eq!(store.pending_requirements(&by_tool).await.unwrap(), page);
+}

@@ -154,6 +154,32 @@ impl Principal {
         self.owns(session) || self.has(AccessRole::Approver)
     }
 
+    /// The store filter that narrows the pending requirements to those it may see
+    /// in the inbox (it may read the session, and decide on the tool or own the
+    /// session), as far as a prefix or a set of tools can say it; the inbox checks
+    /// every item exactly after. `None`: it sees none.
+    pub(crate) fn pending_scope(&self) -> Option<reins_memory::PendingFilter> {
+        let all = reins_memory::PendingFilter::default();
+        if self.has(AccessRole::Admin) {
+            return Some(all);
+        }
+        let user = self.has(AccessRole::User);
+        if self.has(AccessRole::Approver) {
+            return Some(match (&self.tools, user) {
+                // Its tools anywhere, or anything of its own: no narrower filter.
+                (None, _) | (Some(_), true) => all,
+                (Some(tools), false) => reins_memory::PendingFilter {
+                    tools: Some(tools.iter().cloned().collect()),
+                    ..all
+                },
+            });
+        }
+        user.then(|| reins_memory::PendingFilter {
+            session_prefix: Some(self.prefix()),
+            ..all
+        })
+    }
+
     /// Whether it may decide on a call to `tool`.
     pub fn may_decide(&self, tool: &str) -> bool {
         self.has(AccessRole::Admin)
@@ -369,6 +395,22 @@ impl Auth {
             .map(|e| &*e.principal)
             .filter(|p| p.has(AccessRole::User) && session.starts_with(&p.prefix()))
             .max_by_key(|p| p.prefix().len())
+    }
+
+    /// The session prefix of the user named `name`, when every user of that name owns
+    /// the same one (`None` otherwise: no narrowing).
+    pub(crate) fn user_prefix(&self, name: &str) -> Option<String> {
+        let prefixes: BTreeSet<String> = self
+            .entries
+            .iter()
+            .map(|e| &*e.principal)
+            .filter(|p| p.has(AccessRole::User) && p.name == name)
+            .map(Principal::prefix)
+            .collect();
+        match prefixes.len() {
+            1 => prefixes.into_iter().next(),
+            _ => None,
+        }
     }
 
     /// The names of the principals with the `user` role (those that own sessions),

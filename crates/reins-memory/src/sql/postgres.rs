@@ -14,16 +14,22 @@ use reins_message::ToolResult;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Column, Connection as _, Row as _, TypeInfo, ValueRef};
 
+#[path = "postgres_dialect.rs"]
+mod dialect;
+
 use super::ChangeHub;
 use super::feeds::Feeds;
-use super::flow::{self, Arg, Committed, Dialect, Exec, MultiInsert, Row, Val};
+use super::flow::{self, Arg, Committed, Exec, Row, Val};
 use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::heads::SessionFilter;
+use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
     SessionLock, SessionState, SessionSummary,
 };
+use dialect::{DIALECT, GRANTS, OUTBOX};
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -31,154 +37,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("postgres_schema_v2.sql")),
     (3, include_str!("postgres_schema_v3.sql")),
     (4, include_str!("postgres_schema_v4.sql")),
+    (5, include_str!("postgres_schema_v5.sql")),
 ];
 
-/// The SQL of the grant steps.
-const GRANTS: flow::GrantSql = flow::GrantSql {
-    insert: "INSERT INTO reins_grants (id, tool, created_at, revoked, body) VALUES ($1, $2, $3, FALSE, $4::jsonb)",
-    list: "SELECT body::text FROM reins_grants WHERE ($1::text IS NULL OR tool = $1) AND ($2 OR NOT revoked) \
-         ORDER BY created_at, id",
-    get: "SELECT body::text FROM reins_grants WHERE id = $1",
-    revoke: "UPDATE reins_grants SET revoked = TRUE, body = $2::jsonb WHERE id = $1 AND NOT revoked",
-};
-
-/// The SQL of the outbox steps.
-const OUTBOX: flow::OutboxSql = flow::OutboxSql {
-    put_subscription: "INSERT INTO reins_subscriptions (id, kind, created_at, body) VALUES ($1, $2, $3, $4::jsonb) \
-         ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, body = excluded.body",
-    subscriptions: "SELECT id, created_at, body::text FROM reins_subscriptions WHERE kind = $1 ORDER BY created_at, id",
-    delete_subscription: "DELETE FROM reins_subscriptions WHERE id = $1",
-    insert_notice: "INSERT INTO reins_notices (id, kind, session_id, requirement, created_at, body) VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (id) DO NOTHING",
-    unrouted: "SELECT body::text FROM reins_notices WHERE NOT routed ORDER BY seq LIMIT $1",
-    notice: "SELECT body::text FROM reins_notices WHERE id = $1",
-    mark_routed: "UPDATE reins_notices SET routed = TRUE WHERE id = $1",
-    insert_delivery: "INSERT INTO reins_deliveries (id, notice_id, destination, session_id, requirement, state, attempts, next_at, updated_at, body) \
-         VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
-    claim: "UPDATE reins_deliveries SET attempts = attempts + 1, lease_owner = $1, lease_until = $4, updated_at = $3 \
-         WHERE id IN (SELECT id FROM reins_deliveries WHERE state = 'pending' AND next_at <= $3 \
-         AND (lease_until IS NULL OR lease_until <= $3) ORDER BY next_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
-         RETURNING id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text",
-    settle: "UPDATE reins_deliveries SET state = $4, next_at = $5, last_error = $6::text, lease_owner = NULL, lease_until = NULL, updated_at = $7 \
-         WHERE id = $1 AND lease_owner = $2 AND attempts = $3",
-    log_attempt: "INSERT INTO reins_delivery_attempts (delivery_id, attempt, owner, at, outcome, error) VALUES ($1, $2, $3, $4, $5, $6::text) \
-         ON CONFLICT (delivery_id, attempt) DO NOTHING",
-    list: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries \
-         WHERE ($1::text IS NULL OR left(destination, length($1)) = $1) AND ($2::text IS NULL OR session_id = $2) \
-         AND ($3::text IS NULL OR requirement = $3) AND ($4::text IS NULL OR notice_id = $4) ORDER BY seq DESC LIMIT $5",
-    attempts: "SELECT attempt, owner, at, outcome, error FROM reins_delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
-    redeliver: "UPDATE reins_deliveries SET state = 'pending', next_at = $2, updated_at = $2 WHERE id = $1",
-    delivery: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries WHERE id = $1",
-};
-
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 4;
-
-/// The SQL of each step (see [`Dialect`] for the parameters). Leases and `updated_at`
-/// use the database's clock (`now()`), so workers' clocks need not agree; the
-/// caller's `Instant`/`Stamp` parameters are then unused (sqlx declares every
-/// parameter's type, which PostgreSQL accepts unreferenced). JSON columns are `JSONB`,
-/// read back as text.
-const DIALECT: Dialect = Dialect {
-    load_session: "SELECT version, run_state::text, created_at, updated_at FROM reins_sessions WHERE id = $1",
-    load_messages: "SELECT seq, id, body::text FROM reins_messages WHERE session_id = $1 ORDER BY seq",
-    load_requirements: "SELECT id, body::text FROM reins_requirements WHERE session_id = $1 ORDER BY seq",
-    create_session: "INSERT INTO reins_sessions (id, version, next_seq, message_count, run_state, created_at, updated_at) \
-         VALUES ($1, 0, 0, 0, NULL, now(), now()) ON CONFLICT (id) DO NOTHING",
-    session_version: "SELECT version FROM reins_sessions WHERE id = $1",
-    bump_session: "UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + $3, \
-         message_count = message_count + $4, updated_at = now(), \
-         run_state = CASE WHEN $6 THEN $7::jsonb ELSE run_state END \
-         WHERE id = $1 AND version = $2 AND NOT ($8 AND run_state IS NOT DISTINCT FROM $7::jsonb) \
-         RETURNING next_seq - $3, pg_notify($9, $10)::text",
-    remove_message: "DELETE FROM reins_messages WHERE session_id = $1 AND id = $2",
-    replace_message: "UPDATE reins_messages SET body = $3::jsonb WHERE session_id = $1 AND id = $2",
-    append_messages: MultiInsert::Arrays(
-        "INSERT INTO reins_messages (session_id, seq, id, body) \
-         SELECT $1, t.s, t.i, t.b::jsonb FROM UNNEST($2::bigint[], $3::text[], $4::text[]) AS t(s, i, b) \
-         ON CONFLICT DO NOTHING",
-    ),
-    append_commit: Some(
-        "WITH s AS (UPDATE reins_sessions SET version = version + 1, next_seq = next_seq + $3, \
-         message_count = message_count + $4, updated_at = now(), \
-         run_state = CASE WHEN $6 THEN $7::jsonb ELSE run_state END \
-         WHERE id = $1 AND version = $2 AND NOT ($8 AND run_state IS NOT DISTINCT FROM $7::jsonb) \
-         RETURNING next_seq - $3 AS first), \
-         m AS (INSERT INTO reins_messages (session_id, seq, id, body) \
-         SELECT $1, s.first + t.o - 1, t.i, t.b::jsonb \
-         FROM s, UNNEST($11::text[], $12::text[]) WITH ORDINALITY AS t(i, b, o)), \
-         u AS (DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $13 \
-         AND EXISTS (SELECT 1 FROM s)), \
-         l AS (INSERT INTO reins_session_locks (session_id, owner, lease_until) \
-         SELECT $1, $14, now() + make_interval(secs => $15) FROM s WHERE $14::text IS NOT NULL \
-         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
-         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
-         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now() \
-         RETURNING 1) \
-         SELECT s.first, pg_notify($9, $10)::text, \
-         (CASE WHEN $14::text IS NULL OR EXISTS (SELECT 1 FROM l) THEN '0' \
-         ELSE 'reins: the session run lock is held by another owner' END)::int FROM s",
-    ),
-    message_seq: "SELECT seq FROM reins_messages WHERE session_id = $1 AND id = $2",
-    clear_requirements: "DELETE FROM reins_requirements WHERE session_id = $1",
-    requirement: "SELECT is_open, body::text FROM reins_requirements WHERE session_id = $1 AND id = $2",
-    delete_requirement: "DELETE FROM reins_requirements WHERE session_id = $1 AND id = $2",
-    insert_requirement: "INSERT INTO reins_requirements (session_id, id, is_open, body) VALUES ($1, $2, $3, $4::jsonb)",
-    decide_requirement: "UPDATE reins_requirements SET is_open = FALSE, body = $3::jsonb WHERE session_id = $1 AND id = $2",
-    insert_decision: "INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
-         VALUES ($1, $2, LEAST($3, now()), $4::jsonb)",
-    decisions: "SELECT requirement_id, at, record::text FROM reins_decisions WHERE session_id = $1 ORDER BY seq",
-    list_sessions: "SELECT s.id, s.version, s.message_count, s.updated_at, \
-         EXISTS (SELECT 1 FROM reins_requirements r WHERE r.session_id = s.id AND r.is_open) \
-         FROM reins_sessions s ORDER BY s.id COLLATE \"C\"",
-    list_session_heads: "SELECT id, version, message_count, created_at, updated_at, run_state::text \
-         FROM reins_sessions ORDER BY id COLLATE \"C\"",
-    open_requirements: "SELECT session_id, id, body::text FROM reins_requirements WHERE is_open \
-         ORDER BY session_id, seq",
-    delete_session: &[
-        "DELETE FROM reins_messages WHERE session_id = $1",
-        "DELETE FROM reins_requirements WHERE session_id = $1",
-        "DELETE FROM reins_ledger WHERE session_id = $1",
-        "DELETE FROM reins_session_locks WHERE session_id = $1",
-        "DELETE FROM reins_decisions WHERE session_id = $1",
-        "DELETE FROM reins_sessions WHERE id = $1",
-    ],
-    claim_insert: "INSERT INTO reins_ledger (session_id, tool_use_id, fingerprint, state, lease_until, result, attempts) \
-         VALUES ($1, $2, $3, 'running', now() + make_interval(secs => $5), NULL, 1) \
-         ON CONFLICT (session_id, tool_use_id) DO NOTHING",
-    // The row lock makes the decision and the takeover one step.
-    claim_select: "SELECT fingerprint, state, lease_until, result::text, lease_until <= now() \
-         FROM reins_ledger WHERE session_id = $1 AND tool_use_id = $2 FOR UPDATE",
-    claim_takeover: "UPDATE reins_ledger SET lease_until = now() + make_interval(secs => $4), \
-         attempts = attempts + 1 WHERE session_id = $1 AND tool_use_id = $2",
-    finish: "UPDATE reins_ledger SET state = 'finished', result = $3::jsonb \
-         WHERE session_id = $1 AND tool_use_id = $2 AND state = 'running'",
-    ledger_entry: "SELECT fingerprint, state, lease_until, result::text, attempts FROM reins_ledger \
-         WHERE session_id = $1 AND tool_use_id = $2",
-    try_lock: "INSERT INTO reins_session_locks (session_id, owner, lease_until) \
-         VALUES ($1, $2, now() + make_interval(secs => $4)) \
-         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
-         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
-         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now()",
-    try_lock_version: Some(
-        "WITH l AS (INSERT INTO reins_session_locks (session_id, owner, lease_until) \
-         VALUES ($1, $2, now() + make_interval(secs => $4)) \
-         ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, \
-         interrupt_requested = reins_session_locks.interrupt_requested AND reins_session_locks.owner = EXCLUDED.owner \
-         WHERE reins_session_locks.owner = EXCLUDED.owner OR reins_session_locks.lease_until <= now() \
-         RETURNING 1) \
-         SELECT (SELECT COUNT(*) FROM l), (SELECT version FROM reins_sessions WHERE id = $1)",
-    ),
-    unlock: "DELETE FROM reins_session_locks WHERE session_id = $1 AND owner = $2",
-    request_interrupt: "UPDATE reins_session_locks SET interrupt_requested = TRUE \
-         WHERE session_id = $1 AND lease_until > now()",
-    interrupt_requests: "SELECT session_id FROM reins_session_locks WHERE owner = $1 AND interrupt_requested \
-         ORDER BY session_id COLLATE \"C\"",
-    // The key spells "reins1" (0x7265_696e_7331): racing workers migrate one at a time.
-    migration_lock: Some("SELECT pg_advisory_xact_lock(125779886109489)::text"),
-    create_version_table: "CREATE TABLE IF NOT EXISTS reins_schema_version (version BIGINT NOT NULL)",
-    schema_version: "SELECT MAX(version) FROM reins_schema_version",
-    record_version: "INSERT INTO reins_schema_version (version) VALUES ($1)",
-};
+pub const POSTGRES_SCHEMA_VERSION: i64 = 5;
 
 /// What the single-statement commit fails with when the run lock it takes is another
 /// owner's: it casts this text to an integer, so that the failure undoes the whole
@@ -510,6 +373,34 @@ impl MemoryStore for PostgresStore {
     async fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
         let mut conn = self.pool.acquire().await?;
         flow::list_sessions(&mut Pg(&mut conn), &DIALECT).await
+    }
+
+    async fn session_heads(&self, ids: &[String]) -> Result<Vec<SessionHead>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::session_heads(&mut Pg(&mut conn), &DIALECT, ids).await
+    }
+
+    async fn session_heads_page(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::session_heads_page(&mut Pg(&mut conn), &DIALECT, filter).await
+    }
+
+    async fn pending_requirements(
+        &self,
+        filter: &PendingFilter,
+    ) -> Result<Vec<PendingRequirement>> {
+        if filter.tools.as_ref().is_some_and(|t| t.len() > 1) {
+            // One snapshot for the per-tool walks.
+            let mut tx = self.pool.begin().await?;
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await?;
+            let rows = flow::pending_requirements(&mut Pg(&mut tx), &DIALECT, filter).await?;
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        let mut conn = self.pool.acquire().await?;
+        flow::pending_requirements(&mut Pg(&mut conn), &DIALECT, filter).await
     }
 
     async fn list_session_heads(&self) -> Result<Vec<SessionHead>> {

@@ -2,12 +2,13 @@
 //! pending tools, filtered by status, principal and tool, newest activity first,
 //! paginated with a [`cursor`](super::cursor).
 //!
-//! The store is read once without transcripts ([`MemoryStore::list_session_heads`]:
-//! two queries on the SQL stores however many sessions there are); each session's
+//! The store is read a page at a time without transcripts
+//! ([`MemoryStore::session_heads_page`]: an index walk from the cursor on, narrowed by
+//! the caller's or the `principal`'s id prefix and by the pending tool); each session's
 //! status comes from the same view `GET /v1/sessions/{id}` shows, so the list and
 //! the session never disagree.
 //!
-//! [`MemoryStore::list_session_heads`]: reins_memory::MemoryStore::list_session_heads
+//! [`MemoryStore::session_heads_page`]: reins_memory::MemoryStore::session_heads_page
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -16,6 +17,9 @@ use axum::Json;
 use axum::extract::State;
 
 use super::cursor;
+use reins_memory::SessionFilter;
+
+use crate::auth::{AccessRole, Principal};
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiQuery, Caller};
 use crate::state::AppState;
@@ -107,6 +111,27 @@ fn check(state: &AppState, q: SessionsQuery) -> Result<Filters> {
     })
 }
 
+/// The most sessions the list reads from the store at once.
+const MAX_BATCH: usize = 1000;
+
+/// The id prefix that narrows the store's walk to sessions the caller may read and the
+/// `principal` filter admits (the list checks each session exactly after); `None`
+/// inside: no narrowing. `None`: the caller may read no session.
+fn scope(state: &AppState, who: &Principal, principal: Option<&str>) -> Option<Option<String>> {
+    let reads_all = who.has(AccessRole::Admin) || who.has(AccessRole::Approver);
+    if !reads_all && !who.has(AccessRole::User) {
+        return None;
+    }
+    let own = (!reads_all).then(|| who.prefix());
+    let theirs = principal.and_then(|p| state.auth.user_prefix(p));
+    Some(match (own, theirs) {
+        // The narrower of two nested prefixes; otherwise the caller's own.
+        (Some(o), Some(t)) if t.starts_with(&o) => Some(t),
+        (Some(o), _) => Some(o),
+        (None, t) => t,
+    })
+}
+
 /// The sessions the caller may read, with their status, newest activity first.
 #[utoipa::path(
     get, path = "/v1/sessions", tag = "sessions",
@@ -127,70 +152,83 @@ pub(crate) async fn get_sessions(
     let key = |updated_at, id: &str| -> cursor::Key {
         (Reverse(updated_at), id.to_owned(), CURSOR_TAG.to_owned())
     };
-    let mut heads: Vec<_> = state
-        .agent
-        .store()
-        .list_session_heads()
-        .await?
-        .into_iter()
-        .filter(|h| who.may_read(&h.id))
-        .filter(|h| {
-            f.after
-                .as_ref()
-                .is_none_or(|a| key(h.updated_at, &h.id) > *a)
-        })
-        .map(|h| {
-            let owner = state.auth.owner_of(&h.id).map(|p| p.name.clone());
-            (h, owner)
-        })
-        .filter(|(_, owner)| f.principal.is_none() || *owner == f.principal)
-        .collect();
-    heads.sort_by_key(|(h, _)| key(h.updated_at, &h.id));
-
+    let Some(session_prefix) = scope(&state, &who, f.principal.as_deref()) else {
+        return Ok(Json(SessionsPage {
+            sessions: Vec::new(),
+            next_cursor: None,
+        }));
+    };
+    // The store walks the sessions in the list's order from the cursor on, narrowed by
+    // prefix and pending tool; each one is then checked as the session view shows it.
+    let mut filter = SessionFilter {
+        session_prefix,
+        open_tool: f.tool.clone(),
+        after: f.after.clone().map(|(at, id, _)| (at.0, id)),
+        limit: f.limit + 1,
+    };
     let mut rows = Vec::new();
     let mut more = false;
-    for (head, principal) in heads {
-        let running_here = state.hub.local_run(&head.id).is_some();
-        let (id, version, message_count, created_at, updated_at) = (
-            head.id.clone(),
-            head.version,
-            head.message_count,
-            head.created_at,
-            head.updated_at,
-        );
-        let (detail, pending) = match view::of_head(&state.agent, head, running_here).await {
-            Ok(v) => v,
-            Err(e) if e.skippable_in_list() => {
-                tracing::warn!(session = %id, error = %e, "the session list leaves out a session it cannot read");
+    'pages: loop {
+        let heads = state.agent.store().session_heads_page(&filter).await?;
+        let full = heads.len() == filter.limit;
+        let last = heads.last().map(|h| (h.updated_at, h.id.clone()));
+        for head in heads {
+            if !who.may_read(&head.id) {
                 continue;
             }
-            Err(e) => return Err(e),
-        };
-        if f.statuses
-            .as_ref()
-            .is_some_and(|s| !s.contains(&detail.status))
-        {
-            continue;
+            let principal = state.auth.owner_of(&head.id).map(|p| p.name.clone());
+            if f.principal.is_some() && principal != f.principal {
+                continue;
+            }
+            let running_here = state.hub.local_run(&head.id).is_some();
+            let (id, version, message_count, created_at, updated_at) = (
+                head.id.clone(),
+                head.version,
+                head.message_count,
+                head.created_at,
+                head.updated_at,
+            );
+            let (detail, pending) = match view::of_head(&state.agent, head, running_here).await {
+                Ok(v) => v,
+                Err(e) if e.skippable_in_list() => {
+                    tracing::warn!(session = %id, error = %e, "the session list leaves out a session it cannot read");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if f.statuses
+                .as_ref()
+                .is_some_and(|s| !s.contains(&detail.status))
+            {
+                continue;
+            }
+            let tools: BTreeSet<String> = pending.iter().map(|r| r.tool_use.name.clone()).collect();
+            if f.tool.as_ref().is_some_and(|t| !tools.contains(t)) {
+                continue;
+            }
+            if rows.len() == f.limit {
+                more = true;
+                break 'pages;
+            }
+            rows.push(SessionRow {
+                id,
+                status: detail.status,
+                principal,
+                pending_tools: tools.into_iter().collect(),
+                pending_count: pending.len(),
+                version,
+                message_count,
+                created_at,
+                updated_at,
+            });
         }
-        let tools: BTreeSet<String> = pending.iter().map(|r| r.tool_use.name.clone()).collect();
-        if f.tool.as_ref().is_some_and(|t| !tools.contains(t)) {
-            continue;
+        match last {
+            Some(last) if full => {
+                filter.after = Some(last);
+                filter.limit = (filter.limit * 2).min(MAX_BATCH);
+            }
+            _ => break,
         }
-        if rows.len() == f.limit {
-            more = true;
-            break;
-        }
-        rows.push(SessionRow {
-            id,
-            status: detail.status,
-            principal,
-            pending_tools: tools.into_iter().collect(),
-            pending_count: pending.len(),
-            version,
-            message_count,
-            created_at,
-            updated_at,
-        });
     }
     let next_cursor = if more {
         rows.last()

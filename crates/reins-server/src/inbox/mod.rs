@@ -7,6 +7,7 @@
 pub(crate) mod cursor;
 pub(crate) mod list;
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -16,6 +17,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use reins_agent::RequirementKind;
+use reins_memory::{PendingFilter, PendingKey};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
@@ -25,7 +27,7 @@ use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiQuery, Caller};
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
-use crate::types::{InboxItem, InboxPage, InboxQuery, Me};
+use crate::types::{InboxItem, InboxPage, InboxQuery, Me, SessionDetail};
 use crate::view;
 
 /// The inbox page (plain HTML, CSS and JavaScript; no build step).
@@ -143,66 +145,76 @@ pub(crate) async fn get_requirements(
             )));
         }
     };
-    let sessions = state.agent.store().list_sessions().await?;
+    let Some(scope) = who.pending_scope() else {
+        return Ok(Json(InboxPage {
+            items: Vec::new(),
+            next_cursor: None,
+        }));
+    };
+    // The store lists open requirements in the inbox's order from the cursor on; each
+    // session they belong to is read once, and its view says what is shown.
+    let mut views: HashMap<String, Option<Shown>> = HashMap::new();
     let mut items = Vec::new();
-    for s in sessions.into_iter().filter(|s| s.has_open_requirements) {
-        if !who.may_read(&s.id) {
-            continue;
+    let mut filter = PendingFilter {
+        after: after.map(|(at, session, id)| PendingKey {
+            created_at: at.0,
+            session_id: session,
+            requirement_id: id,
+        }),
+        limit: limit + 1,
+        ..scope
+    };
+    'pages: loop {
+        let rows = state.agent.store().pending_requirements(&filter).await?;
+        // The sessions of this batch not read yet, read at once (without transcripts).
+        let new: BTreeSet<&String> = rows
+            .iter()
+            .map(|r| &r.key.session_id)
+            .filter(|s| who.may_read(s) && !views.contains_key(*s))
+            .collect();
+        let new: Vec<String> = new.into_iter().cloned().collect();
+        for head in state.agent.store().session_heads(&new).await? {
+            let id = head.id.clone();
+            let shown = shown(&state, head).await?;
+            views.insert(id, shown);
         }
-        let stored = match state.agent.store().load_session(&s.id).await {
-            Ok(st) => st,
-            Err(reins_memory::Error::SessionNotFound { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let running = state.hub.local_run(&s.id).is_some();
-        let (detail, pending) = match view::of(&state.agent, stored, running, false).await {
-            Ok(v) => v,
-            Err(e) if e.skippable_in_list() => {
-                tracing::warn!(session = %s.id, error = %e, "the inbox leaves out a session it cannot read");
+        for id in new {
+            // Deleted since it was listed.
+            views.entry(id).or_insert(None);
+        }
+        for row in &rows {
+            let session = &row.key.session_id;
+            if !who.may_read(session) {
                 continue;
             }
-            Err(e) => return Err(e),
-        };
-        for r in pending {
-            let may = who.may_decide(&r.tool_use.name) || who.owns(&s.id);
-            if !may {
+            let Some(Some((detail, pending))) = views.get(session) else {
                 continue;
-            }
-            let (kind, fields) = match &r.kind {
-                RequirementKind::Confirmation => ("confirmation", None),
-                RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
-                RequirementKind::External => ("external", None),
-                // The arguments show the spend, the limit and a suggested one; the page's
-                // form approves with a new limit (`edited_args`), or plain approve takes
-                // the suggested one.
-                RequirementKind::Budget { .. } => ("budget", None),
             };
-            items.push(InboxItem {
-                session_id: s.id.clone(),
-                requirement_id: r.id.clone(),
-                tool: r.tool_use.name.clone(),
-                tool_schema: state
-                    .agent
-                    .toolkit()
-                    .spec(&r.tool_use.name)
-                    .map(|spec| spec.parameters.clone()),
-                arguments: r.tool_use.input.clone(),
-                fingerprint: r.fingerprint(),
-                kind: kind.to_owned(),
-                fields,
-                reason: r.reason.clone(),
-                created_at: r.created_at,
-                expires_at: r.expires_at,
-                view_token: detail.view_token.clone(),
-                quorum: r.quorum.as_ref().map(Into::into),
-                notified: crate::approvals::notified(&state, &s.id, &r).await,
-            });
+            let Some(r) = pending.iter().find(|r| r.id == row.key.requirement_id) else {
+                continue;
+            };
+            if !(who.may_decide(&r.tool_use.name) || who.owns(session)) {
+                continue;
+            }
+            let item = item(&state, session, detail, r).await;
+            if assigned && !item.notified.iter().any(|n| n.to.contains(&who.name)) {
+                continue;
+            }
+            items.push(item);
+            if items.len() > limit {
+                break 'pages;
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == filter.limit => {
+                filter.after = Some(last.key.clone());
+                filter.limit = (filter.limit * 2).min(MAX_BATCH);
+            }
+            _ => break,
         }
     }
-    if assigned {
-        items.retain(|i| i.notified.iter().any(|n| n.to.contains(&who.name)));
-    }
-    // Newest first; ties by session, then id, so that pages are stable.
+    // Newest first; ties by session, then id, so that pages are stable (the store's
+    // order; sorted again in case a view's time differs from its record's).
     let key = |i: &InboxItem| -> cursor::Key {
         (
             std::cmp::Reverse(i.created_at),
@@ -211,9 +223,6 @@ pub(crate) async fn get_requirements(
         )
     };
     items.sort_by_key(key);
-    if let Some(after) = after {
-        items.retain(|i| key(i) > after);
-    }
     let more = items.len() > limit;
     items.truncate(limit);
     let next_cursor = if more {
@@ -222,6 +231,66 @@ pub(crate) async fn get_requirements(
         None
     };
     Ok(Json(InboxPage { items, next_cursor }))
+}
+
+/// The most open requirements the inbox reads from the store at once.
+const MAX_BATCH: usize = 1000;
+
+/// A session's view and the requirements it shows.
+type Shown = (SessionDetail, Vec<reins_agent::Requirement>);
+
+/// What the inbox shows of a session read without its transcript (its view reads
+/// only the run state, as the session list's does): `None` when its stored state
+/// cannot be read (left out, so that one such session does not hide the others).
+async fn shown(state: &AppState, head: reins_memory::SessionHead) -> Result<Option<Shown>> {
+    let id = head.id.clone();
+    let running = state.hub.local_run(&id).is_some();
+    match view::of_head(&state.agent, head, running).await {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.skippable_in_list() => {
+            tracing::warn!(session = %id, error = %e, "the inbox leaves out a session it cannot read");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The inbox item of requirement `r` of `session`.
+async fn item(
+    state: &AppState,
+    session: &str,
+    detail: &SessionDetail,
+    r: &reins_agent::Requirement,
+) -> InboxItem {
+    let (kind, fields) = match &r.kind {
+        RequirementKind::Confirmation => ("confirmation", None),
+        RequirementKind::UserInput { fields } => ("user_input", Some(fields.clone())),
+        RequirementKind::External => ("external", None),
+        // The arguments show the spend, the limit and a suggested one; the page's
+        // form approves with a new limit (`edited_args`), or plain approve takes
+        // the suggested one.
+        RequirementKind::Budget { .. } => ("budget", None),
+    };
+    InboxItem {
+        session_id: session.to_owned(),
+        requirement_id: r.id.clone(),
+        tool: r.tool_use.name.clone(),
+        tool_schema: state
+            .agent
+            .toolkit()
+            .spec(&r.tool_use.name)
+            .map(|spec| spec.parameters.clone()),
+        arguments: r.tool_use.input.clone(),
+        fingerprint: r.fingerprint(),
+        kind: kind.to_owned(),
+        fields,
+        reason: r.reason.clone(),
+        created_at: r.created_at,
+        expires_at: r.expires_at,
+        view_token: detail.view_token.clone(),
+        quorum: r.quorum.as_ref().map(Into::into),
+        notified: crate::approvals::notified(state, session, r).await,
+    }
 }
 
 /// Inbox changes (SSE): a `changed` event naming a session whenever one the caller

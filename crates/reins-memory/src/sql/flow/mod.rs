@@ -10,11 +10,13 @@
 mod grants;
 mod ledger;
 mod outbox;
+mod pending;
 mod sessions;
 
 pub(crate) use grants::*;
 pub(crate) use ledger::*;
 pub(crate) use outbox::*;
+pub(crate) use pending::*;
 pub(crate) use sessions::*;
 
 use std::future::Future;
@@ -212,8 +214,30 @@ pub(crate) struct Dialect {
     pub requirement: &'static str,
     /// `(session, id)`.
     pub delete_requirement: &'static str,
-    /// `(session, id, is_open, body)`.
+    /// `(session, id, is_open, body, open_order, tool)`: `open_order` and `tool` are
+    /// the [`pending_requirements`](Dialect::pending_requirements) index's columns.
     pub insert_requirement: &'static str,
+    /// `(after_order, after_session, after_id, prefix or NULL, limit)` → session_id, id,
+    /// tool, open_order of the open requirements after the key, in key order.
+    pub pending_requirements: &'static str,
+    /// The same with `(.., limit, tool)`: only those of one tool.
+    pub pending_requirements_tool: &'static str,
+    /// `(after_at: Stamp, after_id, prefix or NULL, tool or NULL, limit)` → id, version,
+    /// message_count, created_at, updated_at, run_state (text), then one open
+    /// requirement's id and body (text) or NULLs: a page of sessions after the key in
+    /// `updated_at` descending, id ascending order, each with its open requirements
+    /// (one row per requirement, by seq).
+    pub session_heads_page: &'static str,
+    /// `(ids)` → the columns of `session_heads_page` for the sessions named; `ids` is
+    /// a JSON array (SQLite) or a text array (PostgreSQL), see `ids_as_json`.
+    pub session_heads: &'static str,
+    /// Whether `session_heads` takes its ids as one JSON text.
+    pub ids_as_json: bool,
+    /// `()` → session_id, id, body (text) of the open requirements without an
+    /// `open_order` (rows written before the index existed).
+    pub unindexed_requirements: &'static str,
+    /// `(session, id, open_order, tool)`: fills a row's index columns.
+    pub index_requirement: &'static str,
     /// `(session, id, body)`: marks it decided.
     pub decide_requirement: &'static str,
     /// `(session, requirement_id, at: Stamp, record)`.

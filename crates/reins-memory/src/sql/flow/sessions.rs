@@ -11,6 +11,7 @@ use super::super::{
 use super::{Arg, Cols, Dialect, Exec, MultiInsert, Val, one};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::pending::{order_of, tool_of};
 use crate::store::{DecisionEntry, SessionHead, SessionState, SessionSummary};
 
 /// Brings the schema up to `newest` with `migrations`; refuses a newer database.
@@ -34,6 +35,9 @@ pub(crate) async fn migrate<E: Exec>(
     for &(version, sql) in migrations {
         if version > current {
             e.script(sql).await?;
+            if version == super::PENDING_INDEX_VERSION {
+                super::index_open_requirements(e, d).await?;
+            }
             e.run(d.record_version, &[Arg::Int(version)]).await?;
         }
     }
@@ -397,6 +401,8 @@ async fn apply<E: Exec>(
             Arg::Text(&r.id),
             Arg::Bool(r.is_open()),
             Arg::Text(&body),
+            Arg::Int(order_of(r.created_at)),
+            Arg::OptText(tool_of(&r.payload)),
         ];
         e.run(d.insert_requirement, &args).await?;
     }

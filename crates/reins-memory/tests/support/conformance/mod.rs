@@ -15,6 +15,7 @@ use serde_json::json;
 mod coordination;
 mod grants;
 mod outbox;
+mod pending;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
@@ -22,6 +23,8 @@ pub use coordination::*;
 pub use grants::*;
 #[allow(unused_imports)]
 pub use outbox::*;
+#[allow(unused_imports)]
+pub use pending::*;
 
 /// Generates one `#[tokio::test]` per conformance case. `$factory` is an async fn
 /// returning `Option<(S, S, Guard)>` (None = skipped).
@@ -60,6 +63,8 @@ macro_rules! conformance_tests {
             concurrent_revokes_have_one_winner,
             notices_ride_with_their_commit,
             deliveries_are_leased_logged_and_redelivered,
+            pending_requirements_are_listed_newest_first_by_keyset,
+            session_heads_are_paged_by_activity,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(

@@ -1,0 +1,14 @@
+-- reins SQLite schema, version 5: the pending-requirements index. Each requirement row
+-- carries its sort key (`open_order`: nanoseconds since the epoch, negated, so that an
+-- ascending walk is newest first) and its tool name; two partial indexes over the open
+-- rows answer an inbox page, unfiltered or for one tool, with one index walk from
+-- the cursor on. The migration fills the columns of the open rows written before.
+ALTER TABLE reins_requirements ADD COLUMN open_order INTEGER;
+ALTER TABLE reins_requirements ADD COLUMN tool TEXT;
+CREATE INDEX reins_requirements_pending
+    ON reins_requirements (open_order, session_id, id, tool) WHERE is_open = 1;
+CREATE INDEX reins_requirements_pending_tool
+    ON reins_requirements (tool, open_order, session_id, id) WHERE is_open = 1;
+-- Sessions by activity (most recent first, then id): a page of the session list is an
+-- index walk from the cursor on.
+CREATE INDEX reins_sessions_by_activity ON reins_sessions (updated_at DESC, id);
