@@ -270,11 +270,19 @@ impl ServerError {
         }
     }
 
-    /// Whether a list may leave the session this error is about out and go on: it
-    /// was deleted since the list was read, or its stored state cannot be read. One
-    /// such session must not hide every other one from the inbox.
-    pub(crate) fn skippable_in_list(&self) -> bool {
-        matches!(self, Self::UnknownSession(_) | Self::CorruptSession(_))
+    /// One session's part of a list (`list` names it in the log): `Ok(None)`, logged,
+    /// when the list may leave the session out and go on — it was deleted since the
+    /// list was read, or its stored state cannot be read. One such session must not
+    /// hide every other one.
+    pub(crate) fn or_skip<T>(result: Result<T>, session: &str, list: &str) -> Result<Option<T>> {
+        match result {
+            Ok(v) => Ok(Some(v)),
+            Err(e @ (Self::UnknownSession(_) | Self::CorruptSession(_))) => {
+                tracing::warn!(session, error = %e, "{list} leaves out a session it cannot read");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {

@@ -130,13 +130,11 @@ pub(super) async fn list_tasks(
             continue;
         };
         let running = state.hub.local_run(&s.id).is_some();
-        let tasks = match tasks_of(&state.agent, stored, running).await {
-            Ok(t) => t,
-            Err(e) if e.skippable_in_list() => {
-                tracing::warn!(session = %s.id, error = %e, "tasks/list leaves out a session it cannot read");
-                continue;
-            }
-            Err(e) => return Err(RpcError::from(e)),
+        let read = tasks_of(&state.agent, stored, running).await;
+        let Some(tasks) =
+            ServerError::or_skip(read, &s.id, "tasks/list").map_err(RpcError::from)?
+        else {
+            continue;
         };
         all.extend(
             tasks

@@ -196,13 +196,10 @@ pub(crate) async fn sweep(state: &AppState, waiting: &Waiting) -> crate::Result<
         if !s.has_open_requirements {
             continue;
         }
-        let pending = match crate::view::load(&state.agent, &s.id, false, false).await {
-            Ok((_, pending)) => pending,
-            Err(e) if e.skippable_in_list() => {
-                tracing::warn!(session = %s.id, error = %e, "the escalation sweep leaves out a session it cannot read");
-                continue;
-            }
-            Err(e) => return Err(e),
+        let read = crate::view::load(&state.agent, &s.id, false, false).await;
+        let Some((_, pending)) = crate::ServerError::or_skip(read, &s.id, "the escalation sweep")?
+        else {
+            continue;
         };
         for req in pending {
             let Some(policy) = waiting.tools.get(&req.tool_use.name) else {

@@ -188,13 +188,10 @@ pub(crate) async fn get_sessions(
                 head.created_at,
                 head.updated_at,
             );
-            let (detail, pending) = match view::of_head(&state.agent, head, running_here).await {
-                Ok(v) => v,
-                Err(e) if e.skippable_in_list() => {
-                    tracing::warn!(session = %id, error = %e, "the session list leaves out a session it cannot read");
-                    continue;
-                }
-                Err(e) => return Err(e),
+            let read = view::of_head(&state.agent, head, running_here).await;
+            let Some((detail, pending)) = ServerError::or_skip(read, &id, "the session list")?
+            else {
+                continue;
             };
             if f.statuses
                 .as_ref()

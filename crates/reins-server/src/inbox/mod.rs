@@ -245,14 +245,11 @@ type Shown = (SessionDetail, Vec<reins_agent::Requirement>);
 async fn shown(state: &AppState, head: reins_memory::SessionHead) -> Result<Option<Shown>> {
     let id = head.id.clone();
     let running = state.hub.local_run(&id).is_some();
-    match view::of_head(&state.agent, head, running).await {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.skippable_in_list() => {
-            tracing::warn!(session = %id, error = %e, "the inbox leaves out a session it cannot read");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
+    ServerError::or_skip(
+        view::of_head(&state.agent, head, running).await,
+        &id,
+        "the inbox",
+    )
 }
 
 /// The inbox item of requirement `r` of `session`.
