@@ -120,6 +120,17 @@ fn test(extra: &[String]) -> Result<(), String> {
         cmd.arg("--workspace");
     }
     cmd.args(extra);
+    // `cargo test` builds every example of the packages it tests (here with all
+    // features); reins-examples' `examples_run` then runs them as built instead of
+    // building them again with default features (a second build of the crates they use).
+    // Only when nothing narrows the targets (`--test x` builds no example).
+    let narrowed = extra
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a.starts_with("--") && !a.starts_with("--package") && a != "--no-fail-fast");
+    if !narrowed {
+        cmd.env("REINS_EXAMPLES_PREBUILT", "1");
+    }
     if let Some(pg) = &pg {
         cmd.env("REINS_TEST_POSTGRES_URL", pg.url());
     }
@@ -129,37 +140,58 @@ fn test(extra: &[String]) -> Result<(), String> {
 }
 
 fn ci() -> Result<(), String> {
-    run(cargo().args(["fmt", "--all", "--check"]))?;
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--all-features",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    run(cargo()
-        .args(["doc", "--workspace", "--no-deps", "--all-features"])
-        .env("RUSTDOCFLAGS", "-D warnings"))?;
-    test(&[])?;
-    conformance::run(&[])?;
-    demo_script_check()?;
+    let all = std::time::Instant::now();
+    timed("fmt", || run(cargo().args(["fmt", "--all", "--check"])))?;
+    timed("clippy", || {
+        run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    timed("doc", || {
+        run(cargo()
+            .args(["doc", "--workspace", "--no-deps", "--all-features"])
+            .env("RUSTDOCFLAGS", "-D warnings"))
+    })?;
+    timed("test", || test(&[]))?;
+    timed("conformance", || conformance::run(&[]))?;
+    timed("demo", demo_script_check)?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated
     // inputs (the coverage-guided runs are by hand: see fuzz/README.md).
-    run(cargo().args([
-        "run",
-        "--quiet",
-        "--manifest-path",
-        "fuzz/Cargo.toml",
-        "--target-dir",
-        "target",
-        "--bin",
-        "smoke",
-        "--",
-        "5",
-    ]))?;
+    timed("fuzz smoke", || {
+        run(cargo().args([
+            "run",
+            "--quiet",
+            "--manifest-path",
+            "fuzz/Cargo.toml",
+            "--target-dir",
+            "target",
+            "--bin",
+            "smoke",
+            "--",
+            "5",
+        ]))
+    })?;
+    eprintln!(
+        "ci: all steps passed in {:.0} s",
+        all.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// Runs one step of `ci` and says how long it took (passed or not), so that a slow
+/// step shows in CI's log.
+fn timed(step: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    let t = std::time::Instant::now();
+    let result = f();
+    let outcome = if result.is_ok() { "passed" } else { "failed" };
+    eprintln!("ci: {step} {outcome} in {:.0} s", t.elapsed().as_secs_f64());
+    result
 }
 
 /// The SafeAgent demo (`crates/reins-demo`, binary `demo`), built with the dev profile

@@ -7,8 +7,13 @@
 //! ```text
 //! cargo xtask bench --restate        # also runs reins-server + PostgreSQL on the same workload
 //! cargo build --release -p reins-restate --all-features --bins --examples
-//! target/release/examples/restate_bench --sessions 1000 [--database-url postgres://..]
+//! target/release/examples/restate_bench --sessions 1000 [--database-url postgres://..] \
+//!     [--restate-config FILE]
 //! ```
+//!
+//! `--restate-config FILE` adds TOML to restate-server's configuration (keys before the
+//! first table header go to its root table: see `LocalRestate::start_with`), to measure
+//! a setting against `LocalRestate`'s own.
 //!
 //! The demo service binary is looked up beside this program (`../reins-restate-demo`);
 //! restate-server comes from the npm package (see docs/restate.md).
@@ -62,6 +67,7 @@ async fn one_run(client: &RestateClient, session: &str) -> Duration {
 async fn main() {
     let mut n = 1000usize;
     let mut database_url: Option<String> = None;
+    let mut extra = String::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -72,6 +78,11 @@ async fn main() {
                     .expect("--sessions N")
             }
             "--database-url" => database_url = Some(args.next().expect("--database-url URL")),
+            "--restate-config" => {
+                let path = args.next().expect("--restate-config FILE");
+                extra = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+            }
             "--bench" => {}
             other => panic!("unknown argument `{other}`"),
         }
@@ -89,7 +100,7 @@ async fn main() {
             "build the service first: cargo build --release -p reins-restate --all-features --bins",
         );
     let dir = tempfile::tempdir().unwrap();
-    let restate = LocalRestate::start(binary, dir.path().join("restate"))
+    let restate = LocalRestate::start_with(binary, dir.path().join("restate"), &extra)
         .await
         .unwrap();
     let port = reins_restate::local::free_port().unwrap();
