@@ -298,7 +298,9 @@ impl Driver {
                 Step::Compress(step) => {
                     deferred();
                     self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.compress(core, step).await? {
+                    // Boxed, here and for `act`: a branch's future is part of the
+                    // run's own (moved whole when the run is boxed) unless it is.
+                    if let Some(status) = Box::pin(self.compress(core, step)).await? {
                         break status;
                     }
                 }
@@ -327,7 +329,7 @@ impl Driver {
                 Step::Execute(batch) => {
                     deferred();
                     self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.act(core, batch).await? {
+                    if let Some(status) = Box::pin(self.act(core, batch)).await? {
                         break status;
                     }
                 }
@@ -652,7 +654,8 @@ impl Driver {
             return Ok(());
         }
         let iteration = core.run.state().iteration();
-        let results = crate::effects::settle_from_ledger(
+        // Boxed: after a crash only, and the largest part of `begin`'s future.
+        let results = Box::pin(crate::effects::settle_from_ledger(
             &self.agent,
             &self.session,
             iteration,
@@ -660,7 +663,7 @@ impl Driver {
             &self.cancel,
             self,
         )
-        .await?;
+        ).await?;
         if !results.is_empty() {
             core.run.apply(Event::Settled {
                 results,
@@ -687,6 +690,10 @@ impl crate::effects::Witness for Driver {
 
     async fn progress(&self) {
         self.lock.renew_if_due().await;
+    }
+
+    fn wants_progress(&self) -> bool {
+        self.lock.is_due()
     }
 }
 
