@@ -662,8 +662,8 @@ impl Driver {
             calls,
             &self.cancel,
             self,
-        )
-        ).await?;
+        ))
+        .await?;
         if !results.is_empty() {
             core.run.apply(Event::Settled {
                 results,

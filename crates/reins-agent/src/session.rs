@@ -249,7 +249,9 @@ impl Session {
                 let ended = match (&mut task).await {
                     Ok(Err(e)) => return Err(e),
                     Ok(Ok(out)) => Ok(out),
-                    Err(e) => Err(AgentError::Internal(format!("the run ended abnormally: {e}"))),
+                    Err(e) => Err(AgentError::Internal(format!(
+                        "the run ended abnormally: {e}"
+                    ))),
                 };
                 task = tokio::spawn(std::future::ready(ended));
             }

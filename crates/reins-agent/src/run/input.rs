@@ -37,6 +37,7 @@ impl Run {
             eligibility,
             budget,
             session_budget,
+            notices,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -100,6 +101,7 @@ impl Run {
             budget,
             actor,
             view,
+            notices,
             ..CallTally::default()
         };
         let begun = match input {

@@ -350,13 +350,17 @@ impl Run {
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
         self.req_ops.decide.clear();
         // A notice for each requirement that starts waiting now (not for those
-        // rewritten with it).
-        let session = self.call.session.clone();
-        self.req_ops.waiting = waiting
-            .iter()
-            .filter(|r| !self.state.stored_requirements.contains(&r.id))
-            .map(|r| waiting_notice(&session, r))
-            .collect();
+        // rewritten with it), where the store records them.
+        self.req_ops.waiting = if self.call.notices {
+            let session = &self.call.session;
+            waiting
+                .iter()
+                .filter(|r| !self.state.stored_requirements.contains(&r.id))
+                .map(|r| waiting_notice(session, r))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.state.stored_requirements = ids;
     }
 

@@ -56,7 +56,8 @@ pub(super) struct CallTally {
     /// Per-tool requirement lifetimes (seconds), overriding the run's default.
     pub(super) approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
     /// Per-tool quorums.
-    pub(super) quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
+    pub(super) quorums:
+        std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
     /// Who may decide (the agent's eligibility policy).
     pub(super) eligibility: Option<crate::eligibility::Rules>,
     /// Confirmations this call's reasoning raised, not yet put to the approval policy
@@ -66,6 +67,9 @@ pub(super) struct CallTally {
     pub(super) consulting: Option<Vec<String>>,
     /// The agent's default budget and its model's price.
     pub(super) budget: Option<std::sync::Arc<crate::budget::BudgetRules>>,
+    /// Whether the store records notices: the commits carry them only then (a
+    /// notice copies the requirement, the decision or the answer).
+    pub(super) notices: bool,
 }
 
 /// The empty per-tool tables every call without its own shares (a call's tally is
@@ -98,6 +102,7 @@ impl Default for CallTally {
             consult: Vec::new(),
             consulting: None,
             budget: None,
+            notices: true,
         }
     }
 }

@@ -147,13 +147,19 @@ pub(super) static TOOL: PerName<ToolKeys> = PerName::new(|tool| ToolKeys {
 
 /// The runs counter, per status label.
 pub(super) static RUNS: LazyLock<BTreeMap<&'static str, Key>> = LazyLock::new(|| {
-    ["completed", "paused", "cancelled", "max_iterations", "failed"]
-        .into_iter()
-        .map(|s| {
-            let labels = vec![Label::from_static_parts("status", s)];
-            (s, Key::from_parts(metric::RUNS, labels))
-        })
-        .collect()
+    [
+        "completed",
+        "paused",
+        "cancelled",
+        "max_iterations",
+        "failed",
+    ]
+    .into_iter()
+    .map(|s| {
+        let labels = vec![Label::from_static_parts("status", s)];
+        (s, Key::from_parts(metric::RUNS, labels))
+    })
+    .collect()
 });
 
 /// The store call histogram, per operation.
