@@ -242,7 +242,9 @@ pub fn chat_ended(
         span.record("gen_ai.usage.input_tokens", as_int(u.input_tokens));
         span.record("gen_ai.usage.output_tokens", as_int(u.output_tokens));
     }
-    if let Some(f) = finish {
+    // Nothing is made for a span nobody records (no subscriber, or one that leaves
+    // `reins` spans out).
+    if let Some(f) = finish.filter(|_| !span.is_disabled()) {
         let reason = match f {
             FinishReason::Stop => "stop",
             FinishReason::ToolUse => "tool_call",
