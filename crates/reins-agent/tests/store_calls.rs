@@ -60,6 +60,11 @@ impl MemoryStore for Spy {
         if commit.acquire_lock.is_some() {
             self.count("commit taking the lock");
         }
+        // The spy records no notices (`records_notices` is the provided `false`): a
+        // run makes none for it, so every count below also says no commit carried one.
+        if !commit.notices.is_empty() {
+            self.count("commit carrying notices");
+        }
 
         if self.fail_releasing_commits && commit.release_lock.is_some() {
             return Err(Error::Database("the disk is full".to_owned()));
