@@ -80,6 +80,7 @@ use answer::Answer;
 use tally::{CallTally, ReqOps};
 mod audit;
 mod commit;
+mod decide;
 mod event;
 mod follow;
 mod input;
