@@ -235,6 +235,7 @@ impl Agent {
                 quorums: Arc::clone(&cfg.quorums),
                 eligibility: cfg.eligibility.clone(),
                 budget: cfg.budget.clone(),
+                notices: self.runtime.store.records_notices(),
             },
         )
     }

@@ -36,6 +36,10 @@ pub(crate) struct DriveArgs {
     /// The session, held in this process until the call ends.
     pub(crate) core: ClaimedCore,
     pub(crate) lock: StoreLock,
+    /// Told once the run holds the lock, when its first commit is to take it (a
+    /// started run hands out its handle then); dropped untold when the run ends
+    /// before that.
+    pub(crate) locked: Option<tokio::sync::oneshot::Sender<()>>,
     pub(crate) input: RunInput,
     /// Who the call acts for.
     pub(crate) actor: Option<Actor>,
@@ -71,6 +75,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         session,
         mut core,
         lock,
+        locked,
         input,
         actor,
         view,
@@ -87,6 +92,7 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         cancel,
         events,
         lock,
+        locked,
         client_tools,
         trace_parent,
         ledgered: std::sync::Mutex::new(Vec::new()),
@@ -149,6 +155,8 @@ struct Driver {
     cancel: CancellationToken,
     events: Option<UnboundedSender<RunEvent>>,
     lock: StoreLock,
+    /// See [`DriveArgs::locked`].
+    locked: Option<tokio::sync::oneshot::Sender<()>>,
     /// The caller's own tools for this call: offered to the model beside the toolkit's
     /// (a toolkit tool of the same name wins), and always external (the run pauses
     /// with an `External` requirement for each call; the caller answers with its
@@ -290,7 +298,9 @@ impl Driver {
                 Step::Compress(step) => {
                     deferred();
                     self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.compress(core, step).await? {
+                    // Boxed, here and for `act`: a branch's future is part of the
+                    // run's own (moved whole when the run is boxed) unless it is.
+                    if let Some(status) = Box::pin(self.compress(core, step)).await? {
                         break status;
                     }
                 }
@@ -319,7 +329,7 @@ impl Driver {
                 Step::Execute(batch) => {
                     deferred();
                     self.commit_if_recorded(core).await?;
-                    if let Some(status) = self.act(core, batch).await? {
+                    if let Some(status) = Box::pin(self.act(core, batch)).await? {
                         break status;
                     }
                 }
@@ -403,9 +413,11 @@ impl Driver {
     ) -> Result<Vec<reins_message::ToolUse>> {
         if !self.lock.is_held() {
             if let Some(children) = self.begin_unlocked(core, call).await? {
+                self.tell_locked();
                 return Ok(children);
             }
             self.lock.acquire_now().await?;
+            self.tell_locked();
         }
         // Another worker may have written since this process last looked: the version
         // read with the lock, and a reload only when it moved.
@@ -458,6 +470,14 @@ impl Driver {
                 // store holds.
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Tells whoever waits for it (a started run's caller) that the run holds the
+    /// lock.
+    fn tell_locked(&mut self) {
+        if let Some(tx) = self.locked.take() {
+            let _ = tx.send(());
         }
     }
 
@@ -634,14 +654,15 @@ impl Driver {
             return Ok(());
         }
         let iteration = core.run.state().iteration();
-        let results = crate::effects::settle_from_ledger(
+        // Boxed: after a crash only, and the largest part of `begin`'s future.
+        let results = Box::pin(crate::effects::settle_from_ledger(
             &self.agent,
             &self.session,
             iteration,
             calls,
             &self.cancel,
             self,
-        )
+        ))
         .await?;
         if !results.is_empty() {
             core.run.apply(Event::Settled {
@@ -669,6 +690,10 @@ impl crate::effects::Witness for Driver {
 
     async fn progress(&self) {
         self.lock.renew_if_due().await;
+    }
+
+    fn wants_progress(&self) -> bool {
+        self.lock.is_due()
     }
 }
 

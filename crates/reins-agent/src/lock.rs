@@ -152,18 +152,20 @@ impl StoreLock {
         self.lease / 3
     }
 
+    /// Whether the lease is due for renewal: held, and a third of it has passed.
+    pub(crate) fn is_due(&self) -> bool {
+        self.is_held()
+            && self
+                .renewed
+                .lock()
+                .map(|t| t.elapsed() >= self.lease / 3)
+                .unwrap_or(true)
+    }
+
     /// Renews the lease when a third of it has passed (cheap otherwise; nothing before
     /// the lock is taken).
     pub(crate) async fn renew_if_due(&self) {
-        if !self.is_held() {
-            return;
-        }
-        let due = self
-            .renewed
-            .lock()
-            .map(|t| t.elapsed() >= self.lease / 3)
-            .unwrap_or(true);
-        if !due {
+        if !self.is_due() {
             return;
         }
         let at = Instant::now();

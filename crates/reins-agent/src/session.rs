@@ -220,13 +220,45 @@ impl Session {
         asks: crate::drive::Asks,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunHandle> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let (args, active) = self
-            .prepare_deciding(input, view, asks, Some(tx), client_tools)
-            .await?;
-        let cancel = args.cancel.clone();
-        let task = tokio::spawn(drive_future(args, active));
-        Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
+        let parts = Parts {
+            input,
+            view,
+            asks,
+            client_tools,
+        };
+        self.deciding(parts, |parts| async move {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let (mut args, active) = self.prepare(parts, Some(tx)).await?;
+            let cancel = args.cancel.clone();
+            // Where the run's first commit takes the lock, the handle is handed out
+            // once the lock is held: a busy session is refused here, as when the lock
+            // is taken before the run starts.
+            let held = (!args.lock.is_held()).then(|| {
+                let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+                args.locked = Some(held_tx);
+                held_rx
+            });
+            // Until the handle exists, dropping this future interrupts the run.
+            let guard = cancel.clone().drop_guard();
+            let mut task = tokio::spawn(drive_future(args, active));
+            if let Some(held) = held
+                && held.await.is_err()
+            {
+                // The run ended before it held the lock: refused (busy), or the store
+                // failed. Nothing ran; the caller gets the error.
+                let ended = match (&mut task).await {
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(out)) => Ok(out),
+                    Err(e) => Err(AgentError::Internal(format!(
+                        "the run ended abnormally: {e}"
+                    ))),
+                };
+                task = tokio::spawn(std::future::ready(ended));
+            }
+            guard.disarm();
+            Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
+        })
+        .await
     }
 
     /// Runs to the end on the caller's task (no task spawned, no event channel).
@@ -240,49 +272,45 @@ impl Session {
         asks: crate::drive::Asks,
         client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<RunOutput> {
-        let (args, active) = self
-            .prepare_deciding(input, view, asks, None, client_tools)
-            .await?;
-        InlineRun {
-            cancel: args.cancel.clone(),
-            run: Some(drive_future(args, active)),
-        }
+        let parts = Parts {
+            input,
+            view,
+            asks,
+            client_tools,
+        };
+        self.deciding(parts, |parts| async move {
+            let (args, active) = self.prepare(parts, None).await?;
+            InlineRun {
+                cancel: args.cancel.clone(),
+                run: Some(drive_future(args, active)),
+            }
+            .await
+        })
         .await
     }
 
-    /// [`Session::prepare`], for decisions made while the session is busy: a run in
-    /// flight may be the one that applies another approver's decision on the same
-    /// requirement. Rather than "busy" or "unknown" depending on timing, a late
-    /// decision gets [`AgentError::AlreadyDecided`] once the other decision is stored
-    /// (it is stored right after that run claims the session); a session busy with
-    /// anything else is still refused with [`AgentError::SessionBusy`] after a short
-    /// bounded wait.
-    async fn prepare_deciding(
-        &self,
-        input: RunInput,
-        view: Option<ViewToken>,
-        asks: crate::drive::Asks,
-        events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
-        client_tools: Vec<reins_message::ToolSpec>,
-    ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
-        let ids: Vec<String> = match &input {
+    /// Makes one `attempt` of a call, and for decisions made while the session is
+    /// busy, more: a run in flight may be the one that applies another approver's
+    /// decision on the same requirement. Rather than "busy" or "unknown" depending on
+    /// timing, a late decision gets [`AgentError::AlreadyDecided`] once the other
+    /// decision is stored (it is stored by that run's first commit); a session busy
+    /// with anything else is still refused with [`AgentError::SessionBusy`] after a
+    /// short bounded wait. (A refusal as busy — by the lock taken first or by the
+    /// run's first commit — wrote nothing, so an attempt can be made again.)
+    async fn deciding<T, F, Fut>(&self, parts: Parts, mut attempt: F) -> Result<T>
+    where
+        F: FnMut(Parts) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let ids: Vec<String> = match &parts.input {
             RunInput::Decisions(ds) => ds.iter().map(|d| d.id().to_owned()).collect(),
-            RunInput::Resume | RunInput::Message(_) => Vec::new(),
+            RunInput::Resume | RunInput::Message(_) => return attempt(parts).await,
         };
         let mut waited = std::time::Duration::ZERO;
         let step = std::time::Duration::from_millis(20);
         loop {
-            match self
-                .prepare(
-                    input.clone(),
-                    view.clone(),
-                    asks.clone(),
-                    events.clone(),
-                    client_tools.clone(),
-                )
-                .await
-            {
-                Err(AgentError::SessionBusy { session }) if !ids.is_empty() => {
+            match attempt(parts.clone()).await {
+                Err(AgentError::SessionBusy { session }) => {
                     if let Some((e, _)) =
                         crate::follow::already_decided(&self.agent.runtime.store, self.id(), &ids)
                             .await?
@@ -300,16 +328,21 @@ impl Session {
         }
     }
 
-    /// Claims the session (in this process, then in the store) and assembles a run.
+    /// Claims the session in this process and assembles a run. The lock in the store
+    /// rides in the run's first commit where the store can take it there and the
+    /// cached session is not known to be stale ([`crate::lock::StoreLock::pending`]);
+    /// otherwise it is taken here, with the stored version.
     async fn prepare(
         &self,
-        input: RunInput,
-        view: Option<ViewToken>,
-        asks: crate::drive::Asks,
+        parts: Parts,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
-        client_tools: Vec<reins_message::ToolSpec>,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
-        let fold = events.is_none() && !matches!(input, RunInput::Decisions(_));
+        let Parts {
+            input,
+            view,
+            asks,
+            client_tools,
+        } = parts;
         let input = self.stamp_actor(input);
         let Some(guard) = self.shared.try_claim() else {
             return Err(AgentError::SessionBusy {
@@ -318,12 +351,7 @@ impl Session {
         };
         let (store, owner) = (&self.agent.runtime.store, &self.agent.runtime.owner);
         let lease = self.agent.config.session_lease;
-        // The lock rides in the run's first commit where the store can take it there
-        // and the cached session is not known to be stale — for an awaited message or
-        // resume. A started run (`.start()`) and decisions take it first, so that a busy
-        // session is refused before a handle exists, and decisions keep their bounded
-        // wait for a run applying the same decision elsewhere.
-        let lock = if fold && !guard.stale && store.commit_takes_lock() {
+        let lock = if !guard.stale && store.commit_takes_lock() {
             crate::lock::StoreLock::pending(store, owner, lease, self.id())
         } else {
             crate::lock::StoreLock::acquire(store, owner, lease, self.id()).await?
@@ -342,6 +370,7 @@ impl Session {
             session: self.id().to_owned(),
             core: guard,
             lock,
+            locked: None,
             input,
             actor: self.actor.clone(),
             view,
@@ -574,6 +603,16 @@ impl Session {
             .await?;
         Ok(())
     }
+}
+
+/// What the caller gives one call: its input, the view it acts on, what it asks of
+/// the run, its own tools.
+#[derive(Clone)]
+struct Parts {
+    input: RunInput,
+    view: Option<ViewToken>,
+    asks: crate::drive::Asks,
+    client_tools: Vec<reins_message::ToolSpec>,
 }
 
 /// A run's drive future, boxed and type-erased: a run can start runs of other

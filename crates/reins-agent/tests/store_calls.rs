@@ -60,6 +60,11 @@ impl MemoryStore for Spy {
         if commit.acquire_lock.is_some() {
             self.count("commit taking the lock");
         }
+        // The spy records no notices (`records_notices` is the provided `false`): a
+        // run makes none for it, so every count below also says no commit carried one.
+        if !commit.notices.is_empty() {
+            self.count("commit carrying notices");
+        }
 
         if self.fail_releasing_commits && commit.release_lock.is_some() {
             return Err(Error::Database("the disk is full".to_owned()));
@@ -285,13 +290,59 @@ async fn a_tool_call_run_on_a_store_that_cannot_take_the_lock_in_a_commit_keeps_
 }
 
 #[tokio::test]
-async fn a_started_run_and_decisions_take_the_lock_first() {
+async fn a_started_run_folds_the_lock_into_its_first_commit() {
     let spy = Arc::new(Spy::default());
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
     spy.take();
+    for turn in 0..2 {
+        let out = session
+            .send(Msg::user(format!("turn {turn}")))
+            .start()
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(out.status, RunStatus::Completed);
+        assert_eq!(
+            spy.take(),
+            calls(&[("commit", 2), ("commit taking the lock", 1)]),
+            "turn {turn}: the message with the lock, the reply with the release"
+        );
+    }
+    assert!(lock_is_free(&spy, "s").await);
+    assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 4);
+}
+
+#[tokio::test]
+async fn a_started_run_on_a_session_locked_elsewhere_is_refused_before_a_handle_exists() {
+    let spy = Arc::new(Spy::default());
+    let agent = text_agent(&spy);
+    let session = agent.session("s").await.unwrap();
+    session.send(Msg::user("one")).await.unwrap();
+    assert!(
+        spy.store
+            .try_lock_session("s", "another-worker", Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    spy.take();
+    let err = session.send(Msg::user("two")).start().await.unwrap_err();
+    assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");
+    assert_eq!(
+        spy.take(),
+        calls(&[("commit", 1), ("commit taking the lock", 1)]),
+        "the first commit was refused and wrote nothing"
+    );
+    assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 2);
+    spy.store
+        .unlock_session("s", "another-worker")
+        .await
+        .unwrap();
+    // The second caller, once the session is free: the turn runs on a reloaded copy.
     let out = session
-        .send(Msg::user("hi"))
+        .send(Msg::user("two"))
         .start()
         .await
         .unwrap()
@@ -299,20 +350,27 @@ async fn a_started_run_and_decisions_take_the_lock_first() {
         .await
         .unwrap();
     assert_eq!(out.status, RunStatus::Completed);
-    assert_eq!(
-        spy.take(),
-        calls(&[("commit", 2), ("try_lock_session_reading_version", 1)])
-    );
+    let texts: Vec<String> = spy
+        .store
+        .load_session("s")
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(Msg::text)
+        .collect();
+    assert_eq!(texts, ["one", "done", "two", "done"]);
     assert!(lock_is_free(&spy, "s").await);
+}
 
-    // Decisions: paused on a confirmation, then approved.
-    let counter = Counter::default();
+/// A session paused on one confirmation of `delete_file` (call `c1`).
+async fn paused_on_a_confirmation(spy: &Arc<Spy>, counter: &Counter) -> reins_agent::Session {
     let gated = support::agent(
         ScriptedModel::new([
             call("c1", "delete_file", json!({"path": "tmp.txt"})),
             text("deleted"),
         ]),
-        toolkit(&counter, ToolPolicy::confirm()),
+        toolkit(counter, ToolPolicy::confirm()),
     )
     .store(spy.clone())
     .build()
@@ -320,20 +378,80 @@ async fn a_started_run_and_decisions_take_the_lock_first() {
     let session = gated.session("gated").await.unwrap();
     let paused = session.send(Msg::user("delete tmp.txt")).await.unwrap();
     assert_eq!(paused.status, RunStatus::Paused);
-    spy.take();
+    session
+}
+
+#[tokio::test]
+async fn a_decision_folds_the_lock_into_its_first_commit() {
+    for started in [false, true] {
+        let spy = Arc::new(Spy::default());
+        let counter = Counter::default();
+        let session = paused_on_a_confirmation(&spy, &counter).await;
+        spy.take();
+        let decide = session.resolve(vec![reins_agent::Decision::approve("c1")]);
+        let out = if started {
+            decide.start().await.unwrap().wait().await.unwrap()
+        } else {
+            decide.await.unwrap()
+        };
+        assert_eq!(out.status, RunStatus::Completed);
+        // The decision with the lock; the call claimed and finished in the ledger; its
+        // result with the answer and the release.
+        assert_eq!(
+            spy.take(),
+            calls(&[
+                ("claim", 1),
+                ("commit", 2),
+                ("commit taking the lock", 1),
+                ("finish", 1),
+            ]),
+            "started: {started}"
+        );
+        assert_eq!(counter.count("delete_file"), 1);
+        assert!(lock_is_free(&spy, "gated").await);
+        assert_eq!(spy.store.decisions("gated").await.unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_decision_on_a_session_locked_elsewhere_waits_then_runs_once() {
+    let spy = Arc::new(Spy::default());
+    let counter = Counter::default();
+    let session = paused_on_a_confirmation(&spy, &counter).await;
+    assert!(
+        spy.store
+            .try_lock_session("gated", "another-worker", Duration::from_secs(60))
+            .await
+            .unwrap()
+    );
+    // The other worker lets go while the decision waits for it.
+    let store = spy.store.clone();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        store
+            .unlock_session("gated", "another-worker")
+            .await
+            .unwrap();
+    });
     let out = session
         .resolve(vec![reins_agent::Decision::approve("c1")])
         .await
         .unwrap();
+    release.await.unwrap();
     assert_eq!(out.status, RunStatus::Completed);
-    let seen = spy.take();
-    assert_eq!(
-        seen.get("try_lock_session_reading_version"),
-        Some(&1),
-        "{seen:?}"
-    );
-    assert_eq!(seen.get("commit taking the lock"), None, "{seen:?}");
     assert_eq!(counter.count("delete_file"), 1);
+    // A second caller with the same decision is told it was already taken.
+    let again = session
+        .resolve(vec![reins_agent::Decision::approve("c1")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(again, AgentError::AlreadyDecided { .. }),
+        "{again}"
+    );
+    assert_eq!(counter.count("delete_file"), 1);
+    assert_eq!(spy.store.decisions("gated").await.unwrap().len(), 2);
+    assert!(lock_is_free(&spy, "gated").await);
 }
 
 #[tokio::test]

@@ -110,7 +110,16 @@ pub async fn claim(
     let recovered = match entry.map(|e| (e.state, e.result)) {
         Some((LedgerState::Finished, Some(r))) => return Ok(Claimed::Recorded(r)),
         Some(_) => true,
-        None => match take(store.as_ref(), session, call, lease, idempotent).await? {
+        None => match take(
+            store.as_ref(),
+            session,
+            call,
+            &fingerprint,
+            lease,
+            idempotent,
+        )
+        .await?
+        {
             Taken::Granted { recovered } => recovered,
             Taken::Done(claimed) => return Ok(claimed),
         },
@@ -146,20 +155,23 @@ async fn take(
     store: &dyn reins_memory::MemoryStore,
     session: &str,
     call: ToolCall<'_>,
+    fingerprint: &str,
     lease: std::time::Duration,
     idempotent: bool,
 ) -> Result<Taken> {
-    let (original, fingerprint) = (call.original, call.fingerprint());
+    // The caller's fingerprint of the call (a SHA-256 over the arguments' canonical
+    // JSON: made once per call, not once per use).
+    let original = call.original;
     let started = std::time::Instant::now();
     let claim = store
-        .claim(session, &original.id, &fingerprint, lease, false)
+        .claim(session, &original.id, fingerprint, lease, false)
         .await;
     crate::telemetry::store_call("claim", started.elapsed());
     let mut claim = claim?;
     let mut recovered = false;
     if matches!(claim, Claim::Expired) {
         claim = store
-            .claim(session, &original.id, &fingerprint, lease, true)
+            .claim(session, &original.id, fingerprint, lease, true)
             .await?;
         recovered = matches!(claim, Claim::Granted) && !idempotent;
     }

@@ -182,6 +182,13 @@ pub trait Witness: Send + Sync {
 
     /// A long effect made progress (a streamed chunk): a driver keeps its leases alive.
     async fn progress(&self) {}
+
+    /// Whether [`Witness::progress`] has work to do now: the effects call it only
+    /// then (on every streamed chunk, an `async` trait call is an allocation). The
+    /// provided method says yes.
+    fn wants_progress(&self) -> bool {
+        true
+    }
 }
 
 impl dyn Witness + '_ {
@@ -203,4 +210,8 @@ impl Witness for Unheard {
     }
 
     fn send(&self, _event: RunEvent) {}
+
+    fn wants_progress(&self) -> bool {
+        false
+    }
 }

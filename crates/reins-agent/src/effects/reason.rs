@@ -165,7 +165,9 @@ async fn stream(
         };
         let Some(chunk) = next else { break };
         let chunk = chunk?;
-        witness.progress().await;
+        if witness.wants_progress() {
+            witness.progress().await;
+        }
         acc.push(&chunk)?;
         report(&chunk, output, &mut answer_index, witness);
         if want_chunks {

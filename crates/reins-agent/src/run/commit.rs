@@ -57,13 +57,15 @@ impl Run {
             acquire_lock: None,
             notices: ops.waiting,
         };
-        for (id, decision) in &commit.decide {
-            commit
-                .notices
-                .push(self.decided_notice(id, decision, &ops.log));
-        }
-        if let Some(n) = self.ended_notice() {
-            commit.notices.push(n);
+        if self.call.notices {
+            for (id, decision) in &commit.decide {
+                commit
+                    .notices
+                    .push(self.decided_notice(id, decision, &ops.log));
+            }
+            if let Some(n) = self.ended_notice() {
+                commit.notices.push(n);
+            }
         }
         if self.state != *self.committed {
             // One copy, shared by the store (kept typed in memory, serialized straight

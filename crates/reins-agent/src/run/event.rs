@@ -109,6 +109,7 @@ pub struct Call {
     pub(super) eligibility: Option<crate::eligibility::Rules>,
     pub(super) budget: Option<Arc<crate::budget::BudgetRules>>,
     pub(super) session_budget: Option<crate::budget::Budget>,
+    pub(super) notices: bool,
     pub(super) now: DateTime<Utc>,
 }
 
@@ -128,6 +129,9 @@ pub(crate) struct AgentRules {
     pub(crate) eligibility: Option<crate::eligibility::Rules>,
     /// The default budget of the agent's sessions and its model's price.
     pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
+    /// Whether the store records notices of changes (its outbox): the run makes them
+    /// only then.
+    pub(crate) notices: bool,
 }
 
 impl Call {
@@ -151,6 +155,7 @@ impl Call {
             eligibility: rules.eligibility,
             budget: rules.budget,
             session_budget: None,
+            notices: rules.notices,
             now,
         }
     }
@@ -170,6 +175,7 @@ impl Call {
                 quorums: Arc::default(),
                 eligibility: None,
                 budget: None,
+                notices: true,
             },
         )
     }

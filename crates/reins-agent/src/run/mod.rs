@@ -77,14 +77,17 @@ mod answer;
 mod budget;
 mod calls;
 use answer::Answer;
+use tally::{CallTally, ReqOps};
 mod audit;
 mod commit;
+mod decide;
 mod event;
 mod follow;
 mod input;
 mod quorum;
 mod replay;
 mod request;
+mod tally;
 mod types;
 
 pub use budget::BUDGET_ENDED_MARK;
@@ -106,7 +109,7 @@ pub use types::{
 pub(crate) use types::{OutputState, SlotStatus, ToolSlot};
 
 use chrono::{DateTime, Utc};
-use reins_memory::{RepairReport, RequirementRecord};
+use reins_memory::RequirementRecord;
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -116,7 +119,6 @@ use crate::output::{RunOutput, RunStatus};
 use crate::requirement::{Requirement, RequirementKind};
 use crate::structured::OutputSpec;
 use crate::transcript::Transcript;
-use crate::view::{Actor, DecisionRecord, ViewToken};
 
 /// A decision a refused input attempted: (requirement id, decision label, by).
 pub(crate) type Attempt = (String, String, Option<String>);
@@ -150,60 +152,6 @@ pub struct Run {
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: std::sync::Arc<RunState>,
-}
-
-#[derive(Debug, Clone, Default)]
-struct ReqOps {
-    clear: bool,
-    add: Vec<RequirementRecord>,
-    decide: Vec<(String, Value)>,
-    /// Audit trail entries for the next commit.
-    log: Vec<DecisionRecord>,
-    /// Notices of requirements that started waiting, for the next commit.
-    waiting: Vec<reins_memory::Notice>,
-}
-
-#[derive(Debug, Clone, Default)]
-struct CallTally {
-    /// The session the call runs on (named in errors and the output).
-    session: String,
-    /// What the call's model can do.
-    model: reins_model::ModelCapabilities,
-    /// The agent's context budget for this call.
-    compression: Option<std::sync::Arc<Compression>>,
-    /// A [`Step::Compress`] was handed out for the coming request: the request's
-    /// tokens before it.
-    compress_asked: Option<usize>,
-    /// The summary fed back for it.
-    compressed: Option<Compressed>,
-    usage: Usage,
-    repairs: RepairReport,
-    iterations: u32,
-    last_assistant: Option<Msg>,
-    /// Who the call acts for, and the view it acts on (for the audit trail).
-    actor: Option<Actor>,
-    view: Option<ViewToken>,
-    /// The validated structured answer, once given.
-    structured: Option<Value>,
-    /// The structured answer stayed invalid after every retry: (raw, problems, attempts).
-    output_failure: Option<(String, Vec<String>, u32)>,
-    /// The model's last answer had no text and no tool call.
-    empty_answer: bool,
-    /// Calls served from the fork's record and not yet announced ([`Step::Replayed`]).
-    replayed: Vec<ToolResult>,
-    /// Per-tool requirement lifetimes (seconds), overriding the run's default.
-    approval_ttls: std::sync::Arc<std::collections::BTreeMap<String, u64>>,
-    /// Per-tool quorums.
-    quorums: std::sync::Arc<std::collections::BTreeMap<String, crate::requirement::Quorum>>,
-    /// Who may decide (the agent's eligibility policy).
-    eligibility: Option<crate::eligibility::Rules>,
-    /// Confirmations this call's reasoning raised, not yet put to the approval policy
-    /// and the standing grants (the next [`Step::Consult`]).
-    consult: Vec<String>,
-    /// The requirements of the [`Step::Consult`] handed out and not yet answered.
-    consulting: Option<Vec<String>>,
-    /// The agent's default budget and its model's price.
-    budget: Option<std::sync::Arc<crate::budget::BudgetRules>>,
 }
 
 impl Run {
@@ -403,13 +351,17 @@ impl Run {
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
         self.req_ops.decide.clear();
         // A notice for each requirement that starts waiting now (not for those
-        // rewritten with it).
-        let session = self.call.session.clone();
-        self.req_ops.waiting = waiting
-            .iter()
-            .filter(|r| !self.state.stored_requirements.contains(&r.id))
-            .map(|r| waiting_notice(&session, r))
-            .collect();
+        // rewritten with it), where the store records them.
+        self.req_ops.waiting = if self.call.notices {
+            let session = &self.call.session;
+            waiting
+                .iter()
+                .filter(|r| !self.state.stored_requirements.contains(&r.id))
+                .map(|r| waiting_notice(session, r))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.state.stored_requirements = ids;
     }
 

@@ -29,6 +29,7 @@
 //! (`ToolContext::trace_parent`) to pass on.
 
 mod hitl;
+mod keys;
 mod trace;
 
 pub use hitl::door_of;
@@ -180,7 +181,10 @@ pub fn run_ended(span: &Span, status: Result<RunStatus, &str>) {
         }
     };
     span.record("reins.run.status", label);
-    metrics::counter!(metric::RUNS, "status" => label).increment(1);
+    match keys::RUNS.get(label) {
+        Some(key) => keys::count(key, 1),
+        None => metrics::counter!(metric::RUNS, "status" => label).increment(1),
+    }
 }
 
 /// A [`RunStatus`] as a label.
@@ -225,19 +229,22 @@ pub fn chat_ended(
     usage: Option<&Usage>,
     finish: Option<&FinishReason>,
 ) {
-    metrics::histogram!(metric::MODEL_CALL_DURATION, "model" => model.to_owned())
-        .record(elapsed.as_secs_f64());
+    keys::CHAT.with(model, |k| {
+        keys::observe(&k.duration, elapsed.as_secs_f64());
+        if let Some(u) = usage {
+            keys::count(&k.input_tokens, u.input_tokens);
+            keys::count(&k.output_tokens, u.output_tokens);
+        }
+    });
     if let Some(u) = usage {
         // As i64: the OpenTelemetry layer writes a u64 as a string, the conventions
         // type token counts int.
         span.record("gen_ai.usage.input_tokens", as_int(u.input_tokens));
         span.record("gen_ai.usage.output_tokens", as_int(u.output_tokens));
-        metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "input")
-            .increment(u.input_tokens);
-        metrics::counter!(metric::MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
-            .increment(u.output_tokens);
     }
-    if let Some(f) = finish {
+    // Nothing is made for a span nobody records (no subscriber, or one that leaves
+    // `reins` spans out).
+    if let Some(f) = finish.filter(|_| !span.is_disabled()) {
         let reason = match f {
             FinishReason::Stop => "stop",
             FinishReason::ToolUse => "tool_call",
@@ -307,10 +314,11 @@ impl ToolSpan {
             self.span.record("otel.status_code", "error");
             self.span.record("error.type", error.unwrap_or(kind));
         }
-        metrics::counter!(metric::TOOL_CALLS, "tool" => self.tool.clone(), "outcome" => kind)
-            .increment(1);
-        metrics::histogram!(metric::TOOL_CALL_DURATION, "tool" => self.tool.clone())
-            .record(self.started.elapsed().as_secs_f64());
+        let elapsed = self.started.elapsed().as_secs_f64();
+        keys::TOOL.with(&self.tool, |k| {
+            k.calls(kind, |key| keys::count(key, 1));
+            keys::observe(&k.duration, elapsed);
+        });
     }
 }
 
@@ -339,7 +347,11 @@ pub fn error_type(e: &crate::error::AgentError) -> &'static str {
 
 /// Records the time a store call took (`op`: `commit`, `claim`, `finish`).
 pub fn store_call(op: &'static str, elapsed: Duration) {
-    metrics::histogram!(metric::STORE_CALL_DURATION, "op" => op).record(elapsed.as_secs_f64());
+    match keys::STORE_CALLS.get(op) {
+        Some(key) => keys::observe(key, elapsed.as_secs_f64()),
+        None => metrics::histogram!(metric::STORE_CALL_DURATION, "op" => op)
+            .record(elapsed.as_secs_f64()),
+    }
 }
 
 #[cfg(test)]
