@@ -74,7 +74,8 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
                 throwaway cluster, or REINS_BENCH_POSTGRES_URL) or both (default);
                 the data is created and dropped by the run
   --cost        allocations (counted) and instructions (callgrind, when valgrind is
-                installed) per single turn and per tool-call run, in memory
+                installed) per single turn and per tool-call run, in memory, and per
+                tool-call run served by reins-server over HTTP (`served_cost`)
 
 See docs/performance.md.";
 
@@ -286,8 +287,9 @@ fn scale(args: &[String]) -> Result<(), String> {
 
 // ----- --cost: allocations and instructions per run -----------------------------------
 
-/// `--cost`: `run_cost` (a program of `crates/reins-bench`) for each scenario, then the
-/// instructions per run as the difference of two callgrind totals (400 and 200 runs)
+/// `--cost`: `run_cost` (a program of `crates/reins-bench`) for each scenario and
+/// `served_cost` for the served run (the tool-call run sent to reins-server over HTTP
+/// on loopback, server and client on one thread), then the instructions per run as the difference of two callgrind totals (400 and 200 runs)
 /// divided by 200, so the set-up cancels out. Instruction counts do not depend on what
 /// else the machine is doing.
 fn cost() -> Result<(), String> {
@@ -299,8 +301,10 @@ fn cost() -> Result<(), String> {
         "reins-bench",
         "--bin",
         "run_cost",
+        "--bin",
+        "served_cost",
     ]))?;
-    let bin = target_dir().join("release").join("run_cost");
+    let release = target_dir().join("release");
     let valgrind = Command::new("valgrind")
         .arg("--version")
         .output()
@@ -312,14 +316,21 @@ fn cost() -> Result<(), String> {
         "\n{:<16} {:>12} {:>16} {:>14} {:>18}",
         "scenario", "allocs/run", "KiB alloc/run", "µs/run", "instructions/run"
     );
-    for scenario in ["single_turn", "tool_call_run"] {
+    // The two runs in memory, then the tool-call run served by reins-server over HTTP.
+    let rows = [
+        ("single_turn", "run_cost", 2000),
+        ("tool_call_run", "run_cost", 2000),
+        ("served_run", "served_cost", 1000),
+    ];
+    for (scenario, program, runs) in rows {
+        let bin = release.join(program);
         let out = Command::new(&bin)
-            .args(["--scenario", scenario, "--runs", "2000"])
+            .args(["--scenario", scenario, "--runs", &runs.to_string()])
             .output()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         if !out.status.success() {
             return Err(format!(
-                "run_cost --scenario {scenario} failed: {}",
+                "{program} --scenario {scenario} failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
@@ -345,7 +356,8 @@ fn cost() -> Result<(), String> {
     Ok(())
 }
 
-/// The instructions callgrind counts for `run_cost` with `runs` runs.
+/// The instructions callgrind counts for a cost program (`run_cost`, `served_cost`)
+/// with `runs` runs.
 fn callgrind_total(bin: &Path, scenario: &str, runs: u32) -> Result<u64, String> {
     let file = target_dir().join(format!("run_cost.callgrind.{scenario}.{runs}"));
     let out = Command::new("valgrind")

@@ -99,7 +99,7 @@ pub(crate) async fn run_stream(run: Arc<LocalRun>, sub: Subscription) -> Result<
                             .await;
                         let ev = match run.wait().await {
                             Ok(out) => Event::default().event("output").data(
-                                json!({"run_id": run.run_id, "output": out}).to_string(),
+                                json!({"run_id": run.run_id, "output": &*out}).to_string(),
                             ),
                             Err(e) => Event::default().event("error").data(
                                 json!({"run_id": run.run_id, "error": e.body().error}).to_string(),

@@ -23,8 +23,8 @@ const CHANNEL: usize = 256;
 pub(crate) enum HubEvent {
     /// A run event: of a run executing here, or relayed live by a backend's service.
     Run(RunEvent),
-    /// The run ended with this output.
-    Output(Box<RunOutput>),
+    /// The run ended with this output (shared with the run's final answer).
+    Output(Arc<RunOutput>),
     /// The run ended with this error.
     Error(ServerError),
 }
@@ -74,7 +74,7 @@ impl Envelope {
     pub(crate) fn native_data(&self) -> String {
         let mut data = match &self.event {
             HubEvent::Run(ev) => serde_json::to_value(ev).unwrap_or(Value::Null),
-            HubEvent::Output(out) => json!({"output": out}),
+            HubEvent::Output(out) => json!({"output": &**out}),
             HubEvent::Error(e) => json!({"error": e.body().error}),
         };
         if let Some(o) = data.as_object_mut() {

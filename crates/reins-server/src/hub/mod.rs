@@ -6,10 +6,11 @@
 //! handlers and the SSE streams use it.
 
 mod channel;
+mod keep;
 mod run;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reins_agent::{Agent, RunHandle};
@@ -18,6 +19,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 pub(crate) use channel::{Channel, Envelope, HubEvent, Origin, Subscription};
+use keep::{Channels, Held};
 use run::Done;
 pub(crate) use run::LocalRun;
 
@@ -49,8 +51,8 @@ pub(crate) struct Notice {
 /// The hub of one server.
 pub(crate) struct Hub {
     pub(crate) instance: String,
-    channels: Mutex<HashMap<String, Weak<Channel>>>,
-    held: Mutex<HashMap<String, (Arc<Channel>, std::time::Instant)>>,
+    channels: Mutex<Channels>,
+    held: Mutex<Held>,
     notices: broadcast::Sender<Notice>,
     runs: Mutex<HashMap<String, Arc<LocalRun>>>,
     poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -63,8 +65,8 @@ impl Hub {
         let id = uuid::Uuid::new_v4().simple().to_string();
         Self {
             instance: id.get(..8).unwrap_or(&id).to_owned(),
-            channels: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashMap::new()),
+            channels: Mutex::new(Channels::new()),
+            held: Mutex::new(Held::new(HOLD_FOR, HOLD_MAX)),
             notices,
             runs: Mutex::new(HashMap::new()),
             poller: Mutex::new(None),
@@ -75,34 +77,16 @@ impl Hub {
     /// The channel of a session (created on demand; kept while anyone holds it, and
     /// for a while after its last event so that reconnecting clients can replay).
     pub(crate) fn channel(&self, session: &str) -> Arc<Channel> {
-        let Ok(mut map) = self.channels.lock() else {
-            return Arc::new(Channel::new());
-        };
-        if let Some(c) = map.get(session).and_then(Weak::upgrade) {
-            return c;
+        match self.channels.lock() {
+            Ok(mut channels) => channels.get_or_create(session),
+            Err(_) => Arc::new(Channel::new()),
         }
-        map.retain(|_, w| w.strong_count() > 0);
-        let c = Arc::new(Channel::new());
-        map.insert(session.to_owned(), Arc::downgrade(&c));
-        c
     }
 
     /// Keeps a session's channel alive after a run, for replay; drops old ones.
     fn hold(&self, session: &str, c: Arc<Channel>) {
         if let Ok(mut held) = self.held.lock() {
-            let now = std::time::Instant::now();
-            held.retain(|_, (_, t)| now.duration_since(*t) < HOLD_FOR);
-            while held.len() >= HOLD_MAX {
-                let Some(oldest) = held
-                    .iter()
-                    .min_by_key(|(_, (_, t))| *t)
-                    .map(|(k, _)| k.clone())
-                else {
-                    break;
-                };
-                held.remove(&oldest);
-            }
-            held.insert(session.to_owned(), (c, now));
+            held.hold(session, c, std::time::Instant::now());
         }
     }
 
@@ -190,8 +174,8 @@ impl Hub {
             };
             let done: Done = Some(match result {
                 Ok(out) => {
-                    let ev = HubEvent::Output(Box::new(out.clone()));
-                    chan.publish(&hub.instance, ev, end);
+                    let out = Arc::new(out);
+                    chan.publish(&hub.instance, HubEvent::Output(out.clone()), end);
                     Ok(out)
                 }
                 Err(e) => {

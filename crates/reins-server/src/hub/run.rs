@@ -2,13 +2,16 @@
 //! for its output, which the hub's pump ([`Hub::start_run`](super::Hub::start_run))
 //! sends when the run ends.
 
+use std::sync::Arc;
+
 use reins_agent::{Interrupter, RunOutput};
 use tokio::sync::watch;
 
 use crate::error::{Result, ServerError};
 
-/// The final answer of a run executing here.
-pub(super) type Done = Option<Result<RunOutput, ServerError>>;
+/// The final answer of a run executing here (the output shared with the event that
+/// published it: no copy per reader).
+pub(super) type Done = Option<Result<Arc<RunOutput>, ServerError>>;
 
 /// A run executing on this instance.
 pub(crate) struct LocalRun {
@@ -30,7 +33,7 @@ impl LocalRun {
     }
 
     /// Waits for the run's output (or the error it ended with).
-    pub(crate) async fn wait(&self) -> Result<RunOutput> {
+    pub(crate) async fn wait(&self) -> Result<Arc<RunOutput>> {
         let mut rx = self.done.clone();
         let done = rx
             .wait_for(Option::is_some)

@@ -67,6 +67,14 @@ impl Dispatcher {
                         r = f.recv() => {
                             if matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                                 feed = None;
+                            } else {
+                                // One round for every change already signalled: a run
+                                // commits several times, and each round reads the outbox.
+                                while !matches!(
+                                    f.try_recv(),
+                                    Err(tokio::sync::broadcast::error::TryRecvError::Empty
+                                        | tokio::sync::broadcast::error::TryRecvError::Closed)
+                                ) {}
                             }
                         }
                     }

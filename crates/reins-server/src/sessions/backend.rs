@@ -129,7 +129,7 @@ pub(crate) async fn submit(
     let begun = begin(&state, &id, submission).await?;
     match (begun, sub) {
         (Begun::Here(run), Some(sub)) => crate::sse::run_stream(run, sub).await,
-        (Begun::Here(run), None) => Ok(Json(run.wait().await?).into_response()),
+        (Begun::Here(run), None) => Ok(Json(&*run.wait().await?).into_response()),
         (Begun::Relayed(mark), Some(sub)) => Ok(stream_until_settled(state, id, mark, sub)),
         (Begun::Relayed(mark), None) => {
             let out = settled(&state, &id, mark.version).await?;

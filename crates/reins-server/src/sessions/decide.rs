@@ -22,16 +22,28 @@ use super::backend::Begun;
 /// each requirement's tool, and each names a requirement that is pending (or that
 /// someone decided already: handed to the run all the same, which refuses it with the
 /// same answer whatever the timing and records the late decision in the audit trail).
-/// Returns the session (a sub-agent's child session runs with the sub-agent's tools and
-/// model) and the reins decisions.
+/// Returns the reins decisions. It reads the session's head (its run state, not its
+/// transcript) once; the session's audit trail only for an item that is not pending.
 pub(crate) async fn checked(
     state: &AppState,
     who: &Principal,
     id: &str,
     items: &[DecisionItem],
-) -> Result<(Session, Vec<Decision>)> {
-    let (_, pending) = view::load(&state.agent, id, false, false).await?;
-    let session = state.agent.owner_of(id).await?.session(id).await?;
+) -> Result<Vec<Decision>> {
+    let head = state
+        .agent
+        .store()
+        .session_heads(&[id.to_owned()])
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            ServerError::from(reins_memory::Error::SessionNotFound { id: id.to_owned() })
+        })?;
+    let (_, pending) = view::of_head(&state.agent, head, false).await?;
+    // Opened only to look a decision up in the audit trail (a sub-agent's child session
+    // is opened by the sub-agent).
+    let mut session: Option<Session> = None;
     let mut decisions = Vec::with_capacity(items.len());
     for item in items {
         let req = pending.iter().find(|r| r.id == item.requirement_id);
@@ -43,7 +55,7 @@ pub(crate) async fn checked(
                 )));
             }
             Some(_) => {}
-            None if session.decided(&item.requirement_id).await?.is_some() => {}
+            None if decided(state, &mut session, id, &item.requirement_id).await? => {}
             None => {
                 return Err(ServerError::UnknownRequirement(format!(
                     "`{}` is not pending on session `{id}`; pending: {}",
@@ -62,7 +74,24 @@ pub(crate) async fn checked(
         }
         decisions.push(to_decision(item, req)?);
     }
-    Ok((session, decisions))
+    Ok(decisions)
+}
+
+/// Whether someone decided `requirement` on session `id` already (its audit trail),
+/// opening the session on first use.
+async fn decided(
+    state: &AppState,
+    session: &mut Option<Session>,
+    id: &str,
+    requirement: &str,
+) -> Result<bool> {
+    if session.is_none() {
+        *session = Some(state.agent.owner_of(id).await?.session(id).await?);
+    }
+    match session {
+        Some(s) => Ok(s.decided(requirement).await?.is_some()),
+        None => Ok(false),
+    }
 }
 
 /// Decides as `who`, recorded under `actor` (the door names itself in the actor's
@@ -81,7 +110,7 @@ pub(crate) async fn decide_as(
     if items.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let (_, decisions) = checked(state, who, id, items).await?;
+    let decisions = checked(state, who, id, items).await?;
     let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
     submission.actor = Some(actor);
     // The run checks the decisions once it holds the session: it says `run_started`

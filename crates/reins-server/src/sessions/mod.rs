@@ -258,7 +258,7 @@ pub(crate) async fn post_decisions(
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let (_, decisions) = decide::checked(&state, &who, &id, &body.decisions).await?;
+    let decisions = decide::checked(&state, &who, &id, &body.decisions).await?;
     let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
     submission.actor = Some(who.actor());
     submission.view = body
