@@ -371,18 +371,21 @@ async fn store_work(
             )
         })
         .collect();
-    Ok((row("decision: its store work", ms, Some(STORE_P99_MS)), lines))
+    Ok((
+        row("decision: its store work", ms, Some(STORE_P99_MS)),
+        lines,
+    ))
 }
 
-/// Seeds, serves and measures one layout; returns its rows, the server's RSS and the
-/// seeding time.
+/// Seeds, serves and measures one layout; returns its rows, the server's RSS, the
+/// seeding time and the store's size, and a decision's store calls.
 async fn one(
     args: &Args,
     dir: &Path,
     tag: &str,
     layout: Layout,
     full: bool,
-) -> Result<(Vec<Row>, f64, f64, Vec<String>), String> {
+) -> Result<(Vec<Row>, f64, (f64, f64), Vec<String>), String> {
     let place = Place::new(args, dir, tag)?;
     let result = async {
         let (store, raw) = place.raw().await?;
@@ -391,7 +394,8 @@ async fn one(
             layout.sessions, layout.paused, place.kind
         );
         let seeded = crate::seed::seed(&place.kind, store.clone(), &raw, layout).await?;
-        eprintln!("scale_bench: seeded in {seeded:.1} s");
+        let size = raw.size_mib().await?;
+        eprintln!("scale_bench: seeded in {seeded:.1} s, {size:.0} MiB");
         if full {
             crate::plans::print(&raw, &place.kind).await?;
         }
@@ -412,7 +416,7 @@ async fn one(
             rows.push(row);
             calls = lines;
         }
-        Ok::<_, String>((rows, rss, seeded, calls))
+        Ok::<_, String>((rows, rss, (seeded, size), calls))
     }
     .await;
     place.drop_data().await;
@@ -432,11 +436,11 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         paused: args.paused,
     };
     let (_, small_rss, _, _) = one(&args, &dir, "small", small, false).await?;
-    let (rows, big_rss, seeded, calls) = one(&args, &dir, "big", big, true).await?;
+    let (rows, big_rss, (seeded, size), calls) = one(&args, &dir, "big", big, true).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!();
     println!(
-        "scale: {} sessions of 20 messages, {} paused, {} store (seeded in {seeded:.0} s); load average {}",
+        "scale: {} sessions of 20 messages, {} paused, {} store (seeded in {seeded:.0} s, {size:.0} MiB); load average {}",
         big.sessions,
         big.paused,
         args.store,

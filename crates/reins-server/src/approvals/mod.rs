@@ -128,7 +128,9 @@ pub(crate) async fn deliveries_of(
     // Newest first from the store: each list is reversed by pushing in reverse.
     for d in deliveries.into_iter().rev() {
         if let (Some(session), Some(req)) = (&d.notice.session, &d.notice.requirement) {
-            by.entry((session.clone(), req.clone())).or_default().push(d);
+            by.entry((session.clone(), req.clone()))
+                .or_default()
+                .push(d);
         }
     }
     by

@@ -73,7 +73,11 @@ pub async fn session_heads_are_filtered_by_phase<S: MemoryStore>(a: &S, b: &S) {
         ("c", phase("paused"), Some("delete")),
         ("d", None, None),
         ("e", phase("paused"), Some("send")),
-        ("f", Some(json!({"phase": {"phase": "finished", "status": "completed"}})), None),
+        (
+            "f",
+            Some(json!({"phase": {"phase": "finished", "status": "completed"}})),
+            None,
+        ),
         ("g", phase("paused"), Some("send")),
     ] {
         made.push(session(a, &prefix, n, state, tool).await);
@@ -86,7 +90,10 @@ pub async fn session_heads_are_filtered_by_phase<S: MemoryStore>(a: &S, b: &S) {
     let all = b.session_heads_page(&mine).await.unwrap();
     assert_eq!(all.len(), 7);
     let narrowed = |keep: &dyn Fn(&SessionHead) -> bool| -> Vec<String> {
-        all.iter().filter(|h| keep(h)).map(|h| h.id.clone()).collect()
+        all.iter()
+            .filter(|h| keep(h))
+            .map(|h| h.id.clone())
+            .collect()
     };
     let paused_of = |h: &SessionHead| {
         h.run_state
@@ -126,8 +133,7 @@ pub async fn session_heads_are_filtered_by_phase<S: MemoryStore>(a: &S, b: &S) {
     };
     assert_eq!(
         ids(&walk(b, &send, 1, async |_| {}).await),
-        narrowed(&|h| paused_of(h)
-            && h.open_requirements[0].payload["tool_use"]["name"] == "send")
+        narrowed(&|h| paused_of(h) && h.open_requirements[0].payload["tool_use"]["name"] == "send")
     );
     // A session that leaves the phase leaves the filtered list.
     let v = a.session_version(&made[0]).await.unwrap().unwrap();
@@ -160,7 +166,14 @@ pub async fn phase_pages_are_stable_while_sessions_are_added<S: MemoryStore>(a: 
     // A second caller adds paused sessions between the pages: they are newer than
     // the cursor, so the walk neither repeats nor skips the sessions it started with.
     let walked = walk(b, &filter, 2, async |k| {
-        session(a, &prefix, &format!("new{k}"), phase("paused"), Some("send")).await;
+        session(
+            a,
+            &prefix,
+            &format!("new{k}"),
+            phase("paused"),
+            Some("send"),
+        )
+        .await;
     })
     .await;
     assert_eq!(ids(&walked), ids(&before));
@@ -178,7 +191,9 @@ pub async fn deliveries_are_listed_for_several_sessions<S: MemoryStore>(a: &S, b
             .session(s(session))
             .requirement(req);
         a.append_notices(vec![n.clone()]).await.unwrap();
-        a.route_notice(&n.id, &["terminal".to_owned()]).await.unwrap();
+        a.route_notice(&n.id, &["terminal".to_owned()])
+            .await
+            .unwrap();
         notices.push(n);
     }
     let key = |d: &reins_memory::notice::Delivery| {
@@ -204,7 +219,11 @@ pub async fn deliveries_are_listed_for_several_sessions<S: MemoryStore>(a: &S, b
     // The same as one call per session.
     let mut one_by_one = Vec::new();
     for x in [s("x"), s("y")] {
-        one_by_one.extend(b.deliveries(&DeliveryFilter::all().session(x)).await.unwrap());
+        one_by_one.extend(
+            b.deliveries(&DeliveryFilter::all().session(x))
+                .await
+                .unwrap(),
+        );
     }
     let mut sorted_both: Vec<_> = both.iter().map(|d| d.id.clone()).collect();
     let mut sorted_one: Vec<_> = one_by_one.iter().map(|d| d.id.clone()).collect();
