@@ -4,7 +4,8 @@
 //!
 //! The store is read a page at a time without transcripts
 //! ([`MemoryStore::session_heads_page`]: an index walk from the cursor on, narrowed by
-//! the caller's or the `principal`'s id prefix and by the pending tool); each session's
+//! the caller's or the `principal`'s id prefix, by the pending tool, and for
+//! `status=paused` or a tool by the stored run's phase); each session's
 //! status comes from the same view `GET /v1/sessions/{id}` shows, so the list and
 //! the session never disagree.
 //!
