@@ -120,8 +120,8 @@ pub(super) const DIALECT: Dialect = Dialect {
          FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
            WHERE COALESCE(s.run_state #>> '{phase,phase}', '') = $6 AND s.updated_at <= $1 AND (s.updated_at < $1 OR s.id COLLATE \"C\" > $2) \
            AND ($3::text IS NULL OR starts_with(s.id, $3)) \
-           AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
-             WHERE q.session_id = s.id AND q.is_open AND q.tool = $4)) \
+           AND ($4::text IS NULL OR (SELECT 1 FROM reins_requirements q \
+             WHERE q.session_id = s.id AND q.is_open AND q.tool = $4 LIMIT 1) IS NOT NULL) \
            ORDER BY s.updated_at DESC, s.id COLLATE \"C\" LIMIT $5) p \
          LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open \
          ORDER BY p.updated_at DESC, p.id COLLATE \"C\", r.seq",

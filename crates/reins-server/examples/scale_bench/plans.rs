@@ -53,9 +53,17 @@ pub(crate) async fn print(raw: &Raw, kind: &str) -> Result<(), String> {
          AND s.updated_at <= '9999-12-31T23:59:59.999999Z' \
          AND (s.updated_at < '9999-12-31T23:59:59.999999Z' OR s.id{c} > '')"
     );
-    let tool_exists = format!(
-        "EXISTS (SELECT 1 FROM reins_requirements q WHERE q.session_id = s.id AND q.{open} AND q.tool = 'delete_file')"
-    );
+    // PostgreSQL: a sub-select with a LIMIT, which the planner keeps as a probe per
+    // session of the walk (an `EXISTS` becomes a join over every paused session).
+    let tool_exists = if sqlite {
+        format!(
+            "EXISTS (SELECT 1 FROM reins_requirements q WHERE q.session_id = s.id AND q.{open} AND q.tool = 'delete_file')"
+        )
+    } else {
+        format!(
+            "(SELECT 1 FROM reins_requirements q WHERE q.session_id = s.id AND q.{open} AND q.tool = 'delete_file' LIMIT 1) IS NOT NULL"
+        )
+    };
     let by_activity = format!("ORDER BY s.updated_at DESC, s.id{c} LIMIT 51");
     let ids = if sqlite {
         "(SELECT value FROM json_each('[\"u0/s0000000\",\"u1/s0000010\"]'))".to_owned()
