@@ -16,6 +16,12 @@ pub struct SessionFilter {
     /// Only sessions with an open requirement of a call to this tool (read from the
     /// record's payload at `tool_use.name`).
     pub open_tool: Option<String>,
+    /// Only sessions whose run state is in this phase: the text at `phase.phase` of
+    /// the run state, as reins-agent writes it (`paused`, `idle`, `finished`, ...;
+    /// `""` for a session without a run state or without that field). The SQL stores
+    /// index it with the activity order, so a page of paused sessions is one index
+    /// walk however few of the stored sessions are paused.
+    pub phase: Option<String>,
     /// Only those after this `(updated_at, id)` (the last of the previous page).
     pub after: Option<(DateTime<Utc>, String)>,
     /// At most this many (0 is read as 1).
@@ -41,10 +47,23 @@ impl SessionFilter {
                     .iter()
                     .any(|r| crate::pending::tool_of(&r.payload) == Some(t))
             })
+            && self
+                .phase
+                .as_deref()
+                .is_none_or(|p| phase_of(head.run_state.as_ref()) == p)
             && self.after.as_ref().is_none_or(|(at, id)| {
                 head.updated_at < *at || (head.updated_at == *at && head.id > *id)
             })
     }
+}
+
+/// The phase of a stored run state as [`SessionFilter::phase`] reads it: the text at
+/// `phase.phase`, or `""`.
+pub(crate) fn phase_of(run_state: Option<&serde_json::Value>) -> &str {
+    run_state
+        .and_then(|v| v.pointer("/phase/phase"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
 }
 
 /// The page `filter` selects from `heads`: the provided method's answer (a scan).

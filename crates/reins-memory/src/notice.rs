@@ -307,6 +307,9 @@ pub struct DeliveryFilter {
     pub destination_prefix: Option<String>,
     /// Deliveries of notices about this session.
     pub session: Option<String>,
+    /// Deliveries of notices about one of these sessions (one store call for the
+    /// deliveries of a page of sessions; an empty list admits nothing).
+    pub sessions: Option<Vec<String>>,
     /// Deliveries of notices about this requirement.
     pub requirement: Option<String>,
     /// Deliveries of this notice.
@@ -332,6 +335,13 @@ impl DeliveryFilter {
     #[must_use]
     pub fn session(mut self, session: impl Into<String>) -> Self {
         self.session = Some(session.into());
+        self
+    }
+
+    /// Only notices about one of `sessions`.
+    #[must_use]
+    pub fn sessions(mut self, sessions: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.sessions = Some(sessions.into_iter().map(Into::into).collect());
         self
     }
 
@@ -365,6 +375,12 @@ impl DeliveryFilter {
                 .session
                 .as_deref()
                 .is_none_or(|s| d.notice.session.as_deref() == Some(s))
+            && self.sessions.as_ref().is_none_or(|list| {
+                d.notice
+                    .session
+                    .as_deref()
+                    .is_some_and(|s| list.iter().any(|x| x == s))
+            })
             && self
                 .requirement
                 .as_deref()

@@ -378,6 +378,21 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
     assert_eq!(first["to"], json!(["ana", "rita"]));
     let (_, mine) = s.get(ANA, "/v1/requirements?assigned=me").await;
     assert_eq!(mine["items"].as_array().unwrap().len(), 2, "{mine}");
+    // The deliveries of both sessions are read at once; each item shows its own.
+    for item in mine["items"].as_array().unwrap() {
+        let notices: Vec<&str> = item["notified"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["notice"].as_str().unwrap())
+            .collect();
+        let escalated = notices.contains(&"requirement.escalated");
+        match item["session_id"].as_str().unwrap() {
+            "alice/mail" => assert!(escalated, "{item}"),
+            "alice/del" => assert!(!escalated && !notices.is_empty(), "{item}"),
+            other => panic!("{other}: {mine}"),
+        }
+    }
     let (_, theirs) = s.get(ADMIN, "/v1/requirements?assigned=me").await;
     assert_eq!(theirs["items"], json!([]), "nothing was sent to ops");
     let (st, _) = s.get(ANA, "/v1/requirements?assigned=everyone").await;

@@ -315,3 +315,76 @@ async fn the_list_follows_the_roles() {
     assert_eq!(page["sessions"][0]["principal"], "bob");
     assert_eq!(ids(&page), ["bob/two:idle"]);
 }
+
+/// The `status=paused` and `tool=` filters (narrowed in the store by the run's phase)
+/// list what the unfiltered list shows with that status or tool, and their pages with
+/// a cursor neither repeat nor skip a session while a second caller pauses new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_pages_match_the_full_list_and_hold_under_inserts() {
+    for (label, store, dir) in stores().await {
+        let t = tag();
+        let s = server(store, dir, &t).await;
+        let me = format!("tok-{t}");
+        let p = format!("principal=u{t}");
+        for (k, text) in [
+            "delete a.txt",
+            "hello",
+            "mail bob@example.com",
+            "delete b.txt",
+            "hello",
+            "mail ann@example.com",
+        ]
+        .iter()
+        .enumerate()
+        {
+            run(&s, &me, &format!("{t}/s{k}"), text).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let all = ids(&list(&s, ANA, &format!("{p}&limit=200")).await);
+        assert_eq!(all.len(), 6, "{label}: {all:?}");
+        let paused: Vec<String> = all
+            .iter()
+            .filter(|r| r.ends_with(":paused"))
+            .cloned()
+            .collect();
+        assert_eq!(paused.len(), 4, "{label}: {all:?}");
+        let deletes: Vec<String> = paused
+            .iter()
+            .filter(|r| r.contains("/s0:") || r.contains("/s3:"))
+            .cloned()
+            .collect();
+        // The sessions paused during the first walk wait on another tool than the
+        // second walk lists.
+        for (query, want, text) in [
+            ("status=paused", &paused, "mail new@example.com"),
+            ("tool=delete_file", &deletes, "delete c.txt"),
+        ] {
+            assert_eq!(
+                ids(&list(&s, ANA, &format!("{p}&{query}")).await),
+                *want,
+                "{label}: {query}"
+            );
+            // Pages of one; before each next page a second caller pauses a new
+            // session (newer than the cursor: it belongs before the walk's position).
+            let mut seen = Vec::new();
+            let mut q = format!("{p}&{query}&limit=1");
+            for k in 0.. {
+                let page = list(&s, ANA, &q).await;
+                seen.extend(ids(&page));
+                assert!(seen.len() <= want.len(), "{label}: {query}: {seen:?}");
+                run(&s, &me, &format!("{t}/new-{query}-{k}"), text).await;
+                match page["next_cursor"].as_str() {
+                    Some(c) => q = format!("{p}&{query}&limit=1&cursor={c}"),
+                    None => break,
+                }
+            }
+            assert_eq!(seen, *want, "{label}: {query}");
+        }
+        let now = ids(&list(&s, ANA, &format!("{p}&status=paused&limit=200")).await);
+        assert_eq!(
+            now.len(),
+            4 + paused.len() + deletes.len(),
+            "{label}: {now:?}"
+        );
+    }
+}

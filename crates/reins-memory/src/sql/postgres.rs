@@ -38,10 +38,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("postgres_schema_v3.sql")),
     (4, include_str!("postgres_schema_v4.sql")),
     (5, include_str!("postgres_schema_v5.sql")),
+    (6, include_str!("postgres_schema_v6.sql")),
 ];
 
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 5;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 6;
 
 /// What the single-statement commit fails with when the run lock it takes is another
 /// owner's: it casts this text to an integer, so that the failure undoes the whole

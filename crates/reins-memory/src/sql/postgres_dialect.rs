@@ -34,6 +34,11 @@ pub(super) const OUTBOX: flow::OutboxSql = flow::OutboxSql {
     list: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries \
          WHERE ($1::text IS NULL OR left(destination, length($1)) = $1) AND ($2::text IS NULL OR session_id = $2) \
          AND ($3::text IS NULL OR requirement = $3) AND ($4::text IS NULL OR notice_id = $4) ORDER BY seq DESC LIMIT $5",
+    list_for_sessions: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries \
+         WHERE session_id = ANY($6) \
+         AND ($1::text IS NULL OR left(destination, length($1)) = $1) AND ($2::text IS NULL OR session_id = $2) \
+         AND ($3::text IS NULL OR requirement = $3) AND ($4::text IS NULL OR notice_id = $4) ORDER BY seq DESC LIMIT $5",
+    ids_as_json: false,
     attempts: "SELECT attempt, owner, at, outcome, error FROM reins_delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
     redeliver: "UPDATE reins_deliveries SET state = 'pending', next_at = $2, updated_at = $2 WHERE id = $1",
     delivery: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body::text FROM reins_deliveries WHERE id = $1",
@@ -108,6 +113,15 @@ pub(super) const DIALECT: Dialect = Dialect {
            AND ($3::text IS NULL OR starts_with(s.id, $3)) \
            AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
              WHERE q.session_id = s.id AND q.is_open AND q.tool = $4)) \
+           ORDER BY s.updated_at DESC, s.id COLLATE \"C\" LIMIT $5) p \
+         LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open \
+         ORDER BY p.updated_at DESC, p.id COLLATE \"C\", r.seq",
+    session_heads_page_phase: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state::text, r.id, r.body::text \
+         FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
+           WHERE COALESCE(s.run_state #>> '{phase,phase}', '') = $6 AND s.updated_at <= $1 AND (s.updated_at < $1 OR s.id COLLATE \"C\" > $2) \
+           AND ($3::text IS NULL OR starts_with(s.id, $3)) \
+           AND ($4::text IS NULL OR (SELECT 1 FROM reins_requirements q \
+             WHERE q.session_id = s.id AND q.is_open AND q.tool = $4 LIMIT 1) IS NOT NULL) \
            ORDER BY s.updated_at DESC, s.id COLLATE \"C\" LIMIT $5) p \
          LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open \
          ORDER BY p.updated_at DESC, p.id COLLATE \"C\", r.seq",

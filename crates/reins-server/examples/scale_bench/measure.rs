@@ -2,10 +2,10 @@
 //! time), the store work of decisions in this process, the server's RSS with N and
 //! with 1,000 sessions stored; then the table with the targets.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use reins_agent::Decision;
@@ -327,40 +327,65 @@ async fn workload(http: &Http, layout: Layout, n: usize) -> Result<Vec<Row>, Str
 
 /// The store work of `n` decisions made in this process on the first paused sessions:
 /// every store call the agent makes, from opening the session to the end of the run.
+/// Also returns the calls a decision makes: per call name, how many per decision and
+/// their p50 / p99 time.
 async fn store_work(
     store: Arc<dyn reins_memory::MemoryStore>,
     layout: Layout,
     n: usize,
-) -> Result<Row, String> {
-    let spent = Arc::new(AtomicU64::new(0));
+) -> Result<(Row, Vec<String>), String> {
+    let calls: crate::timed::CallLog = Arc::default();
     let timed = crate::timed::Timed {
         inner: store,
-        spent: spent.clone(),
+        calls: calls.clone(),
     };
     let agent = crate::agent(Arc::new(timed));
     let mut ms = Vec::new();
-    for j in 0..n.min(layout.paused / 2).max(1) {
+    let mut by_name: BTreeMap<&'static str, (usize, Vec<f64>)> = BTreeMap::new();
+    let decisions = n.min(layout.paused / 2).max(1);
+    for j in 0..decisions {
         let id = layout.id(layout.paused_session(j));
-        spent.store(0, Ordering::Relaxed);
+        calls.lock().unwrap().clear();
         let session = agent.session(&id).await.map_err(|e| e.to_string())?;
         session
             .resolve(vec![Decision::approve(CALL_ID)])
             .await
             .map_err(|e| format!("decision on {id}: {e}"))?;
-        ms.push(spent.load(Ordering::Relaxed) as f64 / 1e6);
+        let log = std::mem::take(&mut *calls.lock().unwrap());
+        ms.push(log.iter().map(|c| c.1).sum::<u64>() as f64 / 1e6);
+        for (name, ns) in log {
+            let e = by_name.entry(name).or_default();
+            e.0 += 1;
+            e.1.push(ns as f64 / 1e6);
+        }
     }
-    Ok(row("decision: its store work", ms, Some(STORE_P99_MS)))
+    let lines = by_name
+        .into_iter()
+        .map(|(name, (count, mut t))| {
+            t.sort_by(f64::total_cmp);
+            format!(
+                "  {name:<32} {:>5.2} per decision  p50 {:>7.3} ms  p99 {:>7.3} ms",
+                count as f64 / decisions as f64,
+                pct(&t, 0.5),
+                pct(&t, 0.99)
+            )
+        })
+        .collect();
+    Ok((
+        row("decision: its store work", ms, Some(STORE_P99_MS)),
+        lines,
+    ))
 }
 
-/// Seeds, serves and measures one layout; returns its rows, the server's RSS and the
-/// seeding time.
+/// Seeds, serves and measures one layout; returns its rows, the server's RSS, the
+/// seeding time and the store's size, and a decision's store calls.
 async fn one(
     args: &Args,
     dir: &Path,
     tag: &str,
     layout: Layout,
     full: bool,
-) -> Result<(Vec<Row>, f64, f64), String> {
+) -> Result<(Vec<Row>, f64, (f64, f64), Vec<String>), String> {
     let place = Place::new(args, dir, tag)?;
     let result = async {
         let (store, raw) = place.raw().await?;
@@ -369,7 +394,8 @@ async fn one(
             layout.sessions, layout.paused, place.kind
         );
         let seeded = crate::seed::seed(&place.kind, store.clone(), &raw, layout).await?;
-        eprintln!("scale_bench: seeded in {seeded:.1} s");
+        let size = raw.size_mib().await?;
+        eprintln!("scale_bench: seeded in {seeded:.1} s, {size:.0} MiB");
         if full {
             crate::plans::print(&raw, &place.kind).await?;
         }
@@ -384,10 +410,13 @@ async fn one(
         let mut rows = workload(&http, layout, args.samples).await?;
         let rss = rss_mib(server.child.id());
         drop(server);
+        let mut calls = Vec::new();
         if full {
-            rows.push(store_work(store, layout, args.samples).await?);
+            let (row, lines) = store_work(store, layout, args.samples).await?;
+            rows.push(row);
+            calls = lines;
         }
-        Ok::<_, String>((rows, rss, seeded))
+        Ok::<_, String>((rows, rss, (seeded, size), calls))
     }
     .await;
     place.drop_data().await;
@@ -406,12 +435,12 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         sessions: args.sessions,
         paused: args.paused,
     };
-    let (_, small_rss, _) = one(&args, &dir, "small", small, false).await?;
-    let (rows, big_rss, seeded) = one(&args, &dir, "big", big, true).await?;
+    let (_, small_rss, _, _) = one(&args, &dir, "small", small, false).await?;
+    let (rows, big_rss, (seeded, size), calls) = one(&args, &dir, "big", big, true).await?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!();
     println!(
-        "scale: {} sessions of 20 messages, {} paused, {} store (seeded in {seeded:.0} s); load average {}",
+        "scale: {} sessions of 20 messages, {} paused, {} store (seeded in {seeded:.0} s, {size:.0} MiB); load average {}",
         big.sessions,
         big.paused,
         args.store,
@@ -453,6 +482,10 @@ pub(crate) async fn run(args: Args) -> Result<(), String> {
         format!("≤ +{RSS_PCT:.0} % ({growth:+.1} %)"),
         if met { "met" } else { "not met" }
     );
+    println!("a decision's store calls:");
+    for line in &calls {
+        println!("{line}");
+    }
     println!(
         "targets: {}",
         if all_met { "all met" } else { "not all met" }

@@ -1,4 +1,4 @@
-//! The query plans of the pending-requirements listing on the seeded store (the
+//! The query plans of the inbox's and the session list's statements on the seeded store (the
 //! statements of reins-memory's dialects with their parameters filled in), printed
 //! before the measurement: `EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN ANALYZE` on
 //! PostgreSQL.
@@ -41,6 +41,54 @@ pub(crate) async fn print(raw: &Raw, kind: &str) -> Result<(), String> {
             format!("{head} AND {first} AND {prefix} {order}"),
         ),
     ];
+    // The session list narrowed to paused runs (and to a pending tool): the inner
+    // query of `session_heads_page_phase`, first page.
+    let phase = if sqlite {
+        "COALESCE(json_extract(CASE WHEN json_valid(s.run_state) THEN s.run_state END, '$.phase.phase'), '')"
+    } else {
+        "COALESCE(s.run_state #>> '{phase,phase}', '')"
+    };
+    let sessions = format!(
+        "SELECT id, updated_at FROM reins_sessions s WHERE {phase} = 'paused' \
+         AND s.updated_at <= '9999-12-31T23:59:59.999999Z' \
+         AND (s.updated_at < '9999-12-31T23:59:59.999999Z' OR s.id{c} > '')"
+    );
+    // PostgreSQL: a sub-select with a LIMIT, which the planner keeps as a probe per
+    // session of the walk (an `EXISTS` becomes a join over every paused session).
+    let tool_exists = if sqlite {
+        format!(
+            "EXISTS (SELECT 1 FROM reins_requirements q WHERE q.session_id = s.id AND q.{open} AND q.tool = 'delete_file')"
+        )
+    } else {
+        format!(
+            "(SELECT 1 FROM reins_requirements q WHERE q.session_id = s.id AND q.{open} AND q.tool = 'delete_file' LIMIT 1) IS NOT NULL"
+        )
+    };
+    let by_activity = format!("ORDER BY s.updated_at DESC, s.id{c} LIMIT 51");
+    let ids = if sqlite {
+        "(SELECT value FROM json_each('[\"u0/s0000000\",\"u1/s0000010\"]'))".to_owned()
+    } else {
+        "ANY(ARRAY['u0/s0000000', 'u1/s0000010'])".to_owned()
+    };
+    let in_ids = if sqlite {
+        format!("IN {ids}")
+    } else {
+        format!("= {ids}")
+    };
+    let cases = cases.into_iter().chain([
+        (
+            "sessions, status=paused",
+            format!("{sessions} {by_activity}"),
+        ),
+        (
+            "sessions, tool=delete_file",
+            format!("{sessions} AND {tool_exists} {by_activity}"),
+        ),
+        (
+            "inbox, the deliveries of a page's sessions",
+            format!("SELECT id FROM reins_deliveries WHERE session_id {in_ids} ORDER BY seq DESC"),
+        ),
+    ]);
     for (what, sql) in cases {
         println!("plan ({kind}): {what}\n  {sql}");
         for line in raw.plan(&sql).await? {

@@ -208,6 +208,36 @@ impl Raw {
         }
     }
 
+    /// The store's size on disk in MiB (tables and indexes; SQLite: the database
+    /// file after the checkpoint).
+    pub async fn size_mib(&self) -> Result<f64, String> {
+        let bytes: i64 = match self {
+            Self::Sqlite(s) => s
+                .with_connection(|c| {
+                    c.query_row(
+                        "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+                        [],
+                        |r| r.get(0),
+                    )
+                })
+                .await
+                .map_err(|e| format!("size: {e}"))?,
+            Self::Postgres(p) => {
+                use sqlx::Row;
+                sqlx::query(
+                    "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+                )
+                .fetch_one(p.pool())
+                .await
+                .and_then(|r| r.try_get(0))
+                .map_err(|e| format!("size: {e}"))?
+            }
+        };
+        Ok(bytes as f64 / (1024.0 * 1024.0))
+    }
+
     /// The plan of a query: `EXPLAIN QUERY PLAN` (SQLite) or `EXPLAIN ANALYZE`
     /// (PostgreSQL), one line per row.
     pub async fn plan(&self, sql: &str) -> Result<Vec<String>, String> {

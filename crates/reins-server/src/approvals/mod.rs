@@ -15,6 +15,8 @@ mod page;
 pub(crate) mod slack;
 pub(crate) mod waiting;
 
+use std::collections::HashMap;
+
 use axum::Router;
 use axum::routing::{get, post};
 use serde_json::Value;
@@ -111,30 +113,46 @@ pub(crate) fn enc_path(id: &str) -> String {
     out
 }
 
-/// The deliveries of the notices about a waiting requirement, for the inbox: which
-/// channel, whom it reaches, where it stands. Empty when the store keeps no outbox.
-pub(crate) async fn notified(
+/// The deliveries of the notices about the requirements of `sessions`, oldest first,
+/// by (session, requirement): one store call for a page of the inbox. Empty when the
+/// store keeps no outbox or cannot list it (the inbox shows the requirements without).
+pub(crate) async fn deliveries_of(
     state: &AppState,
-    session: &str,
+    sessions: impl IntoIterator<Item = impl Into<String>>,
+) -> HashMap<(String, String), Vec<reins_memory::Delivery>> {
+    let filter = reins_memory::DeliveryFilter::all().sessions(sessions);
+    let Ok(deliveries) = state.agent.store().deliveries(&filter).await else {
+        return HashMap::new();
+    };
+    let mut by: HashMap<(String, String), Vec<reins_memory::Delivery>> = HashMap::new();
+    // Newest first from the store: each list is reversed by pushing in reverse.
+    for d in deliveries.into_iter().rev() {
+        if let (Some(session), Some(req)) = (&d.notice.session, &d.notice.requirement) {
+            by.entry((session.clone(), req.clone()))
+                .or_default()
+                .push(d);
+        }
+    }
+    by
+}
+
+/// The inbox's view of the deliveries about a waiting requirement (from
+/// [`deliveries_of`]): which channel, whom it reaches, where it stands.
+pub(crate) fn notified(
+    state: &AppState,
+    deliveries: &[reins_memory::Delivery],
     req: &reins_agent::Requirement,
 ) -> Vec<crate::types::Notified> {
-    let filter = reins_memory::DeliveryFilter::all()
-        .session(session)
-        .requirement(&req.id);
-    let Ok(mut deliveries) = state.agent.store().deliveries(&filter).await else {
-        return Vec::new();
-    };
-    deliveries.reverse();
     deliveries
-        .into_iter()
+        .iter()
         .map(|d| crate::types::Notified {
             to: recipients(state, &d.destination, &d.notice, &req.tool_use.name),
-            channel: d.destination,
+            channel: d.destination.clone(),
             notice: d.notice.kind.as_str().to_owned(),
             state: d.state.as_str().to_owned(),
             attempts: d.attempts,
             at: d.updated_at,
-            error: d.last_error,
+            error: d.last_error.clone(),
         })
         .collect()
 }

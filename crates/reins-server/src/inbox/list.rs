@@ -4,7 +4,8 @@
 //!
 //! The store is read a page at a time without transcripts
 //! ([`MemoryStore::session_heads_page`]: an index walk from the cursor on, narrowed by
-//! the caller's or the `principal`'s id prefix and by the pending tool); each session's
+//! the caller's or the `principal`'s id prefix, by the pending tool, and for
+//! `status=paused` or a tool by the stored run's phase); each session's
 //! status comes from the same view `GET /v1/sessions/{id}` shows, so the list and
 //! the session never disagree.
 //!
@@ -111,6 +112,9 @@ fn check(state: &AppState, q: SessionsQuery) -> Result<Filters> {
     })
 }
 
+/// The phase a paused run is stored in (`phase.phase` of reins-agent's run state).
+const PAUSED_PHASE: &str = "paused";
+
 /// The most sessions the list reads from the store at once.
 const MAX_BATCH: usize = 1000;
 
@@ -160,9 +164,16 @@ pub(crate) async fn get_sessions(
     };
     // The store walks the sessions in the list's order from the cursor on, narrowed by
     // prefix and pending tool; each one is then checked as the session view shows it.
+    // A session shows as paused, and lists pending tools, only while its stored run is
+    // paused: the store narrows to those with its index on the run's phase.
+    let only_paused = f.tool.is_some()
+        || f.statuses
+            .as_ref()
+            .is_some_and(|s| !s.is_empty() && s.iter().all(|x| *x == SessionStatus::Paused));
     let mut filter = SessionFilter {
         session_prefix,
         open_tool: f.tool.clone(),
+        phase: only_paused.then(|| PAUSED_PHASE.to_owned()),
         after: f.after.clone().map(|(at, id, _)| (at.0, id)),
         limit: f.limit + 1,
     };

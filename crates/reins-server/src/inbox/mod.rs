@@ -182,6 +182,9 @@ pub(crate) async fn get_requirements(
             // Deleted since it was listed.
             views.entry(id).or_insert(None);
         }
+        // What the caller sees of this batch; then the deliveries of its sessions'
+        // notices, in one store call.
+        let mut shown_rows = Vec::new();
         for row in &rows {
             let session = &row.key.session_id;
             if !who.may_read(session) {
@@ -196,7 +199,19 @@ pub(crate) async fn get_requirements(
             if !(who.may_decide(&r.tool_use.name) || who.owns(session)) {
                 continue;
             }
-            let item = item(&state, session, detail, r).await;
+            shown_rows.push((session, detail, r));
+        }
+        let sessions: BTreeSet<&String> = shown_rows.iter().map(|(s, _, _)| *s).collect();
+        let deliveries = if sessions.is_empty() {
+            HashMap::new()
+        } else {
+            crate::approvals::deliveries_of(&state, sessions).await
+        };
+        for (session, detail, r) in shown_rows {
+            let sent = deliveries
+                .get(&(session.clone(), r.id.clone()))
+                .map_or(&[][..], Vec::as_slice);
+            let item = item(&state, session, detail, r, sent);
             if assigned && !item.notified.iter().any(|n| n.to.contains(&who.name)) {
                 continue;
             }
@@ -252,12 +267,13 @@ async fn shown(state: &AppState, head: reins_memory::SessionHead) -> Result<Opti
     )
 }
 
-/// The inbox item of requirement `r` of `session`.
-async fn item(
+/// The inbox item of requirement `r` of `session`, with the deliveries of its notices.
+fn item(
     state: &AppState,
     session: &str,
     detail: &SessionDetail,
     r: &reins_agent::Requirement,
+    sent: &[reins_memory::Delivery],
 ) -> InboxItem {
     let (kind, fields) = match &r.kind {
         RequirementKind::Confirmation => ("confirmation", None),
@@ -286,7 +302,7 @@ async fn item(
         expires_at: r.expires_at,
         view_token: detail.view_token.clone(),
         quorum: r.quorum.as_ref().map(Into::into),
-        notified: crate::approvals::notified(state, session, r).await,
+        notified: crate::approvals::notified(state, sent, r),
     }
 }
 

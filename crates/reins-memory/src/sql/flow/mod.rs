@@ -228,6 +228,10 @@ pub(crate) struct Dialect {
     /// `updated_at` descending, id ascending order, each with its open requirements
     /// (one row per requirement, by seq).
     pub session_heads_page: &'static str,
+    /// `session_heads_page`'s parameters and a sixth, `phase` → the same page of the
+    /// sessions whose run state is in that phase (see [`crate::SessionFilter::phase`]):
+    /// one walk of the index on (phase, activity).
+    pub session_heads_page_phase: &'static str,
     /// `(ids)` → the columns of `session_heads_page` for the sessions named; `ids` is
     /// a JSON array (SQLite) or a text array (PostgreSQL), see `ids_as_json`.
     pub session_heads: &'static str,

@@ -42,6 +42,12 @@ pub(crate) struct OutboxSql {
     /// `(destination_prefix, session, requirement, notice, limit)` → rows as
     /// `id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body`, newest first.
     pub list: &'static str,
+    /// `list`'s parameters and a sixth, `sessions` → the same rows for the notices
+    /// about one of the sessions named: a JSON array (SQLite) or a text array
+    /// (PostgreSQL), see `ids_as_json`.
+    pub list_for_sessions: &'static str,
+    /// Whether `list_for_sessions` takes its ids as one JSON text.
+    pub ids_as_json: bool,
     /// `(delivery_id)` → attempt, owner, at, outcome, error, oldest first.
     pub attempts: &'static str,
     /// `(id, now: Stamp)`: pending and due now.
@@ -242,18 +248,28 @@ pub(crate) async fn list_deliveries<E: Exec>(
     } else {
         to_i64(f.limit as u64)
     };
-    let rows = e
-        .rows(
-            d.list,
-            &[
-                Arg::OptText(f.destination_prefix.as_deref()),
-                Arg::OptText(f.session.as_deref()),
-                Arg::OptText(f.requirement.as_deref()),
-                Arg::OptText(f.notice.as_deref()),
-                Arg::Int(limit),
-            ],
-        )
-        .await?;
+    let mut args = vec![
+        Arg::OptText(f.destination_prefix.as_deref()),
+        Arg::OptText(f.session.as_deref()),
+        Arg::OptText(f.requirement.as_deref()),
+        Arg::OptText(f.notice.as_deref()),
+        Arg::Int(limit),
+    ];
+    let json;
+    let sql = match &f.sessions {
+        None => d.list,
+        Some(ids) if ids.is_empty() => return Ok(Vec::new()),
+        Some(ids) => {
+            args.push(if d.ids_as_json {
+                json = encode_json("session ids", ids)?;
+                Arg::Text(&json)
+            } else {
+                Arg::Texts(ids)
+            });
+            d.list_for_sessions
+        }
+    };
+    let rows = e.rows(sql, &args).await?;
     rows.iter().map(decode_delivery).collect()
 }
 

@@ -117,14 +117,21 @@ pub(crate) async fn session_heads_page<E: Exec>(
         Some((at, id)) => (*at, id.as_str()),
         None => (last, ""),
     };
-    let args = [
+    let mut args = vec![
         Arg::Stamp(at),
         Arg::Text(id),
         Arg::OptText(filter.session_prefix.as_deref()),
         Arg::OptText(filter.open_tool.as_deref()),
         Arg::Int(to_i64(limit as u64)),
     ];
-    heads_of(e.rows(d.session_heads_page, &args).await?)
+    let sql = match filter.phase.as_deref() {
+        None => d.session_heads_page,
+        Some(phase) => {
+            args.push(Arg::Text(phase));
+            d.session_heads_page_phase
+        }
+    };
+    heads_of(e.rows(sql, &args).await?)
 }
 
 /// The heads of the sessions named (see [`crate::MemoryStore::session_heads`]).

@@ -34,6 +34,11 @@ pub(super) const OUTBOX: flow::OutboxSql = flow::OutboxSql {
     list: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body FROM reins_deliveries \
          WHERE (?1 IS NULL OR substr(destination, 1, length(?1)) = ?1) AND (?2 IS NULL OR session_id = ?2) \
          AND (?3 IS NULL OR requirement = ?3) AND (?4 IS NULL OR notice_id = ?4) ORDER BY seq DESC LIMIT ?5",
+    list_for_sessions: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body FROM reins_deliveries \
+         WHERE session_id IN (SELECT value FROM json_each(?6)) \
+         AND (?1 IS NULL OR substr(destination, 1, length(?1)) = ?1) AND (?2 IS NULL OR session_id = ?2) \
+         AND (?3 IS NULL OR requirement = ?3) AND (?4 IS NULL OR notice_id = ?4) ORDER BY seq DESC LIMIT ?5",
+    ids_as_json: true,
     attempts: "SELECT attempt, owner, at, outcome, error FROM reins_delivery_attempts WHERE delivery_id = ?1 ORDER BY attempt",
     redeliver: "UPDATE reins_deliveries SET state = 'pending', next_at = ?2, updated_at = ?2 WHERE id = ?1",
     delivery: "SELECT id, destination, state, attempts, next_at, lease_owner, lease_until, last_error, updated_at, body FROM reins_deliveries WHERE id = ?1",
@@ -83,6 +88,15 @@ pub(super) const DIALECT: Dialect = Dialect {
     session_heads_page: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state, r.id, r.body \
          FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
            WHERE s.updated_at <= ?1 AND (s.updated_at < ?1 OR s.id > ?2) \
+           AND (?3 IS NULL OR substr(s.id, 1, length(?3)) = ?3) \
+           AND (?4 IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
+             WHERE q.session_id = s.id AND q.is_open = 1 AND q.tool = ?4)) \
+           ORDER BY s.updated_at DESC, s.id LIMIT ?5) p \
+         LEFT JOIN reins_requirements r ON r.session_id = p.id AND r.is_open = 1 \
+         ORDER BY p.updated_at DESC, p.id, r.seq",
+    session_heads_page_phase: "SELECT p.id, p.version, p.message_count, p.created_at, p.updated_at, p.run_state, r.id, r.body \
+         FROM (SELECT id, version, message_count, created_at, updated_at, run_state FROM reins_sessions s \
+           WHERE COALESCE(json_extract(CASE WHEN json_valid(s.run_state) THEN s.run_state END, '$.phase.phase'), '') = ?6 AND s.updated_at <= ?1 AND (s.updated_at < ?1 OR s.id > ?2) \
            AND (?3 IS NULL OR substr(s.id, 1, length(?3)) = ?3) \
            AND (?4 IS NULL OR EXISTS (SELECT 1 FROM reins_requirements q \
              WHERE q.session_id = s.id AND q.is_open = 1 AND q.tool = ?4)) \

@@ -39,10 +39,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../sqlite_schema_v3.sql")),
     (4, include_str!("../sqlite_schema_v4.sql")),
     (5, include_str!("../sqlite_schema_v5.sql")),
+    (6, include_str!("../sqlite_schema_v6.sql")),
 ];
 
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 5;
+pub const SQLITE_SCHEMA_VERSION: i64 = 6;
 
 /// How hard a commit tries to survive a crash.
 ///

@@ -13,12 +13,15 @@ use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
 
 mod coordination;
+mod filters;
 mod grants;
 mod outbox;
 mod pending;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
+#[allow(unused_imports)]
+pub use filters::*;
 #[allow(unused_imports)]
 pub use grants::*;
 #[allow(unused_imports)]
@@ -65,6 +68,9 @@ macro_rules! conformance_tests {
             deliveries_are_leased_logged_and_redelivered,
             pending_requirements_are_listed_newest_first_by_keyset,
             session_heads_are_paged_by_activity,
+            session_heads_are_filtered_by_phase,
+            phase_pages_are_stable_while_sessions_are_added,
+            deliveries_are_listed_for_several_sessions,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(

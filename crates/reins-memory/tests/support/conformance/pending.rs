@@ -218,6 +218,7 @@ pub async fn session_heads_are_paged_by_activity<S: MemoryStore>(a: &S, b: &S) {
             open_tool: tool.map(str::to_owned),
             after: after.map(|h| (h.updated_at, h.id.clone())),
             limit,
+            phase: None,
         };
     let mut walked = Vec::new();
     let mut after = None;
