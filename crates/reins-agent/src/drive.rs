@@ -36,10 +36,6 @@ pub(crate) struct DriveArgs {
     /// The session, held in this process until the call ends.
     pub(crate) core: ClaimedCore,
     pub(crate) lock: StoreLock,
-    /// Told once the run holds the lock, when its first commit is to take it (a
-    /// started run hands out its handle then); dropped untold when the run ends
-    /// before that.
-    pub(crate) locked: Option<tokio::sync::oneshot::Sender<()>>,
     pub(crate) input: RunInput,
     /// Who the call acts for.
     pub(crate) actor: Option<Actor>,
@@ -75,7 +71,6 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         session,
         mut core,
         lock,
-        locked,
         input,
         actor,
         view,
@@ -92,7 +87,6 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
         cancel,
         events,
         lock,
-        locked,
         client_tools,
         trace_parent,
         ledgered: std::sync::Mutex::new(Vec::new()),
@@ -155,8 +149,6 @@ struct Driver {
     cancel: CancellationToken,
     events: Option<UnboundedSender<RunEvent>>,
     lock: StoreLock,
-    /// See [`DriveArgs::locked`].
-    locked: Option<tokio::sync::oneshot::Sender<()>>,
     /// The caller's own tools for this call: offered to the model beside the toolkit's
     /// (a toolkit tool of the same name wins), and always external (the run pauses
     /// with an `External` requirement for each call; the caller answers with its
@@ -413,11 +405,9 @@ impl Driver {
     ) -> Result<Vec<reins_message::ToolUse>> {
         if !self.lock.is_held() {
             if let Some(children) = self.begin_unlocked(core, call).await? {
-                self.tell_locked();
                 return Ok(children);
             }
             self.lock.acquire_now().await?;
-            self.tell_locked();
         }
         // Another worker may have written since this process last looked: the version
         // read with the lock, and a reload only when it moved.
@@ -470,14 +460,6 @@ impl Driver {
                 // store holds.
                 Err(e) => return Err(e),
             }
-        }
-    }
-
-    /// Tells whoever waits for it (a started run's caller) that the run holds the
-    /// lock.
-    fn tell_locked(&mut self) {
-        if let Some(tx) = self.locked.take() {
-            let _ = tx.send(());
         }
     }
 

@@ -228,34 +228,13 @@ impl Session {
         };
         self.deciding(parts, |parts| async move {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let (mut args, active) = self.prepare(parts, Some(tx)).await?;
+            // A started run takes the lock before its handle exists, so that nothing
+            // of the run has happened when the caller gets the handle: an interrupt
+            // sent right away (A2A's cancel of a paused task rejects its calls and
+            // interrupts) stops the run before the model is asked again.
+            let (args, active) = self.prepare(parts, Some(tx), false).await?;
             let cancel = args.cancel.clone();
-            // Where the run's first commit takes the lock, the handle is handed out
-            // once the lock is held: a busy session is refused here, as when the lock
-            // is taken before the run starts.
-            let held = (!args.lock.is_held()).then(|| {
-                let (held_tx, held_rx) = tokio::sync::oneshot::channel();
-                args.locked = Some(held_tx);
-                held_rx
-            });
-            // Until the handle exists, dropping this future interrupts the run.
-            let guard = cancel.clone().drop_guard();
-            let mut task = tokio::spawn(drive_future(args, active));
-            if let Some(held) = held
-                && held.await.is_err()
-            {
-                // The run ended before it held the lock: refused (busy), or the store
-                // failed. Nothing ran; the caller gets the error.
-                let ended = match (&mut task).await {
-                    Ok(Err(e)) => return Err(e),
-                    Ok(Ok(out)) => Ok(out),
-                    Err(e) => Err(AgentError::Internal(format!(
-                        "the run ended abnormally: {e}"
-                    ))),
-                };
-                task = tokio::spawn(std::future::ready(ended));
-            }
-            guard.disarm();
+            let task = tokio::spawn(drive_future(args, active));
             Ok(RunHandle::new(self.id().to_owned(), cancel, rx, task))
         })
         .await
@@ -279,7 +258,7 @@ impl Session {
             client_tools,
         };
         self.deciding(parts, |parts| async move {
-            let (args, active) = self.prepare(parts, None).await?;
+            let (args, active) = self.prepare(parts, None, true).await?;
             InlineRun {
                 cancel: args.cancel.clone(),
                 run: Some(drive_future(args, active)),
@@ -328,14 +307,16 @@ impl Session {
         }
     }
 
-    /// Claims the session in this process and assembles a run. The lock in the store
-    /// rides in the run's first commit where the store can take it there and the
-    /// cached session is not known to be stale ([`crate::lock::StoreLock::pending`]);
-    /// otherwise it is taken here, with the stored version.
+    /// Claims the session in this process and assembles a run. With `fold`, the lock
+    /// in the store rides in the run's first commit where the store can take it there
+    /// and the cached session is not known to be stale
+    /// ([`crate::lock::StoreLock::pending`]); otherwise it is taken here, with the
+    /// stored version.
     async fn prepare(
         &self,
         parts: Parts,
         events: Option<tokio::sync::mpsc::UnboundedSender<crate::output::RunEvent>>,
+        fold: bool,
     ) -> Result<(crate::drive::DriveArgs, crate::remote::ActiveRun)> {
         let Parts {
             input,
@@ -351,7 +332,7 @@ impl Session {
         };
         let (store, owner) = (&self.agent.runtime.store, &self.agent.runtime.owner);
         let lease = self.agent.config.session_lease;
-        let lock = if !guard.stale && store.commit_takes_lock() {
+        let lock = if fold && !guard.stale && store.commit_takes_lock() {
             crate::lock::StoreLock::pending(store, owner, lease, self.id())
         } else {
             crate::lock::StoreLock::acquire(store, owner, lease, self.id()).await?
@@ -370,7 +351,6 @@ impl Session {
             session: self.id().to_owned(),
             core: guard,
             lock,
-            locked: None,
             input,
             actor: self.actor.clone(),
             view,

@@ -290,7 +290,7 @@ async fn a_tool_call_run_on_a_store_that_cannot_take_the_lock_in_a_commit_keeps_
 }
 
 #[tokio::test]
-async fn a_started_run_folds_the_lock_into_its_first_commit() {
+async fn a_started_run_takes_the_lock_before_its_handle_exists() {
     let spy = Arc::new(Spy::default());
     let agent = text_agent(&spy);
     let session = agent.session("s").await.unwrap();
@@ -307,8 +307,8 @@ async fn a_started_run_folds_the_lock_into_its_first_commit() {
         assert_eq!(out.status, RunStatus::Completed);
         assert_eq!(
             spy.take(),
-            calls(&[("commit", 2), ("commit taking the lock", 1)]),
-            "turn {turn}: the message with the lock, the reply with the release"
+            calls(&[("commit", 2), ("try_lock_session_reading_version", 1)]),
+            "turn {turn}: the lock before the handle, the message, the reply with the release"
         );
     }
     assert!(lock_is_free(&spy, "s").await);
@@ -332,8 +332,8 @@ async fn a_started_run_on_a_session_locked_elsewhere_is_refused_before_a_handle_
     assert!(matches!(err, AgentError::SessionBusy { .. }), "{err}");
     assert_eq!(
         spy.take(),
-        calls(&[("commit", 1), ("commit taking the lock", 1)]),
-        "the first commit was refused and wrote nothing"
+        calls(&[("try_lock_session_reading_version", 1)]),
+        "the lock was refused and nothing was written"
     );
     assert_eq!(spy.store.load_session("s").await.unwrap().messages.len(), 2);
     spy.store
@@ -395,18 +395,25 @@ async fn a_decision_folds_the_lock_into_its_first_commit() {
             decide.await.unwrap()
         };
         assert_eq!(out.status, RunStatus::Completed);
-        // The decision with the lock; the call claimed and finished in the ledger; its
-        // result with the answer and the release.
-        assert_eq!(
-            spy.take(),
+        // Awaited: the decision with the lock; started: the lock before the handle,
+        // then the decision. The call claimed and finished in the ledger; its result
+        // with the answer and the release.
+        let expected = if started {
+            calls(&[
+                ("claim", 1),
+                ("commit", 2),
+                ("finish", 1),
+                ("try_lock_session_reading_version", 1),
+            ])
+        } else {
             calls(&[
                 ("claim", 1),
                 ("commit", 2),
                 ("commit taking the lock", 1),
                 ("finish", 1),
-            ]),
-            "started: {started}"
-        );
+            ])
+        };
+        assert_eq!(spy.take(), expected, "started: {started}");
         assert_eq!(counter.count("delete_file"), 1);
         assert!(lock_is_free(&spy, "gated").await);
         assert_eq!(spy.store.decisions("gated").await.unwrap().len(), 1);
