@@ -20,10 +20,18 @@ let token = kind === 'http' ? rest[1] : null;
 const out = {};
 
 // Over stdio the server prints its banner (inbox URL, token) on stderr.
+// The banner may arrive split across chunks: the token is read from whole lines only
+// (a token cut at a chunk's end would be refused with 401).
 function watchStderr(transport) {
+  let pending = '';
   transport.stderr?.on('data', chunk => {
-    const m = /token: (\S+)/.exec(String(chunk));
-    if (m) token = m[1];
+    pending += String(chunk);
+    const lines = pending.split('\n');
+    pending = lines.pop();
+    for (const line of lines) {
+      const m = /^token: (\S+)$/.exec(line.trim());
+      if (m) token = m[1];
+    }
     process.stderr.write(chunk);
   });
 }
@@ -53,7 +61,9 @@ for (let i = 0; i < 50 && !token; i++) await new Promise(r => setTimeout(r, 100)
 const api = new URL(decideAt);
 const sessionUrl = `${api.origin}/v1/sessions/${encodeURIComponent(session)}`;
 const auth = { Authorization: `Bearer ${token}` };
-const view = await (await fetch(sessionUrl, { headers: auth })).json();
+const viewResponse = await fetch(sessionUrl, { headers: auth });
+const view = await viewResponse.json();
+if (!viewResponse.ok) throw new Error(`GET ${sessionUrl}: ${viewResponse.status} ${JSON.stringify(view)}`);
 out.pendingInInbox = view.requirements.map(r => r.tool_use.name);
 const decided = await fetch(`${sessionUrl}/decisions`, {
   method: 'POST',
