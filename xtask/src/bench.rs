@@ -21,7 +21,7 @@
 //!   same workload on Agno's AgentOS side by side (`crates/reins-server/bench/
 //!   agentos_server.py`, set up from PyPI in `target/agentos-venv` when missing).
 //! - `cargo xtask bench --scale [--sessions N] [--paused M] [--store sqlite|postgres|both]
-//!   [--samples K]` — the scale of the waiting: reins-server's `scale_bench` example
+//!   [--samples K] [--inline-checkpoints]` — the scale of the waiting: reins-server's `scale_bench` example
 //!   (release build) seeds a store with N sessions of 20 messages (default 1,000,000),
 //!   M of them paused on a pending requirement (default 100,000), serves it on
 //!   loopback and times the inbox, the session list, a session's view, its audit
@@ -48,6 +48,7 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
        cargo xtask bench --server [--sessions N] [--store memory|sqlite] [--no-agentos]
        cargo xtask bench --restate [--sessions N]
        cargo xtask bench --scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]
+                             [--inline-checkpoints]
        cargo xtask bench --cost
 
   (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
@@ -72,7 +73,8 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
                 default 200), a decision's store work, and the server's RSS against
                 1,000 stored; targets met / not met. Stores: sqlite, postgres (a
                 throwaway cluster, or REINS_BENCH_POSTGRES_URL) or both (default);
-                the data is created and dropped by the run
+                the data is created and dropped by the run; --inline-checkpoints opens
+                SQLite with its own WAL checkpoints inside commits (to compare)
   --cost        allocations (counted) and instructions (callgrind, when valgrind is
                 installed) per single turn and per tool-call run, in memory, and per
                 tool-call run served by reins-server over HTTP (`served_cost`)
@@ -217,7 +219,8 @@ fn run_captured(cmd: &mut Command) -> Result<String, String> {
 
 // ----- --scale: the scale of the waiting ----------------------------------------------
 
-/// `--scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]`:
+/// `--scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]
+/// [--inline-checkpoints]`:
 /// reins-server's `scale_bench` (release build) on each store in turn; PostgreSQL on a
 /// throwaway cluster unless `REINS_BENCH_POSTGRES_URL` names a server.
 fn scale(args: &[String]) -> Result<(), String> {
@@ -248,6 +251,9 @@ fn scale(args: &[String]) -> Result<(), String> {
             pass.push(name.to_owned());
             pass.push(v);
         }
+    }
+    if args.iter().any(|a| a == "--inline-checkpoints") {
+        pass.push("--inline-checkpoints".to_owned());
     }
     crate::run(crate::cargo().current_dir(repo_root()).args([
         "build",

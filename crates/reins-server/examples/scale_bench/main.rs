@@ -20,6 +20,10 @@
 //! `--serve-child`), so its RSS is the server's alone; requests go one at a time.
 //! Sessions are `u<k>/s<i>` (ten users, `u0` to `u9`, in turn by blocks of N / M);
 //! every (N / M)-th one is paused, one in ten of those on `delete_file`.
+//!
+//! `--inline-checkpoints` opens SQLite with SQLite's own WAL checkpoints, inside the
+//! commit that fills the log, instead of the store's background thread
+//! (`SqliteOptions::background_checkpoints`): the comparison for a decision's tail.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod measure;
@@ -30,6 +34,7 @@ mod timed;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use reins_agent::Agent;
 use reins_memory::MemoryStore;
@@ -41,6 +46,23 @@ use serde_json::json;
 
 /// The tool use id of every paused session's pending call.
 pub(crate) const CALL_ID: &str = "call_scale";
+
+/// `--inline-checkpoints`: SQLite's own checkpoints, in the commits.
+static INLINE_CHECKPOINTS: AtomicBool = AtomicBool::new(false);
+
+/// Whether `--inline-checkpoints` was given.
+pub(crate) fn inline_checkpoints() -> bool {
+    INLINE_CHECKPOINTS.load(Ordering::Relaxed)
+}
+
+/// The SQLite store at `path`, with the checkpoints the command line asks for.
+pub(crate) async fn open_sqlite(
+    path: impl AsRef<Path>,
+) -> reins_memory::Result<reins_memory::SqliteStore> {
+    let options =
+        reins_memory::SqliteOptions::default().background_checkpoints(!inline_checkpoints());
+    reins_memory::SqliteStore::open_with(path, options).await
+}
 
 /// What the command line asks for.
 #[derive(Debug, Clone)]
@@ -78,6 +100,10 @@ fn parse_args() -> Result<(Args, Option<(String, String)>), String> {
             .or_else(|| std::env::var("REINS_BENCH_POSTGRES_URL").ok()),
         samples: number("--samples", 200)?,
     };
+    INLINE_CHECKPOINTS.store(
+        argv.iter().any(|a| a == "--inline-checkpoints"),
+        Ordering::Relaxed,
+    );
     if args.paused > args.sessions {
         return Err("--paused cannot exceed --sessions".to_owned());
     }
@@ -194,7 +220,7 @@ pub(crate) fn auth() -> Auth {
 pub(crate) async fn open_store(kind: &str, target: &str) -> Result<Arc<dyn MemoryStore>, String> {
     match kind {
         "sqlite" => Ok(Arc::new(
-            reins_memory::SqliteStore::open(PathBuf::from(target))
+            open_sqlite(PathBuf::from(target))
                 .await
                 .map_err(|e| format!("open {target}: {e}"))?,
         )),

@@ -81,7 +81,7 @@ impl Place {
 
     async fn raw(&self) -> Result<(Arc<dyn reins_memory::MemoryStore>, Raw), String> {
         if self.kind == "sqlite" {
-            let s = reins_memory::SqliteStore::open(&self.target)
+            let s = crate::open_sqlite(&self.target)
                 .await
                 .map_err(|e| e.to_string())?;
             return Ok((Arc::new(s.clone()), Raw::Sqlite(s)));
@@ -128,6 +128,7 @@ fn spawn_server(place: &Place, dir: &Path) -> Result<ServerProcess, String> {
     let child = Command::new(exe)
         .args(["--serve-child", &port_file.display().to_string()])
         .args(["--store", &place.kind, "--target", &place.target])
+        .args(crate::inline_checkpoints().then_some("--inline-checkpoints"))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(stderr)
