@@ -67,6 +67,7 @@ mod memory;
 mod memory_outbox;
 pub mod notice;
 pub mod pending;
+mod records;
 pub mod repair;
 mod run_state;
 mod store;
