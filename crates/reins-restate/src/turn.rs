@@ -8,7 +8,7 @@
 //! | `Consult` | `consult` (what the approval policy and the standing grants decided, through `reins_agent::effects::consult`) |
 //! | `Compress` | `commit` (when something is recorded), `compress` (the summary, through `effects::summarize`: the summarizer and its hooks) |
 //! | `Reason` | `commit` (when something is recorded), `model` (through `effects::reason`: the `PreReasoning` hooks, the stream turned into the final message, the `PostReasoning` hooks, with their verdict; a crash mid-call makes the call again, a finished call never) |
-//! | `Execute` | per call `hook pre-acting <id>` (the call the hooks leave, or their rejection); `commit` (the model's calls stored), which is also the batch's started marker (`tool-start` when there is nothing to store); per call `tool <id>` (the result and the time, through the tool-call ledger: `effects::claim`, the tool — its partial output to the `ActingChunk` hooks —, `effects::finish`; a call an earlier attempt may have started is reconciled), or for a parallel batch one `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `commit` |
+//! | `Execute` | per call `hook pre-acting <id>` (the call the hooks leave, or their rejection); `commit` (the model's calls stored), which is also the batch's started marker (`tool-start` when there is nothing to store); per call `tool <id>` (the result and the time, through the tool-call ledger: `effects::claim`, the tool — its partial output to the `ActingChunk` hooks —, `effects::finish`; a call an earlier attempt may have started is reconciled), or for a parallel batch one `tools <id>,..` (all results); then per call `hook post-acting <id>`; then `commit`, except that a batch whose every result is the ledger's record (no sub-agent, no rejected call, no `PostActing` hook, no stop) rides with the next commit (the one that stores the next model answer) — the next `Reason` step stores nothing first, and stores it before returning a failed model call's error |
 //! | `Execute`: a sub-agent call | `commit`, then per call `subagent <id>` (the parent's ledger), every child object's `child` handler called at once (their answers journaled as they come), then per call `subagent-routed <id>` (the parent's audit of routed answers), `subagent-finish <id>` (see [`subagent`]) |
 //! | `Execute`: a new message closed calls waiting on a question | `close-asking <id>,..` (their results in the ledger; the live calls stopped, see [`ask`]) |
 //! | a failed turn | `hook error` (the `Error` hooks; a refused input tells them in its `refusal` step) |
@@ -104,6 +104,9 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     iteration: u32,
     /// The object's state `waiting` is set (the turn is paused on its awakeables).
     waiting: bool,
+    /// A tool batch's results wait for the next commit (see [`TurnDriver::act`]): the
+    /// model step after it does not store them first.
+    carried: bool,
 }
 
 /// How [`TurnDriver::steps`] ended.
@@ -142,6 +145,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             client_tools: Vec::new(),
             iteration: 0,
             waiting: false,
+            carried: false,
         }
     }
 
@@ -545,7 +549,13 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                 return self.interrupt(run).await.map(Ended::Status);
             }
             self.iteration = run.state().iteration();
-            match run.next() {
+            let step = run.next();
+            if !matches!(step, Step::Reason(_)) {
+                // Every other step stores (or is followed by a step that stores) what
+                // is recorded: nothing rides past it.
+                self.carried = false;
+            }
+            match step {
                 Step::Consult(step) => {
                     // The approval policy and the standing grants, as the local driver
                     // asks them (the same function), journaled with what they decided.
@@ -567,9 +577,21 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
                     }
                 }
                 Step::Reason(step) => {
-                    self.commit(run, Flush::Recorded).await?;
-                    if let Some(status) = self.reason(run, step).await? {
-                        return Ok(Ended::Status(status));
+                    // A batch whose results the tool steps journaled rides with the
+                    // next commit; a failed model call stores them before its error.
+                    let carried = std::mem::take(&mut self.carried);
+                    if !carried {
+                        self.commit(run, Flush::Recorded).await?;
+                    }
+                    match self.reason(run, step).await {
+                        Ok(Some(status)) => return Ok(Ended::Status(status)),
+                        Ok(None) => {}
+                        Err(e) => {
+                            if carried && !is_cancel(&e) {
+                                self.commit(run, Flush::All).await?;
+                            }
+                            return Err(e);
+                        }
                     }
                 }
                 // The model's calls are stored with the batch's started marker.

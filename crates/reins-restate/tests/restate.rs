@@ -154,6 +154,51 @@ async fn a_service_killed_mid_tool_gives_unknown_and_never_runs_it_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_killed_while_a_batchs_results_ride_with_the_next_commit_stores_them_once() {
+    // Every model call takes 1.5 s: the kill lands in the second one.
+    let Some(mut h) = Harness::start(&["--latency-ms", "1500"]).await else {
+        return;
+    };
+    let s = h.client.submit("s9", &user("work 0"), None).await.unwrap();
+    h.wait_for_line("work end").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while h.count("model") < 2 {
+        assert!(std::time::Instant::now() < deadline, "{}", h.service_log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The result is in the journal and the ledger, not yet in the transcript: it rides
+    // with the commit that stores the model's answer.
+    let before = h.stored("s9").await;
+    assert_eq!(before.messages.len(), 2, "{:?}", before.messages);
+    assert!(before.messages.iter().all(|m| m.role != Role::Tool));
+    h.service.kill9().await;
+    h.service.restart().await;
+    let end = h
+        .client
+        .wait_settled("s9", s.version, SETTLE)
+        .await
+        .unwrap();
+    assert_eq!(
+        end.phase,
+        Phase::Finished(RunStatus::Completed),
+        "{}",
+        h.service_log()
+    );
+    // The replayed turn took the result from the journal: the tool ran once, the
+    // model was asked again only for the answer the crash cut off.
+    assert_eq!(outcomes(&h, "s9").await, vec![ToolOutcome::Success]);
+    assert_eq!(h.count("work start"), 1);
+    assert_eq!(h.count("model"), 3);
+    let stored = h.stored("s9").await;
+    assert_eq!(stored.messages.len(), 4);
+    assert!(
+        stored.messages[3].text().starts_with("done: "),
+        "{:?}",
+        stored.messages[3]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_calls_runs_at_the_same_time_each_once() {
     let Some(h) = Harness::start(&[]).await else {
         return;

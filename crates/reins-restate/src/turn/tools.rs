@@ -45,6 +45,8 @@ impl TurnDriver<'_, '_> {
         // `subagent` and `ask`), before the others; the outcomes keep the batch order.
         let order: Vec<String> = batch.iter().map(|e| e.tool_use.id.clone()).collect();
         let (nested, batch) = self.split_nested(batch);
+        let had_nested = !nested.is_empty();
+        let mut rejected_any = false;
         if !nested.is_empty() {
             // A child session finds its sub-agent through the parent's stored call.
             self.commit(run, Flush::Recorded).await?;
@@ -54,7 +56,10 @@ impl TurnDriver<'_, '_> {
         for exec in batch {
             match self.prepare(iteration, exec).await? {
                 Ok(r) => ready.push(r),
-                Err(rejected) => outcomes.push(ExecOutcome::Done(rejected)),
+                Err(rejected) => {
+                    rejected_any = true;
+                    outcomes.push(ExecOutcome::Done(rejected));
+                }
             }
         }
         let parallel = ready.len() > 1
@@ -79,6 +84,18 @@ impl TurnDriver<'_, '_> {
                 o => o,
             });
         }
+        // Every result is in a journaled tool step and in the ledger: a replay gets
+        // them from the journal, and a turn that never comes back settles them from
+        // the ledger (as the local driver does when it defers them), so they may wait
+        // for the commit that stores the next model answer. Sub-agent
+        // calls, questions, calls a hook rejected or whose result a hook saw (neither
+        // is the ledger's record as it is) and a hook's stop are stored at once.
+        let deferrable = !had_nested
+            && !rejected_any
+            && !self.wants(reins_hook::HookEventKind::PostActing)
+            && !stop
+            && !outcomes.is_empty()
+            && outcomes.iter().all(|o| matches!(o, ExecOutcome::Done(_)));
         super::ask::in_order(&mut outcomes, &order);
         // The time the last tool step ended (journaled with it); a batch that ran no
         // tool step reads the clock.
@@ -92,6 +109,10 @@ impl TurnDriver<'_, '_> {
             now,
         });
         if self.interrupted() {
+            return Ok(());
+        }
+        if deferrable {
+            self.carried = true;
             return Ok(());
         }
         self.commit(run, Flush::All).await
