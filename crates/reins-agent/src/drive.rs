@@ -540,22 +540,7 @@ impl Driver {
     /// version: other callers' views stay valid). A failure to record is logged; the
     /// caller gets the refusal either way.
     async fn record_refusal(&self, records: Vec<crate::view::DecisionRecord>) {
-        if records.is_empty() {
-            return;
-        }
-        let entries = records
-            .iter()
-            .map(crate::view::DecisionRecord::to_entry)
-            .collect();
-        if let Err(e) = self
-            .agent
-            .runtime
-            .store
-            .append_decisions(&self.session, entries)
-            .await
-        {
-            tracing::warn!(session = %self.session, error = %e, "could not record a refused decision");
-        }
+        crate::follow::record_refusal(&self.agent.runtime.store, &self.session, records).await;
     }
 
     /// A new message closed paused sub-agent calls: their child sessions are closed

@@ -194,6 +194,7 @@ pub async fn late_refusal(
         AgentError::UnknownRequirement { .. }
             | AgentError::StaleView { .. }
             | AgentError::NothingToResume { .. }
+            | AgentError::SessionBusy { .. }
     ) {
         return refusal;
     }
@@ -273,6 +274,66 @@ pub async fn late_refusal(
         })
         .collect();
     Refusal { error, audit }
+}
+
+/// How long a decision that finds its session busy waits for the run in flight to
+/// store the decision it may have lost to ([`busy_refusal`]).
+pub const BUSY_DECISION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The answer to a decision that found its session busy (a run in flight), the same on
+/// every driver: when the run in flight is the one applying another decision on one of
+/// the requirements it names, the decision lost a race — refused as
+/// [`AgentError::AlreadyDecided`] naming the decision that took effect, with its audit
+/// records (the caller appends them, as for any refusal); otherwise
+/// [`AgentError::SessionBusy`], with nothing to record. The other decision is in the
+/// audit trail once that run's first commit is stored, an instant after it started:
+/// this looks until then, for at most `wait` (say [`BUSY_DECISION_WAIT`]), and answers
+/// busy after that. Inputs that name no requirement (a message, `resume()`) are busy
+/// at once.
+pub async fn busy_refusal(
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    call: &Call,
+    wait: std::time::Duration,
+) -> Refusal {
+    let busy = || AgentError::SessionBusy {
+        session: session.to_owned(),
+    };
+    let names_requirements = match call.input() {
+        RunInput::Decisions(ds) => !ds.is_empty(),
+        RunInput::Message(m) => m.tool_results_iter().next().is_some(),
+        RunInput::Resume => false,
+    };
+    if !names_requirements {
+        return busy().into();
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let r = late_refusal(store, session, busy().into(), call).await;
+        if !matches!(r.error, AgentError::SessionBusy { .. })
+            || tokio::time::Instant::now() >= deadline
+        {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Appends a refusal's audit records to the session's trail (without touching its
+/// version: other callers' views stay valid). A failure to record is logged; the
+/// caller gets the refusal either way.
+pub(crate) async fn record_refusal(
+    store: &Arc<dyn MemoryStore>,
+    session: &str,
+    records: Vec<DecisionRecord>,
+) {
+    if records.is_empty() {
+        return;
+    }
+    let entries = records.iter().map(DecisionRecord::to_entry).collect();
+    if let Err(e) = store.append_decisions(session, entries).await {
+        tracing::warn!(session = %session, error = %e, "could not record a refused decision");
+    }
 }
 
 fn decided(r: &DecisionRecord) -> Decided {

@@ -97,7 +97,7 @@ pub use drive::ASKED_ELSEWHERE;
 pub use effects::UNKNOWN_OUTCOME;
 pub use eligibility::{Eligibility, EligibilityPolicy};
 pub use error::{AgentError, Decided, Result};
-pub use follow::{late_refusal, stored_view};
+pub use follow::{BUSY_DECISION_WAIT, busy_refusal, late_refusal, stored_view};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,

@@ -16,10 +16,6 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 
 mod verbs;
 
-/// How long a decision made while its session is busy waits to learn whether the run
-/// in flight applies another decision on the same requirement.
-const BUSY_DECISION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
 pub use verbs::{ResolveBuilder, ResumeBuilder, SendBuilder};
 
 impl Agent {
@@ -270,37 +266,52 @@ impl Session {
 
     /// Makes one `attempt` of a call, and for decisions made while the session is
     /// busy, more: a run in flight may be the one that applies another approver's
-    /// decision on the same requirement. Rather than "busy" or "unknown" depending on
-    /// timing, a late decision gets [`AgentError::AlreadyDecided`] once the other
-    /// decision is stored (it is stored by that run's first commit); a session busy
+    /// decision on the same requirement. A decision that lost that race is refused as
+    /// [`AgentError::AlreadyDecided`] and recorded in the audit trail, whatever the
+    /// timing ([`crate::busy_refusal`]: the rule every driver applies); a session busy
     /// with anything else is still refused with [`AgentError::SessionBusy`] after a
-    /// short bounded wait. (A refusal as busy — by the lock taken first or by the
-    /// run's first commit — wrote nothing, so an attempt can be made again.)
+    /// short bounded wait ([`crate::BUSY_DECISION_WAIT`]). (A refusal as busy — by the
+    /// lock taken first or by the run's first commit — wrote nothing, so an attempt can
+    /// be made again.)
     async fn deciding<T, F, Fut>(&self, parts: Parts, mut attempt: F) -> Result<T>
     where
         F: FnMut(Parts) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let ids: Vec<String> = match &parts.input {
-            RunInput::Decisions(ds) => ds.iter().map(|d| d.id().to_owned()).collect(),
-            RunInput::Resume | RunInput::Message(_) => return attempt(parts).await,
-        };
-        let mut waited = std::time::Duration::ZERO;
-        let step = std::time::Duration::from_millis(20);
+        if !matches!(&parts.input, RunInput::Decisions(_)) {
+            return attempt(parts).await;
+        }
+        let store = &self.agent.runtime.store;
+        let deadline = tokio::time::Instant::now() + crate::follow::BUSY_DECISION_WAIT;
         loop {
             match attempt(parts.clone()).await {
-                Err(AgentError::SessionBusy { session }) => {
-                    if let Some((e, _)) =
-                        crate::follow::already_decided(&self.agent.runtime.store, self.id(), &ids)
-                            .await?
-                    {
-                        return Err(e);
+                Err(AgentError::SessionBusy { .. }) => {
+                    let call = self
+                        .agent
+                        .begin(
+                            self.id().to_owned(),
+                            self.stamp_actor(parts.input.clone()),
+                            chrono::Utc::now(),
+                        )
+                        .with_actor(self.actor.clone())
+                        .with_view(parts.view.clone());
+                    // Looked up once here: the attempt is made again while the wait
+                    // lasts (the session may be free by then).
+                    let refusal = crate::follow::busy_refusal(
+                        store,
+                        self.id(),
+                        &call,
+                        std::time::Duration::ZERO,
+                    )
+                    .await;
+                    if matches!(refusal.error, AgentError::AlreadyDecided { .. }) {
+                        crate::follow::record_refusal(store, self.id(), refusal.audit).await;
+                        return Err(refusal.error);
                     }
-                    if waited >= BUSY_DECISION_WAIT {
-                        return Err(AgentError::SessionBusy { session });
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(refusal.error);
                     }
-                    tokio::time::sleep(step).await;
-                    waited += step;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 }
                 other => return other,
             }

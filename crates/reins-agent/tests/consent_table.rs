@@ -114,3 +114,8 @@ async fn rules_as_policies_allow_reject_ask_and_say_who_decides() {
 async fn a_budget_is_extended_once_then_ended() {
     on_local(Scenario::Budget).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_approver_during_the_first_ones_run_is_told_already_decided_and_audited() {
+    on_local(Scenario::LateApprover).await;
+}

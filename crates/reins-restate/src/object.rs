@@ -342,6 +342,27 @@ pub(crate) async fn settle_refusal(
     Ok(Json(refused))
 }
 
+/// The refusal of an input that found a turn running: [`reins_agent::busy_refusal`],
+/// the rule every driver applies (a decision that lost a race to the one the turn
+/// applies is `already_decided`, its audit records appended; anything else `busy`).
+async fn busy_refusal(
+    agent: Agent,
+    session: String,
+    req: TurnRequest,
+) -> HandlerResult<Json<Refused>> {
+    let call = req.call(&agent, &session, Utc::now());
+    let r = reins_agent::busy_refusal(
+        agent.store(),
+        &session,
+        &call,
+        reins_agent::BUSY_DECISION_WAIT,
+    )
+    .await;
+    let refused = Refused::of(&session, &r.error);
+    record_audit(agent, session, r.audit).await?;
+    Ok(Json(refused))
+}
+
 /// The terminal error that carries a refusal (as JSON) to the caller.
 pub(crate) fn terminal(r: &Refused) -> TerminalError {
     let body = serde_json::to_string(r).unwrap_or_else(|_| r.message.clone());
@@ -505,10 +526,18 @@ impl SessionObject {
         // One that is closing takes no more input: a new turn queues behind it, once
         // its last commit is stored (below).
         let closing = turn.is_some() && waiting.is_none() && closing;
-        if turn.is_some() && waiting.is_none() && !closing {
-            return busy();
-        }
         let agent = &self.inner.agent.owner_of(&session).await.map_err(retry)?;
+        if turn.is_some() && waiting.is_none() && !closing {
+            // A decision that lost a race to the one this turn applies is refused as
+            // `already_decided` and audited, as on the local driver; anything else is
+            // `busy`.
+            let (a, key, request) = (agent.clone(), session.clone(), req.clone());
+            let Json(r) = ctx
+                .run(move || busy_refusal(a, key, request))
+                .name("busy")
+                .await?;
+            return Err(terminal(&r).into());
+        }
         let version = validate(agent, &ctx, &session, &req, closing, "load").await?;
         let (Some(Json(w)), Some(turn)) = (waiting, turn) else {
             // Restate runs one `turn` per session at a time: behind a closing one,
@@ -543,7 +572,11 @@ impl SessionObject {
             .await?;
         if handed.by == me {
             match handed.taken {
-                Some(Ok(version)) => {
+                // Stored: the answer names the version the input was validated
+                // against (the turn's commit moved past it), as for a new turn, so
+                // that waiting for the session to move past it returns even when the
+                // turn stays paused (a quorum's first approval).
+                Some(Ok(_stored)) => {
                     return Ok(Json(Submitted {
                         delivery: Delivery::Resumed,
                         version,

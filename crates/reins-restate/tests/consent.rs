@@ -238,3 +238,62 @@ async fn cedar_policies_answer_the_rules_scenario() {
 async fn a_budget_is_extended_once_then_ended() {
     on_restate(Scenario::Budget).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_approver_during_the_first_ones_run_is_told_already_decided_and_audited() {
+    on_restate(Scenario::LateApprover).await;
+}
+
+/// `submit` answers the version its input was validated against, so that waiting for
+/// the session to move past it returns — also after a quorum's first approval, which
+/// leaves the turn paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_settled_returns_after_a_quorums_first_approval() {
+    let Some(binary) = support::restate_binary() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Deployment::start(binary, dir.path(), Scenario::Quorum, false).await;
+    let wait = Duration::from_secs(30);
+    let sent = d
+        .client
+        .submit(
+            "q1",
+            &reins_restate::TurnRequest::message(reins_message::Msg::user(
+                "email carol@example.com",
+            )),
+            None,
+        )
+        .await
+        .unwrap();
+    let paused = d
+        .client
+        .wait_settled("q1", sent.version, wait)
+        .await
+        .unwrap();
+    assert!(paused.paused, "{paused:?}");
+    let id = paused.requirements[0].id.clone();
+    let approval = reins_agent::Decision::approve(&id).by("ana");
+    let decided = d
+        .client
+        .decide("q1", vec![approval], Some(paused.token.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(decided.delivery, reins_restate::Delivery::Resumed);
+    assert_eq!(decided.version, paused.version, "{decided:?}");
+    let after = d
+        .client
+        .wait_settled("q1", decided.version, wait)
+        .await
+        .unwrap();
+    assert!(after.paused, "{after:?}");
+    let approvals = after.requirements[0]
+        .quorum
+        .as_ref()
+        .unwrap()
+        .approvals
+        .len();
+    assert_eq!(approvals, 1);
+    d.service.kill().await.unwrap();
+}

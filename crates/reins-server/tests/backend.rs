@@ -268,3 +268,156 @@ async fn an_interrupt_and_ag_ui_go_through_the_backend() {
         "{text}"
     );
 }
+
+/// A backend whose processes are fast: its `submit` answers only once the run it
+/// started has paused or ended, each live event relayed (and delivered) before the
+/// step's commit, as a Restate deployment's steps deliver them. A stream that starts
+/// after that finds the run settled in the store, its live events waiting for it.
+struct Settled {
+    agent: Agent,
+    relay_to: Arc<OnceLock<String>>,
+    http: reqwest::Client,
+}
+
+#[async_trait]
+impl SessionBackend for Settled {
+    async fn view(&self, session: &str) -> reins_agent::Result<SessionView> {
+        SessionBackend::view(&self.agent, session).await
+    }
+
+    async fn submit(&self, session: &str, submission: Submission) -> reins_agent::Result<()> {
+        let Started::Here(mut handle) = self.agent.start(session, submission).await? else {
+            unreachable!("an agent runs its sessions here");
+        };
+        let base = self.relay_to.get().cloned().unwrap();
+        let url = format!("{base}/v1/sessions/{}/live", enc(session));
+        while let Some(ev) = handle.next_event().await {
+            if is_live(&ev) {
+                let mut data = serde_json::to_value(&ev).unwrap();
+                data["attempt"] = json!("a1");
+                let res = self
+                    .http
+                    .post(&url)
+                    .bearer_auth(ADMIN)
+                    .json(&json!({"events": [data]}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status().as_u16(), 202);
+            }
+        }
+        handle.wait().await.map(|_| ())
+    }
+
+    async fn interrupt(&self, session: &str) -> reins_agent::Result<bool> {
+        SessionBackend::interrupt(&self.agent, session).await
+    }
+
+    async fn replay(
+        &self,
+        session: &str,
+        turns: Option<UnboundedSender<ReplayTurn>>,
+    ) -> reins_agent::Result<ReplayReport> {
+        SessionBackend::replay(&self.agent, session, turns).await
+    }
+}
+
+/// The AG-UI events (`data:` lines as JSON) of one `POST /agui`.
+async fn agui(server: &TestServer, body: Value) -> Vec<Value> {
+    let res = server
+        .client
+        .post(server.url("/agui"))
+        .bearer_auth(CAROL)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let text = res.text().await.unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// A run that is over before its stream begins (the backend answered the input once
+/// the run had ended): the stream still carries the live events relayed before the
+/// end, on AG-UI and on the native stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_over_before_its_stream_begins_still_streams_its_live_events() {
+    let (dir, store) = sqlite_store().await;
+    let ran: Ran = Arc::default();
+    let relay_to = Arc::new(OnceLock::new());
+    let backend = Settled {
+        agent: agent(store.clone(), &ran),
+        relay_to: relay_to.clone(),
+        http: reqwest::Client::new(),
+    };
+    let server = serve(agent(store, &ran), ran, Some(dir), |s| {
+        s.backend(Arc::new(backend))
+    })
+    .await;
+    relay_to.set(server.base.clone()).unwrap();
+
+    // AG-UI: the pause, then the approval, whose run ends before its stream starts.
+    let input = |messages: Value, resume: Value| {
+        json!({
+            "threadId": "carol/fast", "runId": uuid_like_id(), "state": {}, "tools": [],
+            "context": [], "forwardedProps": {}, "messages": messages, "resume": resume,
+        })
+    };
+    let say = json!([{"id": "m1", "role": "user", "content": "delete a.txt"}]);
+    let first = agui(&server, input(say.clone(), Value::Null)).await;
+    let finished = first.last().unwrap();
+    assert_eq!(finished["outcome"]["type"], "interrupt", "{first:#?}");
+    assert!(types(&first).contains(&"TOOL_CALL_START"), "{first:#?}");
+    let interrupt = finished["outcome"]["interrupts"][0]["id"].clone();
+    let resume = json!([{"interruptId": interrupt, "status": "resolved",
+                         "payload": {"approved": true}}]);
+    let second = agui(&server, input(say, resume)).await;
+    let result = second
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap_or_else(|| panic!("no tool result: {:?}", types(&second)));
+    assert_eq!(result["content"], "deleted a.txt");
+    let deltas: String = second
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(deltas.starts_with("Outcome — delete_file"), "{second:#?}");
+    assert_eq!(
+        &types(&second)[types(&second).len() - 2..],
+        ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    );
+    assert_eq!(server.ran(), ["delete:a.txt"]);
+
+    // The native stream: the live deltas, then the stored message, then the output.
+    let res = server
+        .client
+        .post(server.url("/v1/sessions/alice%2Ffast/runs?stream=true"))
+        .bearer_auth(ALICE)
+        .json(&json!({"message": "hello there"}))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = SseReader::new(res);
+    let events = sse.until("output").await;
+    let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    let delta = names.iter().position(|n| *n == "text_delta");
+    let message = names.iter().rposition(|n| *n == "message");
+    assert!(
+        matches!((delta, message), (Some(d), Some(m)) if d < m),
+        "{names:?}"
+    );
+}
+
+fn uuid_like_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("run-{}", N.fetch_add(1, Ordering::Relaxed))
+}

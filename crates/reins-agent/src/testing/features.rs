@@ -105,6 +105,28 @@ pub(super) fn sent_before(outbox: &Path, ctx: &ToolContext) -> Reconciliation {
     }
 }
 
+/// The gated part of `send_email` to a `gate…` address: appends `gate
+/// <session>/<call>` to the outbox, then waits until the outbox has the line `open
+/// <session>/<call>` (the scenario opens the gate), or for the call's cancellation.
+pub(super) async fn gated_send(outbox: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
+    let call = format!("{}/{}", ctx.session_id, ctx.tool_use_id);
+    append(outbox, &format!("gate {call}\n")).map_err(|e| ToolError::Failed(e.to_string()))?;
+    let open = format!("open {call}");
+    loop {
+        let opened = std::fs::read_to_string(outbox)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == open);
+        if opened {
+            return Ok(());
+        }
+        tokio::select! {
+            () = ctx.cancelled() => return Err(ToolError::Cancelled),
+            () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+        }
+    }
+}
+
 /// The slow part of `send_email` to a `slow…` address: appends `slow <session>/<call>`
 /// to the outbox, then waits (at most 20 s) for the call's cancellation token.
 pub(super) async fn slow_send(outbox: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
@@ -457,6 +479,77 @@ impl On<'_> {
         ensure!(
             matches!(r.outcome, ToolOutcome::Cancelled | ToolOutcome::Interrupted),
             "the interrupted call must end cancelled, got {r:?}"
+        );
+        Ok(())
+    }
+
+    /// A second approver who arrives while the first one's approval runs the call:
+    /// refused as already decided (naming the first), recorded in the audit trail as
+    /// refused, whatever the timing; the call runs once.
+    pub(super) async fn late_approver(&self, session: &str) -> Check {
+        let v = self
+            .send(session, "email gate@example.com", "alice")
+            .await?;
+        ensure!(
+            v.paused,
+            "the call must wait for a person, got {:?}",
+            v.phase
+        );
+        let id = v.requirements.first().ok_or("no requirement")?.id.clone();
+        let approval = |who: &str| Submission {
+            input: RunInput::Decisions(vec![Decision::approve(&id).by(who)]),
+            actor: Some(Actor::new(who)),
+            view: Some(v.token.clone()),
+            idempotency_key: None,
+            client_tools: Vec::new(),
+            output: None,
+            budget: None,
+            trace_parent: None,
+        };
+        self.backend
+            .submit(session, approval("ana"))
+            .await
+            .map_err(|e| format!("the first approval was refused: {e}"))?;
+        // The first approval's run is under way: the call has started and waits.
+        let started = format!("gate {session}/{id}");
+        let deadline = std::time::Instant::now() + super::SETTLE;
+        while self.outbox_lines(&started) == 0 {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the approved call never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let late = self.backend.submit(session, approval("ben")).await;
+        let first = match &late {
+            Err(AgentError::AlreadyDecided { id: named, decided }) if *named == id => decided,
+            other => {
+                return Err(format!(
+                    "an approver arriving while the first approval runs must be refused as already decided, got {other:?}"
+                ));
+            }
+        };
+        ensure!(
+            first.by.as_deref() == Some("ana") && first.decision == "approve",
+            "the refusal must name ana's approval, names {first:?}"
+        );
+        let trail = self.trail(session).await?;
+        let refused = trail.iter().any(|d| {
+            d.requirement_id == id
+                && d.actor.as_ref().is_some_and(|a| a.principal == "ben")
+                && matches!(&d.verdict, crate::view::Verdict::Refused { reason, .. } if reason == "already_decided")
+        });
+        ensure!(
+            refused,
+            "the audit trail must record ben's refusal while the run goes on: {trail:?}"
+        );
+        append(self.outbox, &format!("open {session}/{id}\n"))
+            .map_err(|e| format!("opening the gate: {e}"))?;
+        self.settled_after(session, v.version).await?;
+        ensure!(
+            self.runs(session) == 1,
+            "the tool must run once, ran {}",
+            self.runs(session)
         );
         Ok(())
     }

@@ -33,6 +33,7 @@
 //! | [`Scenario::Reconcile`] | `send_email` reconciles by looking for its own line in the outbox | a call whose ledger entry was started and never finished is put to the tool: one that took effect keeps its effect (0 new runs, `reconciled: happened`, audited `kind: reconcile`), one that did not runs once |
 //! | [`Scenario::ForkReplay`] | – | a fork made before a finished call, sent the same message, is served the recorded result: no approval, 0 new runs, audited `replayed` |
 //! | [`Scenario::Interrupt`] | – | an interrupt while an approved call runs: the tool's cancellation token fires, the call ends cancelled and never completes, the run ends `Cancelled` |
+//! | [`Scenario::LateApprover`] | – | a second approver arriving while the first approval's run goes on (the call waits on a gate): refused `AlreadyDecided` naming the first approver, the refusal in the audit trail before the run ends; the call runs once |
 //! | [`Scenario::IdempotencyKey`] | – | the same approval submitted twice with one idempotency key: the tool runs once; the second answer is the first's (a backend that keeps keys) or the refusal of a decision already taken (one that does not) |
 
 use std::path::{Path, PathBuf};
@@ -106,11 +107,13 @@ pub enum Scenario {
     PolicyRules,
     /// A budget of one tool call: extended once, then the run is ended at it.
     Budget,
+    /// A second approver arrives while the first approval's run goes on.
+    LateApprover,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::Quorum,
         Scenario::PolicyDenies,
         Scenario::ApprovalTtl,
@@ -128,12 +131,13 @@ impl Scenario {
         Scenario::Interrupt,
         Scenario::PolicyRules,
         Scenario::Budget,
+        Scenario::LateApprover,
     ];
 
     /// Its name (`quorum`, `policy_denies`, `approval_ttl`, `standing_grant`,
     /// `output_spec`, `call_output`, `subagent`, `asking_tool`, `hooks`, `hook_events`,
     /// `compression`, `reconcile`, `fork_replay`, `idempotency_key`, `interrupt`,
-    /// `policy_rules`, `budget`).
+    /// `policy_rules`, `budget`, `late_approver`).
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Quorum => "quorum",
@@ -153,6 +157,7 @@ impl Scenario {
             Scenario::Interrupt => "interrupt",
             Scenario::PolicyRules => "policy_rules",
             Scenario::Budget => "budget",
+            Scenario::LateApprover => "late_approver",
         }
     }
 
@@ -207,7 +212,8 @@ impl Scenario {
             Scenario::Reconcile
             | Scenario::ForkReplay
             | Scenario::IdempotencyKey
-            | Scenario::Interrupt => b,
+            | Scenario::Interrupt
+            | Scenario::LateApprover => b,
         };
         b.build()
     }
@@ -247,6 +253,7 @@ impl Scenario {
             Scenario::Interrupt => on.interrupt(&session).await,
             Scenario::PolicyRules => on.policy_rules(&session).await,
             Scenario::Budget => on.budget(&session).await,
+            Scenario::LateApprover => on.late_approver(&session).await,
         }
         .map_err(|e| format!("scenario `{}` (session `{session}`): {e}", self.name()))
     }
@@ -731,6 +738,9 @@ fn toolkit(outbox: PathBuf) -> Result<Toolkit> {
                         use std::io::Write;
                         if a.to.starts_with("slow") {
                             features::slow_send(&outbox, &ctx).await?;
+                        }
+                        if a.to.starts_with("gate") {
+                            features::gated_send(&outbox, &ctx).await?;
                         }
                         if a.to.starts_with("chunk") {
                             ctx.emit(format!("sending to {}", a.to));

@@ -254,7 +254,11 @@ pub(crate) fn relayed_stream(
             };
             match settled {
                 Ok(Some(o)) => {
-                    let mut events = t.close();
+                    // The live events of the steps this commit ended reached the hub
+                    // before the commit did (the relay delivers them first): those
+                    // not read yet go out before the end.
+                    let mut events = drain(&mut rx, &mut t);
+                    events.extend(t.close());
                     events.extend(closing(&state, &scope, &o).await);
                     send_all(events).await;
                     return;
@@ -291,6 +295,28 @@ pub(crate) fn relayed_stream(
         }
     });
     sse::respond(out, keep_alive)
+}
+
+/// The AG-UI events of the live run events already waiting on `rx` (without waiting
+/// for more).
+fn drain(
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::hub::Envelope>>,
+    t: &mut Translator,
+) -> Vec<Value> {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let mut events = Vec::new();
+    loop {
+        match rx.try_recv() {
+            Ok(env) => {
+                if let HubEvent::Run(ev) = &env.event {
+                    events.extend(t.on(ev));
+                }
+            }
+            // Fell behind: what is still buffered comes next.
+            Err(TryRecvError::Lagged(_)) => {}
+            Err(TryRecvError::Empty | TryRecvError::Closed) => return events,
+        }
+    }
 }
 
 /// The stream of a run started here: `RUN_STARTED`, its events, the closing ones. The

@@ -288,6 +288,21 @@ fn stream_until_settled(state: AppState, id: String, mark: Mark, sub: Subscripti
                     return;
                 }
             };
+            // The live events of the steps this read's commits ended reached the hub
+            // before those commits did: those not sent yet go first.
+            loop {
+                use tokio::sync::broadcast::error::TryRecvError;
+                let ev = match live.try_recv() {
+                    Ok(env) => Event::default().event(env.name()).data(env.native_data()),
+                    Err(TryRecvError::Lagged(n)) => Event::default()
+                        .event("lagged")
+                        .data(json!({"missed": n}).to_string()),
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                };
+                if tx.send(ev).await.is_err() {
+                    return;
+                }
+            }
             for (index, m) in stored.messages.iter().enumerate().skip(sent) {
                 let data = json!({"session_id": id, "index": index, "message": m});
                 let ev = Event::default().event("message").data(data.to_string());
