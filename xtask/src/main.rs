@@ -4,6 +4,7 @@
 //!   PostgreSQL cluster on a loopback port when PostgreSQL is installed.
 //! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`,
 //!   `conformance`, and the demo's scripted (non-interactive) run.
+//!   `--stress N`: the flake hunt, every test N times under load (`stress`).
 //! - `cargo xtask conformance` — the official MCP conformance suite against reins's MCP
 //!   server (`serve --mcp http`) and client, checked against its baseline.
 //! - `cargo xtask demo`  — the SafeAgent terminal chat (`crates/reins-demo`).
@@ -23,6 +24,7 @@ mod conformance;
 mod json;
 mod live;
 mod postgres;
+mod stress;
 
 use std::process::{Command, ExitCode};
 
@@ -34,7 +36,14 @@ fn main() -> ExitCode {
     };
     let result = match cmd {
         "test" => test(&rest),
-        "ci" => ci(),
+        "ci" => match rest.as_slice() {
+            [] => ci(),
+            [flag, n, extra @ ..] if flag == "--stress" => match n.parse::<usize>() {
+                Ok(n) if n > 0 => stress::run(n, extra),
+                _ => Err(format!("`--stress` takes a number of runs, not `{n}`")),
+            },
+            _ => Err(format!("`ci` takes no arguments but `--stress N`\n\n{HELP}")),
+        },
         "demo" => demo(&rest),
         "serve" => serve(&rest),
         "conformance" => conformance::run(&rest),
@@ -69,7 +78,8 @@ commands:
   conformance   the official MCP conformance suite against reins's MCP server and
                 client, checked against its baseline; `--help`
   ci            fmt, clippy, docs, tests, the MCP conformance suite and the
-                scripted demo, as CI runs them
+                scripted demo, as CI runs them; `ci --stress N [ARGS]`: the whole
+                test suite N times under two busy loops, with a table of failures
   bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
                 `--scale` times the inbox and API over a million stored sessions;
                 `--server` runs reins-server's HTTP benchmark; `--help`
