@@ -13,7 +13,7 @@ use crate::delegate::SubAgents;
 use crate::error::{AgentError, Result};
 use crate::live::LiveCalls;
 use crate::remote::RemoteInterrupts;
-use crate::run::{AgentRules, Call, Compression, RunConfig};
+use crate::run::{AgentRules, Call, Compression, Prompts, RunConfig, Tools};
 use crate::runtime::Runtime;
 use crate::state::LiveSessions;
 
@@ -70,6 +70,8 @@ pub(crate) struct AgentConfig {
     pub(crate) eligibility: Option<crate::eligibility::Rules>,
     /// The default budget of the agent's sessions, with its model's price.
     pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
+    /// The prompts and options every request carries, as the run puts them in.
+    pub(crate) prompts: Arc<Prompts>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -236,6 +238,8 @@ impl Agent {
                 eligibility: cfg.eligibility.clone(),
                 budget: cfg.budget.clone(),
                 notices: self.runtime.store.records_notices(),
+                prompts: Arc::clone(&cfg.prompts),
+                tools: Tools(Arc::clone(&self.runtime) as Arc<dyn crate::run::ToolCatalog>),
             },
         )
     }
@@ -608,8 +612,14 @@ impl AgentBuilder {
                 .install(&self.name, &mut self.toolkit, &store)?;
         }
         let owner = reins_message::new_id();
+        let prompts = Arc::new(Prompts::new(
+            self.system_prompt.as_deref(),
+            &self.summary_prompt,
+            self.options.clone(),
+        ));
         Ok(Agent {
             config: Arc::new(AgentConfig {
+                prompts,
                 name: self.name,
                 system_prompt: self.system_prompt,
                 run: self.config,

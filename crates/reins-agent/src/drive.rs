@@ -165,18 +165,6 @@ struct Driver {
 }
 
 impl Driver {
-    /// What the policy says about a call: the toolkit's, or external for a client tool
-    /// the toolkit does not have.
-    fn gate(&self, tool_use: &reins_message::ToolUse) -> crate::run::GateDecision {
-        let toolkit = &self.agent.runtime.toolkit;
-        if !toolkit.contains(&tool_use.name)
-            && self.client_tools.iter().any(|t| t.name == tool_use.name)
-        {
-            return crate::run::GateDecision::External;
-        }
-        toolkit.gate(tool_use)
-    }
-
     /// Sends an event to the caller's listener; the event is made only when one
     /// listens (most runs have none, and events copy messages and tool calls).
     fn emit(&self, ev: impl FnOnce() -> RunEvent) {
@@ -197,7 +185,7 @@ impl Driver {
     /// The start of a call: the agent's (every rule it carries), with the caller's
     /// part.
     fn call(
-        &self,
+        &mut self,
         input: RunInput,
         actor: Option<Actor>,
         view: Option<ViewToken>,
@@ -207,7 +195,8 @@ impl Driver {
             .agent
             .begin(self.session.clone(), input, Utc::now())
             .with_actor(actor)
-            .with_view(view);
+            .with_view(view)
+            .with_client_tools(std::mem::take(&mut self.client_tools));
         if let Some(spec) = asks.output {
             call = call.with_output(spec);
         }

@@ -59,3 +59,14 @@ impl Runtime {
         specs
     }
 }
+
+/// What a request offers of the agent's tools (see [`crate::run::Reason`]).
+impl crate::run::ToolCatalog for Runtime {
+    fn specs(&self) -> reins_model::ToolSpecs {
+        self.tool_specs()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.toolkit.contains(name)
+    }
+}

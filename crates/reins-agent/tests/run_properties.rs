@@ -233,7 +233,7 @@ impl Sim {
                 }
                 Step::Reason(step) => {
                     let summary = step.summary;
-                    check_valid(&step.messages).map_err(TestCaseError::fail)?;
+                    check_valid(&step.request.messages).map_err(TestCaseError::fail)?;
                     let Some((out, hook, stop_after)) = self.outputs.next() else {
                         // The model is out of answers: it says something plain.
                         self.run

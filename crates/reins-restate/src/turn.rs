@@ -42,7 +42,6 @@ use crate::object::{
 use crate::wire::{Refused, TurnInput, TurnRequest};
 
 mod ask;
-mod client_tools;
 mod compress;
 mod hooks;
 pub(crate) mod subagent;
@@ -98,7 +97,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// Restate cancelled the invocation (an interrupt).
     cancelled: bool,
     version: u64,
-    /// The caller's own tools for this turn (see [`client_tools`]).
+    /// The caller's own tools for this turn (AG-UI's client tools), kept for the
+    /// inputs that wake it.
     client_tools: Vec<reins_message::ToolSpec>,
     /// The run's iteration at its last step (for the `Error` hooks).
     iteration: u32,
@@ -476,7 +476,10 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
         req: TurnRequest,
         now: DateTime<Utc>,
     ) -> Result<Result<(), Refused>, TerminalError> {
-        let call = req.call(self.agent(), &self.session, now);
+        // An input that wakes a paused turn keeps the tools the turn started with.
+        let call = req
+            .call(self.agent(), &self.session, now)
+            .with_client_tools(self.client_tools.clone());
         // A paused sub-agent call is decided against what its child session waits for
         // in the store (someone may have answered the child directly).
         self.follow_children(run).await?;
@@ -645,15 +648,9 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
     ) -> Result<Option<RunStatus>, TerminalError> {
         let agent = self.agent().clone();
         let live = self.live();
-        // The request as the local driver makes it (the same function): tools, the
-        // structured answer asked for, or the summary prompt; the call through the
-        // same function too (hooks, stream, message).
-        let call = ModelCall {
-            iteration: step.iteration,
-            summary: step.summary,
-            output: step.output.as_ref().map(|(mode, _)| *mode),
-            request: effects::request(&agent, step, &self.client_tools),
-        };
+        // The request as the run finished it; the call through the local driver's
+        // function (hooks, stream, message, gates).
+        let call = ModelCall::from(step);
         let (token, session) = (self.token.clone(), self.session.clone());
         let out = self
             .journal("model", OnCancel::Fail, move || {
@@ -675,11 +672,11 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             message,
             usage,
             verdict,
+            gates,
         } = out
         else {
             return self.interrupt(run).await.map(Some);
         };
-        let gates = message.tool_uses().map(|u| self.gate(u)).collect();
         let _ = run.apply(Event::Reasoned {
             message,
             gates,

@@ -21,8 +21,6 @@ impl Driver {
         core: &mut SessionCore,
         mut step: Reason,
     ) -> Result<Option<RunStatus>> {
-        let (iteration, summary) = (step.iteration, step.summary);
-        let output = step.output.as_ref().map(|(mode, _)| *mode);
         if let Some(check) = step.context.take() {
             self.announce_context(check);
         }
@@ -31,25 +29,19 @@ impl Driver {
             tracing::warn!(session = %self.session, report = ?repairs, "transcript repaired before the model request");
             self.emit(|| RunEvent::Repaired { report: repairs });
         }
-        let call = ModelCall {
-            iteration,
-            request: effects::request(&self.agent, step, &self.client_tools),
-            summary,
-            output,
-        };
+        let call = ModelCall::from(step);
         let reasoned =
             effects::reason(&self.agent, &self.session, call, &self.cancel, self).await?;
         let Reasoning::Reasoned {
             message,
             usage,
             verdict,
+            gates,
         } = reasoned
         else {
             // The partially streamed message is dropped (never stored).
             return self.interrupt(core, Vec::new()).await.map(Some);
         };
-        let gates: Vec<crate::run::GateDecision> =
-            message.tool_uses().map(|u| self.gate(u)).collect();
         let after = AfterReasoning {
             stop: verdict.stop,
             goto: verdict.goto,

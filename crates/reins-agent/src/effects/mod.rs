@@ -7,7 +7,7 @@
 //! | step | effect |
 //! |---|---|
 //! | [`Step::Consult`](crate::run::Step::Consult) | [`consult`]: the approval policy, then the standing grants; answered with [`Event::DecidedWithoutAsking`](crate::run::Event::DecidedWithoutAsking) (`Consulted` converts into it) |
-//! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt); [`reason`]: the `PreReasoning` hooks, the model's stream turned into one message, the `PostReasoning` hooks |
+//! | [`Step::Reason`](crate::run::Step::Reason) | [`reason`]: the `PreReasoning` hooks on the finished request, the model's stream turned into one message, the `PostReasoning` hooks, each tool use's gate |
 //! | [`Step::Compress`](crate::run::Step::Compress) | [`summarize`]: the summary (the summarizer chunk by chunk, the `PreSummary`/`PostSummary` hooks) |
 //! | [`Step::Execute`](crate::run::Step::Execute) | [`hooks::pre_acting`], then the ledger: [`claim`] (a recorded result, or a call cut off reconciled: [`reconcile`]), the tool, [`finish`]; then [`hooks::post_acting`] |
 //! | [`Step::Replayed`](crate::run::Step::Replayed) | [`hooks::notify`] with `ToolReplayed` |
@@ -34,13 +34,11 @@ pub use reason::{ModelCall, Reasoning, reason};
 use async_trait::async_trait;
 use chrono::Utc;
 use reins_memory::{Error as StoreError, GrantEffect, GrantFilter};
-use reins_message::{Msg, ToolSpec};
-use reins_model::{ChatRequest, ToolChoice};
 
 use crate::agent::Agent;
 use crate::approval::{PolicyRequest, PolicyVerdict};
 use crate::output::RunEvent;
-use crate::run::{AutoDecision, Consult, Consulted, Reason};
+use crate::run::{AutoDecision, Consult, Consulted};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval
 /// policy (allow or deny decide it; ask goes on; for a tool that needs a quorum only
@@ -129,43 +127,6 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
         asked,
         now: Utc::now(),
     }
-}
-
-/// The model request of a [`Reason`] step, as every driver sends it: the agent's
-/// system prompt, the step's messages and the agent's options; for the summary at the
-/// iteration limit, the summary prompt and no tools; otherwise the agent's tools, then
-/// `extra_tools` the caller brought for this call (a toolkit tool of the same name
-/// wins), and the structured answer the run asks for (the `final_answer` tool, or
-/// the provider's JSON Schema format).
-pub fn request(agent: &Agent, step: Reason, extra_tools: &[ToolSpec]) -> ChatRequest {
-    let (cfg, rt) = (&*agent.config, &*agent.runtime);
-    let mut messages = Vec::with_capacity(step.messages.len() + 2);
-    if let Some(p) = &cfg.system_prompt {
-        messages.push(Msg::system(p.clone()).with_id("system-prompt"));
-    }
-    messages.extend(step.messages);
-    let mut request = ChatRequest::new(messages).with_options(cfg.options.clone());
-    if step.summary {
-        request
-            .messages
-            .push(Msg::user(cfg.summary_prompt.clone()).with_id("summary-prompt"));
-        request.tool_choice = ToolChoice::None;
-        return request;
-    }
-    request.tools = rt.tool_specs();
-    // Only when there are extra tools: changing the specs copies them.
-    if !extra_tools.is_empty() {
-        request.tools.extend(
-            extra_tools
-                .iter()
-                .filter(|t| !rt.toolkit.contains(&t.name))
-                .cloned(),
-        );
-    }
-    if let Some((mode, spec)) = &step.output {
-        crate::structured::ask_for_output(&mut request, *mode, spec);
-    }
-    request
 }
 
 /// Where the effects report what happens while they run: the run events (to a

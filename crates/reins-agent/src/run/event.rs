@@ -7,8 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use reins_message::{Msg, ToolResult, Usage};
-use reins_model::ModelCapabilities;
+use reins_message::{Msg, ToolResult, ToolSpec, Usage};
+use reins_model::{ChatOptions, ModelCapabilities, ToolSpecs};
 
 use super::{AfterReasoning, ExecOutcome, GateDecision, RunInput};
 use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
@@ -110,7 +110,81 @@ pub struct Call {
     pub(super) budget: Option<Arc<crate::budget::BudgetRules>>,
     pub(super) session_budget: Option<crate::budget::Budget>,
     pub(super) notices: bool,
+    pub(super) prompts: Arc<Prompts>,
+    pub(super) tools: Tools,
+    pub(super) client_tools: Vec<ToolSpec>,
     pub(super) now: DateTime<Utc>,
+}
+
+/// What every model request of an agent carries besides the transcript, made once
+/// when the agent is built: the system prompt, the prompt of the summary at the
+/// iteration limit, the options.
+#[derive(Debug, Clone)]
+pub(crate) struct Prompts {
+    /// The system prompt, as the first message of every request.
+    pub(crate) system: Option<Msg>,
+    /// The summary prompt, as the last message of the summary request.
+    pub(crate) summary: Msg,
+    /// The options every request carries.
+    pub(crate) options: ChatOptions,
+}
+
+impl Prompts {
+    /// The prompts and options of an agent.
+    pub(crate) fn new(system: Option<&str>, summary: &str, options: ChatOptions) -> Self {
+        Self {
+            system: system.map(|p| Msg::system(p).with_id("system-prompt")),
+            summary: Msg::user(summary).with_id("summary-prompt"),
+            options,
+        }
+    }
+}
+
+/// The agent's tools as a request offers them (the toolkit's specs, shared between
+/// requests while no tool group is switched).
+pub(crate) trait ToolCatalog: Send + Sync {
+    /// The specs of the active tools.
+    fn specs(&self) -> ToolSpecs;
+    /// Whether the toolkit has a tool of this name (a caller's tool of the same name
+    /// is not offered).
+    fn contains(&self, name: &str) -> bool;
+}
+
+/// A shared [`ToolCatalog`].
+#[derive(Clone)]
+pub(crate) struct Tools(pub(crate) Arc<dyn ToolCatalog>);
+
+impl fmt::Debug for Tools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tools")
+    }
+}
+
+/// No tools (a call made without an agent: the run's unit tests).
+struct NoTools;
+
+impl ToolCatalog for NoTools {
+    fn specs(&self) -> ToolSpecs {
+        ToolSpecs::default()
+    }
+
+    fn contains(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+impl Default for Tools {
+    fn default() -> Self {
+        static NONE: std::sync::LazyLock<Arc<dyn ToolCatalog>> =
+            std::sync::LazyLock::new(|| Arc::new(NoTools));
+        Self(Arc::clone(&NONE))
+    }
+}
+
+impl Default for Prompts {
+    fn default() -> Self {
+        Self::new(None, "", ChatOptions::default())
+    }
 }
 
 /// The agent's part of a [`Call`] (what [`Agent::begin`](crate::Agent::begin) fills in).
@@ -132,6 +206,10 @@ pub(crate) struct AgentRules {
     /// Whether the store records notices of changes (its outbox): the run makes them
     /// only then.
     pub(crate) notices: bool,
+    /// The prompts and options of every request.
+    pub(crate) prompts: Arc<Prompts>,
+    /// The tools every request offers.
+    pub(crate) tools: Tools,
 }
 
 impl Call {
@@ -156,6 +234,9 @@ impl Call {
             budget: rules.budget,
             session_budget: None,
             notices: rules.notices,
+            prompts: rules.prompts,
+            tools: rules.tools,
+            client_tools: Vec::new(),
             now,
         }
     }
@@ -176,6 +257,8 @@ impl Call {
                 eligibility: None,
                 budget: None,
                 notices: true,
+                prompts: Arc::default(),
+                tools: Tools::default(),
             },
         )
     }
@@ -211,6 +294,21 @@ impl Call {
     pub fn with_budget(mut self, limit: crate::budget::Budget) -> Self {
         self.session_budget = Some(limit);
         self
+    }
+
+    /// Offers the model these tools of the caller's beside the agent's (a toolkit
+    /// tool of the same name wins). They are always external: a call of one pauses
+    /// the run with an `External` requirement, which the caller answers with the
+    /// tool's result (AG-UI's client tools).
+    #[must_use]
+    pub fn with_client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
+    /// The caller's own tools for this call (see [`Call::with_client_tools`]).
+    pub fn client_tools(&self) -> &[ToolSpec] {
+        &self.client_tools
     }
 
     /// The agent's default budget and its model's price, when it has one.

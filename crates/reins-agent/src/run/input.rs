@@ -37,6 +37,9 @@ impl Run {
             budget,
             session_budget,
             notices,
+            prompts,
+            tools,
+            client_tools,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -101,6 +104,9 @@ impl Run {
             actor,
             view,
             notices,
+            prompts,
+            tools,
+            client_tools,
             ..CallTally::default()
         };
         let begun = match input {

@@ -27,7 +27,7 @@
 //!
 //! // The model is asked; its answer is one call of a tool that needs a person.
 //! let Step::Reason(reason) = run.next() else { unreachable!() };
-//! assert_eq!(reason.messages.len(), 1);
+//! assert_eq!(reason.request.messages.len(), 1);
 //! let call = ToolUse::new("call_1", "delete_file", json!({"path": "temp.txt"}));
 //! run.apply(Event::Reasoned {
 //!     message: Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
@@ -96,7 +96,7 @@ pub(crate) use follow::qualify;
 pub(crate) use input::child_id;
 pub use quorum::{AutoDecision, Consulted};
 
-pub(crate) use event::AgentRules;
+pub(crate) use event::{AgentRules, Prompts, ToolCatalog, Tools};
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to the run with [`Event::Reasoned`].

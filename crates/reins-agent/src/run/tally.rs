@@ -70,6 +70,12 @@ pub(super) struct CallTally {
     /// Whether the store records notices: the commits carry them only then (a
     /// notice copies the requirement, the decision or the answer).
     pub(super) notices: bool,
+    /// The prompts and options of the agent's requests.
+    pub(super) prompts: Arc<super::event::Prompts>,
+    /// The agent's tools.
+    pub(super) tools: super::event::Tools,
+    /// The caller's own tools for this call.
+    pub(super) client_tools: Vec<reins_message::ToolSpec>,
 }
 
 /// The empty per-tool tables every call without its own shares (a call's tally is
@@ -77,6 +83,7 @@ pub(super) struct CallTally {
 static NO_TTLS: LazyLock<Arc<BTreeMap<String, u64>>> = LazyLock::new(Arc::default);
 static NO_QUORUMS: LazyLock<Arc<BTreeMap<String, crate::requirement::Quorum>>> =
     LazyLock::new(Arc::default);
+static NO_PROMPTS: LazyLock<Arc<super::event::Prompts>> = LazyLock::new(Arc::default);
 
 impl Default for CallTally {
     fn default() -> Self {
@@ -103,6 +110,9 @@ impl Default for CallTally {
             consulting: None,
             budget: None,
             notices: true,
+            prompts: Arc::clone(&NO_PROMPTS),
+            tools: super::event::Tools::default(),
+            client_tools: Vec::new(),
         }
     }
 }

@@ -266,25 +266,32 @@ pub struct Consult {
     pub principal: Option<String>,
 }
 
-/// A model call: the transcript part of the request and how to ask for the answer.
-/// The driver adds the agent's system prompt, tools (none for a summary), options and
-/// hooks.
+/// A model call, with the request finished: the agent's system prompt, the
+/// transcript window (repaired, the active context summary standing in for what it
+/// covers), the tools (the agent's and the caller's; none for the summary at the
+/// iteration limit, which ends with the summary prompt), the options and the
+/// structured answer asked for. The driver sends it as it is (the `PreReasoning`
+/// hooks may still edit it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reason {
     /// The reasoning step this call is (1-based within the run).
     pub iteration: u32,
-    /// The iteration limit was reached: call without tools and ask for a summary.
+    /// The iteration limit was reached: the call asks for a summary, without tools.
     pub summary: bool,
-    /// The transcript to send, repaired to be provider-valid (the repair is in the
-    /// run's transcript already, stored at the next commit), with the active context
-    /// summary standing in for the messages it covers.
-    pub messages: Vec<reins_message::Msg>,
+    /// The request. Its transcript part is repaired to be provider-valid (the repair
+    /// is in the run's transcript already, stored at the next commit).
+    pub request: reins_model::ChatRequest,
     /// What the repair changed (empty: nothing).
     pub repairs: reins_memory::RepairReport,
-    /// How to ask for the run's structured answer, when it wants one.
-    pub output: Option<(crate::structured::OutputMode, crate::structured::OutputSpec)>,
+    /// How the run's structured answer is asked for, when it wants one (its JSON is
+    /// reported as it streams).
+    pub output: Option<crate::structured::OutputMode>,
     /// The request against the context budget, when the agent has a context policy.
     pub context: Option<ContextCheck>,
+    /// The caller's own tools the request offers (see
+    /// [`Call::with_client_tools`](super::Call::with_client_tools)): a call of one is
+    /// external.
+    pub external: Vec<String>,
 }
 
 /// The request's size against the agent's context budget.
