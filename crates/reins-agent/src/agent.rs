@@ -134,6 +134,7 @@ impl Agent {
                 compression: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: rt.policy.clone(),
+                listening: rt.listening,
             }),
         }
     }
@@ -240,6 +241,8 @@ impl Agent {
                 notices: self.runtime.store.records_notices(),
                 prompts: Arc::clone(&cfg.prompts),
                 tools: Tools(Arc::clone(&self.runtime) as Arc<dyn crate::run::ToolCatalog>),
+                listening: self.runtime.listening,
+                concurrency: cfg.concurrency,
             },
         )
     }
@@ -612,6 +615,7 @@ impl AgentBuilder {
                 .install(&self.name, &mut self.toolkit, &store)?;
         }
         let owner = reins_message::new_id();
+        let listening = crate::run::Listening::of(&self.hooks);
         let prompts = Arc::new(Prompts::new(
             self.system_prompt.as_deref(),
             &self.summary_prompt,
@@ -649,6 +653,7 @@ impl AgentBuilder {
                 compression: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: self.policy,
+                listening,
             }),
         })
     }

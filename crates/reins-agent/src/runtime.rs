@@ -43,6 +43,8 @@ pub(crate) struct Runtime {
     /// The toolkit's specs as last offered, with the group activity they were made
     /// for: every request shares them until a group is switched.
     pub(crate) specs: Mutex<(Vec<bool>, Option<reins_model::ToolSpecs>)>,
+    /// The hook points the hooks listen to (the run hands out hook steps for those).
+    pub(crate) listening: crate::run::Listening,
 }
 
 impl Runtime {
@@ -68,5 +70,9 @@ impl crate::run::ToolCatalog for Runtime {
 
     fn contains(&self, name: &str) -> bool {
         self.toolkit.contains(name)
+    }
+
+    fn delegates(&self, name: &str) -> bool {
+        self.subagents.get(name).is_some()
     }
 }

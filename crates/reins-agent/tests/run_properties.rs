@@ -226,10 +226,17 @@ impl Sim {
                         "compression asked without a context budget",
                     ));
                 }
-                Step::Replayed(_) => {
+                Step::Delegate(_) | Step::Ask(_) | Step::Follow(_) | Step::Settle(_) => {
                     return Err(TestCaseError::fail(
-                        "a call was served from a record, but the session is no fork",
+                        "sub-agents, questions and crashes are not simulated",
                     ));
+                }
+                Step::Refuse(_) => {
+                    return Err(TestCaseError::fail("a refusal after the input was taken"));
+                }
+                Step::Commit(_) | Step::Announce(_) | Step::Notify(_) | Step::Close(_) => {}
+                Step::Prepare(_) => {
+                    return Err(TestCaseError::fail("no hook listens"));
                 }
                 Step::Reason(step) => {
                     let summary = step.summary;
@@ -296,7 +303,7 @@ impl Sim {
                 }
                 Step::Execute(batch) => {
                     let mut outcomes = Vec::new();
-                    for e in batch {
+                    for e in batch.calls {
                         let id = e.tool_use.id.clone();
                         let gate = self.gates.get(&id).cloned().unwrap_or(Gate::Run);
                         if matches!(gate, Gate::Confirm) {
@@ -327,6 +334,7 @@ impl Sim {
                         .apply(Event::Acted {
                             outcomes,
                             stop,
+                            recorded: false,
                             now: Utc::now(),
                         })
                         .unwrap();
@@ -367,6 +375,28 @@ impl Sim {
 
     fn pending(&self) -> Vec<String> {
         self.run.requirements().into_iter().map(|r| r.id).collect()
+    }
+}
+
+/// Begins a call: the steps before its input is checked are answered (no child
+/// sessions, nothing to settle); its refusal, or `Ok` once it is to be stored.
+fn begin(run: &mut Run, call: reins_agent::run::Call) -> Result<(), reins_agent::run::Refusal> {
+    run.apply(Event::Begin(call)).unwrap();
+    loop {
+        match run.next() {
+            Step::Follow(_) => run.apply(Event::Followed(Default::default())).unwrap(),
+            Step::Settle(_) => run
+                .apply(Event::Settled {
+                    results: Vec::new(),
+                    now: Utc::now(),
+                })
+                .unwrap(),
+            Step::Refuse(_) => {
+                return Err(run.apply(Event::Refused { decided: None }).unwrap_err());
+            }
+            Step::Commit(_) => return Ok(()),
+            other => panic!("a call begins with {other:?}"),
+        }
     }
 }
 
@@ -430,7 +460,7 @@ proptest! {
                 _ => vec![],
             };
             let resume = matches!(run_input, RunInput::Resume);
-            match sim.run.apply(Event::Begin(agent.begin("s", run_input, now))) {
+            match begin(&mut sim.run, agent.begin("s", run_input, now)) {
                 Ok(()) => {
                     for d in &decisions {
                         if let Decision::Approve { id, .. } = d {

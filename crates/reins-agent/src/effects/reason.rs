@@ -47,7 +47,7 @@ pub enum Reasoning {
 pub struct ModelCall {
     /// The reasoning step (iteration) it is made for.
     pub iteration: u32,
-    /// The request ([`super::request`]).
+    /// The request, as the run finished it.
     pub request: ChatRequest,
     /// The summary at the iteration limit (`PreSummary`/`PostSummary` hooks).
     pub summary: bool,

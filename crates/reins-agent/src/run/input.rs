@@ -40,6 +40,11 @@ impl Run {
             prompts,
             tools,
             client_tools,
+            listening,
+            concurrency,
+            defer_results,
+            traceparent,
+            trace_parent: _,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -107,6 +112,10 @@ impl Run {
             prompts,
             tools,
             client_tools,
+            listening,
+            concurrency,
+            defer_results,
+            traceparent,
             ..CallTally::default()
         };
         let begun = match input {
@@ -143,8 +152,17 @@ impl Run {
             "the user sent a new message instead: {}",
             clip(&msg.text(), 200)
         );
-        // The driver closes the child sessions of paused sub-agent calls.
-        let _children = self.close_turn(&note, "message", None, now);
+        // The child sessions of paused sub-agent calls and the calls waiting on a
+        // question are closed by a `Step::Close` once the message is stored.
+        let (children, asking) = self.close_turn(&note, "message", None, now);
+        if !children.is_empty() || !asking.is_empty() {
+            self.pending.close = Some(super::Close {
+                children,
+                asking,
+                note: format!("a new message was sent instead: {}", clip(&msg.text(), 200)),
+                actor: self.call.actor.clone(),
+            });
+        }
         self.push(msg);
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
@@ -163,16 +181,17 @@ impl Run {
     /// `Interrupted`, cleared ones not yet run as `Cancelled`; each pending requirement
     /// gets a `reject` record (via `via`, by `by`) in the audit trail. Ends the turn's
     /// calls. Returns the sub-agent calls whose child sessions still wait (to be closed
-    /// in turn by the driver).
+    /// in turn), and the results given to calls that were waiting on a question.
     pub(super) fn close_turn(
         &mut self,
         note: &str,
         via: &str,
         by: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Vec<reins_message::ToolUse> {
+    ) -> (Vec<reins_message::ToolUse>, Vec<ToolResult>) {
         let mut results = Vec::new();
         let mut children = Vec::new();
+        let mut asking = Vec::new();
         let waiting = self.requirements();
         for req in &waiting {
             self.log_decision(req, "reject", via, by, None, Some(note.to_owned()), now);
@@ -207,6 +226,7 @@ impl Run {
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
                     };
+                    asking.push(r.clone());
                     results.push(r);
                 }
                 SlotStatus::Ready { .. } | SlotStatus::Delegated { .. } => {
@@ -226,7 +246,7 @@ impl Run {
             self.push(Msg::tool_results(results));
         }
         self.end_turn_slots();
-        children
+        (children, asking)
     }
 
     /// Closes a paused run whose parent moved on (a sub-agent's child session whose
@@ -243,7 +263,7 @@ impl Run {
         if !self.is_paused() {
             return None;
         }
-        let children = self.close_turn(note, "parent", by, now);
+        let (children, _) = self.close_turn(note, "parent", by, now);
         self.state.phase = Phase::Finished(crate::output::RunStatus::Cancelled);
         self.state.stop_after_acting = false;
         Some(children)

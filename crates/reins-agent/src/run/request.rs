@@ -8,7 +8,8 @@ use reins_memory::RepairReport;
 use reins_message::{Msg, ToolSpec};
 use reins_model::{ChatRequest, ToolChoice};
 
-use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run, Step};
+use super::agenda::Core;
+use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run};
 use crate::compression::plan::{self, ContextPlan, Cut, SummaryInput};
 use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
 use crate::structured::{OutputMode, OutputSpec};
@@ -89,7 +90,7 @@ impl Run {
     /// The step for a model call: first, when the agent keeps a context budget and
     /// the request is over it, a [`Step::Compress`] (once per request); then the
     /// request's messages, the structured-output mode and the budget check.
-    pub(super) fn reason_step(&mut self, summary: bool) -> Step {
+    pub(super) fn reason_step(&mut self, summary: bool) -> Core {
         let iteration = self.state.iteration + 1;
         let context = match self.call.compression.take() {
             Some(c) => {
@@ -97,7 +98,7 @@ impl Run {
                 self.call.compression = Some(c);
                 match checked {
                     Ok(check) => Some(check),
-                    Err(compress) => return Step::Compress(compress),
+                    Err(compress) => return Core::Compress(compress),
                 }
             }
             None => None,
@@ -105,15 +106,18 @@ impl Run {
         let (messages, repairs) = self.request_messages(self.call.compression.is_some());
         let output = self.prepare_output(self.call.model);
         let (request, external) = self.finish_request(messages, summary, output.as_ref());
-        Step::Reason(Reason {
-            iteration,
-            summary,
-            request,
-            repairs,
-            output: output.map(|(mode, _)| mode),
+        Core::Reason(
+            Reason {
+                iteration,
+                summary,
+                request,
+                output: output.map(|(mode, _)| mode),
+                external,
+                unsaved: false,
+            },
             context,
-            external,
-        })
+            repairs,
+        )
     }
 
     /// The model request around the transcript `messages`, as every driver sends it:

@@ -76,6 +76,14 @@ pub(super) struct CallTally {
     pub(super) tools: super::event::Tools,
     /// The caller's own tools for this call.
     pub(super) client_tools: Vec<reins_message::ToolSpec>,
+    /// The hook points the agent's hooks listen to.
+    pub(super) listening: super::event::Listening,
+    /// Whether a batch's calls run at the same time.
+    pub(super) concurrency: reins_tool::Concurrency,
+    /// Whether a batch's results may ride with the next commit.
+    pub(super) defer_results: bool,
+    /// The turn's W3C `traceparent`, kept when it pauses.
+    pub(super) traceparent: Option<String>,
 }
 
 /// The empty per-tool tables every call without its own shares (a call's tally is
@@ -113,6 +121,10 @@ impl Default for CallTally {
             prompts: Arc::clone(&NO_PROMPTS),
             tools: super::event::Tools::default(),
             client_tools: Vec::new(),
+            listening: super::event::Listening::default(),
+            concurrency: reins_tool::Concurrency::Parallel,
+            defer_results: false,
+            traceparent: None,
         }
     }
 }
