@@ -207,7 +207,7 @@ impl Agent {
     ///
     /// ```
     /// use chrono::Utc;
-    /// use reins_agent::run::{Event, Run, RunInput};
+    /// use reins_agent::run::RunInput;
     /// use reins_agent::{Agent, Quorum};
     /// use reins_message::Msg;
     /// # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("hi")]);
@@ -215,8 +215,6 @@ impl Agent {
     /// let agent = Agent::builder().model(model).quorum("wire_money", Quorum::of(2)).build()?;
     /// let call = agent.begin("chat-1", RunInput::Message(Msg::user("pay the rent")), Utc::now());
     /// assert_eq!(call.quorums()["wire_money"], Quorum::of(2));
-    /// let mut run = Run::new(agent.run_config());
-    /// run.apply(Event::Begin(call)).expect("a message is accepted");
     /// # Ok::<(), reins_agent::AgentError>(())
     /// ```
     pub fn begin(

@@ -166,11 +166,12 @@ async fn one_call<D: Driver + ?Sized>(
     use Failure::Failed;
     // Kept for a second attempt on a fresh copy of the session.
     let mut spare = Some(call.clone());
-    let _ = run.apply(Event::Begin(call));
+    run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
     let mut begun = false;
     loop {
         if begun && d.checkpoint().await {
-            let _ = run.apply(Event::Interrupted(Vec::new()));
+            run.apply(Event::Interrupted(Vec::new()))
+                .map_err(|r| Failed(r.error))?;
         }
         match run.next() {
             Step::Announce(a) => announce(d, run, a),
@@ -183,7 +184,7 @@ async fn one_call<D: Driver + ?Sized>(
                     {
                         d.confirm(run).await.map_err(Failed)?;
                         if let Some(call) = spare.take() {
-                            let _ = run.apply(Event::Begin(call));
+                            run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                         }
                     }
                     Err(e @ AgentError::SessionBusy { .. }) if at_begin => {
@@ -195,7 +196,7 @@ async fn one_call<D: Driver + ?Sized>(
             Step::Refuse(r) => {
                 if spare.is_some() && d.confirm(run).await.map_err(Failed)? {
                     if let Some(call) = spare.take() {
-                        let _ = run.apply(Event::Begin(call));
+                        run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                     }
                     continue;
                 }
@@ -391,7 +392,7 @@ pub(crate) async fn fail<D: Driver + ?Sized>(d: &mut D, run: &Run, error: &Agent
 /// # Errors
 /// The refusal, or the failure of a step before it.
 pub async fn check<P: Perform + ?Sized>(p: &mut P, run: &mut Run, call: Call) -> Result<()> {
-    let _ = run.apply(Event::Begin(call));
+    run.apply(Event::Begin(call)).map_err(|r| r.error)?;
     loop {
         match run.next() {
             Step::Follow(f) => {
@@ -403,10 +404,11 @@ pub async fn check<P: Perform + ?Sized>(p: &mut P, run: &mut Run, call: Call) ->
             // Checking settles nothing: a crash's calls are settled by the call that
             // begins.
             Step::Settle(_) => {
-                let _ = run.apply(Event::Settled {
+                run.apply(Event::Settled {
                     results: Vec::new(),
                     now: Utc::now(),
-                });
+                })
+                .map_err(|r| r.error)?;
             }
             Step::Refuse(r) => {
                 let done = p.perform(Work::Refuse(r)).await?;

@@ -10,6 +10,7 @@ use reins_agent::budget::Budget;
 use reins_agent::run::{
     AfterReasoning, Call, Event, ExecOutcome, GateDecision, Run, RunInput, Step,
 };
+use reins_agent::testing::by_hand;
 use reins_agent::{Agent, Decision, RequirementKind, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use reins_model::ScriptedModel;
@@ -52,18 +53,20 @@ fn reasoned(message: Msg, tools: usize, tokens: u64, now: DateTime<Utc>) -> Even
 /// Begins a call on `run`: the steps before its input is checked are answered (no
 /// child sessions, nothing to settle); its refusal, or `Ok` once it is stored.
 fn begin(run: &mut Run, call: Call) -> Result<(), reins_agent::run::Refusal> {
-    run.apply(Event::Begin(call)).unwrap();
+    by_hand::apply(run, Event::Begin(call)).unwrap();
     loop {
-        match run.next() {
-            Step::Follow(_) => run.apply(Event::Followed(Default::default())).unwrap(),
-            Step::Settle(_) => run
-                .apply(Event::Settled {
+        match by_hand::next(run) {
+            Step::Follow(_) => by_hand::apply(run, Event::Followed(Default::default())).unwrap(),
+            Step::Settle(_) => by_hand::apply(
+                run,
+                Event::Settled {
                     results: Vec::new(),
                     now: Utc::now(),
-                })
-                .unwrap(),
+                },
+            )
+            .unwrap(),
             Step::Refuse(_) => {
-                return Err(run.apply(Event::Refused { decided: None }).unwrap_err());
+                return Err(by_hand::apply(run, Event::Refused { decided: None }).unwrap_err());
             }
             Step::Commit(_) => return Ok(()),
             other => panic!("a call begins with {other:?}"),
@@ -74,7 +77,7 @@ fn begin(run: &mut Run, call: Call) -> Result<(), reins_agent::run::Refusal> {
 /// The run's next step that is not bookkeeping (commits, announcements, hooks).
 fn step(run: &mut Run) -> Step {
     loop {
-        match run.next() {
+        match by_hand::next(run) {
             Step::Commit(_) | Step::Announce(_) | Step::Notify(_) | Step::Close(_) => {}
             other => return other,
         }
@@ -104,12 +107,11 @@ fn active_time_counts_and_time_spent_paused_does_not() {
     )
     .unwrap();
     assert!(matches!(step(&mut run), Step::Reason(_)));
-    run.apply(reasoned(calls(&["c1".into()]), 1, 0, t(4)))
-        .unwrap();
+    by_hand::apply(&mut run, reasoned(calls(&["c1".into()]), 1, 0, t(4))).unwrap();
     let Step::Execute(batch) = step(&mut run) else {
         panic!("the tool starts within the limit");
     };
-    run.apply(acted(&batch, t(11))).unwrap();
+    by_hand::apply(&mut run, acted(&batch, t(11))).unwrap();
     // 11 s active: the next model call waits for a person.
     let Step::Pause(reqs) = step(&mut run) else {
         panic!("over the wall-time limit the run pauses");
@@ -129,8 +131,7 @@ fn active_time_counts_and_time_spent_paused_does_not() {
     )
     .unwrap();
     assert!(matches!(step(&mut run), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("done"), 0, 0, t(3_605)))
-        .unwrap();
+    by_hand::apply(&mut run, reasoned(Msg::assistant("done"), 0, 0, t(3_605))).unwrap();
     assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
     assert_eq!(run.budget_spent().wall_ms, 16_000);
     assert_eq!(run.budget_limit().unwrap().wall_secs, Some(20));
@@ -148,8 +149,7 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
         .with_budget(Budget::new().tokens(10));
     begin(&mut run, call).unwrap();
     assert!(matches!(step(&mut run), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("hi"), 0, 10, t(1)))
-        .unwrap();
+    by_hand::apply(&mut run, reasoned(Msg::assistant("hi"), 0, 10, t(1))).unwrap();
     assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
     begin(
         &mut run,
@@ -209,8 +209,7 @@ fn a_session_cost_limit_needs_the_models_price() {
         .with_budget(Budget::new().cost(5.0));
     begin(&mut run, call).unwrap();
     assert!(matches!(step(&mut run), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("hi"), 0, 6, t(1)))
-        .unwrap();
+    by_hand::apply(&mut run, reasoned(Msg::assistant("hi"), 0, 6, t(1))).unwrap();
     assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
     assert!(run.budget_spent().cost >= 6.0, "{:?}", run.budget_spent());
     begin(
@@ -276,7 +275,7 @@ proptest! {
                     now += a.secs;
                     let ids: Vec<String> = (0..a.tools).map(|_| { n += 1; format!("c{n}") }).collect();
                     let msg = if ids.is_empty() { Msg::assistant("done") } else { calls(&ids) };
-                    run.apply(reasoned(msg, a.tools, a.tokens, t(now))).unwrap();
+                    by_hand::apply(&mut run, reasoned(msg, a.tools, a.tokens, t(now))).unwrap();
                 }
                 Step::Execute(batch) => {
                     let limit = run.budget_limit().unwrap();
@@ -291,7 +290,7 @@ proptest! {
                     prop_assert!(limit.reached(&before, true).is_empty(),
                         "a tool started over the budget: {before:?} of {limit:?}");
                     now += 1;
-                    run.apply(acted(&batch, t(now))).unwrap();
+                    by_hand::apply(&mut run, acted(&batch, t(now))).unwrap();
                 }
                 Step::Pause(reqs) => {
                     let r = reqs.iter().find(|r| matches!(r.kind, RequirementKind::Budget { .. }));

@@ -123,12 +123,14 @@ struct BatchState {
 }
 
 impl Run {
-    /// What the driver must do next. The step carries everything the driver needs
-    /// for it; its outcome goes back through [`Run::apply`].
+    /// What must be done next. The step carries everything needed for it; its
+    /// outcome goes back through [`Run::apply`]. Crate-private: only the interpreter
+    /// (`reins_agent::interpret`) steps a run (sans-IO tests do it by hand through the
+    /// `testing` module).
     // Not an `Iterator`: a run never runs out of steps (a finished run keeps
     // answering `Finish`), and each step waits for its outcome through `apply`.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Step {
+    pub(crate) fn next(&mut self) -> Step {
         loop {
             if let Some(due) = self.pending.agenda.pop_front() {
                 match due {

@@ -15,7 +15,7 @@ impl Run {
     /// `expected_version`, on the run's first commit `acquire_lock` where it folds the
     /// lock in, and on its last `release_lock`); `None` when
     /// there is nothing to write.
-    pub fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
+    pub(crate) fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
         let due = match flush {
             Flush::All => self.has_changes(),
             Flush::Recorded => self.has_changes_besides_state(),

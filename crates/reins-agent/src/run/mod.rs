@@ -14,94 +14,10 @@
 //! effects and the events that answer them is in docs/architecture.md ("The run
 //! contract").
 //!
-//! ```
-//! use chrono::Utc;
-//! use reins_agent::run::{
-//!     AfterReasoning, Announcement, CommitAt, Event, ExecOutcome, GateDecision, Run, RunInput,
-//!     Step,
-//! };
-//! use reins_agent::{Agent, RunStatus};
-//! use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
-//! use serde_json::json;
-//! # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("unused")]);
-//!
-//! // The agent makes every call's start (its rules travel in it); the run is sans-IO.
-//! let agent = Agent::builder().system_prompt("Be careful.").model(model).build().expect("an agent");
-//! let mut run = Run::new(agent.run_config());
-//! let begin = agent.begin("user-7/chat-1", RunInput::Message(Msg::user("delete temp.txt")), Utc::now());
-//! run.apply(Event::Begin(begin)).expect("a call's input is taken");
-//!
-//! // Nothing to follow or settle: the input is checked and stored, the call announced.
-//! let Step::Commit(first) = run.next() else { unreachable!() };
-//! assert_eq!(first.at, CommitAt::Begin);
-//! assert!(matches!(run.next(), Step::Announce(Announcement::Started { resumed: false })));
-//!
-//! // The model is asked, with the request finished; its answer is one call of a tool
-//! // that needs a person.
-//! let Step::Reason(reason) = run.next() else { unreachable!() };
-//! assert_eq!(reason.request.messages.len(), 2); // the system prompt, the message
-//! let call = ToolUse::new("call_1", "delete_file", json!({"path": "temp.txt"}));
-//! run.apply(Event::Reasoned {
-//!     message: Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
-//!     gates: vec![GateDecision::Confirm { reason: "deletes a file".into() }],
-//!     after: AfterReasoning::default(),
-//!     usage: Default::default(),
-//!     now: Utc::now(),
-//! })
-//! .expect("an outcome is never refused");
-//!
-//! // Before a person is asked, the approval policy and the standing grants are (the
-//! // effect is `reins_agent::effects::consult`); here, they decide nothing.
-//! let Step::Consult(consult) = run.next() else { unreachable!() };
-//! assert_eq!(consult.requirements[0].id, "call_1");
-//! run.apply(Event::DecidedWithoutAsking { decisions: vec![], asked: vec![], now: Utc::now() })
-//!     .expect("the consultation is answered");
-//!
-//! // The run pauses with the requirement: stored, announced, then the call ends.
-//! let Step::Commit(pause) = run.next() else { unreachable!() };
-//! assert_eq!(pause.at, CommitAt::Pause(vec!["call_1".into()]));
-//! assert_eq!(run.next(), Step::Announce(Announcement::Paused));
-//! let Step::Pause(reqs) = run.next() else { unreachable!() };
-//! assert_eq!(reqs[0].id, "call_1");
-//!
-//! // The next call: `resume()` approves it; the tool runs after the started mark.
-//! run.apply(Event::Begin(agent.begin("user-7/chat-1", RunInput::Resume, Utc::now())))
-//!     .expect("a call's input is taken");
-//! assert!(matches!(run.next(), Step::Commit(_)));
-//! assert!(matches!(run.next(), Step::Announce(Announcement::Started { resumed: true })));
-//! let Step::Commit(started) = run.next() else { unreachable!() };
-//! assert_eq!(started.at, CommitAt::Started);
-//! let Step::Execute(batch) = run.next() else { unreachable!() };
-//! let done = ToolResult::success(&batch.calls[0].tool_use.id, "delete_file", "deleted");
-//! run.apply(Event::Acted {
-//!     outcomes: vec![ExecOutcome::Done(done)],
-//!     stop: false,
-//!     recorded: false,
-//!     now: Utc::now(),
-//! })
-//! .expect("an outcome is never refused");
-//! assert!(matches!(run.next(), Step::Commit(c) if c.at == CommitAt::Acted));
-//!
-//! // The requirement's record is cleared before the model is asked again.
-//! assert!(matches!(run.next(), Step::Commit(c) if c.at == CommitAt::Step));
-//! let Step::Reason(_) = run.next() else { unreachable!() };
-//! run.apply(Event::Reasoned {
-//!     message: Msg::assistant("temp.txt is gone."),
-//!     gates: vec![],
-//!     after: AfterReasoning::default(),
-//!     usage: Default::default(),
-//!     now: Utc::now(),
-//! })
-//! .expect("an outcome is never refused");
-//! // Everything to store, as one commit, then the end.
-//! let Step::Commit(last) = run.next() else { unreachable!() };
-//! assert_eq!(last.at, CommitAt::End);
-//! assert_eq!(last.commit.expect("the answer is unsaved").append.len(), 1);
-//! assert_eq!(run.next(), Step::Announce(Announcement::Ended(RunStatus::Completed)));
-//! assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
-//! let out = run.output(RunStatus::Completed).expect("no structured answer was asked for");
-//! assert_eq!(out.message.text(), "temp.txt is gone.");
-//! ```
+//! The run is stepped by the interpreter only (its stepping methods are
+//! crate-private): a driver hands its run to `reins_agent::interpret::drive`. The
+//! whole conversation, step by step, is shown in `reins_agent::testing::by_hand`
+//! (feature `testing`), where sans-IO tests step a run by hand.
 
 mod agenda;
 mod answer;
@@ -169,6 +85,33 @@ pub const ASKING_INTERRUPTED: &str =
     "stopped while waiting for an answer to its question; what it did so far may be partial";
 
 /// The run state machine over a session's transcript.
+///
+/// A driver makes one ([`Run::stored`], [`Run::new`]), reads it, and hands it to
+/// `reins_agent::interpret::drive`, which steps it; it cannot step it itself. The
+/// boundary is the compiler's: stepping is crate-private.
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// let step = run.next(); // only the interpreter hands out steps
+/// ```
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// # let event = reins_agent::run::Event::Usage(Default::default());
+/// run.apply(event); // only the interpreter feeds outcomes
+/// ```
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// let commit = run.take_commit(reins_agent::run::Flush::All); // commits are steps
+/// ```
+///
+/// ```
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// // What a driver may do with a run: read it.
+/// assert!(run.requirements().is_empty());
+/// assert_eq!(run.state().iteration(), 0);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     config: RunConfig,
@@ -284,15 +227,6 @@ impl Run {
         &self.state
     }
 
-    /// Keeps the W3C `traceparent` of the turn that is pausing in the run state (the
-    /// turn that resumes it links to it; see [`crate::telemetry`]). `None` changes
-    /// nothing (no OpenTelemetry layer records this turn).
-    pub fn keep_traceparent(&mut self, traceparent: Option<String>) {
-        if traceparent.is_some() {
-            self.state.traceparent = traceparent;
-        }
-    }
-
     /// Where the run is.
     pub fn phase(&self) -> Phase {
         self.state.phase
@@ -301,11 +235,6 @@ impl Run {
     /// The limits.
     pub fn config(&self) -> RunConfig {
         self.config
-    }
-
-    /// Changes the limits (e.g. a new `max_iters` from a rebuilt agent).
-    pub fn set_config(&mut self, config: RunConfig) {
-        self.config = config;
     }
 
     /// Whether the run waits for decisions, results or `resume()`.
@@ -803,7 +732,7 @@ impl Run {
     /// refused: a refused input changes nothing and comes back fully formed. A call's
     /// input ([`Event::Begin`]) is checked once the steps before it are answered; a
     /// refused one comes as a [`Step::Refuse`].
-    pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
+    pub(crate) fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
             Event::Begin(call) => self.take_call(call),
             Event::Followed(followed) => {
