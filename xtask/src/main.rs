@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(&rest),
         "live" => live::live(&rest),
         "help" | "--help" | "-h" => {
-            println!("{}", HELP);
+            say(HELP);
             Ok(())
         }
         other => Err(format!("unknown command `{other}`\n\n{HELP}")),
@@ -62,6 +62,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints `text` and a newline on stdout, dropping it when stdout is closed
+/// (`cargo xtask --help | head -1`): `println!` would panic there.
+pub(crate) fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 const HELP: &str = "usage: cargo xtask <command>
