@@ -42,7 +42,9 @@ fn main() -> ExitCode {
                 Ok(n) if n > 0 => stress::run(n, extra),
                 _ => Err(format!("`--stress` takes a number of runs, not `{n}`")),
             },
-            _ => Err(format!("`ci` takes no arguments but `--stress N`\n\n{HELP}")),
+            _ => Err(format!(
+                "`ci` takes no arguments but `--stress N`\n\n{HELP}"
+            )),
         },
         "demo" => demo(&rest),
         "serve" => serve(&rest),

@@ -106,6 +106,23 @@ impl Agent {
         self.config.budget.as_deref()
     }
 
+    /// What doors say about the agent (made once, on first use).
+    pub fn card(&self) -> &crate::card::AgentCard {
+        self.runtime.card.get_or_init(|| {
+            let toolkit = &self.runtime.toolkit;
+            crate::card::AgentCard {
+                name: self.config.name.clone(),
+                tools: toolkit.specs(),
+                idempotent: toolkit
+                    .names()
+                    .into_iter()
+                    .filter(|n| toolkit.is_idempotent(n))
+                    .collect(),
+                budget: self.config.budget.as_deref().cloned(),
+            }
+        })
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
         &self.runtime.store
@@ -130,6 +147,7 @@ impl Agent {
                 subagents: rt.subagents.clone(),
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: rt.policy.clone(),
             }),
@@ -637,6 +655,7 @@ impl AgentBuilder {
                 subagents: self.subagents,
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: self.policy,
             }),

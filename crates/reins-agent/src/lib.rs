@@ -60,6 +60,7 @@ mod agent;
 pub mod approval;
 mod backend;
 pub mod budget;
+mod card;
 pub mod compression;
 mod delegate;
 mod drive;
@@ -73,6 +74,7 @@ mod live;
 mod lock;
 pub mod nested;
 mod output;
+pub mod port;
 mod remote;
 mod requirement;
 pub mod run;
@@ -97,13 +99,14 @@ pub use drive::ASKED_ELSEWHERE;
 pub use effects::UNKNOWN_OUTCOME;
 pub use eligibility::{Eligibility, EligibilityPolicy};
 pub use error::{AgentError, Decided, Result};
-pub use follow::{BUSY_DECISION_WAIT, busy_refusal, late_refusal, stored_view};
+pub use follow::{BUSY_DECISION_WAIT, busy_refusal, late_refusal, stored_output, stored_view};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,
 };
 pub use handle::{Interrupter, RunEvents, RunHandle};
 pub use output::{RunEvent, RunOutput, RunStatus};
+pub use port::{AgentCard, Decide, Interrupted, Relayed, Sessions};
 pub use reins_tool::Concurrency;
 pub use requirement::{Approval, Decision, Quorum, QuorumState, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};

@@ -264,6 +264,31 @@ impl Run {
     // answering `Finish`), and each step waits for its outcome through `apply`.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Step {
+        let step = self.next_step();
+        if matches!(step, Step::Pause(_) | Step::Finish(_)) {
+            self.keep_call_summary();
+        }
+        step
+    }
+
+    /// What the call that pauses or ends here tallied, kept in the stored state
+    /// ([`RunState::last_call`]) so that whoever reads the store — a door following
+    /// a run another process drives — gets the same output as the driver.
+    fn keep_call_summary(&mut self) {
+        let summary = types::CallSummary {
+            answer: self.call.last_assistant.as_ref().map(|m| m.id.clone()),
+            usage: self.call.usage,
+            iterations: self.call.iterations,
+            repairs: self.call.repairs.clone(),
+            structured: self.call.structured.clone(),
+            empty_answer: self.call.empty_answer,
+        };
+        if self.state.last_call.as_ref() != Some(&summary) {
+            self.state.last_call = Some(summary);
+        }
+    }
+
+    fn next_step(&mut self) -> Step {
         loop {
             match self.state.phase {
                 Phase::Reasoning => {

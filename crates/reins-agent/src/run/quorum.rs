@@ -95,6 +95,38 @@ impl AutoDecision {
 }
 
 impl Run {
+    /// The call's actor may decide only on the tools a door scoped it to
+    /// ([`crate::Actor::decides_on`]); checked for every decision of a call made by an
+    /// actor with a scope, before anything changes.
+    pub(super) fn check_scope(&self, req: &Requirement) -> Result<()> {
+        let Some(actor) = &self.call.actor else {
+            return Ok(());
+        };
+        let Some(tools) = actor.decides_on() else {
+            return Ok(());
+        };
+        if tools.iter().any(|t| *t == req.tool_use.name) {
+            return Ok(());
+        }
+        Err(AgentError::NotEligible {
+            id: req.id.clone(),
+            reason: format!(
+                "`{}` may decide only on calls of {}, and this is a call of `{}`",
+                actor.principal,
+                if tools.is_empty() {
+                    "no tool".to_owned()
+                } else {
+                    tools
+                        .iter()
+                        .map(|t| format!("`{t}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+                req.tool_use.name
+            ),
+        })
+    }
+
     /// Asks the agent's eligibility policy, when it has one, whether the decision's
     /// author may approve or reject this tool call; before anything changes.
     pub(super) fn check_eligibility(&self, req: &Requirement, d: &Decision) -> Result<()> {
