@@ -300,10 +300,10 @@ impl Run {
                     outcome: r.outcome.clone(),
                 };
             }
-            self.req_ops.decide.push((
+            self.req_ops.decided(
                 r.id.clone(),
                 serde_json::json!({"decision": "tool_result", "outcome": r.outcome.label()}),
-            ));
+            );
             results.push(r);
         }
         let mut m = Msg::tool_results(results).with_id(msg.id);
@@ -363,10 +363,10 @@ impl Run {
             self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
         }
         for req in approved.iter().filter(|r| r.is_nested()) {
-            self.req_ops.decide.push((
+            self.req_ops.decided(
                 req.id.clone(),
                 serde_json::json!({"decision": "approve", "via": "resume"}),
-            ));
+            );
         }
         for slot in &mut self.state.slots {
             if let SlotStatus::Delegated {
@@ -397,10 +397,10 @@ impl Run {
             }
             if let SlotStatus::Waiting { requirement } = &slot.status {
                 if requirement.kind == RequirementKind::Confirmation {
-                    self.req_ops.decide.push((
+                    self.req_ops.decided(
                         slot.tool_use.id.clone(),
                         serde_json::json!({"decision": "approve", "via": "resume"}),
-                    ));
+                    );
                     slot.status = SlotStatus::Ready {
                         input: slot.tool_use.input.clone(),
                         edited: false,

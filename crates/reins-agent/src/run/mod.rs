@@ -673,9 +673,11 @@ impl Run {
         self.state.slots.clear();
         if !self.state.stored_requirements.is_empty() {
             self.state.stored_requirements.clear();
+            // The rows go; what was decided and recorded is still reported.
             self.req_ops = ReqOps {
                 clear: true,
                 log: std::mem::take(&mut self.req_ops.log),
+                decided: std::mem::take(&mut self.req_ops.decided),
                 ..ReqOps::default()
             };
         }

@@ -17,11 +17,27 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 pub(super) struct ReqOps {
     pub(super) clear: bool,
     pub(super) add: Vec<RequirementRecord>,
+    /// Requirement rows to mark decided. Superseded by `clear` when the turn ends
+    /// before the next commit (the rows go, decided or not): see `decided`.
     pub(super) decide: Vec<(String, Value)>,
+    /// Every decision applied since the last commit (requirement id, the decision's
+    /// record), for its `requirement.decided` notice. Unlike `decide` it outlives the
+    /// end of the turn: a rejection or an external result that ends the turn in the
+    /// same step is reported like an approval.
+    pub(super) decided: Vec<(String, Value)>,
     /// Audit trail entries for the next commit.
     pub(super) log: Vec<DecisionRecord>,
     /// Notices of requirements that started waiting, for the next commit.
     pub(super) waiting: Vec<reins_memory::Notice>,
+}
+
+impl ReqOps {
+    /// A decision applied to requirement `id`: its row is marked decided, and the
+    /// commit reports it.
+    pub(super) fn decided(&mut self, id: String, record: Value) {
+        self.decided.push((id.clone(), record.clone()));
+        self.decide.push((id, record));
+    }
 }
 
 /// What one call tallies: the rules it carries, its usage and its answer so far.
