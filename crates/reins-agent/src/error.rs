@@ -19,6 +19,31 @@ pub struct Decided {
     pub via: String,
 }
 
+impl Decided {
+    /// What closed the call, when no one decided on it: a new message in the session
+    /// (`via: message`), the end of the run at its budget (`budget`) or the parent
+    /// session moving on (`parent`), which close every call still waiting (recorded as
+    /// rejections). `None` for a decision made on the call itself.
+    ///
+    /// ```
+    /// # use reins_agent::Decided;
+    /// let closed: Decided = serde_json::from_value(serde_json::json!({
+    ///     "decision": "reject", "by": null, "at": "2026-11-27T12:00:00Z", "via": "message"
+    /// })).unwrap();
+    /// assert_eq!(closed.closed_by(), Some("a new message in the session"));
+    /// ```
+    pub fn closed_by(&self) -> Option<&'static str> {
+        // A call of a sub-agent's child session: "message on child session `...`".
+        let via = self.via.split(" on child session ").next().unwrap_or("");
+        match via {
+            "message" => Some("a new message in the session"),
+            "budget" => Some("the end of the run at its budget"),
+            "parent" => Some("the parent session moving on"),
+            _ => None,
+        }
+    }
+}
+
 impl From<crate::budget::InvalidBudget> for AgentError {
     fn from(e: crate::budget::InvalidBudget) -> Self {
         Self::InvalidBudget { reason: e.reason }

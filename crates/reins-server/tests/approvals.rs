@@ -285,6 +285,70 @@ async fn an_expired_link_decides_nothing() {
     assert_eq!(trail["decisions"], json!([]), "nothing was decided");
 }
 
+/// A link to a call that a new message closed: no one decided on it, and nothing waits
+/// for it any more (410, the page says so), whether the page is opened or its form
+/// posted; nothing is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_to_a_call_a_new_message_closed_says_nothing_waits() {
+    let Some(python) = python_or_skip("a_link_to_a_call_a_new_message_closed_says_nothing_waits")
+    else {
+        return;
+    };
+    let smtp = SmtpSink::start(&python);
+    let s = approvals_server(Some(smtp.port), None, |store, ran| {
+        agent_with_ttl(store, ran, None)
+    })
+    .await;
+    // delete_file: ana is mailed.
+    pause(&s, "alice/closed", "delete a.txt").await;
+    let link = link_in(&smtp.next());
+    // Alice moves on before anyone decides: the call is closed.
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fclosed/runs",
+            json!({"message": "never mind"}),
+        )
+        .await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+
+    let page = s.client.get(&link).send().await.unwrap();
+    assert_eq!(page.status(), 410);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("Nothing waits for this any more")
+            && html.contains("closed by a new message in the session"),
+        "{html}"
+    );
+    let post = s
+        .client
+        .post(&link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 410);
+    assert!(
+        post.text()
+            .await
+            .unwrap()
+            .contains("Nothing waits for this any more")
+    );
+    assert!(s.ran().is_empty());
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fclosed/decisions").await;
+    let by_ana = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["actor"]["principal"] == "ana")
+        .count();
+    assert_eq!(by_ana, 0, "nothing was decided through the link: {trail}");
+}
+
 /// A clock the test moves: the real time plus an offset.
 #[derive(Default)]
 struct TestClock(std::sync::Mutex<chrono::Duration>);
