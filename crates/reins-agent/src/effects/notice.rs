@@ -6,15 +6,16 @@ use reins_memory::{Commit, MemoryStore, Notice, NoticeKind};
 use serde_json::json;
 
 /// Writes a `run.failed` notice for `session` with `error`, when the store records
-/// notices. Its id is made from the session and the stored version, so a driver that
-/// repeats this step after a crash writes it once. A store error is logged: the run's
-/// own error is what the caller gets.
+/// notices. Its id ([`Notice::keyed`]: a UUIDv7 made from the session and the stored
+/// version, timed at that version's write) is the same when a driver repeats this step
+/// after a crash, so the outbox writes it once. A store error is logged: the run's own
+/// error is what the caller gets.
 pub async fn run_failed(store: &dyn MemoryStore, session: &str, error: &str) {
     if !store.records_notices() {
         return;
     }
-    let version = match store.load_session(session).await {
-        Ok(s) => s.version,
+    let (version, at) = match store.load_session(session).await {
+        Ok(s) => (s.version, s.updated_at),
         // Failed before anything was stored: no session to report on.
         Err(reins_memory::Error::SessionNotFound { .. }) => return,
         Err(e) => {
@@ -22,10 +23,10 @@ pub async fn run_failed(store: &dyn MemoryStore, session: &str, error: &str) {
             return;
         }
     };
-    let mut notice = Notice::new(NoticeKind::RunFailed)
+    let key = format!("{session}/run.failed/{version}");
+    let notice = Notice::keyed(NoticeKind::RunFailed, &key, at)
         .session(session)
         .payload(json!({ "error": error }));
-    notice.id = format!("{session}/run.failed/{version}");
     if let Err(e) = store
         .commit(session, Commit::at(version).notify(notice))
         .await
