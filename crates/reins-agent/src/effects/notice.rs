@@ -34,3 +34,31 @@ pub async fn run_failed(store: &dyn MemoryStore, session: &str, error: &str) {
         tracing::warn!(session, error = %e, "could not write a run.failed notice");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use reins_memory::InMemoryStore;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_repeated_run_failed_notice_is_written_once_with_a_uuid_v7() {
+        let store = InMemoryStore::new();
+        store.record_notices(true);
+        store.open_session("s").await.unwrap();
+        // A driver that repeats the step after a crash writes it again.
+        run_failed(&store, "s", "the model is down").await;
+        run_failed(&store, "s", "the model is down").await;
+        let notices = store.unrouted_notices(10).await.unwrap();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].kind, NoticeKind::RunFailed);
+        // A UUID of version 7: `xxxxxxxx-xxxx-7xxx-[89ab]xxx-xxxxxxxxxxxx`.
+        let id = &notices[0].id;
+        let groups: Vec<&str> = id.split('-').collect();
+        let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+        assert_eq!(lengths, [8, 4, 4, 4, 12], "{id}");
+        assert!(groups[2].starts_with('7'), "{id}");
+        assert!(groups[3].starts_with(['8', '9', 'a', 'b']), "{id}");
+    }
+}
