@@ -317,7 +317,7 @@ impl Run {
                 let text = ended_message(ask, note.as_deref());
                 // Calls of the turn that did not run get an honest result first.
                 self.close_turn(
-                    "not run: the session's budget was reached and the run was ended",
+                    super::input::Closing::NotRun(super::NOT_RUN_BUDGET_ENDED),
                     "budget",
                     d.decided_by(),
                     now,

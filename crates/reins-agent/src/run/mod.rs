@@ -126,6 +126,11 @@ pub(crate) type Attempt = (String, String, Option<String>);
 /// The text a tool use gets when it never ran because the run was interrupted.
 pub const NOT_RUN_INTERRUPTED: &str = "not run: interrupted";
 
+/// The text a tool use gets (`Cancelled`) when it never ran because a person ended
+/// the run at its budget: held back by the budget, or waiting for a decision.
+pub const NOT_RUN_BUDGET_ENDED: &str =
+    "not run: the session's budget was reached and the run was ended";
+
 /// The text a call gets when it was stopped while waiting for an answer to its
 /// question (its side effects so far may be partial).
 pub const ASKING_INTERRUPTED: &str =
