@@ -42,6 +42,9 @@ async fn a_session_budget_set_over_http_pauses_and_a_person_extends_it() {
         json!({"token": 5}),
         json!({}),
         json!(7),
+        // The fields in order, as an array: not a budget (the schema says object).
+        json!([null, null, 1]),
+        json!([5]),
         // No price for the model: a cost limit could never be counted.
         json!({"cost": 1.0}),
     ] {

@@ -108,7 +108,8 @@ fn session_budget(
     raw: Option<serde_json::Value>,
 ) -> Result<Option<reins_agent::budget::Budget>> {
     let Some(raw) = raw else { return Ok(None) };
-    let limit: reins_agent::budget::Budget = serde_json::from_value(raw).map_err(|e| {
+    // An object, as the schema says: an array is not read as the fields in order.
+    let limit: reins_agent::budget::Budget = crate::strict::from_value(raw).map_err(|e| {
         invalid_budget(format!(
             "`budget` is not a budget ({e}); expected {{\"tokens\", \"cost\", \"tool_calls\", \"wall_secs\"}}, \
              whole numbers of at least 0 (cost any number of at least 0)"
