@@ -150,14 +150,18 @@ pub enum AgentError {
         /// Approvals so far.
         count: u32,
     },
-    /// An approval under a quorum came from an approver who cannot count towards it:
-    /// no name (every approval under a quorum must say who made it), or none of the
-    /// roles the quorum accepts. Nothing changed.
-    #[error("the approval of `{id}` cannot count towards its quorum: {reason}")]
+    /// A decision its author may not make, or a grant they may not create: an approval
+    /// under a quorum that cannot count towards it (no name — every approval under a
+    /// quorum must say who made it — or none of the roles the quorum accepts), a
+    /// decision or a grant the [eligibility policy](crate::eligibility) refuses, a
+    /// door's own rule about who decides what. Nothing changed.
+    #[error("{reason}")]
     NotEligible {
-        /// The requirement id.
+        /// The requirement id (for a grant: `grant of `<tool>``).
         id: String,
-        /// Why (what is missing).
+        /// The whole refusal, as a person reads it: who may not do what, and why (an
+        /// approval "cannot count towards its quorum" only where the requirement has
+        /// one).
         reason: String,
     },
     /// The same requirement was answered twice in one call.
