@@ -494,8 +494,9 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
 
 /// A budget requirement over A2A (`tests/a2a/budget.py`, the real a2a-sdk client):
 /// INPUT_REQUIRED with a `budget` requirement before the tool starts, a refused low
-/// limit, the extension through the second instance, and an end that completes the
-/// task with a message saying the budget ended it.
+/// limit, a refused extension above the agent's default by an approver who is no
+/// admin, the admin's extension through the second instance, and an end that completes
+/// the task with a message saying the budget ended it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_a2a_client_extends_and_ends_a_budget() {
     let Some(python) = client_available("a2a budget") else {
@@ -516,8 +517,23 @@ async fn the_real_a2a_client_extends_and_ends_a_budget() {
     };
     let a = serve(with_budget(store_a), ran.clone(), dir, |s| s).await;
     let b = serve(with_budget(store_b), ran.clone(), None, |s| s).await;
-    let report = run_client(&python, "budget.py", &a, &b, &[("A2A_TOKEN", CAROL)]).await;
+    let report = run_client(
+        &python,
+        "budget.py",
+        &a,
+        &b,
+        &[("A2A_TOKEN", CAROL), ("A2A_ADMIN_TOKEN", ADMIN)],
+    )
+    .await;
     assert_eq!(report["ended"], true, "{report}");
+    // Carol approves, but only an admin extends above the agent's default.
+    assert!(
+        report["above_default_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("only an admin may"),
+        "{report}"
+    );
     assert!(
         report["low_limit_error"]
             .as_str()

@@ -11,7 +11,7 @@ use super::{Phase, Run};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{BUDGET_TOOL, Budget, BudgetAsk, Spend, ended_message};
-use crate::error::{AgentError, Result};
+use crate::error::Result;
 use crate::output::RunStatus;
 use crate::requirement::{Decision, Requirement, RequirementKind};
 
@@ -236,32 +236,14 @@ impl Run {
         let RequirementKind::Budget { budget: ask } = &req.kind else {
             return Ok(None);
         };
-        let change = match d {
-            Decision::Reject { .. } => return Ok(None),
-            Decision::Approve {
-                edited_input: None, ..
-            } => return Ok(Some(ask.suggested)),
-            // An edited input showing the requirement's own facts is the suggestion.
-            Decision::Approve {
-                edited_input: Some(v),
-                ..
-            } if *v == req.tool_use.input => return Ok(Some(ask.suggested)),
-            Decision::Approve {
-                edited_input: Some(v),
-                ..
-            } => v.get("limit").unwrap_or(v),
-            Decision::Input { values, .. } => values.get("limit").unwrap_or(values),
-            Decision::ExternalResult { .. } => {
-                return Err(AgentError::WrongDecision {
-                    id: req.id.clone(),
-                    decision: d.label(),
-                    kind: req.kind.label(),
-                });
+        match crate::budget::requested(req, d)? {
+            None => Ok(None),
+            Some((suggested, true)) => Ok(Some(suggested)),
+            Some((limit, false)) => {
+                limit.check_extension(&ask.limit, &self.budget_spent(), &ask.reached)?;
+                Ok(Some(limit))
             }
-        };
-        let limit = ask.limit.merged(change)?;
-        limit.check_extension(&ask.limit, &self.budget_spent(), &ask.reached)?;
-        Ok(Some(limit))
+        }
     }
 
     /// Applies a checked decision on the budget requirement: the new limit and the
