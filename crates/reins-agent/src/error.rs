@@ -153,11 +153,11 @@ pub enum AgentError {
     /// A decision its author may not make, or a grant they may not create: an approval
     /// under a quorum that cannot count towards it (no name — every approval under a
     /// quorum must say who made it — or none of the roles the quorum accepts), a
-    /// decision or a grant the [eligibility policy](crate::eligibility) refuses, a
+    /// decision or a grant the [eligibility policy](crate::EligibilityPolicy) refuses, a
     /// door's own rule about who decides what. Nothing changed.
     #[error("{reason}")]
     NotEligible {
-        /// The requirement id (for a grant: `grant of `<tool>``).
+        /// The requirement id (for a grant: ``grant of `TOOL` ``, naming the tool).
         id: String,
         /// The whole refusal, as a person reads it: who may not do what, and why (an
         /// approval "cannot count towards its quorum" only where the requirement has

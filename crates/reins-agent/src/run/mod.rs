@@ -90,7 +90,7 @@ mod request;
 mod tally;
 mod types;
 
-pub use budget::BUDGET_ENDED_MARK;
+pub use budget::{BUDGET_ENDED_MARK, requested_limit};
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;

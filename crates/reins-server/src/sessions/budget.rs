@@ -147,7 +147,7 @@ pub(super) async fn check_extension(
         let Some(req) = pending.iter().find(|r| r.id == d.id()) else {
             continue;
         };
-        let Ok(Some(limit)) = reins_agent::budget::requested_limit(req, d) else {
+        let Ok(Some(limit)) = reins_agent::run::requested_limit(req, d) else {
             continue;
         };
         let above = above_default(&limit, &default);
