@@ -260,7 +260,7 @@ impl Run {
         };
         let req = asked.requirement;
         let record = serde_json::to_value(d).unwrap_or(Value::Null);
-        self.req_ops.decided(req.id.clone(), record);
+        self.req_ops.decide.push((req.id.clone(), record));
         match extend {
             Some(limit) => {
                 let executed = serde_json::to_value(limit).ok();

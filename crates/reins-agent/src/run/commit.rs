@@ -60,8 +60,8 @@ impl Run {
         };
         if self.call.notices {
             // Every decision applied since the last commit, including those whose rows
-            // the end of the turn cleared (a rejection, an external result).
-            for (id, decision) in &ops.decided {
+            // were cleared before it (a rejection, an external result ending the turn).
+            for (id, decision) in ops.decided.iter().chain(&commit.decide) {
                 commit
                     .notices
                     .push(self.decided_notice(id, decision, &ops.log));

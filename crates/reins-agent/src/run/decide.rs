@@ -134,7 +134,7 @@ impl Run {
             };
             let record = serde_json::to_value(&d).unwrap_or(Value::Null);
             let id = d.id().to_owned();
-            self.req_ops.decided(id.clone(), record);
+            self.req_ops.decide.push((id.clone(), record));
             // A sub-agent's requirement is recorded when its child session takes the
             // decision (the child may have moved on meanwhile): see the `subagent` module.
             if let Some(req) = self

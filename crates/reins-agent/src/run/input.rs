@@ -317,10 +317,10 @@ impl Run {
                     outcome: r.outcome.clone(),
                 };
             }
-            self.req_ops.decided(
+            self.req_ops.decide.push((
                 r.id.clone(),
                 serde_json::json!({"decision": "tool_result", "outcome": r.outcome.label()}),
-            );
+            ));
             results.push(r);
         }
         let mut m = Msg::tool_results(results).with_id(msg.id);
@@ -380,10 +380,10 @@ impl Run {
             self.log_decision(req, "approve", "resume", by.as_deref(), None, None, now);
         }
         for req in approved.iter().filter(|r| r.is_nested()) {
-            self.req_ops.decided(
+            self.req_ops.decide.push((
                 req.id.clone(),
                 serde_json::json!({"decision": "approve", "via": "resume"}),
-            );
+            ));
         }
         for slot in &mut self.state.slots {
             if let SlotStatus::Delegated {
@@ -414,10 +414,10 @@ impl Run {
             }
             if let SlotStatus::Waiting { requirement } = &slot.status {
                 if requirement.kind == RequirementKind::Confirmation {
-                    self.req_ops.decided(
+                    self.req_ops.decide.push((
                         slot.tool_use.id.clone(),
                         serde_json::json!({"decision": "approve", "via": "resume"}),
-                    );
+                    ));
                     slot.status = SlotStatus::Ready {
                         input: slot.tool_use.input.clone(),
                         edited: false,

@@ -354,7 +354,7 @@ impl Run {
         }
         self.req_ops.clear = true;
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
-        self.req_ops.decide.clear();
+        self.req_ops.supersede_decided();
         // A notice for each requirement that starts waiting now (not for those
         // rewritten with it), where the store records them.
         self.req_ops.waiting = if self.call.notices {
@@ -679,6 +679,7 @@ impl Run {
         if !self.state.stored_requirements.is_empty() {
             self.state.stored_requirements.clear();
             // The rows go; what was decided and recorded is still reported.
+            self.req_ops.supersede_decided();
             self.req_ops = ReqOps {
                 clear: true,
                 log: std::mem::take(&mut self.req_ops.log),

@@ -17,13 +17,13 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 pub(super) struct ReqOps {
     pub(super) clear: bool,
     pub(super) add: Vec<RequirementRecord>,
-    /// Requirement rows to mark decided. Superseded by `clear` when the turn ends
-    /// before the next commit (the rows go, decided or not): see `decided`.
+    /// Requirement rows to mark decided, with the decision's record; each gets its
+    /// `requirement.decided` notice in the commit.
     pub(super) decide: Vec<(String, Value)>,
-    /// Every decision applied since the last commit (requirement id, the decision's
-    /// record), for its `requirement.decided` notice. Unlike `decide` it outlives the
-    /// end of the turn: a rejection or an external result that ends the turn in the
-    /// same step is reported like an approval.
+    /// Decisions applied since the last commit whose rows `clear` superseded (the turn
+    /// ended, or the requirements were written anew, before the commit): no row to
+    /// mark, but their notices are still due — a rejection or an external result that
+    /// ends the turn in the same step is reported like an approval.
     pub(super) decided: Vec<(String, Value)>,
     /// Audit trail entries for the next commit.
     pub(super) log: Vec<DecisionRecord>,
@@ -32,11 +32,11 @@ pub(super) struct ReqOps {
 }
 
 impl ReqOps {
-    /// A decision applied to requirement `id`: its row is marked decided, and the
-    /// commit reports it.
-    pub(super) fn decided(&mut self, id: String, record: Value) {
-        self.decided.push((id.clone(), record.clone()));
-        self.decide.push((id, record));
+    /// The rows are about to be cleared: what was decided on them is kept for the
+    /// notices (`decided`), not written as row updates.
+    pub(super) fn supersede_decided(&mut self) {
+        let decide = std::mem::take(&mut self.decide);
+        self.decided.extend(decide);
     }
 }
 

@@ -106,7 +106,9 @@ pub(super) fn session_budget(
 /// requirements only when `submission` approves one that may be a budget requirement
 /// (`budget-<n>`) and the agent has a default; a limit the run would refuse anyway (a
 /// malformed one) is left for the run to refuse, as are decisions on requirements that
-/// no longer wait.
+/// no longer wait. A sub-agent's budget requirement (`<call>/budget-<n>`) is measured
+/// against its own agent's default, which this server does not hold: it is not checked
+/// here.
 pub(super) async fn check_extension(
     state: &AppState,
     who: &Principal,
