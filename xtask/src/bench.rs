@@ -84,7 +84,7 @@ See docs/performance.md.";
 /// Runs the benchmarks.
 pub fn run(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
+        crate::say(USAGE);
         return Ok(());
     }
     let quick = args.iter().any(|a| a == "--quick");

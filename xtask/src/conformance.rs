@@ -405,7 +405,7 @@ fn build() -> Result<(PathBuf, PathBuf), String> {
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if let Some(a) = args.first() {
         return if a == "--help" || a == "-h" {
-            println!("{HELP}");
+            crate::say(HELP);
             Ok(())
         } else {
             Err(format!("conformance: unknown argument `{a}`\n\n{HELP}"))

@@ -47,7 +47,7 @@ Every other option goes to the runner, whose own help follows:
 
 pub fn live(args: &[String]) -> Result<(), String> {
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
+        crate::say(USAGE);
         return scenarios(&["--help".to_owned()]);
     }
     if args.iter().any(|a| a == "--local") {

@@ -42,7 +42,9 @@ fn main() -> ExitCode {
                 Ok(n) if n > 0 => stress::run(n, extra),
                 _ => Err(format!("`--stress` takes a number of runs, not `{n}`")),
             },
-            _ => Err(format!("`ci` takes no arguments but `--stress N`\n\n{HELP}")),
+            _ => Err(format!(
+                "`ci` takes no arguments but `--stress N`\n\n{HELP}"
+            )),
         },
         "demo" => demo(&rest),
         "serve" => serve(&rest),
@@ -50,7 +52,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(&rest),
         "live" => live::live(&rest),
         "help" | "--help" | "-h" => {
-            println!("{}", HELP);
+            say(HELP);
             Ok(())
         }
         other => Err(format!("unknown command `{other}`\n\n{HELP}")),
@@ -62,6 +64,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints `text` and a newline on stdout, dropping it when stdout is closed
+/// (`cargo xtask --help | head -1`): `println!` would panic there.
+pub(crate) fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 const HELP: &str = "usage: cargo xtask <command>

@@ -45,7 +45,8 @@
 //! | a tool call | `tool_call` (title, [`ToolKind`], locations, raw input), `tool_call_update` (`in_progress`, `completed` / `failed` with its output) |
 //! | a confirmation requirement | `session/request_permission` with allow once / allow always / reject once / reject always |
 //! | allow always | the approval, then a standing grant for the tool in this session (revocable in the inbox) |
-//! | reject always | the rejection, then a standing deny rule for the tool in this session: later calls are rejected without asking (revocable in the inbox) |
+//! | reject always | the rejection, then a standing deny rule for the tool in this session: later calls are rejected without asking (revocable in the inbox) and end `failed` like the first |
+//! | a call settled without running (rejected, by a person or a rule; cut off before it started; a client tool) | `tool_call_update` `failed` (`completed` for a client tool that succeeded) with the result: every call shown ends, unless it still waits for a decision |
 //! | a user-input requirement | an `elicitation/create` form, when the client declares `elicitation.form` |
 //! | a cancelled permission request | nothing decided: the requirement stays pending (inbox, or the next `session/load`) |
 //! | `session/cancel` | an interrupt (the turn is sanitized); stop reason `cancelled` |
@@ -59,8 +60,9 @@
 //!
 //! ## Errors
 //!
-//! Malformed JSON is `-32700`, a message that is no JSON-RPC request `-32600`, an
-//! unknown method `-32601`, parameters the method cannot take `-32602`, an unknown
+//! Malformed JSON, or a line that is not UTF-8, is `-32700` (and the connection goes
+//! on with the next line), a message that is no JSON-RPC request `-32600`, an unknown
+//! method `-32601`, parameters the method cannot take `-32602`, an unknown
 //! session `-32002` (resource not found); a refused decision or a busy session is
 //! `-32602` / `-32600` with reins's reason. Nothing is stored for a refused request.
 

@@ -96,6 +96,21 @@ pub(crate) enum Incoming {
     },
 }
 
+/// The text of one line read from the wire (its `\n` or `\r\n` cut off). Bytes that
+/// are not UTF-8 are a parse error: JSON-RPC over ACP is UTF-8 JSON.
+pub(crate) fn line(bytes: &[u8]) -> Result<&str, RpcError> {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| {
+        RpcError::new(
+            code::PARSE_ERROR,
+            format!(
+                "not JSON: the line is not valid UTF-8 ({e}); send one UTF-8 JSON-RPC message per line"
+            ),
+        )
+    })
+}
+
 /// Reads one line. A line that is no JSON-RPC message is an error to send back, with
 /// the id when one could be read (`null` otherwise, as JSON-RPC says).
 #[allow(
@@ -289,6 +304,16 @@ mod tests {
         assert_eq!(e.code, code::INVALID_REQUEST);
         let (_, e) = parse(r#"{"jsonrpc":"2.0"}"#).unwrap_err();
         assert_eq!(e.code, code::INVALID_REQUEST);
+    }
+
+    #[test]
+    fn a_line_is_utf8_without_its_line_end() {
+        assert_eq!(line(b"{}\r\n").unwrap(), "{}");
+        assert_eq!(line(b"{}\n").unwrap(), "{}");
+        assert_eq!(line(b"{}").unwrap(), "{}");
+        let e = line(b"{\"a\":\"\xff\xfe\"}\n").unwrap_err();
+        assert_eq!(e.code, code::PARSE_ERROR);
+        assert!(e.message.contains("UTF-8"), "{}", e.message);
     }
 
     #[tokio::test]

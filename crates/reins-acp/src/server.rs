@@ -141,17 +141,28 @@ where
         caps: Mutex::default(),
         sessions: Mutex::default(),
     });
-    let mut lines = BufReader::new(reader).lines();
+    let mut reader = BufReader::new(reader);
+    let mut bytes = Vec::new();
     let read = loop {
-        let line = match lines.next_line().await {
-            Ok(Some(l)) => l,
-            Ok(None) => break Ok(()),
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes).await {
+            Ok(0) => break Ok(()),
+            Ok(_) => {}
             Err(e) => break Err(e),
+        }
+        // A line that is not UTF-8 is no JSON: a parse error (its id cannot be read),
+        // and the connection goes on.
+        let line = match rpc::line(&bytes) {
+            Ok(l) => l,
+            Err(e) => {
+                peer.respond(Value::Null, Err(e));
+                continue;
+            }
         };
         if line.trim().is_empty() {
             continue;
         }
-        match rpc::parse(&line) {
+        match rpc::parse(line) {
             Err((id, e)) => peer.respond(id, Err(e)),
             Ok(Incoming::Response { id, result }) => peer.complete(&id, result),
             Ok(Incoming::Notification { method, params }) => notification(&conn, &method, &params),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use reins_agent::approval::{GrantEffect, NewGrant};
 use reins_agent::{AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle};
 use reins_agent::{RunOutput, RunStatus, Session};
-use reins_message::{Msg, ToolSpec};
+use reins_message::{ContentBlock, Msg, ToolOutcome, ToolResult, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::client;
@@ -146,7 +146,9 @@ async fn drive(
     // in it.
     let mut skip = HashSet::new();
     loop {
-        let out = stream(conn, live, handle).await.map_err(agent_error)?;
+        let out = stream(conn, live, session, handle)
+            .await
+            .map_err(agent_error)?;
         match out.status {
             RunStatus::Completed => {
                 // A run ended at its budget ends with the run's own message, which no
@@ -182,29 +184,111 @@ async fn drive(
     }
 }
 
+/// What one run has shown the editor so far.
+#[derive(Default)]
+struct Shown {
+    /// Each running call's output so far.
+    outputs: HashMap<String, String>,
+    /// Calls not shown as tool calls (the plan).
+    hidden: HashSet<String>,
+    /// Calls shown and not yet given a final status, in the order they were shown.
+    open: Vec<String>,
+}
+
+impl Shown {
+    fn opened(&mut self, id: &str) {
+        if !self.open.iter().any(|o| o == id) {
+            self.open.push(id.to_owned());
+        }
+    }
+
+    fn closed(&mut self, id: &str) {
+        self.open.retain(|o| o != id);
+    }
+}
+
 /// Streams one run's events as updates; returns its output.
-async fn stream(conn: &Conn, live: &Live, mut handle: RunHandle) -> reins_agent::Result<RunOutput> {
+async fn stream(
+    conn: &Conn,
+    live: &Live,
+    session: &Session,
+    mut handle: RunHandle,
+) -> reins_agent::Result<RunOutput> {
     *live.running() = Some(handle.interrupter());
     if live.is_cancelled() {
         handle.interrupt();
     }
-    let mut outputs: HashMap<String, String> = HashMap::new();
-    let mut hidden: HashSet<String> = HashSet::new();
+    let mut shown = Shown::default();
     while let Some(ev) = handle.next_event().await {
-        publish(conn, live, ev, &mut outputs, &mut hidden);
+        publish(conn, live, ev, &mut shown);
     }
     let out = handle.wait().await;
     *live.running() = None;
+    if let Ok(out) = &out {
+        close_unexecuted(conn, live, session, out, &shown.open).await;
+    }
     out
 }
 
-fn publish(
+/// Gives a final status to the calls the run answered without executing them: the
+/// run publishes no execution for a call a standing deny rule or the approval policy
+/// rejected, nor for one an interrupt cut off before it started, so without this the
+/// editor would show them `pending` for good. Calls the run waits on stay `pending`:
+/// the permission request or the inbox settles them.
+async fn close_unexecuted(
     conn: &Conn,
     live: &Live,
-    ev: RunEvent,
-    outputs: &mut HashMap<String, String>,
-    hidden: &mut HashSet<String>,
+    session: &Session,
+    out: &RunOutput,
+    open: &[String],
 ) {
+    let open: Vec<&str> = open
+        .iter()
+        .filter(|id| !out.requirements.iter().any(|r| &r.id == *id))
+        .map(String::as_str)
+        .collect();
+    // The run has ended: a call that is in no stored message was cut off mid-stream
+    // (its message dropped by the turn's sanitizing), and failed.
+    close_from_transcript(conn, live, session, &open, true).await;
+}
+
+/// Sends the final state of calls `ids` as the stored transcript has it (their
+/// results, read once the run that answered them has ended). A call with no stored
+/// result ends `failed` when `missing_failed`, and is left as it is otherwise.
+async fn close_from_transcript(
+    conn: &Conn,
+    live: &Live,
+    session: &Session,
+    ids: &[&str],
+    missing_failed: bool,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    let messages = match session.messages().await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(session = %live.id, error = %e, "could not read the transcript to close the calls that did not run here");
+            return;
+        }
+    };
+    let results: HashMap<&str, &ToolResult> = messages
+        .iter()
+        .flat_map(Msg::tool_results_iter)
+        .map(|r| (r.id.as_str(), r))
+        .collect();
+    for id in ids {
+        let mut u = match results.get(id) {
+            Some(r) => update::finished(r),
+            None if missing_failed => json!({ "toolCallId": id, "status": "failed" }),
+            None => continue,
+        };
+        u["sessionUpdate"] = json!("tool_call_update");
+        conn.update(live, u);
+    }
+}
+
+fn publish(conn: &Conn, live: &Live, ev: RunEvent, shown: &mut Shown) {
     let describe = &conn.acp.inner.describe;
     match ev {
         RunEvent::TextDelta { text } => {
@@ -215,9 +299,10 @@ fn publish(
         }
         RunEvent::ToolCallStarted { id, name } => {
             if name == client::PLAN_TOOL {
-                hidden.insert(id);
+                shown.hidden.insert(id);
                 return;
             }
+            shown.opened(&id);
             conn.update(
                 live,
                 json!({
@@ -231,21 +316,22 @@ fn publish(
         }
         RunEvent::ToolCallReady { tool_use } => {
             if tool_use.name == client::PLAN_TOOL {
-                hidden.insert(tool_use.id);
+                shown.hidden.insert(tool_use.id);
                 return;
             }
+            shown.opened(&tool_use.id);
             let mut u = describe.call(&tool_use, &live.cwd, "pending");
             u["sessionUpdate"] = json!("tool_call_update");
             conn.update(live, u);
         }
-        RunEvent::ToolExecutionStarted { id, .. } if !hidden.contains(&id) => {
+        RunEvent::ToolExecutionStarted { id, .. } if !shown.hidden.contains(&id) => {
             conn.update(
                 live,
                 json!({ "sessionUpdate": "tool_call_update", "toolCallId": id, "status": "in_progress" }),
             );
         }
-        RunEvent::ToolExecutionChunk { id, text } if !hidden.contains(&id) => {
-            let so_far = outputs.entry(id.clone()).or_default();
+        RunEvent::ToolExecutionChunk { id, text } if !shown.hidden.contains(&id) => {
+            let so_far = shown.outputs.entry(id.clone()).or_default();
             so_far.push_str(&text);
             conn.update(
                 live,
@@ -257,8 +343,9 @@ fn publish(
             );
         }
         RunEvent::ToolExecutionFinished { result } | RunEvent::ToolReplayed { result }
-            if !hidden.contains(&result.id) && result.name != client::PLAN_TOOL =>
+            if !shown.hidden.contains(&result.id) && result.name != client::PLAN_TOOL =>
         {
+            shown.closed(&result.id);
             let mut u = update::finished(&result);
             u["sessionUpdate"] = json!("tool_call_update");
             conn.update(live, u);
@@ -361,21 +448,64 @@ async fn settle(
     if decisions.is_empty() {
         return Ok(Settled::Stop);
     }
-    let rejected: Vec<(String, String)> = decisions
+    // The calls these decisions settle without running them here: a rejection, and
+    // a client tool the door executed. The run reports no execution for them, so the
+    // editor is shown their results once the decisions are accepted.
+    let settled_here: Vec<ToolResult> = decisions
         .iter()
-        .filter_map(|d| match d {
-            Decision::Reject { id, note, .. } => Some((
-                id.clone(),
-                note.clone().unwrap_or_else(|| REJECTED.to_owned()),
-            )),
-            _ => None,
+        .filter_map(|d| {
+            let name = |id: &str| {
+                view.requirements
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| r.tool_use.name.clone())
+                    .unwrap_or_default()
+            };
+            let (id, outcome, content) = match d {
+                Decision::Reject { id, note, .. } => {
+                    let note = note.clone().unwrap_or_else(|| REJECTED.to_owned());
+                    (id, ToolOutcome::Rejected { note: Some(note) }, Vec::new())
+                }
+                Decision::ExternalResult {
+                    id,
+                    output,
+                    is_error,
+                    ..
+                } => {
+                    let text = match output {
+                        Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    };
+                    let outcome = if *is_error {
+                        ToolOutcome::Error
+                    } else {
+                        ToolOutcome::Success
+                    };
+                    (id, outcome, vec![ContentBlock::text(text)])
+                }
+                _ => return None,
+            };
+            let name = name(id);
+            // The plan is shown as a plan, not as a tool call.
+            (name != client::PLAN_TOOL).then(|| ToolResult::new(id.clone(), name, outcome, content))
         })
         .collect();
+    let answered: Vec<String> = decisions.iter().map(|d| d.id().to_owned()).collect();
     let handle = match accepted(session, decisions, &view.token, tools).await {
         Ok(h) => h,
         Err(refused) => {
             // The consent checks refused the answer (decided elsewhere meanwhile,
-            // expired, ...): nothing changed; say so and end the turn.
+            // expired, ...): nothing changed; say so, show the calls that were
+            // settled elsewhere as they ended there, and end the turn.
+            let settled: Vec<&str> = match session.view().await {
+                Ok(now) => answered
+                    .iter()
+                    .filter(|id| !now.requirements.iter().any(|r| &r.id == *id))
+                    .map(String::as_str)
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            close_from_transcript(conn, live, session, &settled, false).await;
             conn.update(
                 live,
                 update::chunk(
@@ -411,18 +541,10 @@ async fn settle(
             );
         }
     }
-    // A rejected call never runs, so the run reports no execution for it: close it in
-    // the editor here.
-    for (id, note) in rejected {
-        conn.update(
-            live,
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": id,
-                "status": "failed",
-                "content": update::text_content(&format!("Rejected: {note}")),
-            }),
-        );
+    for r in &settled_here {
+        let mut u = update::finished(r);
+        u["sessionUpdate"] = json!("tool_call_update");
+        conn.update(live, u);
     }
     Ok(Settled::Go(handle))
 }

@@ -119,6 +119,24 @@ fn find<'a>(updates: &'a Value, kind: &str, status: &str) -> Option<&'a Value> {
         .find(|u| u["sessionUpdate"] == kind && (status.is_empty() || u["status"] == status))
 }
 
+/// The calls of a turn whose last status is not final (`completed` or `failed`).
+fn unfinished(updates: &Value) -> Vec<String> {
+    let mut last: Vec<(String, String)> = Vec::new();
+    for u in updates.as_array().unwrap() {
+        let (Some(id), Some(status)) = (u["toolCallId"].as_str(), u["status"].as_str()) else {
+            continue;
+        };
+        match last.iter_mut().find(|(i, _)| i == id) {
+            Some(l) => l.1 = status.to_owned(),
+            None => last.push((id.to_owned(), status.to_owned())),
+        }
+    }
+    last.into_iter()
+        .filter(|(_, s)| s != "completed" && s != "failed")
+        .map(|(id, s)| format!("{id}: {s}"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typescript_sdk_client_drives_every_scenario() {
     if !client_installed() {
@@ -228,6 +246,35 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
             .contains("Rejected")
     );
     assert_eq!(ran.count("delete:e.txt") + ran.count("delete:f.txt"), 0);
+    // The editor sees both calls end as a rejection does: the one answered "reject
+    // always", and the one the rule then rejected without asking (failed, with the
+    // rule's note).
+    for turn in ["rejectAlways", "rejectAlwaysNext"] {
+        let updates = &out[turn]["updates"];
+        assert_eq!(
+            unfinished(updates),
+            Vec::<String>::new(),
+            "{turn}: {updates:#}"
+        );
+        let closed = find(updates, "tool_call_update", "failed").unwrap();
+        assert_eq!(
+            closed["rawOutput"]["outcome"], "rejected",
+            "{turn}: {closed:#}"
+        );
+    }
+    let by_rule = find(
+        &out["rejectAlwaysNext"]["updates"],
+        "tool_call_update",
+        "failed",
+    )
+    .unwrap();
+    assert!(
+        by_rule["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("standing rule"),
+        "{by_rule:#}"
+    );
     // ... through a deny rule in the store, audited as such, and revocable: revoked,
     // the next call asks again.
     let s3 = out["rejectAlways"]["session"].as_str().unwrap();
@@ -319,6 +366,11 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
         .any(|u| u["content"][0]["type"] == "terminal");
     assert!(terminal, "{}", out["run"]);
     let plan = find(&out["plan"]["updates"], "plan", "").unwrap();
+    assert!(
+        find(&out["plan"]["updates"], "tool_call_update", "").is_none(),
+        "the plan is no tool call: {}",
+        out["plan"]
+    );
     assert_eq!(plan["entries"][1]["priority"], "medium");
     let s7 = out["read"]["session"].as_str().unwrap();
     let messages = agent.session(s7).await.unwrap().messages().await.unwrap();
@@ -359,6 +411,38 @@ async fn the_typescript_sdk_client_drives_every_scenario() {
     );
     assert!(!ran.all().iter().any(|r| r.starts_with("tag:d.txt")));
 
+    // Every call shown ends completed or failed, except the one whose permission
+    // request was cancelled: it waits (pending) for the inbox or the next load.
+    for (turn, waiting) in [
+        ("stream", 0),
+        ("allowOnce", 0),
+        ("rejectOnce", 0),
+        ("allowAlways", 0),
+        ("allowAlwaysNext", 0),
+        ("rejectAlways", 0),
+        ("rejectAlwaysNext", 0),
+        ("cancel", 0),
+        ("afterCancel", 0),
+        ("cancelledAsk", 1),
+        ("reload", 0),
+        ("load", 0),
+        ("stale", 0),
+        ("read", 0),
+        ("write", 0),
+        ("run", 0),
+        ("plan", 0),
+        ("formAccept", 0),
+        ("formDecline", 0),
+    ] {
+        let left = unfinished(&out[turn]["updates"]);
+        assert_eq!(
+            left.len(),
+            waiting,
+            "{turn}: {left:?}\n{:#}",
+            out[turn]["updates"]
+        );
+    }
+
     // The protocol's errors.
     let e = &out["errors"];
     assert_eq!(e["unknownPrompt"]["code"], -32002, "{e}");
@@ -393,14 +477,26 @@ async fn bad_json_rpc_gets_the_protocols_errors() {
             .cloned()
             .collect::<Vec<_>>()
     };
+    // Every line is answered, in order: the agent kept serving after each bad one
+    // (a line that is not UTF-8 included).
+    let names = out["names"].as_array().unwrap();
+    let responses = out["responses"].as_array().unwrap();
+    assert_eq!(responses.len(), names.len(), "{:#}", out["responses"]);
     let nulls: Vec<i64> = by_id(Value::Null)
         .iter()
         .map(|r| r["error"]["code"].as_i64().unwrap())
         .collect();
-    assert_eq!(nulls.len(), 2);
+    assert_eq!(nulls, [-32700, -32700, -32600], "{:#}", out["responses"]);
+    let not_utf8 = &responses[1];
+    assert_eq!(names[1], "notUtf8");
+    assert_eq!(not_utf8["id"], Value::Null, "{not_utf8}");
+    assert_eq!(not_utf8["error"]["code"], -32700, "{not_utf8}");
     assert!(
-        nulls.contains(&-32700) && nulls.contains(&-32600),
-        "{nulls:?}"
+        not_utf8["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("UTF-8"),
+        "{not_utf8}"
     );
     let code = |id: i64| by_id(id.into())[0]["error"]["code"].clone();
     assert_eq!(code(2), -32600);

@@ -108,6 +108,23 @@ impl Agent {
         self.config.budget.as_deref()
     }
 
+    /// What doors say about the agent (made once, on first use).
+    pub fn card(&self) -> &crate::card::AgentCard {
+        self.runtime.card.get_or_init(|| {
+            let toolkit = &self.runtime.toolkit;
+            crate::card::AgentCard {
+                name: self.config.name.clone(),
+                tools: toolkit.specs(),
+                idempotent: toolkit
+                    .names()
+                    .into_iter()
+                    .filter(|n| toolkit.is_idempotent(n))
+                    .collect(),
+                budget: self.config.budget.as_deref().cloned(),
+            }
+        })
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
         &self.runtime.store
@@ -132,6 +149,7 @@ impl Agent {
                 subagents: rt.subagents.clone(),
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: rt.policy.clone(),
                 listening: rt.listening,
@@ -649,6 +667,7 @@ impl AgentBuilder {
                 subagents: self.subagents,
                 live_calls: LiveCalls::default(),
                 compression: std::sync::OnceLock::new(),
+                card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: self.policy,
                 listening,
@@ -703,7 +722,15 @@ impl Agent {
             if let crate::eligibility::Eligibility::Refused { reason } = rules.0.may_grant(ask) {
                 return Err(AgentError::NotEligible {
                     id: format!("grant of `{}`", new.tool),
-                    reason,
+                    reason: format!(
+                        "{} may not create a grant for `{}`: {reason}",
+                        if actor.principal.is_empty() {
+                            "a caller who names no one".to_owned()
+                        } else {
+                            format!("`{}`", actor.principal)
+                        },
+                        new.tool
+                    ),
                 });
             }
         }

@@ -265,7 +265,6 @@ impl Local<'_> {
     }
 }
 
-#[async_trait]
 impl Perform for Local<'_> {
     async fn perform(&mut self, work: Work) -> Result<Done> {
         let ports = Ports {
@@ -280,7 +279,6 @@ impl Perform for Local<'_> {
     }
 }
 
-#[async_trait]
 impl Driver for Local<'_> {
     fn agent(&self) -> &Agent {
         &self.agent
@@ -339,12 +337,12 @@ impl Driver for Local<'_> {
         futures::future::join_all(serve).await.into_iter().collect()
     }
 
-    async fn wait(&mut self, _run: &Run, _requirements: &[Requirement]) -> Result<Option<Call>> {
+    async fn wait(&mut self, _requirements: &[Requirement]) -> Result<Option<Call>> {
         // The call ends at its pause; the next input is the next call.
         Ok(None)
     }
 
-    async fn refused(&mut self, _run: &Run, error: AgentError) -> Result<Option<Call>> {
+    async fn refused(&mut self, error: AgentError) -> Result<Option<Call>> {
         Err(error)
     }
 }

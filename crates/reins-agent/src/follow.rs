@@ -99,6 +99,59 @@ pub async fn stored_view(store: &Arc<dyn MemoryStore>, state: SessionState) -> R
     Ok(core.view_of(&id))
 }
 
+/// The output of the last call of a stored session's run, as the driver that ran it
+/// answered — its status, last assistant message, requirements, usage, iterations,
+/// repairs and structured answer (stored with the run state when the call paused or
+/// ended) — once the run no longer runs (`None` while it does). What a door that
+/// follows a run in another process answers with.
+///
+/// # Errors
+/// [`AgentError::CorruptRunState`] for a run state that does not read; a store
+/// failure while following a child session.
+pub async fn stored_output(
+    store: &Arc<dyn MemoryStore>,
+    state: SessionState,
+) -> Result<Option<crate::RunOutput>> {
+    let id = state.id.clone();
+    let mut core = SessionCore::from_state(state, RunConfig::default())?;
+    follow_children(store, RunConfig::default(), &id, &mut core.run).await?;
+    let view = core.view_of(&id);
+    let Some(status) = view.outcome() else {
+        return Ok(None);
+    };
+    let summary = core.run.state().last_call().cloned().unwrap_or_default();
+    let messages = core.run.messages();
+    let message = summary
+        .answer
+        .as_deref()
+        .and_then(|a| messages.iter().rev().find(|m| m.id == a))
+        .or_else(|| {
+            // Stored before the summary was: the last assistant message.
+            messages
+                .iter()
+                .rev()
+                .find(|m| m.role == reins_message::Role::Assistant)
+                .filter(|_| core.run.state().last_call().is_none())
+        })
+        .cloned()
+        .unwrap_or_else(|| reins_message::Msg::new(reins_message::Role::Assistant, Vec::new()));
+    Ok(Some(crate::RunOutput {
+        session_id: id,
+        status,
+        message,
+        requirements: if status == crate::RunStatus::Paused {
+            view.requirements
+        } else {
+            Vec::new()
+        },
+        usage: summary.usage,
+        repairs: summary.repairs,
+        iterations: summary.iterations,
+        structured: summary.structured,
+        empty_answer: summary.empty_answer && status == crate::RunStatus::Completed,
+    }))
+}
+
 /// What a stored session waits for, following its sub-agents' child sessions: empty
 /// unless it is paused ([`stored_view`]'s requirements).
 pub async fn pending_requirements(

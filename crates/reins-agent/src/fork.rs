@@ -164,6 +164,26 @@ pub struct ForkOrigin {
     pub served_calls: usize,
 }
 
+/// Where a stored session was forked from (its stored run state's record), when it is
+/// a fork.
+pub(crate) fn origin_of(state: &reins_memory::SessionState) -> Result<Option<ForkOrigin>> {
+    let run_state = match &state.run_state {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(v) => serde_json::from_value::<crate::run::RunState>(v.clone()).map_err(|e| {
+            AgentError::CorruptRunState {
+                session: state.id.clone(),
+                detail: e.to_string(),
+            }
+        })?,
+    };
+    Ok(run_state.record().map(|r| ForkOrigin {
+        source: r.source.clone(),
+        at: r.at,
+        recorded_calls: r.calls.len(),
+        served_calls: r.calls.iter().filter(|c| c.served.is_some()).count(),
+    }))
+}
+
 /// The number of messages `at` keeps of `messages`, checked: a fork must be a valid
 /// transcript (no tool use without its result, no result without its use).
 pub fn fork_len(messages: &[Msg], at: ForkPoint) -> Result<usize> {

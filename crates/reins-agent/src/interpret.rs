@@ -9,7 +9,8 @@
 //! [`check`] is the same for an input a driver only validates (reins-restate's
 //! `submit`): the steps before its commit, nothing stored.
 
-use async_trait::async_trait;
+use std::future::Future;
+
 use chrono::Utc;
 use tracing::Instrument;
 
@@ -24,16 +25,15 @@ use crate::run::{
 };
 
 /// Where a step's work runs.
-#[async_trait]
 pub trait Perform: Send {
     /// Performs `work` ([`effects::perform`] with what the driver lends it): here, or
     /// inside a journaled step (then what the journal holds, for a step done before).
-    async fn perform(&mut self, work: Work) -> Result<Done>;
+    fn perform(&mut self, work: Work) -> impl Future<Output = Result<Done>> + Send;
 }
 
 /// What a driver decides: where each step runs, how it stores, where child sessions
-/// run, how a paused run waits. See the [module docs](self).
-#[async_trait]
+/// run, how a paused run waits. See the [module docs](self). Its methods are called
+/// from the interpreter's own future (no boxing per step).
 pub trait Driver: Perform {
     /// The agent whose session it is.
     fn agent(&self) -> &Agent;
@@ -54,7 +54,7 @@ pub trait Driver: Perform {
 
     /// Before each step once the call has begun: keeps what the driver holds alive;
     /// whether the caller interrupted the run.
-    async fn checkpoint(&mut self) -> bool;
+    fn checkpoint(&mut self) -> impl Future<Output = bool> + Send;
 
     /// Writes `checkpoint`'s commit (setting its expected version, and taking or
     /// releasing what the driver holds in it).
@@ -63,25 +63,31 @@ pub trait Driver: Perform {
     /// The store's: [`reins_memory::Error::Conflict`] when the driver's copy of the
     /// session was stale (the call begins again once on a fresh copy, see
     /// [`Driver::confirm`]).
-    async fn commit(&mut self, checkpoint: Checkpoint) -> Result<()>;
+    fn commit(&mut self, checkpoint: Checkpoint) -> impl Future<Output = Result<()>> + Send;
 
     /// Makes sure `run` is the session as stored before a refusal is decided or after
     /// a commit found it stale: `true` when it was read again (the call begins again
     /// on it).
-    async fn confirm(&mut self, run: &mut Run) -> Result<bool>;
+    fn confirm(&mut self, run: &mut Run) -> impl Future<Output = Result<bool>> + Send;
 
     /// Runs one turn of each child session of a dispatch (at the same time where it
     /// can), each until it pauses or ends; the answers in order.
-    async fn children(&mut self, calls: Vec<ChildCall>) -> Result<Vec<ChildAnswer>>;
+    fn children(
+        &mut self,
+        calls: Vec<ChildCall>,
+    ) -> impl Future<Output = Result<Vec<ChildAnswer>>> + Send;
 
     /// The run paused, waiting for `requirements`: the next call to go on with, or
     /// `None` (the call ends paused).
-    async fn wait(&mut self, run: &Run, requirements: &[Requirement]) -> Result<Option<Call>>;
+    fn wait(
+        &mut self,
+        requirements: &[Requirement],
+    ) -> impl Future<Output = Result<Option<Call>>> + Send;
 
     /// The call's input was refused with `error`: the next call to go on with (a
     /// paused turn that goes on waiting), `None` (the call ends paused), or the error
     /// to return.
-    async fn refused(&mut self, run: &Run, error: AgentError) -> Result<Option<Call>>;
+    fn refused(&mut self, error: AgentError) -> impl Future<Output = Result<Option<Call>>> + Send;
 }
 
 /// How one call ended.
@@ -112,7 +118,7 @@ enum Failure {
 /// # Errors
 /// The input's refusal; the run's failure (announced, the `Error` hooks told, a
 /// `run.failed` notice written).
-pub async fn drive<D: Driver + ?Sized>(d: &mut D, run: &mut Run, call: Call) -> Result<RunOutput> {
+pub async fn drive<D: Driver>(d: &mut D, run: &mut Run, call: Call) -> Result<RunOutput> {
     let mut call = call.with_deferred_results(d.defers_results());
     loop {
         let resumed =
@@ -142,8 +148,8 @@ pub async fn drive<D: Driver + ?Sized>(d: &mut D, run: &mut Run, call: Call) -> 
         d.live().keep_only(d.session(), &run.state().asking());
         let next = match ended {
             Ok(Stop::Ended(out)) => return Ok(out),
-            Ok(Stop::Paused(requirements)) => d.wait(run, &requirements).await?,
-            Err(Failure::Refused(e)) => d.refused(run, e).await?,
+            Ok(Stop::Paused(requirements)) => d.wait(&requirements).await?,
+            Err(Failure::Refused(e)) => d.refused(e).await?,
             Err(Failure::Unstarted(e)) => return Err(e),
             Err(Failure::Failed(e)) => {
                 fail(d, run, &e).await;
@@ -158,7 +164,7 @@ pub async fn drive<D: Driver + ?Sized>(d: &mut D, run: &mut Run, call: Call) -> 
 }
 
 /// One call: its input, to its pause or its end.
-async fn one_call<D: Driver + ?Sized>(
+async fn one_call<D: Driver>(
     d: &mut D,
     run: &mut Run,
     call: Call,
@@ -255,7 +261,7 @@ async fn one_call<D: Driver + ?Sized>(
 
 /// A [`Step::Delegate`]: the parent's ledger ([`Work::Dispatch`]), the children's
 /// turns where the driver runs them, their answers made outcomes ([`Work::Conclude`]).
-async fn delegate<D: Driver + ?Sized>(d: &mut D, run: &mut Run, batch: Batch) -> Result<()> {
+async fn delegate<D: Driver>(d: &mut D, run: &mut Run, batch: Batch) -> Result<()> {
     let Done::Dispatched(settled) = d.perform(Work::Dispatch(batch.clone())).await? else {
         return Err(AgentError::Internal(
             "a dispatch came back as something else".to_owned(),
@@ -282,7 +288,7 @@ async fn delegate<D: Driver + ?Sized>(d: &mut D, run: &mut Run, batch: Batch) ->
 }
 
 /// Announces what `a` stands for, when anyone listens.
-fn announce<D: Driver + ?Sized>(d: &D, run: &Run, a: Announcement) {
+fn announce<D: Driver>(d: &D, run: &Run, a: Announcement) {
     let session = d.session();
     if let Announcement::Context(check) = &a {
         if let Some(c) = &check.compressed {
@@ -358,7 +364,7 @@ fn announce<D: Driver + ?Sized>(d: &D, run: &Run, a: Announcement) {
 
 /// A failed call: announced, the `Error` hooks told, and — when the run itself
 /// failed, not a refused input — the outbox's `run.failed` notice.
-pub(crate) async fn fail<D: Driver + ?Sized>(d: &mut D, run: &Run, error: &AgentError) {
+pub(crate) async fn fail<D: Driver>(d: &mut D, run: &Run, error: &AgentError) {
     let message = error.to_string();
     d.witness().emit(|| RunEvent::Failed {
         error: message.clone(),
@@ -391,7 +397,7 @@ pub(crate) async fn fail<D: Driver + ?Sized>(d: &mut D, run: &Run, error: &Agent
 ///
 /// # Errors
 /// The refusal, or the failure of a step before it.
-pub async fn check<P: Perform + ?Sized>(p: &mut P, run: &mut Run, call: Call) -> Result<()> {
+pub async fn check<P: Perform>(p: &mut P, run: &mut Run, call: Call) -> Result<()> {
     run.apply(Event::Begin(call)).map_err(|r| r.error)?;
     loop {
         match run.next() {

@@ -60,6 +60,7 @@ mod agent;
 pub mod approval;
 mod backend;
 pub mod budget;
+mod card;
 pub mod compression;
 mod delegate;
 mod drive;
@@ -73,6 +74,7 @@ pub mod interpret;
 mod live;
 mod lock;
 mod output;
+pub mod port;
 mod remote;
 mod requirement;
 pub mod run;
@@ -96,13 +98,16 @@ pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
 pub use effects::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use eligibility::{Eligibility, EligibilityPolicy};
 pub use error::{AgentError, Decided, Result};
-pub use follow::{BUSY_DECISION_WAIT, busy_refusal, late_refusal, record_refusal, stored_view};
+pub use follow::{
+    BUSY_DECISION_WAIT, busy_refusal, late_refusal, record_refusal, stored_output, stored_view,
+};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,
 };
 pub use handle::{Interrupter, RunEvents, RunHandle};
 pub use output::{RunEvent, RunOutput, RunStatus};
+pub use port::{AgentCard, Decide, Interrupted, Relayed, Sessions};
 pub use reins_tool::Concurrency;
 pub use requirement::{Approval, Decision, Quorum, QuorumState, Requirement, RequirementKind};
 pub use run::{Run, RunInput, RunState, Step};

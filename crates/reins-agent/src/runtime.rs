@@ -38,6 +38,8 @@ pub(crate) struct Runtime {
     /// The context budget as a run needs it, counted on the first call that needs it
     /// (see `drive`).
     pub(crate) compression: OnceLock<Arc<Compression>>,
+    /// What doors say about the agent ([`crate::card::AgentCard`]), made on first use.
+    pub(crate) card: OnceLock<crate::card::AgentCard>,
     /// The application's approval policy, when set.
     pub(crate) policy: Option<Arc<dyn crate::approval::ApprovalPolicy>>,
     /// The toolkit's specs as last offered, with the group activity they were made

@@ -156,6 +156,36 @@ impl Actor {
         self
     }
 
+    /// The tools it may decide on, when a door scoped it: the strings of its
+    /// metadata's `tools` array (`None`: no scope, every tool). The run refuses its
+    /// decisions on calls of other tools ([`AgentError::NotEligible`](crate::AgentError::NotEligible)), whichever
+    /// door they came through and whichever driver runs the session.
+    pub fn decides_on(&self) -> Option<Vec<String>> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.get("tools"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+    }
+
+    /// Scopes it to deciding on calls of these tools only (see [`Actor::decides_on`]).
+    #[must_use]
+    pub fn deciding_on<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
+        let tools: Vec<Value> = tools.into_iter().map(|t| Value::String(t.into())).collect();
+        let mut metadata = match self.metadata.take() {
+            Some(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        metadata.insert("tools".to_owned(), Value::Array(tools));
+        self.metadata = Some(Value::Object(metadata));
+        self
+    }
+
     /// Its roles: the strings of its metadata's `roles` array (what a
     /// [`Quorum`](crate::Quorum) with roles checks).
     pub fn roles(&self) -> Vec<String> {

@@ -34,6 +34,7 @@ async fn snapshot_format_is_stable() {
         ".exported_at" => "[time]",
         ".messages[].id" => "[id]",
         ".messages[].created_at" => "[time]",
+        ".run_state.last_call.answer" => "[id]",
         ".run_state.slots[].status.requirement.created_at" => "[time]",
         ".requirements[].created_at" => "[time]",
     });

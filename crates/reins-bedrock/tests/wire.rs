@@ -174,6 +174,47 @@ async fn requests_are_signed_with_sigv4_for_bedrock() {
     assert!(!format!("{m:?}").contains("SESSION-TOKEN"));
 }
 
+/// `with_region` signs for another region and leaves the endpoint; `with_base_url`
+/// sends to another endpoint; together they reach another region's Bedrock, as
+/// docs/providers.md shows.
+#[tokio::test]
+async fn with_region_signs_for_it_and_with_base_url_sends_there() {
+    let first = TestServer::start(Bedrock.endpoint());
+    let other = Bedrock.serve(Bedrock.stream_reply(text("ok")));
+    let at_first = model(&first);
+    let signed_elsewhere = at_first.clone().with_region("eu-west-1");
+    assert_eq!(signed_elsewhere.region(), "eu-west-1");
+    assert_eq!(
+        signed_elsewhere.base_url(),
+        at_first.base_url(),
+        "with_region leaves the endpoint"
+    );
+    let m = signed_elsewhere.with_base_url(other.url());
+    assert_eq!(m.base_url(), other.url());
+    m.complete(ChatRequest::new(vec![Msg::user("hi")]))
+        .await
+        .unwrap();
+    assert!(first.requests().is_empty());
+    let auth = other.requests()[0]
+        .header("authorization")
+        .unwrap()
+        .to_owned();
+    assert!(auth.contains("/eu-west-1/bedrock/aws4_request"), "{auth}");
+
+    let guide = include_str!("../../../docs/providers.md");
+    let section = guide
+        .split("## Amazon Bedrock")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .unwrap();
+    for method in [".with_region(", ".with_base_url("] {
+        assert!(
+            section.contains(method),
+            "docs/providers.md's Bedrock section does not name `{method}`"
+        );
+    }
+}
+
 /// Whether an error is of the expected kind.
 type Check = fn(&ModelError) -> bool;
 

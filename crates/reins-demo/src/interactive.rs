@@ -14,6 +14,7 @@ use reins::agent::Interrupter;
 use reins::prelude::*;
 use serde_json::Value;
 
+use crate::out::say;
 use crate::render::{self, Printer, Style};
 use crate::{AGENT, Setup};
 
@@ -147,8 +148,7 @@ impl Drop for KeyWatcher {
 
 /// Reads a line in cooked mode. `None` on end of input or Ctrl-C.
 async fn read_line(prompt: &str) -> Option<String> {
-    print!("{prompt}");
-    let _ = std::io::Write::flush(&mut std::io::stdout());
+    crate::out::write(format_args!("{prompt}"));
     let read = tokio::task::spawn_blocking(|| {
         let mut s = String::new();
         match std::io::stdin().read_line(&mut s) {
@@ -159,7 +159,7 @@ async fn read_line(prompt: &str) -> Option<String> {
     tokio::select! {
         r = read => r.ok().flatten(),
         _ = tokio::signal::ctrl_c() => {
-            println!();
+            say!();
             None
         }
     }
@@ -185,11 +185,11 @@ pub async fn run(setup: &Setup, resume: bool) -> ExitCode {
     };
     let mut lines = setup.banner();
     let title = lines.remove(0);
-    println!("{}", title.bold());
+    say!("{}", title.bold());
     for l in lines {
-        println!("{}", l.dark_grey());
+        say!("{}", l.dark_grey());
     }
-    println!(
+    say!(
         "{}",
         "Type a request (try `delete temp.txt`), /help for commands, ESC interrupts, Ctrl-C quits."
             .dark_grey()
@@ -223,7 +223,7 @@ pub async fn run(setup: &Setup, resume: bool) -> ExitCode {
         let line = match chat.queued.pop_front() {
             Some(l) => {
                 // Typed while the agent worked: show it as if typed now.
-                println!("{prompt}{l}");
+                say!("{prompt}{l}");
                 l
             }
             None => match read_line(&prompt).await {

@@ -27,6 +27,7 @@ mod intent;
 mod interactive;
 pub mod mcp;
 mod offline;
+mod out;
 mod provider;
 mod render;
 mod sandbox;
@@ -186,7 +187,7 @@ pub fn demo() -> ExitCode {
         }
     };
     if opts.help {
-        println!("{}", cli::USAGE);
+        out::say!("{}", cli::USAGE);
         return ExitCode::SUCCESS;
     }
     let interactive = opts.script.is_none() && std::io::stdin().is_terminal();

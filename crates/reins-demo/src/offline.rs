@@ -239,6 +239,32 @@ mod tests {
         ChatRequest::new(msgs)
     }
 
+    /// docs/observability.md draws the demo's span tree: its `chat` spans carry the
+    /// name the telemetry gives them, `chat {model_name}`, with this model's name.
+    #[test]
+    fn the_observability_guide_names_this_models_chat_span() {
+        let m = OfflineModel::new(Duration::ZERO, Duration::ZERO);
+        let span = format!("chat {}", m.model_name());
+        let guide = include_str!("../../../docs/observability.md");
+        let tree = guide
+            .split("### Span tree of a paused-and-approved run")
+            .nth(1)
+            .unwrap_or("");
+        let chats: Vec<&str> = tree
+            .lines()
+            .take_while(|l| !l.starts_with("### "))
+            .filter_map(|l| l.split_once("── chat ").map(|(_, rest)| rest))
+            .collect();
+        assert!(!chats.is_empty(), "no chat span in the guide's tree");
+        for c in chats {
+            assert!(
+                c.starts_with(&span["chat ".len()..]),
+                "the guide draws `chat {c}`, the demo's span is `{span}`"
+            );
+        }
+        assert_eq!(m.provider_name(), Some("offline"));
+    }
+
     #[tokio::test]
     async fn a_request_becomes_tool_calls_with_unique_ids() {
         let m = OfflineModel::new(Duration::ZERO, Duration::ZERO);

@@ -9,6 +9,7 @@ use reins::message::Role;
 use reins::prelude::*;
 use serde_json::Value;
 
+use crate::out::say;
 use crate::render::{self, Printer, Style};
 use crate::{AGENT, Setup};
 
@@ -179,9 +180,9 @@ struct Replay<'a> {
 /// agent failed.
 pub async fn replay(setup: &Setup, name: &str, lines: &[Line], check: bool) -> ExitCode {
     for l in setup.banner() {
-        println!("{l}");
+        say!("{l}");
     }
-    println!(
+    say!(
         "script:  {name} ({} steps{})\n",
         lines.len(),
         if check { ", checked" } else { "" }
@@ -216,9 +217,9 @@ pub async fn replay(setup: &Setup, name: &str, lines: &[Line], check: bool) -> E
         }
     }
     drop(r.agent.take());
-    println!();
+    say!();
     if r.failures.is_empty() {
-        println!(
+        say!(
             "script finished: {} steps, {} checks passed{}",
             lines.len(),
             r.checks,
@@ -236,7 +237,7 @@ pub async fn replay(setup: &Setup, name: &str, lines: &[Line], check: bool) -> E
         }
         ExitCode::FAILURE
     } else {
-        println!(
+        say!(
             "script finished with {} difference(s) (not enforced: add --check to fail on them)",
             r.failures.len()
         );

@@ -40,6 +40,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::mcp::McpMode;
+use crate::out::say;
 use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
@@ -175,7 +176,7 @@ pub fn serve() -> ExitCode {
     let opts = match parse(std::env::args().skip(1)) {
         Ok(Some(o)) => o,
         Ok(None) => {
-            println!("{USAGE}");
+            say!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -243,7 +244,7 @@ impl Banner {
         if self.to_stderr {
             eprintln!("{text}");
         } else {
-            println!("{text}");
+            say!("{text}");
         }
     }
 }
@@ -320,13 +321,13 @@ async fn run(opts: Options) -> Result<(), String> {
             .local_addr()
             .map_err(|e| format!("no local address: {e}"))?;
         let banner = |how: &str| {
-            println!("reins-server: {AGENT} on http://{addr}{how}");
-            println!("store:   {store_label}");
-            println!("model:   {}", choice.label);
-            println!("sandbox: {}", sandbox.root().display());
-            println!("inbox:   http://{addr}/#token={token}");
-            println!("token: {token}");
-            println!(
+            say!("reins-server: {AGENT} on http://{addr}{how}");
+            say!("store:   {store_label}");
+            say!("model:   {}", choice.label);
+            say!("sandbox: {}", sandbox.root().display());
+            say!("inbox:   http://{addr}/#token={token}");
+            say!("token: {token}");
+            say!(
                 "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
             );
         };

@@ -456,18 +456,28 @@ pub(crate) fn table(rows: &[Row]) -> String {
     out
 }
 
+/// Prints `text` and a newline on stdout, dropping it when stdout is closed
+/// (`live --help | head -1`): `println!` would panic there.
+fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse(&args) {
         Ok(Parsed::Run(a)) => a,
         Ok(Parsed::List) => {
-            for s in scenarios::ALL {
-                println!("{:<16} {}", s.id, s.title);
-            }
+            let list: Vec<String> = scenarios::ALL
+                .iter()
+                .map(|s| format!("{:<16} {}", s.id, s.title))
+                .collect();
+            say(&list.join("\n"));
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Help) => {
-            println!("{HELP}");
+            say(HELP);
             return ExitCode::SUCCESS;
         }
         Err(e) => {

@@ -50,7 +50,8 @@
 //! ## The Responses API
 //!
 //! [`OpenAiResponses`] speaks `POST /v1/responses` (OpenAI, Azure OpenAI):
-//! function tools, typed streaming events, reasoning items kept with their
+//! function tools (each with an explicit `strict`, `true` only for a schema written
+//! for strict mode: see [`responses::strict_compatible`]), typed streaming events, reasoning items kept with their
 //! encrypted content and sent back on every later request (`store: false`, so
 //! nothing depends on server-side state), structured output through
 //! `text.format`, usage with reasoning tokens.

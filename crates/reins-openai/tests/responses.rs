@@ -141,6 +141,64 @@ async fn options_structured_output_and_tool_choice_are_sent_as_documented() {
     assert_eq!(store["store"], true);
 }
 
+/// Every function tool says `strict` (left out, the API takes `true` and makes every
+/// argument required): `false` for `send_email`, whose `subject` and `body` are
+/// optional, so the model may leave them out; `true` for a schema written for strict
+/// mode (closed, every property required, the optional one nullable).
+#[tokio::test]
+async fn function_tools_say_strict_and_optional_arguments_stay_optional() {
+    let send_email = reins_message::ToolSpec::new(
+        "send_email",
+        "Send an email",
+        json!({
+            "type": "object",
+            "properties": {
+                "to": { "type": "string" },
+                "subject": { "type": "string" },
+                "body": { "type": "string" }
+            },
+            "required": ["to"]
+        }),
+    );
+    let lookup = reins_message::ToolSpec::new(
+        "lookup_contact",
+        "Find a contact",
+        json!({
+            "type": "object",
+            "properties": {
+                "name": { "type": "string" },
+                "team": { "type": ["string", "null"] }
+            },
+            "required": ["name", "team"],
+            "additionalProperties": false
+        }),
+    );
+    let req = ChatRequest::new(vec![Msg::user("mail ana")]).with_tools(vec![send_email, lookup]);
+    let body = sent_body(&Responses, req, |m| m).await;
+    valid(&body);
+    let tools = body["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["name"], "send_email");
+    assert_eq!(tools[0]["strict"], false, "{body:#}");
+    assert_eq!(tools[0]["parameters"]["required"], json!(["to"]));
+    assert_eq!(tools[1]["name"], "lookup_contact");
+    assert_eq!(tools[1]["strict"], true, "{body:#}");
+    let _sorted = sorted_maps();
+    insta::assert_json_snapshot!("responses_request__strict", body["tools"]);
+
+    // The checker holds the API's rules: a tool without `strict`, or a strict one
+    // whose schema leaves an argument optional, is refused.
+    let mut unsaid = body.clone();
+    unsaid["tools"][1].as_object_mut().unwrap().remove("strict");
+    assert!(!responses_request_problems(&unsaid).is_empty());
+    let mut forced = body.clone();
+    forced["tools"][0]["strict"] = json!(true);
+    let problems = responses_request_problems(&forced);
+    assert!(
+        problems.iter().any(|p| p.contains("`subject`")),
+        "{problems:#?}"
+    );
+}
+
 #[tokio::test]
 async fn azure_posts_to_the_deployment_with_an_api_key_header_and_api_version() {
     let server = TestServer::start(

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::Utc;
 use reins_agent::effects::{self, Done, LiveCalls, Ports, Takeover, Unheard, Witness, Work};
 use reins_agent::interpret::Perform;
@@ -426,7 +425,6 @@ struct Checker<'a, 'ctx> {
     live: LiveCalls,
 }
 
-#[async_trait]
 impl Perform for Checker<'_, '_> {
     async fn perform(&mut self, work: Work) -> reins_agent::Result<Done> {
         let name = work.name();

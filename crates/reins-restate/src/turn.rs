@@ -71,6 +71,8 @@ pub(crate) struct TurnDriver<'a, 'ctx> {
     /// The awakeables a paused turn waits on.
     wakes: Vec<Awaited>,
     futures: DurableFuturesUnordered<WakeFuture<'ctx>>,
+    /// The requirements the turn is paused on.
+    paused_on: Vec<String>,
     /// Where the run's events are announced.
     announce: Announcer,
 }
@@ -107,6 +109,7 @@ impl<'a, 'ctx> TurnDriver<'a, 'ctx> {
             reply: None,
             wakes: Vec::new(),
             futures: DurableFuturesUnordered::new(),
+            paused_on: Vec::new(),
             announce,
         }
     }
@@ -333,7 +336,6 @@ fn agent_error(e: TerminalError) -> AgentError {
     }
 }
 
-#[async_trait]
 impl Perform for TurnDriver<'_, '_> {
     async fn perform(&mut self, work: Work) -> reins_agent::Result<Done> {
         let name = work.name();
@@ -451,7 +453,6 @@ impl Witness for Announcer {
     }
 }
 
-#[async_trait]
 impl Driver for TurnDriver<'_, '_> {
     fn agent(&self) -> &Agent {
         &self.agent
@@ -496,7 +497,10 @@ impl Driver for TurnDriver<'_, '_> {
                 }
             }
             CommitAt::Pause(ids) => match self.arm(&ids).await {
-                Ok(()) => self.write(commit).await,
+                Ok(()) => {
+                    self.paused_on = ids;
+                    self.write(commit).await
+                }
                 Err(e) => Err(e),
             },
             CommitAt::End => match self.closing().await {
@@ -529,18 +533,14 @@ impl Driver for TurnDriver<'_, '_> {
             .map_err(agent_error)
     }
 
-    async fn wait(
-        &mut self,
-        _run: &Run,
-        _requirements: &[Requirement],
-    ) -> reins_agent::Result<Option<Call>> {
+    async fn wait(&mut self, _requirements: &[Requirement]) -> reins_agent::Result<Option<Call>> {
         if self.until_pause {
             return Ok(None);
         }
         self.wake().await.map_err(agent_error)
     }
 
-    async fn refused(&mut self, run: &Run, error: AgentError) -> reins_agent::Result<Option<Call>> {
+    async fn refused(&mut self, error: AgentError) -> reins_agent::Result<Option<Call>> {
         if self.reply.is_none() {
             // The input the turn started with: the turn ends with its refusal.
             self.closing().await.map_err(agent_error)?;
@@ -549,7 +549,7 @@ impl Driver for TurnDriver<'_, '_> {
         // Refused on the run as it is now (settled: audited); the turn waits on.
         tracing::info!(session = %self.session, refused = %error, "an input was refused after it woke the turn");
         self.answer(Err(Refused::of(&self.session, &error)));
-        let ids: Vec<String> = run.requirements().into_iter().map(|r| r.id).collect();
+        let ids = self.paused_on.clone();
         self.arm(&ids).await.map_err(agent_error)?;
         self.wake().await.map_err(agent_error)
     }

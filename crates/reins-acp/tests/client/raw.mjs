@@ -9,6 +9,9 @@ const [dir] = process.argv.slice(2);
 const validator = new Validator();
 const lines = [
   ['parse', '{not json'],
+  // Not UTF-8 (0xff 0xfe inside a string): a parse error, and the agent keeps serving
+  // the lines after it.
+  ['notUtf8', Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"x":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')])],
   ['batch', '[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]'],
   ['version', '{"jsonrpc":"1.0","id":2,"method":"initialize"}'],
   ['beforeInit', '{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/p","mcpServers":[]}}'],
@@ -27,10 +30,12 @@ const done = new Promise(resolve => {
     got.push(m);
     if (got.length === lines.length) resolve();
   });
+  // The agent stopped (it should not): what it answered is the result.
+  rl.on('close', resolve);
 });
 for (const [, line] of lines) {
-  try { validator.sent(JSON.parse(line)); } catch { /* not JSON: nothing to remember */ }
-  process.stdout.write(line + '\n');
+  try { if (typeof line === 'string') validator.sent(JSON.parse(line)); } catch { /* not JSON: nothing to remember */ }
+  process.stdout.write(Buffer.isBuffer(line) ? Buffer.concat([line, Buffer.from('\n')]) : line + '\n');
 }
 await done;
 const out = { responses: got, validated: validator.count, invalid: validator.invalid, names: lines.map(l => l[0]) };

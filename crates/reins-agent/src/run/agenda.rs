@@ -345,6 +345,7 @@ impl Run {
                     return Some(Step::Pause(requirements));
                 }
                 self.pending.carried = false;
+                self.keep_call_summary();
                 if let Some(tp) = self.call.traceparent.clone() {
                     self.state.traceparent = Some(tp);
                 }
@@ -360,6 +361,7 @@ impl Run {
                     return Some(Step::Finish(status));
                 }
                 self.pending.carried = false;
+                self.keep_call_summary();
                 self.due_commit(CommitAt::End);
                 self.due(Step::Announce(Announcement::Ended(status)));
                 self.due_post_call();

@@ -45,6 +45,9 @@ impl Run {
             }
             if Some(d.id()) == budget_id.as_deref() {
                 if let Some(req) = self.budget_requirement() {
+                    if by_people {
+                        self.check_scope(req)?;
+                    }
                     if let Some(shown) = d.shown_fingerprint() {
                         let current = req.fingerprint();
                         if shown != current {
@@ -89,6 +92,7 @@ impl Run {
                 }
             }
             if by_people {
+                self.check_scope(req)?;
                 self.check_eligibility(req, d)?;
             }
             if let (Decision::Approve { edited_input, .. }, Some(q)) = (d, &req.quorum) {

@@ -283,6 +283,34 @@ pub struct RunState {
     /// OpenTelemetry layer installed): the turn that resumes it links to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) traceparent: Option<String>,
+    /// What the last call to pause or end tallied (see [`CallSummary`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_call: Option<CallSummary>,
+}
+
+/// What one call of a run tallied, stored with the state when the call pauses or
+/// ends: the output a driver answers with, for whoever reads the store.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub(crate) struct CallSummary {
+    /// The id of the call's last assistant message (`None`: it has none, e.g. an
+    /// interrupt before the model answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) answer: Option<String>,
+    /// Tokens its model calls used.
+    #[serde(default)]
+    pub(crate) usage: reins_message::Usage,
+    /// Model calls it made.
+    #[serde(default)]
+    pub(crate) iterations: u32,
+    /// What transcript repair changed.
+    #[serde(default, skip_serializing_if = "reins_memory::RepairReport::is_empty")]
+    pub(crate) repairs: reins_memory::RepairReport,
+    /// The structured answer, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) structured: Option<serde_json::Value>,
+    /// The model answered with nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) empty_answer: bool,
 }
 
 /// A run's structured-output progress.
@@ -343,6 +371,11 @@ impl RunState {
     pub fn asking(&self) -> Vec<String> {
         self.slots.asking()
     }
+
+    /// What the last call to pause or end tallied.
+    pub(crate) fn last_call(&self) -> Option<&CallSummary> {
+        self.last_call.as_ref()
+    }
 }
 
 impl Default for RunState {
@@ -358,6 +391,7 @@ impl Default for RunState {
             principal: None,
             budget: None,
             traceparent: None,
+            last_call: None,
         }
     }
 }

@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::out::say;
 use reins::prelude::Agent;
 use reins_restate::{LiveRelay, LocalRestate, RestateClient, RestatePorts, SessionObject};
 use reins_server::{AccessRole, Auth, Principal, Server};
@@ -101,7 +102,7 @@ pub(super) async fn serve(setup: Setup<'_>) -> Result<(), String> {
         .backend(Arc::new(RestateClient::new(restate.ingress_url())))
         .router();
     banner(", on Restate");
-    println!(
+    say!(
         "restate: restate-server {} (ingress {}, admin {}, data and log in {}); the agent's endpoint {endpoint_url}",
         restate
             .pid()
@@ -110,7 +111,7 @@ pub(super) async fn serve(setup: Setup<'_>) -> Result<(), String> {
         restate.admin_url(),
         restate_dir.display(),
     );
-    println!("(Ctrl-C stops both; after a crash or kill -9, run the same command again)");
+    say!("(Ctrl-C stops both; after a crash or kill -9, run the same command again)");
     let log = restate.log_path();
     let served = reins_server::serve_with_shutdown(
         listener,

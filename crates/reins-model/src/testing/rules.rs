@@ -30,6 +30,11 @@ pub use super::rules_bedrock::bedrock_request_problems;
 ///   ("was provided without its required following item") — and, with `store:
 ///   false`, carries its `encrypted_content` (the server kept no copy).
 /// - A named `tool_choice` names a tool in `tools`.
+/// - A `function` tool has a `name` and says `strict` (left out, `strict` is `true`,
+///   the API reference's default, and a schema not written for strict mode has its
+///   optional arguments made required). A strict tool's `parameters` follow strict
+///   mode ("Invalid schema for function"): every object schema in them has
+///   `additionalProperties: false` and lists every property in `required`.
 pub fn responses_request_problems(body: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     if !body.get("model").is_some_and(Value::is_string) {
@@ -138,7 +143,85 @@ pub fn responses_request_problems(body: &Value) -> Vec<String> {
     named_tool_choice(body, &mut problems, |t| {
         t.get("name").and_then(Value::as_str).map(str::to_owned)
     });
+    let tools = body.get("tools").and_then(Value::as_array);
+    for (i, tool) in tools.into_iter().flatten().enumerate() {
+        if tool.get("type").and_then(Value::as_str) != Some("function") {
+            continue;
+        }
+        if tool
+            .get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            problems.push(format!("tools[{i}]: a function tool without a name"));
+        }
+        match tool.get("strict") {
+            Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) => {
+                let params = tool.get("parameters").unwrap_or(&Value::Null);
+                strict_schema_problems(params, &format!("tools[{i}].parameters"), &mut problems);
+            }
+            Some(_) => problems.push(format!("tools[{i}]: `strict` is not a boolean")),
+            None => problems.push(format!(
+                "tools[{i}]: no `strict` (it defaults to true: optional arguments become required)"
+            )),
+        }
+    }
     problems
+}
+
+/// What makes `schema` invalid for a strict function tool: an object schema that is
+/// open to other properties or leaves one of its properties out of `required`,
+/// anywhere in it (properties, items, `anyOf` branches, `$defs`).
+fn strict_schema_problems(schema: &Value, at: &str, problems: &mut Vec<String>) {
+    let Some(s) = schema.as_object() else {
+        problems.push(format!("{at}: not a schema object"));
+        return;
+    };
+    let is_object = s.get("type").and_then(Value::as_str) == Some("object")
+        || s.get("type")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| ts.iter().any(|t| t == "object"))
+        || s.contains_key("properties");
+    if is_object {
+        if s.get("additionalProperties") != Some(&Value::Bool(false)) {
+            problems.push(format!(
+                "{at}: strict mode needs `additionalProperties: false` on every object"
+            ));
+        }
+        let required: Vec<&str> = s
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = s.get("properties").and_then(Value::as_object) {
+            for (name, p) in props {
+                if !required.contains(&name.as_str()) {
+                    problems.push(format!(
+                        "{at}: strict mode needs every property in `required`; `{name}` is not"
+                    ));
+                }
+                strict_schema_problems(p, &format!("{at}.properties.{name}"), problems);
+            }
+        }
+    }
+    if let Some(items) = s.get("items") {
+        strict_schema_problems(items, &format!("{at}.items"), problems);
+    }
+    for (j, b) in s
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        strict_schema_problems(b, &format!("{at}.anyOf[{j}]"), problems);
+    }
+    if let Some(defs) = s.get("$defs").and_then(Value::as_object) {
+        for (name, d) in defs {
+            strict_schema_problems(d, &format!("{at}.$defs.{name}"), problems);
+        }
+    }
 }
 
 /// The Gemini API (`generateContent` / `streamGenerateContent`), as its API

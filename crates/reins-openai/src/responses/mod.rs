@@ -8,6 +8,7 @@
 //! events) are written once. Only the wire differs, and it has its own modules.
 
 pub mod decode;
+mod strict;
 mod wire;
 
 use std::time::Duration;
@@ -21,6 +22,7 @@ use self::decode::ResponsesDecoder;
 use self::wire::{WireOptions, request_body};
 
 pub use self::decode::PROVIDER;
+pub use self::strict::strict_compatible;
 
 /// A model served over OpenAI's Responses API, or Azure OpenAI's.
 ///
@@ -32,6 +34,10 @@ pub use self::decode::PROVIDER;
 /// their place before the function calls that followed them, on every later
 /// request — after a pause of any length, in another process, after an edit or a
 /// rejection of the call.
+///
+/// Function tools go with `strict: true` only when their schema is written for
+/// strict mode ([`strict_compatible`]), and `strict: false` otherwise, so a tool's
+/// optional arguments stay optional.
 ///
 /// The key never appears in `Debug` output or in errors.
 #[derive(Clone)]

@@ -47,6 +47,11 @@ pub(crate) fn request_body(model: &str, req: &ChatRequest, wire: WireOptions) ->
                     tool.insert("description".into(), json!(t.description));
                 }
                 tool.insert("parameters".into(), t.parameters.clone());
+                // Left out, `strict` is `true`: optional arguments would be forced.
+                tool.insert(
+                    "strict".into(),
+                    json!(super::strict::strict_compatible(&t.parameters)),
+                );
                 Value::Object(tool)
             })
             .collect();
