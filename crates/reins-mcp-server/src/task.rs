@@ -80,11 +80,7 @@ pub(crate) async fn get(
         )));
     }
     let sessions = &server.inner.sessions;
-    let record = sessions
-        .read(id, false)
-        .await
-        .map_err(|e| task_error(id, e))?;
-    let view = record.view;
+    let view = sessions.view(id).await.map_err(|e| task_error(id, e))?;
     let agent = sessions.card().name.as_str();
     let (message, payload) = match view.phase {
         Phase::Paused if !view.requirements.is_empty() => {
@@ -137,13 +133,9 @@ pub(crate) async fn get(
             )
         }
         ref p if is_working(p) => ("the agent is working".to_owned(), TaskPayload::Working),
-        _ => {
-            // Idle: a session with no transcript was never a task.
-            if record.message_count == 0 {
-                return Err(unknown("task", id));
-            }
-            ("the agent is working".to_owned(), TaskPayload::Working)
-        }
+        // Idle: stored, and the run not begun yet (a driver that runs the session
+        // elsewhere may store the session before its first message), or between runs.
+        _ => ("the agent is working".to_owned(), TaskPayload::Working),
     };
     let status = payload.status();
     Ok(GetTaskResult::new(DetailedTask::new(
