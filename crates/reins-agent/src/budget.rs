@@ -388,6 +388,38 @@ pub struct BudgetAsk {
     pub before: String,
 }
 
+impl Budget {
+    /// The limits of `self` above `cap`'s (`tokens`, `cost`, `tool_calls`,
+    /// `wall_secs`): set higher, or left unset (no limit) where `cap` has one. A limit
+    /// `cap` leaves unset is never exceeded.
+    ///
+    /// ```
+    /// use reins_agent::budget::Budget;
+    ///
+    /// let default = Budget::new().tokens(100).tool_calls(3);
+    /// assert_eq!(Budget::new().tokens(500).tool_calls(3).cost(9.0).exceeds(&default), ["tokens"]);
+    /// assert!(Budget::new().tokens(100).tool_calls(2).exceeds(&default).is_empty());
+    /// ```
+    pub fn exceeds(&self, cap: &Budget) -> Vec<&'static str> {
+        fn above<T: PartialOrd>(asked: Option<T>, cap: Option<T>) -> bool {
+            match (asked, cap) {
+                (Some(a), Some(c)) => a > c,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            }
+        }
+        [
+            ("tokens", above(self.tokens, cap.tokens)),
+            ("cost", above(self.cost, cap.cost)),
+            ("tool_calls", above(self.tool_calls, cap.tool_calls)),
+            ("wall_secs", above(self.wall_secs, cap.wall_secs)),
+        ]
+        .into_iter()
+        .filter_map(|(name, over)| over.then_some(name))
+        .collect()
+    }
+}
+
 /// The final message of a run a person ended at its budget.
 pub(crate) fn ended_message(ask: &BudgetAsk, note: Option<&str>) -> String {
     let reached: Vec<String> = ask

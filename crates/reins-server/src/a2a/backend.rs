@@ -58,7 +58,7 @@ pub(super) async fn start(
     submission.idempotency_key = Some(format!("a2a {message_id}"));
     let mut notices = state.hub.notices();
     let mut sub = state.hub.channel(session).subscribe(None);
-    match begin(state, session, submission)
+    match begin(state, who, session, submission)
         .await
         .map_err(NotStarted::Refused)?
     {

@@ -181,7 +181,7 @@ async fn post_agui(
     submission.client_tools = client_tools;
     // Subscribed before the input goes in: the run's events from its first one.
     let sub = state.hub.channel(&thread).subscribe(None);
-    let begun = match crate::sessions::backend::begin(&state, &thread, submission).await {
+    let begun = match crate::sessions::backend::begin(&state, &who, &thread, submission).await {
         Ok(b) => b,
         // The same answer raced with this one and was applied first (or is being
         // applied by the run that took the session): a replay.

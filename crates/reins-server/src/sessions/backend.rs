@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
+use crate::auth::Principal;
 use crate::error::{Result, ServerError};
 use crate::extract::{Admin, ApiJson, SessionId};
 use crate::hub::{HubEvent, LocalRun, Origin, Subscription};
@@ -61,16 +62,21 @@ pub(crate) enum Begun {
     Relayed(Mark),
 }
 
-/// Hands `submission` for session `id` to the backend that runs the sessions and
-/// starts following the run it starts. Subscribe to the session's channel before, to
-/// get the run's events from its first one. A refused input is the backend's typed
+/// Hands `submission` of `who` for session `id` to the backend that runs the sessions
+/// and starts following the run it starts. Subscribe to the session's channel before,
+/// to get the run's events from its first one. A refused input is the backend's typed
 /// error (the local driver's refusal, whatever the backend); nothing changed then.
+/// What depends on the caller's roles is checked here, for every door: an extension
+/// of a budget above the agent's default needs the admin role
+/// ([`super::budget::check_extension`]).
 /// The request's `traceparent` header goes with the input ([`crate::trace_context`]).
 pub(crate) async fn begin(
     state: &AppState,
+    who: &Principal,
     id: &str,
     mut submission: Submission,
 ) -> std::result::Result<Begun, AgentError> {
+    super::budget::check_extension(state, who, id, &submission).await?;
     // The caller's trace context (its `traceparent` header), unless the door set one.
     if submission.trace_parent.is_none() {
         submission.trace_parent = crate::trace_context::current();
@@ -120,13 +126,14 @@ pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>> {
 /// it: the run's output once it pauses or ends, or (`stream`) the run's SSE stream.
 pub(crate) async fn submit(
     state: AppState,
+    who: &Principal,
     id: String,
     submission: Submission,
     stream: bool,
 ) -> Result<Response> {
     // Subscribed before the input goes in: the run's events from its first one.
     let sub = stream.then(|| state.hub.channel(&id).subscribe(None));
-    let begun = begin(&state, &id, submission).await?;
+    let begun = begin(&state, who, &id, submission).await?;
     match (begun, sub) {
         (Begun::Here(run), Some(sub)) => crate::sse::run_stream(run, sub).await,
         (Begun::Here(run), None) => Ok(Json(&*run.wait().await?).into_response()),

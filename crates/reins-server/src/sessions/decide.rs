@@ -117,7 +117,7 @@ pub(crate) async fn decide_as(
     // when it took them, or ends with the refusal (another decision applied first,
     // say). Subscribed before it starts, to hear either.
     let mut sub = state.hub.channel(id).subscribe(None);
-    let run = match super::backend::begin(state, id, submission).await? {
+    let run = match super::backend::begin(state, who, id, submission).await? {
         // Executing elsewhere: the backend took the decisions; its run applies them.
         Begun::Relayed(_) => return Ok(()),
         Begun::Here(run) => run,
