@@ -180,6 +180,10 @@ fn ci() -> Result<(), String> {
     })?;
     timed("test", || test(&[]))?;
     timed("conformance", || conformance::run(&[]))?;
+    // The MCP door with its sessions on Restate answers the server suites the same.
+    timed("conformance on restate", || {
+        conformance::run(&["--restate".to_owned()])
+    })?;
     timed("demo", demo_script_check)?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated
     // inputs (the coverage-guided runs are by hand: see fuzz/README.md).
