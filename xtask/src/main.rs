@@ -86,7 +86,8 @@ commands:
                 `--acp`: as an ACP agent on stdin/stdout for editors (see `serve --help`)
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   conformance   the official MCP conformance suite against reins's MCP server and
-                client, checked against its baseline; `--help`
+                client, checked against its baseline; `--restate`: the server suites
+                against the MCP door with its sessions on Restate; `--help`
   ci            fmt, clippy, docs, tests, the MCP conformance suite and the
                 scripted demo, as CI runs them; `ci --stress N [ARGS]`: the whole
                 test suite N times under two busy loops, with a table of failures

@@ -56,18 +56,27 @@
 //! | the client's `fs` / `terminal` capabilities | client tools `read_text_file`, `write_text_file`, `run_in_terminal`, executed by the editor and recorded in the ledger |
 //! | the model's plan | the `update_plan` client tool, shown as a `plan` update |
 //!
-//! Every decision goes through the same consent checks as every other door: it is
-//! made by the configured principal with `{"via": "acp"}` in the actor's metadata, on
-//! the view the person was shown, so an answer that arrives after the requirement was
-//! decided elsewhere (the inbox, another editor) is refused and changes nothing.
+//! Every decision goes through the one decision path
+//! ([`Sessions::decide`](reins_agent::port::Sessions::decide)), as from every other door:
+//! it is made by the configured principal with `{"via": "acp"}` in the actor's metadata,
+//! on the view the person was shown, so an answer that arrives after the requirement
+//! was decided elsewhere (the inbox, another editor) is refused by the run
+//! (`already_decided`, audited) and changes nothing; the turn ends saying so, with the
+//! refusal under [`REFUSED_META`] in the message's `_meta`. The results of the client
+//! tools go the same way, as `ExternalResult` decisions.
+//!
+//! Over a driver that runs the sessions elsewhere (`Relayed` over Restate) without a
+//! live relay, each run's updates are made from what it stores, step by step: the
+//! answer's text as one chunk, a tool call announced (`tool_call`) once its message is
+//! stored, and ended with its result.
 //!
 //! ## Errors
 //!
 //! Malformed JSON, or a line that is not UTF-8, is `-32700` (and the connection goes
 //! on with the next line), a message that is no JSON-RPC request `-32600`, an unknown
 //! method `-32601`, parameters the method cannot take `-32602`, an unknown
-//! session `-32002` (resource not found); a refused decision or a busy session is
-//! `-32602` / `-32600` with reins's reason. Nothing is stored for a refused request.
+//! session `-32002` (resource not found); a busy session is `-32600` with reins's
+//! reason. Nothing is stored for a refused request.
 
 mod client;
 mod error;
