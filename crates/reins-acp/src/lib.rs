@@ -57,7 +57,7 @@
 //! | the model's plan | the `update_plan` client tool, shown as a `plan` update |
 //!
 //! Every decision goes through the one decision path
-//! ([`Sessions::decide`](reins_agent::port::Sessions::decide)), as from every other door:
+//! ([`Sessions::decide`]), as from every other door:
 //! it is made by the configured principal with `{"via": "acp"}` in the actor's metadata,
 //! on the view the person was shown, so an answer that arrives after the requirement
 //! was decided elsewhere (the inbox, another editor) is refused by the run

@@ -464,12 +464,11 @@ async fn run_demo_client(script: &Path, args: &[&str], log: &Path) -> Value {
 
 /// Stops a restate-server a killed `serve` may have left (its pid file under `data`).
 fn stop_restate_left(data: &Path) {
-    if let Ok(pid) = std::fs::read_to_string(data.join("restate/restate-server.pid")) {
-        if let Ok(pid) = pid.trim().parse::<u32>() {
-            if running(pid) {
-                kill9(pid);
-            }
-        }
+    if let Ok(pid) = std::fs::read_to_string(data.join("restate/restate-server.pid"))
+        && let Ok(pid) = pid.trim().parse::<u32>()
+        && running(pid)
+    {
+        kill9(pid);
     }
 }
 
