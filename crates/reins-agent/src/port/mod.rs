@@ -366,6 +366,11 @@ pub trait Sessions: Send + Sync {
         crate::follow::stored_view(self.record(), head.into_state()).await
     }
 
+    /// Every session's id and version (see [`MemoryStore::list_sessions`]).
+    async fn list(&self) -> Result<Vec<reins_memory::SessionSummary>> {
+        Ok(self.record().list_sessions().await?)
+    }
+
     /// The heads of the sessions `filter` admits (a page, newest activity first).
     async fn heads(&self, filter: &SessionFilter) -> Result<Vec<SessionHead>> {
         Ok(self.record().session_heads_page(filter).await?)

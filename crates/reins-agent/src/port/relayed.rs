@@ -199,6 +199,7 @@ impl Sessions for Relayed {
             stored,
             live_seen: false,
             live,
+            live_open: true,
             changes,
             reread: self.reread,
             cancel: cancel.clone(),
@@ -275,6 +276,8 @@ struct Follow {
     /// made into events).
     live_seen: bool,
     live: broadcast::Receiver<LiveEvent>,
+    /// The live channel has not closed.
+    live_open: bool,
     changes: Option<reins_memory::ChangeFeed>,
     reread: Duration,
     cancel: CancellationToken,
@@ -283,20 +286,56 @@ struct Follow {
 
 impl Follow {
     async fn run(mut self) -> Result<RunOutput> {
-        let _ = self.events.send(RunEvent::RunStarted {
-            session_id: self.session.clone(),
-        });
         let mut interrupted = false;
+        let mut started = false;
         loop {
-            let state = self.store.load_session(&self.session).await?;
+            let state = match self.store.load_session(&self.session).await {
+                Ok(s) => Some(s),
+                // Not stored yet (the driver creates it as it takes the input).
+                Err(reins_memory::Error::SessionNotFound { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(state) = state {
+                if let Some(out) = self.read(state, &mut started).await? {
+                    return Ok(out);
+                }
+            }
+            self.wait(&mut interrupted).await;
+        }
+    }
+
+    /// One read of the stored session: the events it tells of, and the output once
+    /// the run is over.
+    async fn read(
+        &mut self,
+        state: reins_memory::SessionState,
+        started: &mut bool,
+    ) -> Result<Option<RunOutput>> {
+        {
+            if !*started && state.version > self.after {
+                // The input is stored: the run began (as a local run says it, once
+                // its first commit is stored).
+                *started = true;
+                let _ = self.events.send(RunEvent::RunStarted {
+                    session_id: self.session.clone(),
+                });
+            }
             // Every live event of the steps this read's commits ended is here: those
             // not passed on yet go first.
             self.drain();
             self.from_stored(&state.messages);
-            if let Some(out) = settled(&self.store, state, self.after).await? {
-                self.announce_end(&out);
-                return Ok(out);
+            let out = settled(&self.store, state, self.after).await?;
+            if let Some(out) = &out {
+                self.announce_end(out);
             }
+            Ok(out)
+        }
+    }
+
+    /// Passes on live events as they come, until the store may have moved; interrupts
+    /// the run in the driver when the caller asked.
+    async fn wait(&mut self, interrupted: &mut bool) {
+        {
             // Live events as they come, until the store may have moved.
             let until_change = async {
                 match self.changes.as_mut() {
@@ -321,15 +360,15 @@ impl Follow {
             loop {
                 tokio::select! {
                     biased;
-                    () = self.cancel.cancelled(), if !interrupted => {
+                    () = self.cancel.cancelled(), if !*interrupted => {
                         // The caller interrupted (or dropped) the run: the driver stops
                         // it; the end is read from the store as for any run.
-                        interrupted = true;
+                        *interrupted = true;
                         if let Err(e) = self.backend.interrupt(&self.session).await {
                             tracing::warn!(session = %self.session, error = %e, "could not interrupt a relayed run");
                         }
                     }
-                    r = self.live.recv() => match r {
+                    r = self.live.recv(), if self.live_open => match r {
                         Ok(e) => {
                             self.live_seen = true;
                             let _ = self.events.send(e.event);
@@ -337,10 +376,10 @@ impl Follow {
                         Err(broadcast::error::RecvError::Lagged(n)) => {
                             tracing::debug!(session = %self.session, missed = n, "a followed run fell behind its live events");
                         }
-                        Err(broadcast::error::RecvError::Closed) => break,
+                        Err(broadcast::error::RecvError::Closed) => self.live_open = false,
                     },
-                    () = &mut until_change => break,
-                    () = &mut reread => break,
+                    () = &mut until_change => return,
+                    () = &mut reread => return,
                 }
             }
         }

@@ -483,16 +483,12 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
             &e.to_string(),
         )
     };
-    let (_, pending) = view::load(&state.agent, &claims.session, false, false)
+    let (_, pending) = view::load(&*state.sessions, &claims.session, false, false)
         .await
         .map_err(page_error)?;
-    let session = state
-        .agent
-        .session(&claims.session)
-        .await
-        .map_err(|e| page_error(e.into()))?;
-    let trail = session
-        .decisions()
+    let trail = state
+        .sessions
+        .audit(&claims.session)
         .await
         .map_err(|e| page_error(e.into()))?;
     if let Some(used) = trail.iter().find(|r| {
@@ -531,8 +527,9 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
         }
     };
     let Some(req) = pending.into_iter().find(|r| r.id == claims.requirement) else {
-        let decided = session
-            .decided(&claims.requirement)
+        let decided = state
+            .sessions
+            .decided(&claims.session, &claims.requirement)
             .await
             .map_err(|e| page_error(e.into()))?;
         return Err(match decided {

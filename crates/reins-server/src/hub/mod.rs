@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reins_agent::{Agent, RunHandle};
+use reins_agent::RunHandle;
 use reins_memory::StoreChange;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -46,6 +46,28 @@ pub(crate) struct LastId {
 #[derive(Debug, Clone)]
 pub(crate) struct Notice {
     pub(crate) session_id: String,
+}
+
+/// How often a session is read again while waiting, besides every change notice (a
+/// safety net for stores whose change feed is slow or missing).
+const REREAD: Duration = Duration::from_millis(250);
+
+/// Returns on a change notice for session `id`, or after [`REREAD`].
+pub(crate) async fn wait_for_notice(notices: &mut broadcast::Receiver<Notice>, id: &str) {
+    let notice = async {
+        loop {
+            match notices.recv().await {
+                Ok(n) if n.session_id == id => return,
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => return,
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    };
+    tokio::select! {
+        () = notice => {}
+        () = tokio::time::sleep(REREAD) => {}
+    }
 }
 
 /// The hub of one server.
@@ -196,7 +218,7 @@ impl Hub {
     /// and, when the feed cannot name the session or falls behind, and every poll
     /// interval as a safety net, compares the stored versions of all sessions. It stops
     /// when nobody listens; the next subscriber starts it again.
-    pub(crate) fn ensure_poller(self: &Arc<Self>, agent: &Agent) {
+    pub(crate) fn ensure_poller(self: &Arc<Self>, store: &Arc<dyn reins_memory::MemoryStore>) {
         let Ok(mut slot) = self.poller.lock() else {
             return;
         };
@@ -204,7 +226,7 @@ impl Hub {
             return;
         }
         let hub = Arc::downgrade(self);
-        let store = agent.store().clone();
+        let store = Arc::clone(store);
         let every = self.poll_every;
         *slot = Some(tokio::spawn(async move {
             let mut feed = store.changes().await.ok();

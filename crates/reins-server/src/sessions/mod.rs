@@ -1,11 +1,9 @@
 //! The session resource, `/v1/sessions/{id}`: start a run on it, read it, answer what
 //! it waits for (with the audit trail of those decisions), interrupt its run, and
 //! watch it live ([`stream`]). A request that starts a run is answered with the run's
-//! output, or with its own SSE stream when `?stream=true`. Runs, decisions and
-//! interrupts go to the [`SessionBackend`](reins_agent::SessionBackend) that runs the
-//! sessions — the local driver, or the one given to
-//! [`Server::backend`](crate::Server::backend) — through one door ([`backend`]);
-//! reads come from the store.
+//! output, or with its own SSE stream when `?stream=true`. Everything goes through the
+//! session port ([`reins_agent::port::Sessions`]) — the local driver, or a Restate
+//! deployment behind [`reins_agent::Relayed`] — through one door ([`backend`]).
 
 pub(crate) mod backend;
 pub(crate) mod decide;
@@ -17,7 +15,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use reins_agent::{Agent, Submission};
+use reins_agent::Submission;
+use reins_agent::port::Sessions;
 use reins_message::Msg;
 use serde_json::Value;
 
@@ -83,7 +82,7 @@ pub(crate) async fn post_run(
             message: "the message is empty".to_owned(),
         });
     }
-    let budget = session_budget(&state.agent, &who, body.budget)?;
+    let budget = session_budget(state.sessions.card(), &who, body.budget)?;
     let mut submission = Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
     submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
     submission.budget = budget;
@@ -103,7 +102,7 @@ fn invalid_budget(message: String) -> ServerError {
 /// the admin role — that it is no higher than the agent's default (403). A limit left
 /// out keeps the agent's default.
 fn session_budget(
-    agent: &reins_agent::Agent,
+    card: &reins_agent::AgentCard,
     who: &crate::auth::Principal,
     raw: Option<serde_json::Value>,
 ) -> Result<Option<reins_agent::budget::Budget>> {
@@ -121,7 +120,7 @@ fn session_budget(
         ));
     }
     // A limit left out keeps the agent's default.
-    let rules = agent.budget();
+    let rules = card.budget.as_ref();
     let default = rules.map(|r| r.limit).unwrap_or_default();
     let limit = reins_agent::budget::Budget {
         tokens: limit.tokens.or(default.tokens),
@@ -202,7 +201,7 @@ pub(crate) async fn get_session(
 ) -> Result<Json<SessionDetail>> {
     who.require_read(&id)?;
     let running = state.hub.local_run(&id).is_some();
-    let (detail, _) = view::load(&state.agent, &id, running, true).await?;
+    let (detail, _) = view::load(&*state.sessions, &id, running, true).await?;
     Ok(Json(detail))
 }
 
@@ -223,7 +222,7 @@ pub(crate) async fn get_decisions(
     SessionId(id): SessionId,
 ) -> Result<Json<DecisionsList>> {
     who.require_read(&id)?;
-    let decisions = audit_trail(&state.agent, &id).await?;
+    let decisions = audit_trail(&*state.sessions, &id).await?;
     Ok(Json(DecisionsList {
         session_id: id,
         decisions,
@@ -258,16 +257,17 @@ pub(crate) async fn post_decisions(
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let decisions = decide::checked(&state, &who, &id, &body.decisions).await?;
-    let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
-    submission.actor = Some(who.actor());
-    submission.view = body
+    let mut decide = reins_agent::port::Decide::new(who.actor(), decide::decisions(&body.decisions)?);
+    decide.view = body
         .view_token
         .as_deref()
         .map(decide::parse_view)
         .transpose()?;
-    submission.idempotency_key = backend::idempotency_key(&headers)?;
-    backend::submit(state, id, submission, q.stream).await
+    decide.idempotency_key = backend::idempotency_key(&headers)?;
+    // Subscribed before the decisions go in: the run's events from its first one.
+    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
+    let run = backend::decide(&state, &id, decide).await?;
+    backend::answer(run, sub).await
 }
 
 /// Stops the session's run wherever it executes.
@@ -318,7 +318,7 @@ pub(crate) async fn get_events(
 ) -> Result<Response> {
     who.require_read(&id)?;
     // 404 for unknown sessions, before the stream starts.
-    state.agent.store().load_session(&id).await?;
+    state.sessions.view(&id).await?;
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -327,12 +327,9 @@ pub(crate) async fn get_events(
 }
 
 /// The session's audit trail, oldest first (reins-agent's `DecisionRecord` JSON).
-async fn audit_trail(agent: &Agent, id: &str) -> Result<Vec<Value>> {
-    // 404 for unknown sessions (opening one would create it).
-    agent.store().load_session(id).await?;
-    let session = agent.session(id).await?;
-    Ok(session
-        .decisions()
+async fn audit_trail(sessions: &dyn Sessions, id: &str) -> Result<Vec<Value>> {
+    Ok(sessions
+        .audit(id)
         .await?
         .iter()
         .filter_map(|d| serde_json::to_value(d).ok())
