@@ -30,7 +30,9 @@ pub(crate) async fn healthz() -> Json<Health> {
     responses((status = 200, body = Health), (status = 503, body = Health))
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    match state.sessions.record()
+    match state
+        .sessions
+        .record()
         .load_session("reins-server/readyz")
         .await
     {

@@ -20,10 +20,10 @@ use axum::response::Response;
 use reins_agent::Verdict;
 use serde_json::{Value, json};
 
+use super::backend::NotStarted;
 use super::incoming::Incoming;
 use super::send::{Follow, Reply, answer};
 use super::task::{TaskState, TaskView, task_json};
-use super::backend::NotStarted;
 use super::{RpcError, load_task};
 use crate::auth::Principal;
 use crate::sessions::decide::{decisions, parse_view};

@@ -109,7 +109,9 @@ pub(super) async fn save(
         body,
         created_at: Utc::now(),
     };
-    state.sessions.record()
+    state
+        .sessions
+        .record()
         .put_subscription(&sub)
         .await
         .map_err(ServerError::from)?;
@@ -128,7 +130,9 @@ fn task_param(params: &Value) -> Result<String, RpcError> {
 /// The configurations of a task, oldest first.
 async fn configs(state: &AppState, task: &str) -> Result<Vec<Value>, RpcError> {
     let prefix = format!("{task}/");
-    Ok(state.sessions.record()
+    Ok(state
+        .sessions
+        .record()
         .subscriptions(KIND)
         .await
         .map_err(ServerError::from)?
@@ -189,7 +193,9 @@ pub(super) async fn delete(
     let task = task_param(params)?;
     load_task(state, who, &task).await?;
     let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
-    let gone = state.sessions.record()
+    let gone = state
+        .sessions
+        .record()
         .delete_subscription(&stored_id(&task, id))
         .await
         .map_err(ServerError::from)?;

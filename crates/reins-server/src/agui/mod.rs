@@ -316,9 +316,7 @@ pub(crate) async fn replay_end(
     {
         return None;
     }
-    let now = settled(state, &scope.thread_id, REPLAY_WAIT)
-        .await
-        .ok()??;
+    let now = settled(state, &scope.thread_id, REPLAY_WAIT).await.ok()??;
     Some(standing(state, scope, &now))
 }
 

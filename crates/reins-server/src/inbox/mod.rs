@@ -165,7 +165,11 @@ pub(crate) async fn get_requirements(
         ..scope
     };
     'pages: loop {
-        let rows = state.sessions.record().pending_requirements(&filter).await?;
+        let rows = state
+            .sessions
+            .record()
+            .pending_requirements(&filter)
+            .await?;
         // The sessions of this batch not read yet, read at once (without transcripts).
         let new: BTreeSet<&String> = rows
             .iter()

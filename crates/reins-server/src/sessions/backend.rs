@@ -120,7 +120,14 @@ pub(crate) async fn interrupt(state: &AppState, id: String) -> Result<Response> 
         )
             .into_response()
     };
-    if let Some(run) = state.hub.local_run(&id) {
+    // A run executing in this process stops at once; one followed here but executing
+    // in the driver's processes is stopped by the driver (its end reaches the run's
+    // listeners as any end does).
+    if let Some(run) = state
+        .hub
+        .local_run(&id)
+        .filter(|_| state.sessions.runs_here())
+    {
         run.interrupter.interrupt();
         return Ok(answer(id, "local"));
     }

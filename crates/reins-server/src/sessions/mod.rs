@@ -257,7 +257,8 @@ pub(crate) async fn post_decisions(
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let mut decide = reins_agent::port::Decide::new(who.actor(), decide::decisions(&body.decisions)?);
+    let mut decide =
+        reins_agent::port::Decide::new(who.actor(), decide::decisions(&body.decisions)?);
     decide.view = body
         .view_token
         .as_deref()
