@@ -709,7 +709,15 @@ impl Agent {
             if let crate::eligibility::Eligibility::Refused { reason } = rules.0.may_grant(ask) {
                 return Err(AgentError::NotEligible {
                     id: format!("grant of `{}`", new.tool),
-                    reason,
+                    reason: format!(
+                        "{} may not create a grant for `{}`: {reason}",
+                        if actor.principal.is_empty() {
+                            "a caller who names no one".to_owned()
+                        } else {
+                            format!("`{}`", actor.principal)
+                        },
+                        new.tool
+                    ),
                 });
             }
         }

@@ -388,6 +388,61 @@ pub struct BudgetAsk {
     pub before: String,
 }
 
+impl Budget {
+    /// The limits of `self` above `cap`'s (`tokens`, `cost`, `tool_calls`,
+    /// `wall_secs`): set higher, or left unset (no limit) where `cap` has one. A limit
+    /// `cap` leaves unset is never exceeded.
+    ///
+    /// ```
+    /// use reins_agent::budget::Budget;
+    ///
+    /// let default = Budget::new().tokens(100).tool_calls(3);
+    /// assert_eq!(Budget::new().tokens(500).tool_calls(3).cost(9.0).exceeds(&default), ["tokens"]);
+    /// assert!(Budget::new().tokens(100).tool_calls(2).exceeds(&default).is_empty());
+    /// ```
+    pub fn exceeds(&self, cap: &Budget) -> Vec<&'static str> {
+        fn above<T: PartialOrd>(asked: Option<T>, cap: Option<T>) -> bool {
+            match (asked, cap) {
+                (Some(a), Some(c)) => a > c,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            }
+        }
+        [
+            ("tokens", above(self.tokens, cap.tokens)),
+            ("cost", above(self.cost, cap.cost)),
+            ("tool_calls", above(self.tool_calls, cap.tool_calls)),
+            ("wall_secs", above(self.wall_secs, cap.wall_secs)),
+        ]
+        .into_iter()
+        .filter_map(|(name, over)| over.then_some(name))
+        .collect()
+    }
+}
+
+impl Budget {
+    /// The limits of this budget above `cap`, worded for a person ("tokens: 500 (the
+    /// agent's default is 100)"); empty when none is.
+    pub fn above(&self, cap: &Budget) -> Vec<String> {
+        self.exceeds(cap)
+            .into_iter()
+            .map(|name| {
+                let show = |b: &Budget| match name {
+                    "tokens" => b.tokens.map(|v| v.to_string()),
+                    "cost" => b.cost.map(|v| v.to_string()),
+                    "tool_calls" => b.tool_calls.map(|v| v.to_string()),
+                    _ => b.wall_secs.map(|v| v.to_string()),
+                };
+                format!(
+                    "{name}: {} (the agent's default is {})",
+                    show(self).unwrap_or_else(|| "no limit".to_owned()),
+                    show(cap).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+}
+
 /// The final message of a run a person ended at its budget.
 pub(crate) fn ended_message(ask: &BudgetAsk, note: Option<&str>) -> String {
     let reached: Vec<String> = ask

@@ -19,6 +19,31 @@ pub struct Decided {
     pub via: String,
 }
 
+impl Decided {
+    /// What closed the call, when no one decided on it: a new message in the session
+    /// (`via: message`), the end of the run at its budget (`budget`) or the parent
+    /// session moving on (`parent`), which close every call still waiting (recorded as
+    /// rejections). `None` for a decision made on the call itself.
+    ///
+    /// ```
+    /// # use reins_agent::Decided;
+    /// let closed: Decided = serde_json::from_value(serde_json::json!({
+    ///     "decision": "reject", "by": null, "at": "2026-11-27T12:00:00Z", "via": "message"
+    /// })).unwrap();
+    /// assert_eq!(closed.closed_by(), Some("a new message in the session"));
+    /// ```
+    pub fn closed_by(&self) -> Option<&'static str> {
+        // A call of a sub-agent's child session: "message on child session `...`".
+        let via = self.via.split(" on child session ").next().unwrap_or("");
+        match via {
+            "message" => Some("a new message in the session"),
+            "budget" => Some("the end of the run at its budget"),
+            "parent" => Some("the parent session moving on"),
+            _ => None,
+        }
+    }
+}
+
 impl From<crate::budget::InvalidBudget> for AgentError {
     fn from(e: crate::budget::InvalidBudget) -> Self {
         Self::InvalidBudget { reason: e.reason }
@@ -125,14 +150,18 @@ pub enum AgentError {
         /// Approvals so far.
         count: u32,
     },
-    /// An approval under a quorum came from an approver who cannot count towards it:
-    /// no name (every approval under a quorum must say who made it), or none of the
-    /// roles the quorum accepts. Nothing changed.
-    #[error("the approval of `{id}` cannot count towards its quorum: {reason}")]
+    /// A decision its author may not make, or a grant they may not create: an approval
+    /// under a quorum that cannot count towards it (no name — every approval under a
+    /// quorum must say who made it — or none of the roles the quorum accepts), a
+    /// decision or a grant the [eligibility policy](crate::EligibilityPolicy) refuses, a
+    /// door's own rule about who decides what. Nothing changed.
+    #[error("{reason}")]
     NotEligible {
-        /// The requirement id.
+        /// The requirement id (for a grant: ``grant of `TOOL` ``, naming the tool).
         id: String,
-        /// Why (what is missing).
+        /// The whole refusal, as a person reads it: who may not do what, and why (an
+        /// approval "cannot count towards its quorum" only where the requirement has
+        /// one).
         reason: String,
     },
     /// The same requirement was answered twice in one call.

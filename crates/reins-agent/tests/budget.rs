@@ -134,6 +134,55 @@ async fn ending_the_run_completes_it_with_an_honest_message_and_runs_nothing() {
     );
 }
 
+/// Ending a run at its budget: every call of the turn that did not start — held back
+/// by the budget, or waiting for a decision — is told so and is `Cancelled` (no one
+/// rejected it, and nothing stopped it mid-run); the call that ran keeps its result.
+#[tokio::test]
+async fn ending_at_the_budget_tells_every_call_that_did_not_start_so() {
+    let model = ScriptedModel::new([
+        call("c1", "search_web", json!({"query": "a"}))
+            .then_tool_call("search_web", json!({"query": "b"}))
+            .then_tool_call("delete_file", json!({"path": "old.log"})),
+        text("never"),
+    ]);
+    let counter = Counter::default();
+    let agent = agent(model.clone(), toolkit(&counter, ToolPolicy::confirm()))
+        .budget(Budget::new().tool_calls(1))
+        .build()
+        .unwrap();
+    let s = agent.session("b-ended").await.unwrap();
+    let out = s
+        .send(Msg::user("search twice, then clean up"))
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Paused);
+    let waiting: Vec<&str> = out.requirements.iter().map(|r| r.id.as_str()).collect();
+    assert!(waiting.contains(&"budget-1"), "{waiting:?}");
+    assert_eq!(counter.count("search_web"), 1, "one search held back");
+
+    let out = s
+        .resolve(vec![Decision::reject("budget-1", "that will do").by("ops")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, RunStatus::Completed);
+    assert_eq!(counter.total(), 1, "nothing else ran");
+    let msgs = s.messages().await.unwrap();
+    assert_valid(&msgs);
+    let results: Vec<serde_json::Value> = msgs
+        .iter()
+        .flat_map(|m| m.tool_results_iter())
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "name": r.name,
+                "outcome": r.outcome,
+                "text": r.text(),
+            })
+        })
+        .collect();
+    insta::assert_json_snapshot!("budget_ended_tool_results", results);
+}
+
 #[tokio::test]
 async fn bad_extensions_are_refused_and_change_nothing() {
     let model = ScriptedModel::new([spent_text(text("hello"), 120), text("go on")]);

@@ -105,8 +105,10 @@ impl std::fmt::Display for NoticeKind {
 /// when it is routed (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notice {
-    /// A stable, unique id (a UUIDv7 by default): the same on every attempt and every
-    /// destination, for de-duplication (a webhook's `webhook-id`).
+    /// A stable, unique id, in the UUIDv7 layout: the same on every attempt and every
+    /// destination, for de-duplication (a webhook's `webhook-id`). A fresh UUIDv7 for
+    /// a notice that rides with its change; [`Notice::keyed`] for one that several
+    /// writers may make (the outbox keeps the first, by id).
     pub id: String,
     /// What happened.
     pub kind: NoticeKind,
@@ -139,6 +141,53 @@ impl Notice {
             payload: Value::Null,
             created_at: Utc::now(),
         }
+    }
+
+    /// A notice of `kind` whose id is the same whoever makes it, however often:
+    /// [`Notice::stable_id`] of `key` and `at`. For notices written outside the commit
+    /// of the change they report, by writers that may repeat themselves (the escalation
+    /// sweep on every instance, a driver repeating a step after a crash): the outbox
+    /// keeps the first one written with an id and skips the others, in every store.
+    pub fn keyed(kind: NoticeKind, key: &str, at: DateTime<Utc>) -> Self {
+        let mut n = Self::new(kind);
+        n.id = Self::stable_id(key, at);
+        n
+    }
+
+    /// The id of the notice that `key` names (say `requirement.escalated`, the session
+    /// and the requirement), in the UUIDv7 layout (RFC 9562): its 48-bit time is `at`
+    /// in Unix milliseconds, its version 7 and its variant bits as RFC 9562 sets them,
+    /// and its 74 other bits the first bits of the SHA-256 of `key`.
+    ///
+    /// Why not a separate de-duplication key: every store already writes a notice once
+    /// by its id (the outbox's primary key, `ON CONFLICT (id) DO NOTHING`; the
+    /// in-memory store by id), and a receiver de-duplicates by the id it gets (a
+    /// webhook's `webhook-id`). An id derived from the key keeps both with no new column
+    /// and no migration, and the id every writer computes is the one delivered. The
+    /// bits RFC 9562 leaves to randomness are a hash here, so such an id must be made
+    /// from a key that is unique by itself; `at` should be a time every writer agrees
+    /// on (the requirement's creation, say), not the writer's clock.
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    /// use reins_memory::Notice;
+    ///
+    /// let at = Utc.timestamp_millis_opt(1_764_000_000_000).unwrap();
+    /// let id = Notice::stable_id("requirement.escalated:alice/chat-1:call_1", at);
+    /// assert_eq!(id, Notice::stable_id("requirement.escalated:alice/chat-1:call_1", at));
+    /// let uuid = uuid::Uuid::parse_str(&id).unwrap();
+    /// assert_eq!(uuid.get_version_num(), 7);
+    /// ```
+    pub fn stable_id(key: &str, at: DateTime<Utc>) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(key.as_bytes());
+        let mut bits = [0u8; 10];
+        bits.copy_from_slice(&digest[..10]);
+        // 48 bits of milliseconds: from 1970 to the year 10889.
+        let ms = u64::try_from(at.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
+        uuid::Builder::from_unix_timestamp_millis(ms, &bits)
+            .into_uuid()
+            .to_string()
     }
 
     /// Sets the session.
@@ -402,4 +451,39 @@ pub struct Subscription {
     pub body: Value,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn a_keyed_id_is_a_uuid_v7_the_same_for_every_writer() {
+        let at = Utc.timestamp_millis_opt(1_764_000_000_123).unwrap();
+        let key = "requirement.expired:alice/chat-1:call_1";
+        // Two writers, at different moments: one id.
+        let a = Notice::keyed(NoticeKind::RequirementExpired, key, at);
+        let b = Notice::keyed(NoticeKind::RequirementExpired, key, at);
+        assert_eq!(a.id, b.id);
+        let id = uuid::Uuid::parse_str(&a.id).unwrap();
+        assert_eq!(id.get_version(), Some(uuid::Version::SortRand));
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        let (secs, nanos) = id.get_timestamp().unwrap().to_unix();
+        assert_eq!((secs, nanos / 1_000_000), (1_764_000_000, 123));
+        // Another key, another id; another time, another id.
+        assert_ne!(
+            a.id,
+            Notice::stable_id("requirement.expired:alice/chat-1:call_2", at)
+        );
+        assert_ne!(
+            a.id,
+            Notice::stable_id(key, at + chrono::Duration::milliseconds(1))
+        );
+        // Fresh ids are UUIDv7 too.
+        let fresh = uuid::Uuid::parse_str(&Notice::new(NoticeKind::RunCompleted).id).unwrap();
+        assert_eq!(fresh.get_version(), Some(uuid::Version::SortRand));
+    }
 }

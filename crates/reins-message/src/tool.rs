@@ -55,7 +55,8 @@ pub enum ToolOutcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
-    /// The call never started (the run was interrupted or the call was cancelled).
+    /// The call never started (the run was interrupted or ended before it, or the call
+    /// was cancelled).
     Cancelled,
     /// The call started and was stopped mid-run; its side effects may be partial.
     Interrupted,

@@ -184,6 +184,77 @@ fn eligibility_by_role_and_by_attribute() {
     ));
 }
 
+/// A Cedar refusal of a decision is worded by what the requirement is: an approval
+/// "cannot count towards its quorum" only where the tool has a quorum; elsewhere the
+/// refusal says who may not approve (or reject) which call, and the policy's reason.
+#[tokio::test]
+async fn a_refused_decision_is_worded_by_whether_its_call_has_a_quorum() {
+    async fn refusal(quorum: bool, approve: bool) -> String {
+        let model =
+            reins_model::ScriptedModel::new([reins_model::ScriptedResponse::tool_call_with_id(
+                "c1",
+                "delete_file",
+                json!({"path": "/home/x"}),
+            )]);
+        let mut tools = reins_tool::Toolkit::new();
+        tools
+            .add_dynamic(
+                reins_tool::DynamicTool::new(
+                    "delete_file",
+                    "Delete a file",
+                    json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                    |_, _| async { Ok(reins_tool::ToolOutput::text("deleted")) },
+                )
+                .policy(reins_tool::ToolPolicy::confirm()),
+            )
+            .unwrap();
+        let mut agent = Agent::builder()
+            .model(model)
+            .toolkit(tools)
+            .eligibility_policy(deletes());
+        if quorum {
+            agent = agent.quorum("delete_file", reins_agent::Quorum::of(2));
+        }
+        let agent = agent.build().unwrap();
+        let s = agent.session("dev/1").await.unwrap();
+        let out = s.send(reins_message::Msg::user("delete it")).await.unwrap();
+        assert_eq!(out.requirements[0].id, "c1");
+        let intern = Actor::new("ian").with_metadata(json!({"roles": ["intern"]}));
+        let decision = if approve {
+            reins_agent::Decision::approve("c1").by("ian")
+        } else {
+            reins_agent::Decision::reject("c1", "no").by("ian")
+        };
+        let err = s
+            .as_actor(intern)
+            .resolve(vec![decision])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, AgentError::NotEligible { .. }), "{err}");
+        err.to_string()
+    }
+    let plain = refusal(false, true).await;
+    assert_eq!(
+        plain,
+        "`ian` may not approve `c1` (a `delete_file` call): no policy permits `ian` to decide \
+         calls of `delete_file`"
+    );
+    let rejected = refusal(false, false).await;
+    assert!(
+        rejected.starts_with("`ian` may not reject `c1`"),
+        "{rejected}"
+    );
+    let counted = refusal(true, true).await;
+    assert_eq!(
+        counted,
+        "the approval of `c1` cannot count towards its quorum: no policy permits `ian` to \
+         decide calls of `delete_file`"
+    );
+    // A rejection under a quorum counts towards nothing: worded as any refusal.
+    let rejected = refusal(true, false).await;
+    assert!(!rejected.contains("quorum"), "{rejected}");
+}
+
 #[tokio::test]
 async fn who_may_create_a_grant_is_asked_before_it_is_stored() {
     let p = deletes();

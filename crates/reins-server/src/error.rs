@@ -95,8 +95,10 @@ pub enum ServerError {
     /// approver counts once. Nothing changed.
     #[error("{0}")]
     AlreadyApproved(String),
-    /// The approval cannot count towards the requirement's quorum (403): the approver
-    /// lacks the roles it accepts. Nothing changed.
+    /// The decision is not the principal's to make (403): an approval that cannot count
+    /// towards the requirement's quorum, a decision the eligibility policy refuses, a
+    /// budget extension above the agent's default without the admin role. The message
+    /// says which. Nothing changed.
     #[error("{0}")]
     NotEligible(String),
     /// The body is too large (413).

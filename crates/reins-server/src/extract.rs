@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::auth::Principal;
 use crate::error::ServerError;
 use crate::state::AppState;
+use crate::strict::StrictBody;
 
 /// The authenticated principal of a request.
 pub(crate) struct Caller(pub(crate) Arc<Principal>);
@@ -66,7 +67,8 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// A JSON body; malformed JSON and wrong types are 400, too large is 413.
+/// A JSON body; malformed JSON and wrong types (an array where an object is expected
+/// among them: see [`crate::strict`]) are 400, too large is 413.
 pub(crate) struct ApiJson<T>(pub(crate) T);
 
 impl<T, S> FromRequest<S> for ApiJson<T>
@@ -77,15 +79,18 @@ where
     type Rejection = ServerError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        // Read strictly: an array where the schema has an object is refused, not read
+        // as the struct's fields in order (see `crate::strict`).
+        type Body<T> = axum::Json<StrictBody<T>>;
         let Some(BodyLimit(limit, deadline)) = req.extensions().get::<BodyLimit>().copied() else {
-            return match axum::Json::<T>::from_request(req, state).await {
-                Ok(axum::Json(v)) => Ok(Self(v)),
+            return match Body::<T>::from_request(req, state).await {
+                Ok(axum::Json(StrictBody(v))) => Ok(Self(v)),
                 Err(e) => Err(json_rejection(e, 0)),
             };
         };
         // The whole body within the deadline, however it is paced.
-        match tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state)).await {
-            Ok(Ok(axum::Json(v))) => Ok(Self(v)),
+        match tokio::time::timeout(deadline, Body::<T>::from_request(req, state)).await {
+            Ok(Ok(axum::Json(StrictBody(v)))) => Ok(Self(v)),
             Ok(Err(e)) => Err(json_rejection(e, limit)),
             Err(_) => Err(ServerError::Timeout(format!(
                 "the request body did not arrive within {} ms",

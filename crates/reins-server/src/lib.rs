@@ -103,6 +103,7 @@ mod openapi;
 pub mod serve;
 mod sse;
 mod state;
+mod strict;
 mod trace_context;
 pub mod types;
 mod view;

@@ -413,7 +413,8 @@ async fn a_401_carries_a_bearer_challenge() {
 
 /// A2A push notifications with the real client: every state change of an
 /// INPUT_REQUIRED → COMPLETED task reaches the receiver its `SendMessage` configured,
-/// with its token and authentication, through the outbox; configurations are created,
+/// with its token and authentication, through the outbox, whether its call was approved
+/// or rejected; configurations are created,
 /// read, listed and deleted through the client's calls (on either instance).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_a2a_client_gets_every_state_change_pushed() {
@@ -440,24 +441,49 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
     assert_eq!(report["listed"], json!(["first", "second"]));
     assert_eq!(report["listed_after_delete"], json!(["first"]));
     let received = report["received"].as_array().unwrap();
-    let states: Vec<&str> = received
-        .iter()
-        .map(|r| {
-            r["body"]["statusUpdate"]["status"]["state"]
-                .as_str()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(
-        states,
-        [
-            "TASK_STATE_INPUT_REQUIRED",
-            "TASK_STATE_WORKING",
-            "TASK_STATE_COMPLETED"
-        ],
-        "{received:?}"
-    );
+    // Each state change once. Deliveries are attempted at once, by both instances, so
+    // they may arrive in any order: each carries its time, which orders them.
+    let states = |path: &str| -> Vec<(String, String)> {
+        let mut pushed: Vec<(String, String)> = received
+            .iter()
+            .filter(|r| r["path"] == path)
+            .map(|r| {
+                let status = &r["body"]["statusUpdate"]["status"];
+                (
+                    status["state"].as_str().unwrap().to_owned(),
+                    status["timestamp"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        pushed.sort_by_key(|(state, _)| {
+            ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING"]
+                .iter()
+                .position(|s| s == state)
+                .unwrap_or(2)
+        });
+        let times: Vec<chrono::DateTime<chrono::Utc>> =
+            pushed.iter().map(|(_, t)| t.parse().unwrap()).collect();
+        assert!(times.is_sorted(), "{path}: {pushed:?}");
+        pushed
+    };
+    let every_change = [
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ];
+    let names = |p: Vec<(String, String)>| p.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+    assert_eq!(names(states("/first")), every_change, "{received:?}");
+    // A rejected call is pushed as an approved one: the task works, then completes.
+    assert_eq!(names(states("/rejected")), every_change, "{received:?}");
     for r in received {
+        if r["path"] == "/rejected" {
+            assert_eq!(r["token"], "tok-3");
+            assert_eq!(
+                r["body"]["statusUpdate"]["taskId"],
+                report["rejected_task_id"]
+            );
+            continue;
+        }
         assert_eq!(r["path"], "/first", "a deleted config got a push: {r}");
         assert_eq!(r["token"], "tok-1");
         assert_eq!(r["authorization"], "Bearer push-secret");
@@ -468,8 +494,9 @@ async fn the_real_a2a_client_gets_every_state_change_pushed() {
 
 /// A budget requirement over A2A (`tests/a2a/budget.py`, the real a2a-sdk client):
 /// INPUT_REQUIRED with a `budget` requirement before the tool starts, a refused low
-/// limit, the extension through the second instance, and an end that completes the
-/// task with a message saying the budget ended it.
+/// limit, a refused extension above the agent's default by an approver who is no
+/// admin, the admin's extension through the second instance, and an end that completes
+/// the task with a message saying the budget ended it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_a2a_client_extends_and_ends_a_budget() {
     let Some(python) = client_available("a2a budget") else {
@@ -490,8 +517,23 @@ async fn the_real_a2a_client_extends_and_ends_a_budget() {
     };
     let a = serve(with_budget(store_a), ran.clone(), dir, |s| s).await;
     let b = serve(with_budget(store_b), ran.clone(), None, |s| s).await;
-    let report = run_client(&python, "budget.py", &a, &b, &[("A2A_TOKEN", CAROL)]).await;
+    let report = run_client(
+        &python,
+        "budget.py",
+        &a,
+        &b,
+        &[("A2A_TOKEN", CAROL), ("A2A_ADMIN_TOKEN", ADMIN)],
+    )
+    .await;
     assert_eq!(report["ended"], true, "{report}");
+    // Carol approves, but only an admin extends above the agent's default.
+    assert!(
+        report["above_default_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("only an admin may"),
+        "{report}"
+    );
     assert!(
         report["low_limit_error"]
             .as_str()

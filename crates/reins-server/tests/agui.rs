@@ -265,8 +265,9 @@ async fn a_cancel_request_ends_the_agui_run_as_cancelled() {
 }
 
 /// A budget requirement over AG-UI (`tests/agui/budget.mjs`, the real client): a
-/// `reins:budget` interrupt before the tool starts, a refused low limit, an extension,
-/// and an end with an honest final message, all in the audit trail.
+/// `reins:budget` interrupt before the tool starts, a refused low limit, a refused
+/// extension above the agent's default from an approver who is no admin, the admin's
+/// extension, and an end with an honest final message, all in the audit trail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_agui_client_extends_and_ends_a_budget() {
     if !client_available("agui budget") {
@@ -287,6 +288,7 @@ async fn the_real_agui_client_extends_and_ends_a_budget() {
         .arg(client_dir().join("budget.mjs"))
         .arg(&server.base)
         .env("AGUI_CAROL", CAROL)
+        .env("AGUI_ADMIN", ADMIN)
         .current_dir(client_dir())
         .kill_on_drop(true)
         .output();
@@ -327,7 +329,15 @@ async fn the_real_agui_client_extends_and_ends_a_budget() {
     assert_eq!(budget.len(), 2, "{trail}");
     assert_eq!(budget[0]["decision"], "approve");
     assert_eq!(budget[0]["executed_input"]["tool_calls"], 2);
-    assert_eq!(budget[0]["actor"]["principal"], "carol");
+    // Above the agent's default: the admin's to give, not carol's.
+    assert_eq!(budget[0]["actor"]["principal"], "ops");
+    assert!(
+        facts["above_default_error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("only an admin may"),
+        "{facts}"
+    );
     assert_eq!(budget[1]["decision"], "reject");
 }
 

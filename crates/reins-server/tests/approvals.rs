@@ -11,6 +11,7 @@
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -285,20 +286,130 @@ async fn an_expired_link_decides_nothing() {
     assert_eq!(trail["decisions"], json!([]), "nothing was decided");
 }
 
-/// A clock the test moves: the real time plus an offset.
+/// A link to a call that a new message closed: no one decided on it, and nothing waits
+/// for it any more (410, the page says so), whether the page is opened or its form
+/// posted; nothing is decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_to_a_call_a_new_message_closed_says_nothing_waits() {
+    let Some(python) = python_or_skip("a_link_to_a_call_a_new_message_closed_says_nothing_waits")
+    else {
+        return;
+    };
+    let smtp = SmtpSink::start(&python);
+    let s = approvals_server(Some(smtp.port), None, |store, ran| {
+        agent_with_ttl(store, ran, None)
+    })
+    .await;
+    // delete_file: ana is mailed.
+    pause(&s, "alice/closed", "delete a.txt").await;
+    let link = link_in(&smtp.next());
+    // Alice moves on before anyone decides: the call is closed.
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fclosed/runs",
+            json!({"message": "never mind"}),
+        )
+        .await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+
+    let page = s.client.get(&link).send().await.unwrap();
+    assert_eq!(page.status(), 410);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("Nothing waits for this any more")
+            && html.contains("closed by a new message in the session"),
+        "{html}"
+    );
+    let post = s
+        .client
+        .post(&link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 410);
+    assert!(
+        post.text()
+            .await
+            .unwrap()
+            .contains("Nothing waits for this any more")
+    );
+    assert!(s.ran().is_empty());
+    let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fclosed/decisions").await;
+    let by_ana = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["actor"]["principal"] == "ana")
+        .count();
+    assert_eq!(by_ana, 0, "nothing was decided through the link: {trail}");
+}
+
+/// A clock the test moves: the real time plus an offset. It counts how often it was
+/// read: the sweep reads it once as it starts.
 #[derive(Default)]
-struct TestClock(std::sync::Mutex<chrono::Duration>);
+struct TestClock {
+    offset: std::sync::Mutex<chrono::Duration>,
+    reads: std::sync::atomic::AtomicUsize,
+}
 
 impl reins_server::Clock for TestClock {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() + *self.0.lock().unwrap()
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        chrono::Utc::now() + *self.offset.lock().unwrap()
     }
 }
 
 impl TestClock {
     fn advance_to(&self, minutes: i64) {
-        *self.0.lock().unwrap() = chrono::Duration::minutes(minutes);
+        *self.offset.lock().unwrap() = chrono::Duration::minutes(minutes);
     }
+
+    /// Returns once `n` more sweeps started (each one after the last one ended).
+    async fn sweeps(&self, n: usize) {
+        let reads = || self.reads.load(std::sync::atomic::Ordering::SeqCst);
+        let until = reads() + n;
+        let start = Instant::now();
+        while reads() < until {
+            assert!(start.elapsed() < Duration::from_secs(30), "no sweep ran");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The ids of the notices of `kind` about `session` in `s`'s outbox.
+async fn notice_ids(s: &TestServer, session: &str, kind: &str) -> BTreeSet<String> {
+    let store = s.agent.store();
+    let mut ids: BTreeSet<String> = store
+        .unrouted_notices(10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.session.as_deref() == Some(session) && n.kind.as_str() == kind)
+        .map(|n| n.id)
+        .collect();
+    let filter = reins_memory::DeliveryFilter::all().session(session);
+    ids.extend(
+        store
+            .deliveries(&filter)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.notice.kind.as_str() == kind)
+            .map(|d| d.notice.id),
+    );
+    ids
+}
+
+/// `id` is a UUIDv7.
+fn assert_uuid_v7(id: &str) {
+    let uuid = uuid::Uuid::parse_str(id).unwrap_or_else(|e| panic!("`{id}`: {e}"));
+    assert_eq!(uuid.get_version(), Some(uuid::Version::SortRand), "{id}");
 }
 
 /// Escalation and expiry on a clock the test moves: a send_email call waiting 10
@@ -333,7 +444,12 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
         Some(smtp.port),
         None,
         |store, ran| agent_with_ttl(store, ran, None),
-        |server| server.waiting(waiting),
+        // The terminal channel takes every notice: each shows as a delivery.
+        |server| {
+            server
+                .waiting(waiting)
+                .channel(reins_server::notify::TerminalChannel::new())
+        },
     )
     .await;
 
@@ -353,6 +469,12 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
     let escalated = smtp.next();
     assert_eq!(escalated["to"], json!(["rita@corp.test"]), "{escalated}");
     assert!(link_in(&escalated).contains("/inbox/email/"));
+    // Two more sweeps: each finds the call overdue again; the outbox keeps one notice,
+    // whose id is a UUIDv7.
+    clock.sweeps(2).await;
+    let escalations = notice_ids(&s, "alice/mail", "requirement.escalated").await;
+    assert_eq!(escalations.len(), 1, "{escalations:?}");
+    escalations.iter().for_each(|id| assert_uuid_v7(id));
     assert!(
         smtp.any_within(Duration::from_millis(600)).is_none(),
         "escalated once, however many sweeps"
@@ -366,14 +488,14 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
     let notified = items[0]["notified"].as_array().unwrap();
     let escalation = notified
         .iter()
-        .find(|n| n["notice"] == "requirement.escalated")
+        .find(|n| n["notice"] == "requirement.escalated" && n["channel"] == "email")
         .unwrap_or_else(|| panic!("{page}"));
     assert_eq!(escalation["channel"], "email");
     assert_eq!(escalation["to"], json!(["rita"]));
     assert_eq!(escalation["state"], "delivered");
     let first = notified
         .iter()
-        .find(|n| n["notice"] == "requirement.waiting")
+        .find(|n| n["notice"] == "requirement.waiting" && n["channel"] == "email")
         .unwrap();
     assert_eq!(first["to"], json!(["ana", "rita"]));
     let (_, mine) = s.get(ANA, "/v1/requirements?assigned=me").await;
@@ -405,6 +527,9 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
         assert!(start.elapsed() < Duration::from_secs(30), "never expired");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let expiries = notice_ids(&s, "alice/del", "requirement.expired").await;
+    assert_eq!(expiries.len(), 1, "{expiries:?}");
+    expiries.iter().for_each(|id| assert_uuid_v7(id));
     let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fdel/decisions").await;
     let rec = &trail["decisions"][0];
     assert_eq!(rec["decision"], "reject", "{trail}");
@@ -415,8 +540,12 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
     assert!(s.ran().is_empty());
 
     // An hour: the mail call is left waiting (only a notice says it is overdue).
+    // Every sweep from now on finds it expired: one notice all the same.
     clock.advance_to(61);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.sweeps(3).await;
+    let expiries = notice_ids(&s, "alice/mail", "requirement.expired").await;
+    assert_eq!(expiries.len(), 1, "{expiries:?}");
+    expiries.iter().for_each(|id| assert_uuid_v7(id));
     assert_eq!(status_of(&s, "alice/mail").await, "paused");
     let (_, trail) = s.get(ADMIN, "/v1/sessions/alice%2Fmail/decisions").await;
     assert_eq!(trail["decisions"], json!([]));

@@ -85,6 +85,28 @@ async fn malformed_and_mistyped_bodies_are_400_and_change_nothing() {
             j,
             json!({"decisions": [{"requirement_id": 7, "action": "approve"}]}).to_string(),
         ),
+        // Arrays where the schema has objects: never read as the fields in order.
+        (
+            "/v1/sessions/alice%2Fbad/runs",
+            j,
+            json!(["delete y.txt"]).to_string(),
+        ),
+        (
+            "/v1/sessions/alice%2Fbad/decisions",
+            j,
+            json!({"decisions": [[rid, "approve"]]}).to_string(),
+        ),
+        ("/v1/grants", j, json!(["delete_file"]).to_string()),
+        (
+            "/v1/grants",
+            j,
+            json!({"tool": "delete_file", "conditions": [["/path", "equals", "x"]]}).to_string(),
+        ),
+        (
+            "/v1/webhooks",
+            j,
+            json!(["http://127.0.0.1:9/x"]).to_string(),
+        ),
     ];
     for (path, ct, body) in cases {
         let (st, err) = raw(&s, path, ct, &body).await;
@@ -100,6 +122,10 @@ async fn malformed_and_mistyped_bodies_are_400_and_change_nothing() {
     let (_, after) = s.get(ADMIN, "/v1/sessions/alice%2Fbad").await;
     assert_eq!(before, after);
     assert!(s.ran().is_empty());
+    let (_, grants) = s.get(ADMIN, "/v1/grants").await;
+    assert_eq!(grants["grants"], json!([]), "{grants}");
+    let (_, hooks) = s.get(ADMIN, "/v1/webhooks").await;
+    assert_eq!(hooks["webhooks"], json!([]), "{hooks}");
 }
 
 #[tokio::test]

@@ -42,6 +42,9 @@ async fn a_session_budget_set_over_http_pauses_and_a_person_extends_it() {
         json!({"token": 5}),
         json!({}),
         json!(7),
+        // The fields in order, as an array: not a budget (the schema says object).
+        json!([null, null, 1]),
+        json!([5]),
         // No price for the model: a cost limit could never be counted.
         json!({"cost": 1.0}),
     ] {
@@ -197,4 +200,135 @@ async fn only_an_admin_sets_a_budget_above_the_agents_default() {
         )
         .await;
     assert_eq!(st, 200, "{out}");
+}
+
+/// Extending a reached budget above the agent's default needs the admin role, as
+/// setting one above it does: an approver may extend up to the default (403
+/// `not_eligible` above it, naming each limit, and nothing changes); an admin may extend
+/// to any limit. The same check for every door: it is made where every door's input
+/// goes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_extends_a_budget_above_the_agents_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let default = reins_agent::budget::Budget::new().tool_calls(2);
+    let s = server(dir.path(), Some(default)).await;
+    let session = "alice%2Fbudget-ext";
+    let runs = format!("/v1/sessions/{session}/runs");
+    let decisions = format!("/v1/sessions/{session}/decisions");
+    let decide = |token: &'static str, decision: Value| {
+        let decisions = decisions.clone();
+        let s = &s;
+        async move {
+            s.post(token, &decisions, json!({"decisions": [decision]}))
+                .await
+        }
+    };
+    // A delete approved by ana, the call held back by the budget: its requirement.
+    let held = |message: &'static str, budget: Option<Value>| {
+        let runs = runs.clone();
+        let s = &s;
+        async move {
+            let mut body = json!({"message": message});
+            if let Some(b) = budget {
+                body["budget"] = b;
+            }
+            let (st, out) = s.post(ALICE, &runs, body).await;
+            assert_eq!((st, out["status"].as_str()), (200, Some("paused")), "{out}");
+            let call = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+            let (st, out) = s
+                .post(
+                    ANA,
+                    &format!("/v1/sessions/{session}/decisions"),
+                    json!({"decisions": [{"requirement_id": call, "action": "approve"}]}),
+                )
+                .await;
+            assert_eq!(st, 200, "{out}");
+            out
+        }
+    };
+
+    // Alice's own limit, one call, below the default (two): a second call is held.
+    let out = held("delete a.txt", Some(json!({"tool_calls": 1}))).await;
+    assert_eq!(out["status"], "completed", "{out}");
+    let out = held("delete b.txt", None).await;
+    assert_eq!(out["status"], "paused", "{out}");
+    assert_eq!(out["requirements"][0]["kind"], "budget", "{out}");
+    let budget = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (_, before) = s.get(ADMIN, &format!("/v1/sessions/{session}")).await;
+
+    // Ana, an approver, above the default: refused, nothing changed.
+    let (st, err) = decide(
+        ANA,
+        json!({"requirement_id": budget, "action": "approve", "edited_args": {"tool_calls": 5}}),
+    )
+    .await;
+    assert_eq!(st, 403, "{err}");
+    assert_eq!(err["error"]["code"], "not_eligible", "{err}");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("only an admin may")
+            && message.contains("tool_calls: 5 (the agent's default is 2)"),
+        "{message}"
+    );
+    let (_, after) = s.get(ADMIN, &format!("/v1/sessions/{session}")).await;
+    assert_eq!(before, after, "a refused extension changed the session");
+    // Up to the default: hers to give.
+    let (st, out) = decide(
+        ANA,
+        json!({"requirement_id": budget, "action": "approve", "edited_args": {"tool_calls": 2}}),
+    )
+    .await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+
+    // At the default now: the suggested limit (double the spend) is above it, so only
+    // an admin may extend again.
+    let out = held("delete c.txt", None).await;
+    assert_eq!(out["requirements"][0]["kind"], "budget", "{out}");
+    let budget = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (st, err) = decide(ANA, json!({"requirement_id": budget, "action": "approve"})).await;
+    assert_eq!(st, 403, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool_calls: 4 (the agent's default is 2)"),
+        "{err}"
+    );
+    let (st, out) = decide(
+        ADMIN,
+        json!({"requirement_id": budget, "action": "approve"}),
+    )
+    .await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+    assert_eq!(s.ran(), ["delete:a.txt", "delete:b.txt", "delete:c.txt"]);
+
+    // The audit trail: the applied extensions, by ana (to the default) and ops.
+    let (_, trail) = s
+        .get(ADMIN, &format!("/v1/sessions/{session}/decisions"))
+        .await;
+    let extended: Vec<(String, u64)> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "budget" && d["verdict"] == "applied")
+        .map(|d| {
+            (
+                d["actor"]["principal"].as_str().unwrap().to_owned(),
+                d["executed_input"]["tool_calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        extended,
+        [("ana".to_owned(), 2), ("ops".to_owned(), 4)],
+        "{trail}"
+    );
 }

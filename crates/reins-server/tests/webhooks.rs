@@ -417,3 +417,149 @@ async fn two_instances_deliver_each_notice_once() {
         owners.len()
     );
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct LookupArgs {
+    /// What to look up.
+    #[allow(dead_code)]
+    what: String,
+}
+
+/// Every applied decision is heard: an approval, a rejection, input values and an
+/// external result each write a `requirement.decided` notice in the commit that applies
+/// them, naming the decision's kind; the receiver verifies each one.
+#[tokio::test]
+async fn every_kind_of_decision_writes_its_decided_notice() {
+    let Some(rx) = Receiver::start("webhooks every decision", 0) else {
+        return;
+    };
+    let (dir, store) = sqlite_store().await;
+    let ran: Ran = Arc::default();
+    // The shared test agent, and `lookup`, a tool the caller runs itself.
+    let mut tools = toolkit(&ran);
+    tools
+        .add(
+            reins_tool::Toolkit::function(
+                "lookup",
+                "Look something up (run by the caller)",
+                |_: LookupArgs, _ctx| async { Ok::<_, reins_tool::ToolError>(String::new()) },
+            )
+            .policy(reins_tool::ToolPolicy::external()),
+        )
+        .unwrap();
+    let model = reins_model::ScriptedModel::from_fn(|req| {
+        let last = req.messages.last().map(reins_message::Msg::text);
+        match last.as_deref().and_then(|t| t.strip_prefix("lookup ")) {
+            Some(what) => reins_model::ScriptedResponse::tool_call_with_id(
+                format!("call_lookup_{what}"),
+                "lookup",
+                json!({"what": what}),
+            ),
+            None => respond(req),
+        }
+    });
+    let agent = reins_agent::Agent::builder()
+        .name("TestAgent")
+        .model(model)
+        .toolkit(tools)
+        .store_arc(store)
+        .build()
+        .unwrap();
+    let s = serve(agent, ran.clone(), Some(dir), |s| s.notify_options(quick())).await;
+    let (st, hook) = s
+        .post(
+            ADMIN,
+            "/v1/webhooks",
+            json!({"url": rx.url, "secret": SECRET, "event_types": ["requirement.decided"]}),
+        )
+        .await;
+    assert_eq!(st, 201, "{hook}");
+
+    let cases = [
+        (
+            "alice/approved",
+            "delete a.txt",
+            json!({"action": "approve"}),
+        ),
+        (
+            "alice/rejected",
+            "delete b.txt",
+            json!({"action": "reject", "note": "keep it"}),
+        ),
+        (
+            "alice/input",
+            "book dentist",
+            json!({"action": "input", "values": {"date": "2026-12-01"}}),
+        ),
+        (
+            "alice/external",
+            "lookup tides",
+            json!({"action": "external_result", "output": "high at noon"}),
+        ),
+    ];
+    for (session, message, decision) in &cases {
+        let (st, out) = s
+            .post(
+                ALICE,
+                &format!("/v1/sessions/{}/runs", enc(session)),
+                json!({"message": message}),
+            )
+            .await;
+        assert_eq!((st, out["status"].as_str()), (200, Some("paused")), "{out}");
+        let rid = out["requirements"][0]["id"].as_str().unwrap();
+        let mut decision = decision.clone();
+        decision["requirement_id"] = json!(rid);
+        let (st, out) = s
+            .post(
+                ANA,
+                &format!("/v1/sessions/{}/decisions", enc(session)),
+                json!({"decisions": [decision]}),
+            )
+            .await;
+        assert_eq!(
+            (st, out["status"].as_str()),
+            (200, Some("completed")),
+            "{out}"
+        );
+    }
+    rx.wait_for(cases.len()).await;
+
+    let lines = rx.lines();
+    assert!(lines.iter().all(|l| l["verified"] == true), "{lines:?}");
+    let heard: BTreeMap<String, (String, String)> = lines
+        .iter()
+        .map(|l| {
+            let data = &l["data"];
+            assert_eq!(l["type"], "requirement.decided", "{l}");
+            (
+                data["session"].as_str().unwrap().to_owned(),
+                (
+                    data["payload"]["decision"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned(),
+                    data["principals"][0].as_str().unwrap_or("").to_owned(),
+                ),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, (String, String)> = [
+        ("alice/approved", "approve"),
+        ("alice/rejected", "reject"),
+        ("alice/input", "input"),
+        ("alice/external", "external_result"),
+    ]
+    .into_iter()
+    .map(|(s, d)| (s.to_owned(), (d.to_owned(), "ana".to_owned())))
+    .collect();
+    assert_eq!(heard, want, "{lines:?}");
+    let rejected = lines
+        .iter()
+        .find(|l| l["data"]["session"] == "alice/rejected")
+        .unwrap();
+    assert_eq!(rejected["data"]["payload"]["note"], "keep it", "{rejected}");
+    assert_eq!(
+        ran.lock().unwrap().clone(),
+        ["delete:a.txt", "book:dentist@2026-12-01"]
+    );
+}

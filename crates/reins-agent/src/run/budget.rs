@@ -236,32 +236,59 @@ impl Run {
         let RequirementKind::Budget { budget: ask } = &req.kind else {
             return Ok(None);
         };
-        let change = match d {
-            Decision::Reject { .. } => return Ok(None),
-            Decision::Approve {
-                edited_input: None, ..
-            } => return Ok(Some(ask.suggested)),
-            // An edited input showing the requirement's own facts is the suggestion.
-            Decision::Approve {
-                edited_input: Some(v),
-                ..
-            } if *v == req.tool_use.input => return Ok(Some(ask.suggested)),
-            Decision::Approve {
-                edited_input: Some(v),
-                ..
-            } => v.get("limit").unwrap_or(v),
-            Decision::Input { values, .. } => values.get("limit").unwrap_or(values),
-            Decision::ExternalResult { .. } => {
-                return Err(AgentError::WrongDecision {
-                    id: req.id.clone(),
-                    decision: d.label(),
-                    kind: req.kind.label(),
-                });
+        let limit = match requested(req, d)? {
+            None => return Ok(None),
+            Some((suggested, true)) => suggested,
+            Some((limit, false)) => {
+                limit.check_extension(&ask.limit, &self.budget_spent(), &ask.reached)?;
+                limit
             }
         };
-        let limit = ask.limit.merged(change)?;
-        limit.check_extension(&ask.limit, &self.budget_spent(), &ask.reached)?;
+        self.check_budget_authority(req, &limit)?;
         Ok(Some(limit))
+    }
+
+    /// Only an admin extends a session's budget above the agent's default, as only an
+    /// admin starts a session above it: checked here, for every door and driver, when
+    /// the call's actor carries the roles a door vouches for (its metadata's `roles`;
+    /// an application deciding in its own code, with no roles, is not limited).
+    fn check_budget_authority(&self, req: &Requirement, limit: &Budget) -> Result<()> {
+        let Some(actor) = &self.call.actor else {
+            return Ok(());
+        };
+        let Some(roles) = actor
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("roles"))
+            .and_then(Value::as_array)
+        else {
+            return Ok(());
+        };
+        if roles.iter().any(|r| r == "admin") {
+            return Ok(());
+        }
+        let Some(default) = self
+            .call
+            .budget
+            .as_ref()
+            .map(|r| r.limit)
+            .filter(|l| !l.is_unlimited())
+        else {
+            return Ok(());
+        };
+        let above = limit.above(&default);
+        if above.is_empty() {
+            return Ok(());
+        }
+        Err(AgentError::NotEligible {
+            id: req.id.clone(),
+            reason: format!(
+                "`{}` may not extend the session's budget above the agent's default: only \
+                 an admin may; asked {}",
+                actor.principal,
+                above.join(", ")
+            ),
+        })
     }
 
     /// Applies a checked decision on the budget requirement: the new limit and the
@@ -317,7 +344,7 @@ impl Run {
                 let text = ended_message(ask, note.as_deref());
                 // Calls of the turn that did not run get an honest result first.
                 self.close_turn(
-                    "not run: the session's budget was reached and the run was ended",
+                    super::input::Closing::NotRun(super::NOT_RUN_BUDGET_ENDED),
                     "budget",
                     d.decided_by(),
                     now,
@@ -333,4 +360,46 @@ impl Run {
             }
         }
     }
+}
+
+/// The limit a decision on the budget requirement `req` asks for, as the run reads it:
+/// `Ok(None)` for an end (a rejection) or when `req` is no budget requirement; the
+/// suggested limit for a plain approval (or one showing the requirement's own facts);
+/// otherwise the limit in force with the decision's new limits over it (`edited_input`
+/// or `values`, their `limit` object or themselves). A malformed limit is
+/// `InvalidBudget`, an external result `WrongDecision`. Whether the run accepts it (above
+/// what was spent) is the run's to say; a door uses this to check who may ask for it.
+pub fn requested_limit(req: &Requirement, d: &Decision) -> Result<Option<Budget>> {
+    Ok(requested(req, d)?.map(|(limit, _)| limit))
+}
+
+/// [`requested_limit`], and whether it is the requirement's suggestion.
+fn requested(req: &Requirement, d: &Decision) -> Result<Option<(Budget, bool)>> {
+    let RequirementKind::Budget { budget: ask } = &req.kind else {
+        return Ok(None);
+    };
+    let change = match d {
+        Decision::Reject { .. } => return Ok(None),
+        Decision::Approve {
+            edited_input: None, ..
+        } => return Ok(Some((ask.suggested, true))),
+        // An edited input showing the requirement's own facts is the suggestion.
+        Decision::Approve {
+            edited_input: Some(v),
+            ..
+        } if *v == req.tool_use.input => return Ok(Some((ask.suggested, true))),
+        Decision::Approve {
+            edited_input: Some(v),
+            ..
+        } => v.get("limit").unwrap_or(v),
+        Decision::Input { values, .. } => values.get("limit").unwrap_or(values),
+        Decision::ExternalResult { .. } => {
+            return Err(AgentError::WrongDecision {
+                id: req.id.clone(),
+                decision: d.label(),
+                kind: req.kind.label(),
+            });
+        }
+    };
+    Ok(Some((ask.limit.merged(change)?, false)))
 }

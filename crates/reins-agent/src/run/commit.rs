@@ -35,6 +35,7 @@ impl Run {
             || self.req_ops.clear
             || !self.req_ops.add.is_empty()
             || !self.req_ops.decide.is_empty()
+            || !self.req_ops.decided.is_empty()
             || !self.req_ops.log.is_empty()
     }
 
@@ -58,7 +59,9 @@ impl Run {
             notices: ops.waiting,
         };
         if self.call.notices {
-            for (id, decision) in &commit.decide {
+            // Every decision applied since the last commit, including those whose rows
+            // were cleared before it (a rejection, an external result ending the turn).
+            for (id, decision) in ops.decided.iter().chain(&commit.decide) {
                 commit
                     .notices
                     .push(self.decided_notice(id, decision, &ops.log));
@@ -77,12 +80,17 @@ impl Run {
     }
 
     /// The notice of a decision this commit applies (with its audit record when there
-    /// is one: the tool, who decided, how).
+    /// is one: the tool, who decided, how). Its payload's `decision` names the kind:
+    /// `approve`, `reject`, `input`, `external_result` or `tool_result`.
     fn decided_notice(&self, id: &str, decision: &Value, log: &[DecisionRecord]) -> Notice {
         let mut n = Notice::new(NoticeKind::RequirementDecided)
             .session(&self.call.session)
             .requirement(id);
-        match log.iter().rev().find(|r| r.requirement_id == id) {
+        let applied = log
+            .iter()
+            .rev()
+            .find(|r| r.requirement_id == id && r.verdict == crate::view::Verdict::Applied);
+        match applied {
             Some(record) => {
                 n.tool = Some(record.tool_name.clone());
                 n.principals
@@ -94,7 +102,14 @@ impl Run {
                     "record": decision,
                 });
             }
-            None => n.payload = json!({ "record": decision }),
+            // A sub-agent's requirement (its child session records it): the kind from
+            // the decision itself (every record carries its `decision`).
+            None => {
+                n.payload = json!({
+                    "decision": decision.get("decision").cloned().unwrap_or(Value::Null),
+                    "record": decision,
+                });
+            }
         }
         n
     }
@@ -125,5 +140,114 @@ impl Run {
                 .session(&self.call.session)
                 .payload(json!({ "status": word, "text": text })),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use chrono::Utc;
+    use reins_memory::NoticeKind;
+    use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
+    use serde_json::json;
+
+    use crate::requirement::Decision;
+    use crate::run::{AfterReasoning, Call, Event, Flush, GateDecision, Run, RunConfig};
+    use crate::run::{RunInput, Step};
+
+    /// A run paused on one call `c0` gated as `gate` (the pause committed).
+    fn paused(gate: GateDecision) -> Run {
+        let mut run = Run::new(RunConfig::default());
+        run.begin(RunInput::Message(Msg::user("go")), Utc::now())
+            .unwrap();
+        let _ = run.next();
+        let call = ToolUse::new("c0", "send", json!({}));
+        run.on_model_message(
+            Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
+            vec![gate],
+            AfterReasoning::default(),
+            Default::default(),
+            Utc::now(),
+        );
+        // Nothing decides it without a person.
+        let mut step = run.next();
+        if matches!(step, Step::Consult(_)) {
+            run.apply(Event::DecidedWithoutAsking {
+                decisions: Vec::new(),
+                asked: Vec::new(),
+                now: Utc::now(),
+            })
+            .unwrap();
+            step = run.next();
+        }
+        assert!(matches!(step, Step::Pause(_)), "{step:?}");
+        run.take_commit(Flush::All).unwrap();
+        run
+    }
+
+    /// The `requirement.decided` notices of the commit after `input`, as (requirement,
+    /// decision kind).
+    fn decided_after(gate: GateDecision, input: RunInput) -> Vec<(String, String)> {
+        let mut run = paused(gate);
+        run.apply(Event::Begin(Call::bare("s", input, Utc::now())))
+            .unwrap();
+        let commit = run.take_commit(Flush::All).unwrap();
+        commit
+            .notices
+            .iter()
+            .filter(|n| n.kind == NoticeKind::RequirementDecided)
+            .map(|n| {
+                (
+                    n.requirement.clone().unwrap_or_default(),
+                    n.payload["decision"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_applied_decision_is_reported_in_the_commit_that_applies_it() {
+        let one = |kind: &str| vec![("c0".to_owned(), kind.to_owned())];
+        let confirm = || GateDecision::Confirm {
+            reason: "sends".into(),
+        };
+        let decide = |d: Decision| RunInput::Decisions(vec![d]);
+        assert_eq!(
+            decided_after(confirm(), decide(Decision::approve("c0"))),
+            one("approve")
+        );
+        assert_eq!(decided_after(confirm(), RunInput::Resume), one("approve"));
+        let fields = json!({"type": "object", "properties": {"to": {"type": "string"}}});
+        assert_eq!(
+            decided_after(
+                GateDecision::UserInput { fields },
+                decide(Decision::input("c0", json!({"to": "bo"})))
+            ),
+            one("input")
+        );
+        // A rejection and an external result end the turn in the same step (the
+        // requirement rows are cleared): reported all the same.
+        assert_eq!(
+            decided_after(confirm(), decide(Decision::reject("c0", "no"))),
+            one("reject")
+        );
+        assert_eq!(
+            decided_after(
+                GateDecision::External,
+                decide(Decision::external_result("c0", json!("done"), false))
+            ),
+            one("external_result")
+        );
+        assert_eq!(
+            decided_after(
+                GateDecision::External,
+                RunInput::Message(Msg::tool_results(vec![ToolResult::success(
+                    "c0",
+                    "send",
+                    "sent by the caller"
+                )]))
+            ),
+            one("tool_result")
+        );
     }
 }

@@ -16,6 +16,17 @@ use crate::error::{AgentError, Result};
 use crate::requirement::{Decision, RequirementKind};
 use crate::view::{Actor, ViewToken};
 
+/// How [`Run::close_turn`] closes the calls of a turn that never ran.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Closing<'a> {
+    /// Someone moved on (a new message, the parent session): waiting calls are
+    /// rejected with this note; calls cleared but not yet run were interrupted.
+    Rejected(&'a str),
+    /// The run was ended before they ran (at its budget): every call that did not start
+    /// gets this text, `Cancelled` (no one rejected it; it never started).
+    NotRun(&'a str),
+}
+
 impl Run {
     // ----- starting a call -------------------------------------------------------
 
@@ -138,7 +149,7 @@ impl Run {
             clip(&msg.text(), 200)
         );
         // The driver closes the child sessions of paused sub-agent calls.
-        let _children = self.close_turn(&note, "message", None, now);
+        let _children = self.close_turn(Closing::Rejected(&note), "message", None, now);
         self.push(msg);
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
@@ -152,19 +163,23 @@ impl Run {
         Ok(())
     }
 
-    /// Closes every call of the turn that has no result: waiting ones (and paused
-    /// sub-agent calls) as `Rejected` with `note`, calls in flight on a question as
-    /// `Interrupted`, cleared ones not yet run as `Cancelled`; each pending requirement
-    /// gets a `reject` record (via `via`, by `by`) in the audit trail. Ends the turn's
-    /// calls. Returns the sub-agent calls whose child sessions still wait (to be closed
-    /// in turn by the driver).
+    /// Closes every call of the turn that has no result, as `closing` says: waiting
+    /// ones (and paused sub-agent calls) `Rejected` with the note or `Cancelled` with
+    /// the text, cleared ones not yet run `Cancelled` (as interrupted, or with the
+    /// text), calls in flight on a question `Interrupted` (they started); each pending
+    /// requirement gets a `reject` record (via `via`, by `by`, with the note or text)
+    /// in the audit trail. Ends the turn's calls. Returns the sub-agent calls whose
+    /// child sessions still wait (to be closed in turn by the driver).
     pub(super) fn close_turn(
         &mut self,
-        note: &str,
+        closing: Closing<'_>,
         via: &str,
         by: Option<&str>,
         now: DateTime<Utc>,
     ) -> Vec<reins_message::ToolUse> {
+        let note = match closing {
+            Closing::Rejected(note) | Closing::NotRun(note) => note,
+        };
         let mut results = Vec::new();
         let mut children = Vec::new();
         let waiting = self.requirements();
@@ -181,11 +196,13 @@ impl Run {
                     if matches!(slot.status, SlotStatus::Delegated { .. }) {
                         children.push((*slot.tool_use).clone());
                     }
-                    let r = ToolResult::rejected(
-                        &slot.tool_use.id,
-                        &slot.tool_use.name,
-                        Some(note.to_owned()),
-                    );
+                    let (id, name) = (&slot.tool_use.id, &slot.tool_use.name);
+                    let r = match closing {
+                        Closing::Rejected(note) => {
+                            ToolResult::rejected(id, name, Some(note.to_owned()))
+                        }
+                        Closing::NotRun(text) => ToolResult::cancelled(id, name, text),
+                    };
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
                     };
@@ -204,11 +221,11 @@ impl Run {
                     results.push(r);
                 }
                 SlotStatus::Ready { .. } | SlotStatus::Delegated { .. } => {
-                    let r = ToolResult::cancelled(
-                        &slot.tool_use.id,
-                        &slot.tool_use.name,
-                        NOT_RUN_INTERRUPTED,
-                    );
+                    let text = match closing {
+                        Closing::Rejected(_) => NOT_RUN_INTERRUPTED,
+                        Closing::NotRun(text) => text,
+                    };
+                    let r = ToolResult::cancelled(&slot.tool_use.id, &slot.tool_use.name, text);
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
                     };
@@ -237,7 +254,7 @@ impl Run {
         if !self.is_paused() {
             return None;
         }
-        let children = self.close_turn(note, "parent", by, now);
+        let children = self.close_turn(Closing::Rejected(note), "parent", by, now);
         self.state.phase = Phase::Finished(crate::output::RunStatus::Cancelled);
         self.state.stop_after_acting = false;
         Some(children)

@@ -90,7 +90,7 @@ mod request;
 mod tally;
 mod types;
 
-pub use budget::BUDGET_ENDED_MARK;
+pub use budget::{BUDGET_ENDED_MARK, requested_limit};
 pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
@@ -125,6 +125,11 @@ pub(crate) type Attempt = (String, String, Option<String>);
 
 /// The text a tool use gets when it never ran because the run was interrupted.
 pub const NOT_RUN_INTERRUPTED: &str = "not run: interrupted";
+
+/// The text a tool use gets (`Cancelled`) when it never ran because a person ended
+/// the run at its budget: held back by the budget, or waiting for a decision.
+pub const NOT_RUN_BUDGET_ENDED: &str =
+    "not run: the session's budget was reached and the run was ended";
 
 /// The text a call gets when it was stopped while waiting for an answer to its
 /// question (its side effects so far may be partial).
@@ -374,7 +379,7 @@ impl Run {
         }
         self.req_ops.clear = true;
         self.req_ops.add = waiting.iter().map(requirement_record).collect();
-        self.req_ops.decide.clear();
+        self.req_ops.supersede_decided();
         // A notice for each requirement that starts waiting now (not for those
         // rewritten with it), where the store records them.
         self.req_ops.waiting = if self.call.notices {
@@ -698,9 +703,12 @@ impl Run {
         self.state.slots.clear();
         if !self.state.stored_requirements.is_empty() {
             self.state.stored_requirements.clear();
+            // The rows go; what was decided and recorded is still reported.
+            self.req_ops.supersede_decided();
             self.req_ops = ReqOps {
                 clear: true,
                 log: std::mem::take(&mut self.req_ops.log),
+                decided: std::mem::take(&mut self.req_ops.decided),
                 ..ReqOps::default()
             };
         }

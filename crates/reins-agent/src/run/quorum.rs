@@ -94,6 +94,11 @@ impl AutoDecision {
     }
 }
 
+/// The refusal of an approval that cannot count towards the requirement's quorum.
+fn not_counted(id: &str, why: &str) -> String {
+    format!("the approval of `{id}` cannot count towards its quorum: {why}")
+}
+
 impl Run {
     /// The call's actor may decide only on the tools a door scoped it to
     /// ([`crate::Actor::decides_on`]); checked for every decision of a call made by an
@@ -165,10 +170,28 @@ impl Run {
         ask.approve = approve;
         match rules.0.may_decide(ask) {
             crate::eligibility::Eligibility::Eligible => Ok(()),
-            crate::eligibility::Eligibility::Refused { reason } => Err(AgentError::NotEligible {
-                id: req.id.clone(),
-                reason,
-            }),
+            crate::eligibility::Eligibility::Refused { reason } => {
+                // "Cannot count towards its quorum" only where there is one to count
+                // towards; otherwise who may not make this decision.
+                let reason = if approve && req.quorum.is_some() {
+                    not_counted(&req.id, &reason)
+                } else {
+                    format!(
+                        "{} may not {} `{}` (a `{}` call): {reason}",
+                        actor.map_or_else(
+                            || "a decision that names no one".to_owned(),
+                            |a| format!("`{}`", a.principal)
+                        ),
+                        if approve { "approve" } else { "reject" },
+                        req.id,
+                        req.tool_use.name
+                    )
+                };
+                Err(AgentError::NotEligible {
+                    id: req.id.clone(),
+                    reason,
+                })
+            }
         }
     }
 
@@ -184,10 +207,13 @@ impl Run {
         let Some(by) = by else {
             return Err(AgentError::NotEligible {
                 id: req.id.clone(),
-                reason: format!(
-                    "it needs approvals from {} distinct approvers, and this approval names none \
-                     (set `by`, or act as an actor)",
-                    q.needed
+                reason: not_counted(
+                    &req.id,
+                    &format!(
+                        "it needs approvals from {} distinct approvers, and this approval names \
+                         none (set `by`, or act as an actor)",
+                        q.needed
+                    ),
                 ),
             });
         };
@@ -207,14 +233,17 @@ impl Run {
             if !roles.iter().any(|r| q.roles.contains(r)) {
                 return Err(AgentError::NotEligible {
                     id: req.id.clone(),
-                    reason: format!(
-                        "only approvers with one of the roles {} count, and `{by}` has {}",
-                        q.roles.join(", "),
-                        if roles.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            roles.join(", ")
-                        }
+                    reason: not_counted(
+                        &req.id,
+                        &format!(
+                            "only approvers with one of the roles {} count, and `{by}` has {}",
+                            q.roles.join(", "),
+                            if roles.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                roles.join(", ")
+                            }
+                        ),
                     ),
                 });
             }

@@ -17,11 +17,27 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 pub(super) struct ReqOps {
     pub(super) clear: bool,
     pub(super) add: Vec<RequirementRecord>,
+    /// Requirement rows to mark decided, with the decision's record; each gets its
+    /// `requirement.decided` notice in the commit.
     pub(super) decide: Vec<(String, Value)>,
+    /// Decisions applied since the last commit whose rows `clear` superseded (the turn
+    /// ended, or the requirements were written anew, before the commit): no row to
+    /// mark, but their notices are still due — a rejection or an external result that
+    /// ends the turn in the same step is reported like an approval.
+    pub(super) decided: Vec<(String, Value)>,
     /// Audit trail entries for the next commit.
     pub(super) log: Vec<DecisionRecord>,
     /// Notices of requirements that started waiting, for the next commit.
     pub(super) waiting: Vec<reins_memory::Notice>,
+}
+
+impl ReqOps {
+    /// The rows are about to be cleared: what was decided on them is kept for the
+    /// notices (`decided`), not written as row updates.
+    pub(super) fn supersede_decided(&mut self) {
+        let decide = std::mem::take(&mut self.decide);
+        self.decided.extend(decide);
+    }
 }
 
 /// What one call tallies: the rules it carries, its usage and its answer so far.

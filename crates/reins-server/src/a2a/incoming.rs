@@ -99,7 +99,7 @@ pub(super) fn incoming(params: &Value) -> Result<Incoming, RpcError> {
                 if decisions.is_some() {
                     return Err(RpcError::params("a message carries one `decisions` part"));
                 }
-                let items: Vec<DecisionItem> = serde_json::from_value(list.clone())
+                let items: Vec<DecisionItem> = crate::strict::from_value(list.clone())
                     .map_err(|e| RpcError::params(format!("`decisions`: {e}")))?;
                 let token = json
                     .get("view_token")

@@ -409,8 +409,21 @@ pub(crate) async fn post_link(
     }
 }
 
-/// The page for a decision the run refused.
+/// The page for a decision the run refused. A call that a new message (or the end of
+/// its run) closed was decided by no one: nothing waits for it any more (410).
 pub(crate) fn refusal(e: &ServerError) -> Response {
+    if let ServerError::AlreadyDecided { decided, .. } = e {
+        if let Some(by) = super::closed_by(decided) {
+            return outcome(
+                StatusCode::GONE,
+                false,
+                "Nothing waits for this any more",
+                &format!(
+                    "The call this link was for was closed by {by}; no one decided on it. Nothing changed."
+                ),
+            );
+        }
+    }
     let title = match e {
         ServerError::AlreadyDecided { .. } => "Already decided",
         ServerError::FingerprintMismatch(_) => "The call changed",

@@ -80,6 +80,16 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/v1/slack/interactions", post(slack::post_interaction))
 }
 
+/// What closed a call that a refusal says was decided (the `decided` of a 409
+/// `already_decided`), when no one decided on it: a new message in its session, the
+/// end of its run at its budget, the parent session moving on. Such a call no longer
+/// waits; a link or a button for it says so rather than "already decided".
+pub(crate) fn closed_by(decided: &Value) -> Option<&'static str> {
+    serde_json::from_value::<reins_agent::Decided>(decided.clone())
+        .ok()
+        .and_then(|d| d.closed_by())
+}
+
 /// The actor a channel decides as: the approver with its roles (what quorums check),
 /// the door (`via`), and what else the door records (`extra`'s fields).
 pub(crate) fn actor(who: &Principal, via: &str, extra: Value) -> reins_agent::Actor {

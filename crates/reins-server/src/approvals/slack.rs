@@ -521,6 +521,13 @@ pub(crate) async fn post_interaction(
             )
         }
         Ok(_) => format!(":no_entry: Rejected by *{}* in Slack", mrkdwn(&who.name)),
+        Err(ServerError::AlreadyDecided { decided, .. }) if super::closed_by(decided).is_some() => {
+            format!(
+                ":information_source: Nothing waits for this any more: the call was closed by {}; no one decided on it. {} pressed too late; nothing changed.",
+                super::closed_by(decided).unwrap_or_default(),
+                mrkdwn(&who.name)
+            )
+        }
         Err(ServerError::AlreadyDecided { decided, .. }) => {
             let s = |k: &str| {
                 decided

@@ -4,10 +4,11 @@
 //! the configured action applies: rejected with a note (audited `via: expiry`, by
 //! `reins`), or left waiting (a `requirement.expired` notice only).
 //!
-//! A sweep on every instance looks at the pending calls every [`Waiting::every`]; the
-//! notices have ids made from the session and the requirement, so that two instances,
-//! or two sweeps, write each one once. Time comes from a [`Clock`], which tests
-//! control.
+//! A sweep on every instance looks at the pending calls every [`Waiting::every`]; each
+//! notice's id is a UUIDv7 made from its kind, the session and the requirement
+//! ([`Notice::keyed`], timed at the requirement's creation), so that two instances, or
+//! two sweeps, compute the same id and the outbox writes it once. Time comes from a
+//! [`Clock`], which tests control.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -225,18 +226,20 @@ pub(crate) async fn sweep(state: &AppState, waiting: &Waiting) -> crate::Result<
     Ok(())
 }
 
-/// A notice about `req` whose id is the same on every sweep and instance.
-fn notice(
+/// A notice about `req` whose id is the same on every sweep and instance: keyed by
+/// its kind, the session and the requirement, at the requirement's creation (a time
+/// every instance reads alike; the sweep's own clock is not).
+pub(crate) fn notice(
     kind: NoticeKind,
     session: &str,
     req: &reins_agent::Requirement,
     now: DateTime<Utc>,
 ) -> Notice {
-    let mut n = Notice::new(kind)
+    let key = format!("{kind}:{session}:{}", req.id);
+    let mut n = Notice::keyed(kind, &key, req.created_at)
         .session(session)
         .requirement(&req.id)
         .tool(&req.tool_use.name);
-    n.id = format!("{kind}:{session}:{}", req.id);
     n.created_at = now;
     n
 }

@@ -6,6 +6,7 @@
 //! deployment behind [`reins_agent::Relayed`] — through one door ([`backend`]).
 
 pub(crate) mod backend;
+mod budget;
 pub(crate) mod decide;
 pub(crate) mod fork;
 mod stream;
@@ -82,105 +83,12 @@ pub(crate) async fn post_run(
             message: "the message is empty".to_owned(),
         });
     }
-    let budget = session_budget(state.sessions.card(), &who, body.budget)?;
+    let budget = budget::session_budget(state.sessions.card(), &who, body.budget)?;
     let mut submission = Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
     submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
     submission.budget = budget;
     submission.idempotency_key = backend::idempotency_key(&headers)?;
     backend::submit(state, id, submission, q.stream).await
-}
-
-fn invalid_budget(message: String) -> ServerError {
-    ServerError::Invalid {
-        code: "invalid_budget",
-        message,
-    }
-}
-
-/// The session's own budget limit a run request asks for, checked before anything is
-/// submitted: its form and values (422 `invalid_budget`), and — for a caller without
-/// the admin role — that it is no higher than the agent's default (403). A limit left
-/// out keeps the agent's default.
-fn session_budget(
-    card: &reins_agent::AgentCard,
-    who: &crate::auth::Principal,
-    raw: Option<serde_json::Value>,
-) -> Result<Option<reins_agent::budget::Budget>> {
-    let Some(raw) = raw else { return Ok(None) };
-    let limit: reins_agent::budget::Budget = serde_json::from_value(raw).map_err(|e| {
-        invalid_budget(format!(
-            "`budget` is not a budget ({e}); expected {{\"tokens\", \"cost\", \"tool_calls\", \"wall_secs\"}}, \
-             whole numbers of at least 0 (cost any number of at least 0)"
-        ))
-    })?;
-    if limit.is_unlimited() {
-        return Err(invalid_budget(
-            "`budget` sets no limit; give at least one of tokens, cost, tool_calls, wall_secs"
-                .to_owned(),
-        ));
-    }
-    // A limit left out keeps the agent's default.
-    let rules = card.budget.as_ref();
-    let default = rules.map(|r| r.limit).unwrap_or_default();
-    let limit = reins_agent::budget::Budget {
-        tokens: limit.tokens.or(default.tokens),
-        cost: limit.cost.or(default.cost),
-        tool_calls: limit.tool_calls.or(default.tool_calls),
-        wall_secs: limit.wall_secs.or(default.wall_secs),
-    };
-    limit
-        .validate_for(rules.and_then(|r| r.price))
-        .map_err(|e| invalid_budget(e.reason))?;
-    if who.has(crate::auth::AccessRole::Admin) {
-        return Ok(Some(limit));
-    }
-    let above = |name: &str, asked: Option<String>, cap: Option<String>, over: bool| {
-        over.then(|| {
-            format!(
-                "{name}: {} (the agent's default is {})",
-                asked.unwrap_or_default(),
-                cap.unwrap_or_default()
-            )
-        })
-    };
-    let s = |v: Option<u64>| v.map(|v| v.to_string());
-    let over_u = |a: Option<u64>, c: Option<u64>| matches!((a, c), (Some(a), Some(c)) if a > c);
-    let above: Vec<String> = [
-        above(
-            "tokens",
-            s(limit.tokens),
-            s(default.tokens),
-            over_u(limit.tokens, default.tokens),
-        ),
-        above(
-            "cost",
-            limit.cost.map(|c| c.to_string()),
-            default.cost.map(|c| c.to_string()),
-            matches!((limit.cost, default.cost), (Some(a), Some(c)) if a > c),
-        ),
-        above(
-            "tool_calls",
-            s(limit.tool_calls),
-            s(default.tool_calls),
-            over_u(limit.tool_calls, default.tool_calls),
-        ),
-        above(
-            "wall_secs",
-            s(limit.wall_secs),
-            s(default.wall_secs),
-            over_u(limit.wall_secs, default.wall_secs),
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !above.is_empty() {
-        return Err(ServerError::Forbidden(format!(
-            "only an admin may set a session's budget above the agent's default; asked {}",
-            above.join(", ")
-        )));
-    }
-    Ok(Some(limit))
 }
 
 /// Reads a session: status, transcript, pending requirements and the view token.

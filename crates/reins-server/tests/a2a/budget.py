@@ -1,12 +1,13 @@
 """A budget requirement with the real A2A client (a2a-sdk, JSON-RPC binding): a task
 stops in TASK_STATE_INPUT_REQUIRED with a `budget` requirement before a tool starts;
-an extension with a limit not above the spend is refused and changes nothing; the
-extension, sent to the second instance, lets the held call run; a later budget
-requirement rejected ends the task COMPLETED with a message saying the budget ended it.
+an extension with a limit not above the spend is refused and changes nothing; so is
+one above the agent's default by an approver who is no admin; the admin's extension,
+sent to the second instance, lets the held call run; a later budget requirement
+rejected ends the task COMPLETED with a message saying the budget ended it.
 
 Run by tests/a2a.rs: `python budget.py <base url> <second base url>`; A2A_TOKEN is a
-principal with the user and approver roles. Both servers share one store and allow one
-tool call per session.
+principal with the user and approver roles, A2A_ADMIN_TOKEN an admin. Both servers
+share one store and allow one tool call per session by default.
 """
 
 import json
@@ -23,6 +24,7 @@ from common import client, collect, expect, last_state, out, report, requirement
 
 base, second = sys.argv[1], sys.argv[2]
 token = os.environ["A2A_TOKEN"]
+admin_token = os.environ["A2A_ADMIN_TOKEN"]
 
 
 def send(parts, context_id="", task_id=""):
@@ -82,9 +84,24 @@ async def main():
            and requirements_of(now["status"])["view_token"] == data["view_token"],
            f"low: the task did not change: {now}")
 
-    # Extended, through the second instance: the held call runs.
-    events = await collect(b, decide(task, [{"requirement_id": req["id"], "action": "approve",
-                                             "edited_args": {"tool_calls": 2}}], data["view_token"]))
+    # Above the agent's default (one call), by an approver who is no admin: refused,
+    # the task unchanged.
+    extend = [{"requirement_id": req["id"], "action": "approve", "edited_args": {"tool_calls": 2}}]
+    try:
+        refused = await collect(b, decide(task, extend, data["view_token"]))
+        expect(False, f"an approver extended above the default: {refused}")
+    except Exception as e:  # the protocol's error
+        if type(e).__name__ == "Failed":
+            raise
+        out["above_default_error"] = str(e)
+    now = json_format.MessageToDict(await a.get_task(GetTaskRequest(id=task["id"])))
+    expect(now["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+           and requirements_of(now["status"])["view_token"] == data["view_token"],
+           f"above the default: the task did not change: {now}")
+
+    # Extended by an admin, through the second instance: the held call runs.
+    admin = await client(second, admin_token, streaming=False)
+    events = await collect(admin, decide(task, extend, data["view_token"]))
     expect(last_state(events) == "TASK_STATE_COMPLETED", f"extended: {events}")
 
     # The third call: ended at the budget.

@@ -1,8 +1,8 @@
 """A2A push notifications with the real A2A client (a2a-sdk): a task started with a
 push configuration pushes every state change (INPUT_REQUIRED, WORKING, COMPLETED) to a
-receiver on loopback, with the configured token and authentication; a second
-configuration is created, read, listed and deleted through the client's calls, and a
-deleted one receives nothing.
+receiver on loopback, with the configured token and authentication, whether its call
+is approved or rejected; a second configuration is created, read, listed and deleted
+through the client's calls, and a deleted one receives nothing.
 
 Run by tests/a2a.rs: `python push.py <base url> <second base url>`; A2A_TOKEN is a
 principal with the user and approver roles. Prints one JSON document.
@@ -114,16 +114,39 @@ async def main():
     events = await collect(a, SendMessageRequest(message=follow))
     expect(last_state(events) == "TASK_STATE_COMPLETED", f"decide: {events}")
 
+    # Another task, whose call is rejected: it works, then completes, as an approved one.
+    request = SendMessageRequest(
+        message=new_text_message("delete b.txt", role=Role.ROLE_USER),
+        configuration=SendMessageConfiguration(task_push_notification_config=TaskPushNotificationConfig(
+            url=url + "/rejected", token="tok-3")))
+    events = await collect(a, request)
+    expect(last_state(events) == "TASK_STATE_INPUT_REQUIRED", f"pause to reject: {events}")
+    rejected_id = events[0]["task"]["id"]
+    waits = requirements_of(events[-1]["statusUpdate"]["status"])
+    reject = Message(
+        role=Role.ROLE_USER, message_id="push-reject-1", task_id=rejected_id,
+        context_id=events[0]["task"]["contextId"],
+        parts=[new_data_part({
+            "decisions": [{"requirement_id": waits["requirements"][0]["id"], "action": "reject",
+                           "note": "keep b.txt"}],
+            "view_token": waits["view_token"],
+        })])
+    events = await collect(a, SendMessageRequest(message=reject))
+    expect(last_state(events) == "TASK_STATE_COMPLETED", f"reject: {events}")
+
+    # Until every state change of both tasks arrived (deliveries come in any order).
+    every = {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}
     for _ in range(100):
         with lock:
-            states = [r["body"]["statusUpdate"]["status"]["state"] for r in received]
-        if "TASK_STATE_COMPLETED" in states:
+            seen = {(r["path"], r["body"]["statusUpdate"]["status"]["state"]) for r in received}
+        if all((p, s) in seen for p in ("/first", "/rejected") for s in every):
             break
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)
     with lock:
         out["received"] = list(received)
     out["task_id"] = task_id
+    out["rejected_task_id"] = rejected_id
     server.shutdown()
 
 

@@ -1,17 +1,20 @@
 // A budget requirement over AG-UI with the real client (@ag-ui/client's HttpAgent):
 // the run pauses with a `reins:budget` interrupt before a tool starts; a limit not
-// above the spend is refused (RUN_ERROR, nothing changes); an extension lets the held
+// above the spend is refused (RUN_ERROR, nothing changes), and so is one above the
+// agent's default from an approver who is no admin; an admin's extension lets the held
 // call run; a later budget interrupt answered "not approved" ends the run with a final
 // message saying so. Every event is checked against @ag-ui/core's schemas.
 //
-// Run by tests/agui.rs: `node budget.mjs <base url>` with AGUI_CAROL set. Prints one
-// JSON document of facts; a failed expectation exits with status 1 and says which.
+// Run by tests/agui.rs: `node budget.mjs <base url>` with AGUI_CAROL (a user who
+// approves) and AGUI_ADMIN set. Prints one JSON document of facts; a failed expectation
+// exits with status 1 and says which.
 
 import { HttpAgent } from "@ag-ui/client";
 import { EventSchema } from "@ag-ui/core/schemas";
 
 const base = process.argv[2];
 const token = process.env.AGUI_CAROL;
+const adminToken = process.env.AGUI_ADMIN;
 const out = { facts: {} };
 const invalid = [];
 
@@ -56,12 +59,20 @@ const a = new HttpAgent({
   fetch: teeFetch(sink),
 });
 
-async function run(params = {}) {
+// The admin, on the same thread (deciding what carol's run waits for).
+const admin = new HttpAgent({
+  url: `${base}/agui`,
+  threadId: "carol/budget",
+  headers: { Authorization: `Bearer ${adminToken}` },
+  fetch: teeFetch(sink),
+});
+
+async function run(params = {}, agent = a) {
   sink.events = [];
   let finished = null;
   let error = null;
   try {
-    await a.runAgent(params, {
+    await agent.runAgent(params, {
       onRunFinishedEvent(p) {
         finished = { outcome: p.outcome, interrupts: p.interrupts };
       },
@@ -115,9 +126,21 @@ expect(low.error, `low: refused ${JSON.stringify(low)}`);
 expect(before.version === after.version, "low: the thread did not change");
 out.facts.low_limit_error = low.error;
 
-// Extended: the held call runs.
-const extended = await run({ resume: [{ interruptId: b.id, status: "resolved", payload: { approved: true, limit: { tool_calls: 2 } } }] });
+// Above the agent's default (one call), from carol, who approves but is no admin:
+// refused, the thread unchanged.
+const extend = { resume: [{ interruptId: b.id, status: "resolved", payload: { approved: true, limit: { tool_calls: 2 } } }] };
+const mine = await run(extend);
+const unchanged = await session();
+expect(mine.error?.code === "not_eligible", `above the default: refused ${JSON.stringify(mine)}`);
+expect(before.version === unchanged.version, "above the default: the thread did not change");
+out.facts.above_default_error = mine.error;
+
+// Extended by an admin: the held call runs. Carol's page then shows the thread as it
+// now stands (the admin's view of it: nothing waits).
+const extended = await run(extend, admin);
 expect(extended.finished?.outcome === "success", `extended: ${JSON.stringify(extended)}`);
+a.setMessages(admin.messages);
+a.pendingInterrupts = admin.pendingInterrupts;
 expect(extended.events.some((e) => e.type === "TOOL_CALL_RESULT" && e.content === "deleted b.txt"), "extended: the held call ran");
 
 // The third call: the person ends the run at its budget.

@@ -229,4 +229,38 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
         assert!(text.contains("Approved by *ops*"), "{text}");
     }
     assert_eq!(s.ran(), ["delete:x.txt", "delete:y.txt"], "one winner");
+
+    // A call a new message closed: no one decided on it; the message says nothing
+    // waits for it any more.
+    pause(&s, "alice/slack-3", "delete z.txt").await;
+    let posted = stub.wait_for("chat.postMessage", 3).await.remove(2);
+    let (st, out) = s
+        .post(
+            ALICE,
+            "/v1/sessions/alice%2Fslack-3/runs",
+            json!({"message": "never mind"}),
+        )
+        .await;
+    assert_eq!(
+        (st, out["status"].as_str()),
+        (200, Some("completed")),
+        "{out}"
+    );
+    let (st, _) = send(
+        &s,
+        &python,
+        SIGNING_SECRET,
+        now(),
+        &press("U_ANA", "approve", &posted),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let update = stub.wait_for("chat.update", 4).await.remove(3);
+    let text = update["body"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Nothing waits for this any more")
+            && text.contains("closed by a new message in the session"),
+        "{text}"
+    );
+    assert_eq!(s.ran(), ["delete:x.txt", "delete:y.txt"]);
 }

@@ -3,7 +3,8 @@
 Verifies every request with the Standard Webhooks reference verifier (the PyPI package
 `standardwebhooks`), answers 500 to the first N attempts of each message id
 (`--fail-first N`), then 200, and writes one JSON line per request to the log file:
-{"id", "type", "verified", "status", "signatures"}. Prints its port on stdout once
+{"id", "type", "verified", "status", "signatures", "data"} (`data`: the verified
+payload's notice; null when the request did not verify). Prints its port on stdout once
 listening (loopback only) and stops when stdin closes.
 """
 
@@ -48,6 +49,7 @@ def main() -> None:
                         "verified": verified,
                         "status": status,
                         "signatures": len(headers.get("webhook-signature", "").split()),
+                        "data": payload.get("data"),
                     }) + "\n")
             self.send_response(status)
             self.send_header("content-length", "0")

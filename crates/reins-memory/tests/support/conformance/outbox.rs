@@ -104,6 +104,33 @@ pub async fn notices_ride_with_their_commit<S: MemoryStore>(a: &S, b: &S) {
         .filter(|i| **i == on.id)
         .count();
     assert_eq!(n, 1);
+    // Two writers of one keyed notice (two sweeps, two instances), made at different
+    // moments with different details: the first is kept, once.
+    let key = format!("requirement.escalated:{sid}:call_1");
+    let at = Utc::now();
+    let first = Notice::keyed(NoticeKind::RequirementEscalated, &key, at)
+        .session(&sid)
+        .principal("ana");
+    let mut second = Notice::keyed(NoticeKind::RequirementEscalated, &key, at)
+        .session(&sid)
+        .principal("bo");
+    second.created_at = at + chrono::Duration::seconds(15);
+    a.append_notices(vec![first.clone()]).await.unwrap();
+    b.append_notices(vec![second]).await.unwrap();
+    let kept: Vec<Notice> = b
+        .unrouted_notices(100_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.id == first.id)
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].principals, ["ana"]);
+    assert_eq!(
+        uuid::Uuid::parse_str(&first.id).unwrap().get_version_num(),
+        7
+    );
+    a.route_notice(&first.id, &[]).await.unwrap();
     a.record_notices(false);
     // Route them away, so that the claiming case does not meet them.
     for n in all {

@@ -59,7 +59,8 @@ function refusal(status, data) {
     case "busy": return "Refused: the session is busy with another run; try again in a moment.";
     case "already_decided": return "Refused: this request was already decided. " + (e.message || "");
     case "already_approved": return "Refused: you already approved this; it needs another approver. " + (e.message || "");
-    case "not_eligible": return "Refused: your approval does not count for this quorum. " + (e.message || "");
+    // The message says why: a quorum the approval cannot count towards, a policy, a budget above the default.
+    case "not_eligible": return "Refused: you may not decide this. " + (e.message || "");
     case "unknown_grant": return "Refused: no such grant (reload). " + (e.message || "");
     case "grant_revoked": return "Refused: that grant was already revoked. " + (e.message || "");
     case "invalid_grant": return "Refused: " + (e.message || "the grant is not valid");
