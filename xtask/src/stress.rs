@@ -58,9 +58,10 @@ pub(crate) fn run(runs: usize, extra: &[String]) -> Result<(), String> {
         let log_path = dir.join(format!("run-{k}.log"));
         let started = std::time::Instant::now();
         let _load = Load::start(2);
-        let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
-        let mut child = std::process::Command::new(exe)
-            .arg("test")
+        // Through cargo, not this program's path: a merge between runs may rebuild
+        // (and replace) this very program.
+        let mut child = crate::cargo()
+            .args(["run", "--quiet", "--package", "xtask", "--", "test"])
             .arg("--no-fail-fast")
             .args(extra)
             .stdout(Stdio::piped())
