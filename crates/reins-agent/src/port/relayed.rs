@@ -19,7 +19,8 @@
 //! (a driver that relays nowhere, or to another process), the handle's events are
 //! made from the messages the run stores, step by step: an assistant message's text
 //! as one `text_delta` and its tool calls as `tool_call_ready`, a tool result as
-//! `tool_execution_finished`.
+//! `tool_execution_finished` — published on the session's live channel like relayed
+//! ones ([`LiveEvent::from_store`]), so that every listener of the session hears them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,21 @@ pub struct LiveEvent {
     pub run_id: Option<String>,
     /// The step's attempt.
     pub attempt: Option<String>,
+    /// Made by the port from a message the run stored, not relayed by the driver (no
+    /// live event told of that step; see the [module docs](self)).
+    pub from_store: bool,
+}
+
+impl LiveEvent {
+    /// An event a driver relayed.
+    pub fn relayed(event: RunEvent, run_id: Option<String>, attempt: Option<String>) -> Self {
+        Self {
+            event,
+            run_id,
+            attempt,
+            from_store: false,
+        }
+    }
 }
 
 impl LiveEvent {
@@ -188,10 +204,16 @@ impl Sessions for Relayed {
         // Subscribed before the input goes in: the run's events from its first one.
         let live = self.live.subscribe(session);
         let changes = self.agent.store().changes().await.ok();
-        self.backend.submit(session, submission).await?;
+        // A retried request the backend answers with the first answer: the run to
+        // follow is the one the first input started.
+        let after = match self.backend.submit_validated(session, submission).await? {
+            Some(validated) => validated.min(after),
+            None => after,
+        };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let follow = Follow {
+            hub: self.live.clone(),
             store: self.agent.store().clone(),
             backend: self.backend.clone(),
             session: session.to_owned(),
@@ -265,6 +287,7 @@ impl Sessions for Relayed {
 
 /// Follows one run of a relayed driver to its end (see the [module docs](self)).
 struct Follow {
+    hub: Arc<LiveHub>,
     store: Arc<dyn MemoryStore>,
     backend: Arc<dyn SessionBackend>,
     session: String,
@@ -370,7 +393,7 @@ impl Follow {
                     }
                     r = self.live.recv(), if self.live_open => match r {
                         Ok(e) => {
-                            self.live_seen = true;
+                            self.live_seen |= !e.from_store;
                             let _ = self.events.send(e.event);
                         }
                         Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -391,7 +414,7 @@ impl Follow {
         loop {
             match self.live.try_recv() {
                 Ok(e) => {
-                    self.live_seen = true;
+                    self.live_seen |= !e.from_store;
                     let _ = self.events.send(e.event);
                 }
                 Err(TryRecvError::Lagged(_)) => {}
@@ -410,22 +433,23 @@ impl Follow {
         if self.live_seen {
             return;
         }
+        let mut made = Vec::new();
         for m in &messages[from..] {
             match m.role {
                 reins_message::Role::Assistant => {
                     let text = m.text();
                     if !text.is_empty() {
-                        let _ = self.events.send(RunEvent::TextDelta { text });
+                        made.push(RunEvent::TextDelta { text });
                     }
                     for tool_use in m.tool_uses() {
-                        let _ = self.events.send(RunEvent::ToolCallReady {
+                        made.push(RunEvent::ToolCallReady {
                             tool_use: tool_use.clone(),
                         });
                     }
                 }
                 reins_message::Role::Tool => {
                     for result in m.tool_results_iter() {
-                        let _ = self.events.send(RunEvent::ToolExecutionFinished {
+                        made.push(RunEvent::ToolExecutionFinished {
                             result: result.clone(),
                         });
                     }
@@ -433,6 +457,22 @@ impl Follow {
                 _ => {}
             }
         }
+        if made.is_empty() {
+            return;
+        }
+        let made = made
+            .into_iter()
+            .map(|event| LiveEvent {
+                event,
+                run_id: None,
+                attempt: None,
+                from_store: true,
+            })
+            .collect();
+        // Published for every listener of the session; this run's own receiver gets
+        // them back, in order, and passes them on.
+        self.hub.publish(&self.session, made);
+        self.drain();
     }
 
     /// The events a local run ends with.

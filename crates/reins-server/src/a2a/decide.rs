@@ -81,31 +81,23 @@ pub(super) async fn on_task(
     if sent_before(state, who, msg, &ids).await? {
         return answer(state, who, &task.id, Follow::Stored, reply).await;
     }
-    Err(match refused {
-        // Nothing decided it and the task does not wait for it.
+    // Nothing decided it and the task does not wait for it: said as A2A says it for a
+    // task that ended or works; otherwise the run's refusal as it is.
+    let nothing_pending = matches!(
+        &refused,
         NotStarted::Refused(
-            reins_agent::AgentError::UnknownRequirement { id, .. }
-            | reins_agent::AgentError::NothingToResume { session: id },
-        ) => not_pending(&task, ids.first().map_or(id.as_str(), String::as_str)),
-        e => RpcError::from(e),
+            reins_agent::AgentError::UnknownRequirement { .. }
+                | reins_agent::AgentError::NothingToResume { .. }
+        ) | NotStarted::Failed(
+            crate::error::ServerError::UnknownRequirement(_)
+                | crate::error::ServerError::NotPaused(_)
+        )
+    );
+    Err(match task.state {
+        _ if nothing_pending && task.state.is_terminal() => ended(&task),
+        TaskState::Working if nothing_pending => working(&task),
+        _ => RpcError::from(refused),
     })
-}
-
-/// The answer to a decision on requirement `id`, which the task does not wait for and
-/// nobody decided.
-fn not_pending(task: &TaskView, id: &str) -> RpcError {
-    match task.state {
-        _ if task.state.is_terminal() => ended(task),
-        TaskState::Working => working(task),
-        _ => RpcError::params(format!(
-            "`{id}` is not pending on this task (pending: {})",
-            task.pending
-                .iter()
-                .map(|r| r.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
 }
 
 fn ended(task: &TaskView) -> RpcError {

@@ -435,9 +435,10 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 .collect();
             let decide = reins_agent::port::Decide::new(a2a_actor(who, None), decisions)
                 .at(ViewToken::of(true, &task.pending));
+            let live = state.sessions.live(&session);
             let handle = state.sessions.decide(&session, decide).await?;
             handle.interrupt();
-            let run = state.hub.start_run(&session, handle);
+            let run = state.hub.start_run(&session, handle, live);
             let _ = run.wait().await;
         }
     }

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reins_agent::RunHandle;
+use reins_agent::port::LiveEvent;
+use reins_agent::{RunEvent, RunHandle};
 use reins_memory::StoreChange;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -163,10 +164,15 @@ impl Hub {
     /// its output or error; the run no longer depends on the request that started
     /// it. Each event goes out typed, with the run id; the events that mark a
     /// committed step also notify, so that subscribers read the store then.
+    ///
+    /// `live`: for a run a driver's processes execute, the session's live channel on
+    /// the port (subscribed before the run started): the handle's live events go out
+    /// with the driver's run id and the step's attempt they were relayed with.
     pub(crate) fn start_run(
         self: &Arc<Self>,
         session: &str,
         mut handle: RunHandle,
+        mut live: Option<broadcast::Receiver<LiveEvent>>,
     ) -> Arc<LocalRun> {
         let run_id = uuid::Uuid::new_v4().simple().to_string();
         let (run, done_tx) = LocalRun::new(run_id.clone(), handle.interrupter());
@@ -181,9 +187,30 @@ impl Hub {
                 run_id: Some(&run_id),
                 ..Origin::default()
             };
+            // A live event of the handle, with the origin its driver relayed it with
+            // (the port's live channel holds the same events in the same order).
+            let origin_of = |rx: &mut broadcast::Receiver<LiveEvent>, ev: &RunEvent| loop {
+                match rx.try_recv() {
+                    Ok(e) if e.event == *ev => break Some(e),
+                    Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(_) => break None,
+                }
+            };
             while let Some(ev) = handle.next_event().await {
+                let relayed = match live.as_mut() {
+                    Some(rx) if LiveEvent::is_live(&ev) => origin_of(rx, &ev),
+                    _ => None,
+                };
                 let committed = ev.marks_committed_step();
-                chan.publish(&hub.instance, HubEvent::Run(ev), origin);
+                let o = match &relayed {
+                    Some(e) => Origin {
+                        driver_run: e.run_id.as_deref(),
+                        attempt: e.attempt.as_deref(),
+                        ..origin
+                    },
+                    None => origin,
+                };
+                chan.publish(&hub.instance, HubEvent::Run(ev), o);
                 if committed {
                     hub.notify(&session);
                 }

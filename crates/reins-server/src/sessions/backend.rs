@@ -42,8 +42,10 @@ pub(crate) async fn begin(
     if submission.trace_parent.is_none() {
         submission.trace_parent = crate::trace_context::current();
     }
+    // The live events of a run the driver's processes execute, from its first one.
+    let live = state.sessions.live(id);
     let handle = state.sessions.start(id, submission).await?;
-    Ok(state.hub.start_run(id, handle))
+    Ok(state.hub.start_run(id, handle, live))
 }
 
 /// Decisions through the one decision path ([`Sessions::decide`](reins_agent::port::Sessions::decide)):
@@ -57,8 +59,9 @@ pub(crate) async fn decide(
     if decide.trace_parent.is_none() {
         decide.trace_parent = crate::trace_context::current();
     }
+    let live = state.sessions.live(id);
     let handle = state.sessions.decide(id, decide).await?;
-    Ok(state.hub.start_run(id, handle))
+    Ok(state.hub.start_run(id, handle, live))
 }
 
 /// The `Idempotency-Key` header, when given: a retried request with the same key gets
@@ -183,11 +186,7 @@ pub(crate) async fn post_live(
                 event.name()
             )));
         }
-        checked.push(LiveEvent {
-            event,
-            run_id,
-            attempt,
-        });
+        checked.push(LiveEvent::relayed(event, run_id, attempt));
     }
     // A run followed here gets them from the port (its pump publishes them on the
     // session's channel); otherwise the session's listeners get them from here.
@@ -197,7 +196,7 @@ pub(crate) async fn post_live(
             let origin = Origin {
                 run_id: e.run_id.as_deref(),
                 attempt: e.attempt.as_deref(),
-                terminal: false,
+                ..Origin::default()
             };
             chan.publish(&state.hub.instance, HubEvent::Run(e.event.clone()), origin);
         }

@@ -145,7 +145,7 @@ pub(crate) async fn get_decisions(
     responses(
         (status = 200, description = "The run's output (RunOutput JSON) or an SSE stream", body = serde_json::Value),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "Not an approver (for this tool)", body = ErrorBody),
+        (status = 403, description = "Not an approver; a decision not the caller's to make (`not_eligible`: a tool this approver may not decide on, a quorum it cannot count towards, the eligibility policy, a budget extension above the agent's default without the admin role)", body = ErrorBody),
         (status = 404, description = "Unknown session, or a requirement that was never pending", body = ErrorBody),
         (status = 409, description = "`already_decided` (someone decided it first: by whom, when), busy, not paused, or a stale view", body = ErrorBody),
         (status = 413, body = ErrorBody),
