@@ -90,7 +90,7 @@
 //! ```
 
 mod local;
-mod relayed;
+pub mod relayed;
 
 use std::sync::Arc;
 

@@ -346,7 +346,7 @@ impl Follow {
             // Every live event of the steps this read's commits ended is here: those
             // not passed on yet go first.
             self.drain();
-            self.from_stored(&state.messages);
+            self.tell_stored(&state.messages);
             let out = settled(&self.store, state, self.after).await?;
             if let Some(out) = &out {
                 self.announce_end(out);
@@ -425,7 +425,7 @@ impl Follow {
 
     /// The events of the messages stored since the last read, when no live event
     /// told of them (see the [module docs](self)).
-    fn from_stored(&mut self, messages: &[reins_message::Msg]) {
+    fn tell_stored(&mut self, messages: &[reins_message::Msg]) {
         // A transcript that got shorter (a repair dropped a partial turn): start over
         // from where it stands.
         let from = self.stored.min(messages.len());
