@@ -311,3 +311,75 @@ async fn tasks_on_restate() {
     tasks_flow(d.sessions.clone(), b, &d.ran, "restate").await;
     d.stop().await;
 }
+
+/// A decision sent twice with one idempotency key (a client's retry of the same
+/// request): the second handle ends — on Restate with the first answer (the
+/// deployment keeps keys), on the local driver refused as already decided (it keeps
+/// none) — and the tool ran once. Through the port, as a door that keys its decisions
+/// sends them.
+async fn a_keyed_retry(driver: Driver) {
+    let test = format!("a_keyed_retry_on_{driver:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let Some((sessions, ran, deployment)) = port(driver, dir.path(), &test).await else {
+        return;
+    };
+    let id = "mcp/alice/keyed";
+    let message = reins_agent::RunInput::Message(reins_message::Msg::user("delete k.txt"));
+    let out = sessions
+        .start(id, reins_agent::Submission::new(message))
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(out.status, reins_agent::RunStatus::Paused, "{out:?}");
+    let view = sessions.view(id).await.unwrap();
+    let decide = Decide::new(
+        Actor::new("alice"),
+        vec![Decision::approve(&out.requirements[0].id)],
+    )
+    .at(view.token)
+    .key("approve-k");
+    let first = sessions
+        .decide(id, decide.clone())
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(first.status, reins_agent::RunStatus::Completed, "{first:?}");
+    let again = async {
+        match sessions.decide(id, decide).await {
+            Ok(run) => run.wait().await,
+            Err(e) => Err(e),
+        }
+    };
+    let again = tokio::time::timeout(std::time::Duration::from_secs(30), again)
+        .await
+        .expect("the retried decision's handle never ended");
+    match driver {
+        Driver::Restate => {
+            let again = again.unwrap();
+            assert_eq!(again.status, first.status, "{again:?}");
+            assert_eq!(again.message.text(), first.message.text());
+        }
+        Driver::Local => assert!(
+            matches!(again, Err(reins_agent::AgentError::AlreadyDecided { .. })),
+            "{again:?}"
+        ),
+    }
+    assert_eq!(ran.count("delete:k.txt"), 1, "{:?}", ran.all());
+    if let Some(d) = deployment {
+        d.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_retry_on_the_local_driver() {
+    a_keyed_retry(Driver::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_retry_on_restate() {
+    a_keyed_retry(Driver::Restate).await;
+}
