@@ -9,7 +9,8 @@
 //! elsewhere they are reported SKIPPED.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-#[path = "support/restate.rs"]
+// One copy for every door crate, beside the driver it deploys.
+#[path = "../../reins-restate/tests/door/deployment.rs"]
 mod restate;
 mod support;
 

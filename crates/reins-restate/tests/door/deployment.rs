@@ -1,4 +1,5 @@
-//! The door on Restate: a real restate-server (installed under
+//! A door on Restate (shared by the door crates' driver tests through `#[path]`;
+//! each crate's `support` gives `Ran` and the test `agent`): a real restate-server (installed under
 //! crates/reins-restate/tests/restate/node_modules by .ci/run) and the test agent's
 //! session object served by this test binary started again as a process of its own
 //! (an ignored test is its entry point), both on loopback and killed on drop; the door
