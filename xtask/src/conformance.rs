@@ -7,6 +7,10 @@
 //! - **client**: `crates/reins-mcp/examples/conformance_client.rs` (reins-mcp), which the
 //!   suite starts once per scenario against its own test server.
 //!
+//! With `--restate`, the server suites run against `serve --restate --mcp http` (the
+//! same door, its sessions run by a local restate-server) and are judged against the
+//! baseline's server entries: the door answers the same on either driver.
+//!
 //! Each suite writes a `checks.json` per scenario; a scenario fails when one of its
 //! checks is a `FAILURE` (and, for the client, when the program did not finish: it
 //! prints [`CLIENT_DONE`] last). Every failure must be excused by an entry of
@@ -334,10 +338,36 @@ impl Drop for Served {
     }
 }
 
-fn start_server(serve: &Path, work: &Path) -> Result<Served, String> {
+/// The first of four consecutive free loopback ports (restate-server's ingress, admin
+/// and node, and the agent's endpoint), below Linux's ephemeral range so that other
+/// processes' outgoing connections do not take them meanwhile.
+fn restate_ports() -> Result<u16, String> {
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default()
+        ^ std::process::id();
+    for i in 0..400u32 {
+        let base = 20_000 + u16::try_from((seed.wrapping_add(i * 37)) % 12_000).unwrap_or(0);
+        if (base..base + 4).all(free) {
+            return Ok(base);
+        }
+    }
+    Err("no four consecutive free loopback ports for restate-server".to_owned())
+}
+
+fn start_server(serve: &Path, work: &Path, restate: bool) -> Result<Served, String> {
     let log = work.join("serve.log");
     let stderr = std::fs::File::create(&log).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(serve);
+    if restate {
+        cmd.args([
+            "--restate",
+            "--restate-ports",
+            &restate_ports()?.to_string(),
+        ]);
+    }
     cmd.args(["--mcp", "http", "--port", "0", "--data-dir"])
         .arg(work.join("data"))
         // The offline model, whatever keys this shell has.
@@ -401,15 +431,18 @@ fn build() -> Result<(PathBuf, PathBuf), String> {
     ))
 }
 
-/// `cargo xtask conformance`.
+/// `cargo xtask conformance [--restate]`.
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    if let Some(a) = args.first() {
-        return if a == "--help" || a == "-h" {
-            crate::say(HELP);
-            Ok(())
-        } else {
-            Err(format!("conformance: unknown argument `{a}`\n\n{HELP}"))
-        };
+    let mut restate = false;
+    for a in args {
+        match a.as_str() {
+            "--help" | "-h" => {
+                crate::say(HELP);
+                return Ok(());
+            }
+            "--restate" => restate = true,
+            _ => return Err(format!("conformance: unknown argument `{a}`\n\n{HELP}")),
+        }
     }
     let dir = suite_dir();
     let node = dir.join("node_modules/.bin/node");
@@ -426,10 +459,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         ));
     }
     let baseline_path = dir.join("baseline.txt");
-    let baseline = parse_baseline(
+    let mut baseline = parse_baseline(
         &std::fs::read_to_string(&baseline_path)
             .map_err(|e| format!("cannot read {}: {e}", baseline_path.display()))?,
     )?;
+    if restate {
+        // Only the server suites run: the client's entries excuse nothing here.
+        baseline.retain(|e| e.role == Role::Server);
+    }
     let (serve, client) = match (
         std::env::var_os("REINS_CONFORMANCE_SERVE"),
         std::env::var_os("REINS_CONFORMANCE_CLIENT"),
@@ -440,7 +477,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let work = std::env::temp_dir().join(format!("reins-conformance-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
-    let result = run_suites(&node, &serve, &client, &work, &baseline);
+    let result = run_suites(&node, &serve, &client, &work, &baseline, restate);
     if std::env::var_os("REINS_CONFORMANCE_KEEP").is_some() {
         eprintln!("conformance: results kept in {}", work.display());
     } else {
@@ -455,13 +492,22 @@ fn run_suites(
     client: &Path,
     work: &Path,
     baseline: &[Entry],
+    restate: bool,
 ) -> Result<(), String> {
     let started = Instant::now();
-    let served = start_server(serve, work)?;
-    eprintln!("conformance: reins serves MCP at {}", served.url);
+    let served = start_server(serve, work, restate)?;
+    let on = if restate {
+        " (sessions on Restate)"
+    } else {
+        ""
+    };
+    eprintln!("conformance: reins serves MCP at {}{on}", served.url);
     let mut runs = Vec::new();
     let mut table = Vec::new();
     for (i, suite) in SUITES.iter().enumerate() {
+        if restate && suite.role == Role::Client {
+            continue;
+        }
         let out = work.join(format!("run-{i}"));
         let index = suite_dir()
             .join("node_modules")
@@ -547,7 +593,7 @@ fn run_suites(
     Err(msg)
 }
 
-const HELP: &str = "usage: cargo xtask conformance
+const HELP: &str = "usage: cargo xtask conformance [--restate]
 
 Runs the official MCP conformance suite (npm @modelcontextprotocol/conformance, the
 2025-11-25 release and the 2026-07-28 alpha, on the Node.js 22 from npm; install with
@@ -556,6 +602,11 @@ Runs the official MCP conformance suite (npm @modelcontextprotocol/conformance, 
 (client scenarios). Prints passed/failed per suite; fails on a failure that
 crates/reins-mcp-server/tests/conformance/baseline.txt does not list, and on a listed
 entry that no longer fails.
+
+--restate runs the server suites against `serve --restate --mcp http` instead: the same
+MCP door with its sessions on a local restate-server (installed with
+`npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate`), judged against
+the baseline's server entries.
 
 REINS_CONFORMANCE_KEEP=1 keeps the suite's result folders (checks.json per scenario);
 REINS_CONFORMANCE_SERVE=PATH with REINS_CONFORMANCE_CLIENT=PATH runs those builds of

@@ -86,7 +86,8 @@ commands:
                 `--acp`: as an ACP agent on stdin/stdout for editors (see `serve --help`)
   test [ARGS]   every test of the workspace; extra ARGS go to `cargo test`
   conformance   the official MCP conformance suite against reins's MCP server and
-                client, checked against its baseline; `--help`
+                client, checked against its baseline; `--restate`: the server suites
+                against the MCP door with its sessions on Restate; `--help`
   ci            fmt, clippy, docs, tests, the MCP conformance suite and the
                 scripted demo, as CI runs them; `ci --stress N [ARGS]`: the whole
                 test suite N times under two busy loops, with a table of failures
@@ -180,6 +181,10 @@ fn ci() -> Result<(), String> {
     })?;
     timed("test", || test(&[]))?;
     timed("conformance", || conformance::run(&[]))?;
+    // The MCP door with its sessions on Restate answers the server suites the same.
+    timed("conformance on restate", || {
+        conformance::run(&["--restate".to_owned()])
+    })?;
     timed("demo", demo_script_check)?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated
     // inputs (the coverage-guided runs are by hand: see fuzz/README.md).

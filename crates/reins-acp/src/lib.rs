@@ -1,9 +1,12 @@
 //! # reins-acp
 //!
-//! A reins [`Agent`] as an [Agent Client Protocol](https://agentclientprotocol.com)
+//! A reins agent as an [Agent Client Protocol](https://agentclientprotocol.com)
 //! agent over stdio, so editors (Zed, JetBrains IDEs, Neovim and Emacs clients) can run
 //! it, show its work as it streams, ask its approvals in the editor, cancel its runs
-//! and lend it their files and terminals.
+//! and lend it their files and terminals. The door holds the session port
+//! ([`Sessions`]) and nothing else of the agent: the same door serves an agent run in
+//! this process (an `Agent`, the local driver) and one run by a Restate deployment
+//! (`reins_agent::port::Relayed` over reins-restate's `RestateClient`).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -53,18 +56,27 @@
 //! | the client's `fs` / `terminal` capabilities | client tools `read_text_file`, `write_text_file`, `run_in_terminal`, executed by the editor and recorded in the ledger |
 //! | the model's plan | the `update_plan` client tool, shown as a `plan` update |
 //!
-//! Every decision goes through the same consent checks as every other door: it is
-//! made by the configured principal with `{"via": "acp"}` in the actor's metadata, on
-//! the view the person was shown, so an answer that arrives after the requirement was
-//! decided elsewhere (the inbox, another editor) is refused and changes nothing.
+//! Every decision goes through the one decision path
+//! ([`Sessions::decide`]), as from every other door:
+//! it is made by the configured principal with `{"via": "acp"}` in the actor's metadata,
+//! on the view the person was shown, so an answer that arrives after the requirement
+//! was decided elsewhere (the inbox, another editor) is refused by the run
+//! (`already_decided`, audited) and changes nothing; the turn ends saying so, with the
+//! refusal under [`REFUSED_META`] in the message's `_meta`. The results of the client
+//! tools go the same way, as `ExternalResult` decisions.
+//!
+//! Over a driver that runs the sessions elsewhere (`Relayed` over Restate) without a
+//! live relay, each run's updates are made from what it stores, step by step: the
+//! answer's text as one chunk, a tool call announced (`tool_call`) once its message is
+//! stored, and ended with its result.
 //!
 //! ## Errors
 //!
 //! Malformed JSON, or a line that is not UTF-8, is `-32700` (and the connection goes
 //! on with the next line), a message that is no JSON-RPC request `-32600`, an unknown
 //! method `-32601`, parameters the method cannot take `-32602`, an unknown
-//! session `-32002` (resource not found); a refused decision or a busy session is
-//! `-32602` / `-32600` with reins's reason. Nothing is stored for a refused request.
+//! session `-32002` (resource not found); a busy session is `-32600` with reins's
+//! reason. Nothing is stored for a refused request.
 
 mod client;
 mod error;
@@ -79,20 +91,22 @@ use std::sync::Arc;
 
 pub use client::{PLAN_TOOL, READ_TOOL, RUN_TOOL, WRITE_TOOL};
 pub use error::{Error, Result};
-pub use reins_agent::Agent;
+use reins_agent::port::Sessions;
+pub use turn::REFUSED_META;
 pub use update::ToolKind;
 
 /// The ACP protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
-/// An [`Agent`] served over ACP. Cheap to clone.
+/// An agent served over ACP, through its session port. Cheap to clone.
 #[derive(Clone)]
 pub struct AcpAgent {
     inner: Arc<Config>,
 }
 
 pub(crate) struct Config {
-    pub(crate) agent: Agent,
+    /// The session port: every read, run, decision, grant and interrupt goes through it.
+    pub(crate) sessions: Arc<dyn Sessions>,
     pub(crate) principal: String,
     pub(crate) describe: update::Describe,
     pub(crate) plans: bool,
@@ -100,10 +114,12 @@ pub(crate) struct Config {
 }
 
 impl AcpAgent {
-    /// Starts configuring the door for `agent`.
-    pub fn builder(agent: Agent) -> AcpAgentBuilder {
+    /// Starts configuring the door over `sessions`: an `Arc<dyn Sessions>` (the
+    /// session port of any driver: `reins_agent::port::Relayed` over a Restate
+    /// deployment, say), or an `Agent` itself, which is the local driver.
+    pub fn builder(sessions: impl Sessions + 'static) -> AcpAgentBuilder {
         AcpAgentBuilder {
-            agent,
+            sessions: Arc::new(sessions),
             principal: "editor".to_owned(),
             kinds: HashMap::new(),
             plans: true,
@@ -116,9 +132,9 @@ impl AcpAgent {
         &self.inner.principal
     }
 
-    /// The agent served.
-    pub fn agent(&self) -> &Agent {
-        &self.inner.agent
+    /// The session port the door runs the agent through.
+    pub fn sessions(&self) -> &Arc<dyn Sessions> {
+        &self.inner.sessions
     }
 
     /// Serves one client on this process's stdin and stdout until stdin closes.
@@ -140,7 +156,7 @@ impl AcpAgent {
 /// Configures an [`AcpAgent`].
 #[must_use]
 pub struct AcpAgentBuilder {
-    agent: Agent,
+    sessions: Arc<dyn Sessions>,
     principal: String,
     kinds: HashMap<String, ToolKind>,
     plans: bool,
@@ -183,7 +199,7 @@ impl AcpAgentBuilder {
         };
         AcpAgent {
             inner: Arc::new(Config {
-                agent: self.agent,
+                sessions: self.sessions,
                 principal,
                 describe: update::Describe { kinds: self.kinds },
                 plans: self.plans,

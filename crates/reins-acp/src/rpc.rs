@@ -54,6 +54,12 @@ impl RpcError {
         Self::new(code::RESOURCE_NOT_FOUND, message)
     }
 
+    /// With `data` (what the client can read besides the message).
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
     fn to_json(&self) -> Value {
         let mut e = json!({ "code": self.code, "message": self.message });
         if let Some(d) = &self.data {

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use reins_agent::{Actor, AgentError, Interrupter, Session};
+use reins_agent::port::Sessions;
+use reins_agent::{Actor, AgentError, Interrupter};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -88,16 +89,9 @@ impl Conn {
         Actor::new(self.acp.inner.principal.clone()).with_metadata(json!({ "via": "acp" }))
     }
 
-    /// The reins session behind a live one, acting for the door's principal.
-    pub(crate) async fn session(&self, live: &Live) -> Result<Session, RpcError> {
-        let s = self
-            .acp
-            .inner
-            .agent
-            .session(&live.id)
-            .await
-            .map_err(agent_error)?;
-        Ok(s.as_actor(self.actor()))
+    /// The session port.
+    pub(crate) fn port(&self) -> &dyn Sessions {
+        self.acp.inner.sessions.as_ref()
     }
 
     /// Sends a `session/update`.
@@ -276,8 +270,8 @@ fn initialize(conn: &Conn, params: &Value) -> Result<Value, RpcError> {
         },
         "authMethods": [],
         "agentInfo": {
-            "name": conn.acp.inner.agent.name(),
-            "title": format!("{} (reins)", conn.acp.inner.agent.name()),
+            "name": conn.port().card().name,
+            "title": format!("{} (reins)", conn.port().card().name),
             "version": env!("CARGO_PKG_VERSION")
         }
     }))
@@ -357,22 +351,18 @@ async fn load_session(conn: &Arc<Conn>, params: &Value) -> Result<Value, RpcErro
     let id = session_id(params)?.to_owned();
     let cwd = cwd(params)?;
     mcp_servers(params)?;
-    let stored = conn
-        .acp
-        .inner
-        .agent
-        .store()
-        .session_version(&id)
-        .await
-        .map_err(|e| RpcError::internal(format!("could not read the store: {e}")))?;
-    if stored.is_none() {
-        return Err(RpcError::not_found(format!(
-            "no stored session `{}`",
-            clip(&id)
-        )));
-    }
+    let stored = match conn.port().read(&id, true).await {
+        Ok(record) => record,
+        Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => {
+            return Err(RpcError::not_found(format!(
+                "no stored session `{}`",
+                clip(&id)
+            )));
+        }
+        Err(e) => return Err(agent_error(e)),
+    };
     let live = open(conn, id, cwd);
-    turn::load(conn, &live).await?;
+    turn::load(conn, &live, stored).await?;
     Ok(json!({}))
 }
 
@@ -383,6 +373,9 @@ pub(crate) fn agent_error(e: AgentError) -> RpcError {
             code::INVALID_REQUEST,
             format!("{e}; wait for the turn in flight to end (or cancel it) and try again"),
         ),
+        AgentError::AlreadyDecided { .. } => {
+            RpcError::invalid_params(e.to_string()).with_data(refusal(&e))
+        }
         AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => {
             RpcError::not_found(e.to_string())
         }
@@ -397,6 +390,41 @@ pub(crate) fn agent_error(e: AgentError) -> RpcError {
         }
         _ => RpcError::internal(e.to_string()),
     }
+}
+
+/// What a client reads of a reins refusal besides its message: `code` (reins-server's
+/// codes: `busy`, `stale_view`, `already_decided`, `expired`, ...), and for
+/// `already_decided` the `requirement` and the decision that took effect (`decided`:
+/// `{decision, by, at, via}`).
+pub(crate) fn refusal(e: &AgentError) -> Value {
+    let code = match e {
+        AgentError::SessionBusy { .. } => "busy",
+        AgentError::AlreadyDecided { .. } => "already_decided",
+        AgentError::StaleView { .. } => "stale_view",
+        AgentError::RequirementExpired { .. } => "expired",
+        AgentError::NothingToResume { .. } => "not_paused",
+        AgentError::UnknownRequirement { .. } => "unknown_requirement",
+        AgentError::NotEligible { .. } => "not_eligible",
+        AgentError::ShownArgumentsChanged { .. } => "fingerprint_mismatch",
+        AgentError::AlreadyApproved { .. } => "already_approved",
+        AgentError::InvalidBudget { .. } => "invalid_budget",
+        AgentError::InvalidInput(_)
+        | AgentError::WrongDecision { .. }
+        | AgentError::DuplicateDecision { .. } => "invalid_decision",
+        AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => "not_found",
+        _ => "internal",
+    };
+    let mut v = json!({ "code": code, "message": e.to_string() });
+    if let AgentError::AlreadyDecided { id, decided } = e {
+        v["requirement"] = json!(id);
+        v["decided"] = json!({
+            "decision": decided.decision,
+            "by": decided.by,
+            "at": decided.at,
+            "via": decided.via,
+        });
+    }
+    v
 }
 
 /// At most 80 characters of something a client sent, for messages.

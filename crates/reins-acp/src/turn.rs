@@ -7,19 +7,24 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use reins_agent::approval::{GrantEffect, NewGrant};
+use reins_agent::port::{Decide, SessionRecord};
 use reins_agent::{AgentError, Decision, Requirement, RequirementKind, RunEvent, RunHandle};
-use reins_agent::{RunOutput, RunStatus, Session};
+use reins_agent::{RunInput, RunOutput, RunStatus, Submission};
 use reins_message::{ContentBlock, Msg, ToolOutcome, ToolResult, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::client;
 use crate::permission::{self, Choice};
 use crate::rpc::{RpcError, code};
-use crate::server::{Conn, Live, agent_error};
+use crate::server::{Conn, Live, agent_error, refusal};
 use crate::update;
 
 /// What the model is told when the person rejects a call in the editor.
 pub(crate) const REJECTED: &str = "The person rejected this call in the editor.";
+
+/// The `_meta` key of the message that says an answer was not applied: the refusal
+/// as data (`code`, `message`; for `already_decided` also `requirement` and `decided`).
+pub const REFUSED_META: &str = "dev.reins/refused";
 
 /// `session/prompt`.
 pub(crate) async fn prompt(
@@ -31,30 +36,34 @@ pub(crate) async fn prompt(
     let Some(_busy) = live.begin() else {
         return Err(busy(live));
     };
-    let session = conn.session(live).await?;
     let tools = client::specs(conn);
-    let handle = session
-        .send(Msg::user(text))
-        .client_tools(tools.clone())
-        .start()
+    let mut submission = Submission::new(RunInput::Message(Msg::user(text)));
+    submission.actor = Some(conn.actor());
+    submission.client_tools = tools.clone();
+    let handle = conn
+        .port()
+        .start(&live.id, submission)
         .await
         .map_err(agent_error)?;
-    let stop = drive(conn, live, &session, handle, &tools).await?;
+    let stop = drive(conn, live, handle, &tools).await?;
     Ok(json!({ "stopReason": stop }))
 }
 
-/// `session/load` after the session was opened: replays the conversation, then asks
-/// again what the session waits for (and runs on, streaming, when answered).
-pub(crate) async fn load(conn: &Arc<Conn>, live: &Arc<Live>) -> Result<(), RpcError> {
+/// `session/load` after the session was opened: replays the conversation as `stored`
+/// holds it, then asks again what the session waits for (and runs on, streaming, when
+/// answered).
+pub(crate) async fn load(
+    conn: &Arc<Conn>,
+    live: &Arc<Live>,
+    stored: SessionRecord,
+) -> Result<(), RpcError> {
     let Some(_busy) = live.begin() else {
         return Err(busy(live));
     };
-    let session = conn.session(live).await?;
-    let messages = session.messages().await.map_err(agent_error)?;
-    let view = session.view().await.map_err(agent_error)?;
+    let view = stored.view;
     let hidden = [client::PLAN_TOOL];
     for u in update::replay(
-        &messages,
+        &stored.messages,
         &view.requirements,
         &conn.acp.inner.describe,
         &live.cwd,
@@ -67,8 +76,8 @@ pub(crate) async fn load(conn: &Arc<Conn>, live: &Arc<Live>) -> Result<(), RpcEr
     }
     let tools = client::specs(conn);
     let mut skip = HashSet::new();
-    if let Settled::Go(handle) = settle(conn, live, &session, &tools, &mut skip).await? {
-        drive(conn, live, &session, handle, &tools).await?;
+    if let Settled::Go(handle) = settle(conn, live, &tools, &mut skip).await? {
+        drive(conn, live, handle, &tools).await?;
     }
     Ok(())
 }
@@ -138,7 +147,6 @@ fn prompt_text(params: &Value) -> Result<String, RpcError> {
 async fn drive(
     conn: &Arc<Conn>,
     live: &Arc<Live>,
-    session: &Session,
     mut handle: RunHandle,
     tools: &[ToolSpec],
 ) -> Result<&'static str, RpcError> {
@@ -146,9 +154,7 @@ async fn drive(
     // in it.
     let mut skip = HashSet::new();
     loop {
-        let out = stream(conn, live, session, handle)
-            .await
-            .map_err(agent_error)?;
+        let out = stream(conn, live, handle).await.map_err(agent_error)?;
         match out.status {
             RunStatus::Completed => {
                 // A run ended at its budget ends with the run's own message, which no
@@ -170,7 +176,7 @@ async fn drive(
             RunStatus::Cancelled => return Ok("cancelled"),
             RunStatus::MaxIterations => return Ok("max_turn_requests"),
             RunStatus::Paused if live.is_cancelled() => return Ok("cancelled"),
-            RunStatus::Paused => match settle(conn, live, session, tools, &mut skip).await? {
+            RunStatus::Paused => match settle(conn, live, tools, &mut skip).await? {
                 Settled::Go(h) => handle = h,
                 Settled::Stop => {
                     return Ok(if live.is_cancelled() {
@@ -193,6 +199,9 @@ struct Shown {
     hidden: HashSet<String>,
     /// Calls shown and not yet given a final status, in the order they were shown.
     open: Vec<String>,
+    /// Calls announced with a `tool_call` (a run followed through the store announces a
+    /// call only when it is complete: its `tool_call` is sent then).
+    announced: HashSet<String>,
 }
 
 impl Shown {
@@ -208,12 +217,7 @@ impl Shown {
 }
 
 /// Streams one run's events as updates; returns its output.
-async fn stream(
-    conn: &Conn,
-    live: &Live,
-    session: &Session,
-    mut handle: RunHandle,
-) -> reins_agent::Result<RunOutput> {
+async fn stream(conn: &Conn, live: &Live, mut handle: RunHandle) -> reins_agent::Result<RunOutput> {
     *live.running() = Some(handle.interrupter());
     if live.is_cancelled() {
         handle.interrupt();
@@ -225,7 +229,7 @@ async fn stream(
     let out = handle.wait().await;
     *live.running() = None;
     if let Ok(out) = &out {
-        close_unexecuted(conn, live, session, out, &shown.open).await;
+        close_unexecuted(conn, live, out, &shown.open).await;
     }
     out
 }
@@ -235,13 +239,7 @@ async fn stream(
 /// rejected, nor for one an interrupt cut off before it started, so without this the
 /// editor would show them `pending` for good. Calls the run waits on stay `pending`:
 /// the permission request or the inbox settles them.
-async fn close_unexecuted(
-    conn: &Conn,
-    live: &Live,
-    session: &Session,
-    out: &RunOutput,
-    open: &[String],
-) {
+async fn close_unexecuted(conn: &Conn, live: &Live, out: &RunOutput, open: &[String]) {
     let open: Vec<&str> = open
         .iter()
         .filter(|id| !out.requirements.iter().any(|r| &r.id == *id))
@@ -249,24 +247,18 @@ async fn close_unexecuted(
         .collect();
     // The run has ended: a call that is in no stored message was cut off mid-stream
     // (its message dropped by the turn's sanitizing), and failed.
-    close_from_transcript(conn, live, session, &open, true).await;
+    close_from_transcript(conn, live, &open, true).await;
 }
 
 /// Sends the final state of calls `ids` as the stored transcript has it (their
 /// results, read once the run that answered them has ended). A call with no stored
 /// result ends `failed` when `missing_failed`, and is left as it is otherwise.
-async fn close_from_transcript(
-    conn: &Conn,
-    live: &Live,
-    session: &Session,
-    ids: &[&str],
-    missing_failed: bool,
-) {
+async fn close_from_transcript(conn: &Conn, live: &Live, ids: &[&str], missing_failed: bool) {
     if ids.is_empty() {
         return;
     }
-    let messages = match session.messages().await {
-        Ok(m) => m,
+    let messages = match conn.port().read(&live.id, true).await {
+        Ok(r) => r.messages,
         Err(e) => {
             tracing::warn!(session = %live.id, error = %e, "could not read the transcript to close the calls that did not run here");
             return;
@@ -303,6 +295,7 @@ fn publish(conn: &Conn, live: &Live, ev: RunEvent, shown: &mut Shown) {
                 return;
             }
             shown.opened(&id);
+            shown.announced.insert(id.clone());
             conn.update(
                 live,
                 json!({
@@ -321,7 +314,13 @@ fn publish(conn: &Conn, live: &Live, ev: RunEvent, shown: &mut Shown) {
             }
             shown.opened(&tool_use.id);
             let mut u = describe.call(&tool_use, &live.cwd, "pending");
-            u["sessionUpdate"] = json!("tool_call_update");
+            // A call no `tool_call` announced yet (its run is followed through the
+            // store, where it appears complete) is announced whole.
+            u["sessionUpdate"] = if shown.announced.insert(tool_use.id.clone()) {
+                json!("tool_call")
+            } else {
+                json!("tool_call_update")
+            };
             conn.update(live, u);
         }
         RunEvent::ToolExecutionStarted { id, .. } if !shown.hidden.contains(&id) => {
@@ -368,11 +367,10 @@ enum Settled {
 async fn settle(
     conn: &Arc<Conn>,
     live: &Arc<Live>,
-    session: &Session,
     tools: &[ToolSpec],
     skip: &mut HashSet<String>,
 ) -> Result<Settled, RpcError> {
-    let view = session.view().await.map_err(agent_error)?;
+    let view = conn.port().view(&live.id).await.map_err(agent_error)?;
     let by = conn.acp.inner.principal.clone();
     let mut decisions = Vec::new();
     // "Always" answers: standing grants and deny rules, stored once the answer is
@@ -491,13 +489,15 @@ async fn settle(
         })
         .collect();
     let answered: Vec<String> = decisions.iter().map(|d| d.id().to_owned()).collect();
-    let handle = match accepted(session, decisions, &view.token, tools).await {
+    let mut decide = Decide::new(conn.actor(), decisions).at(view.token.clone());
+    decide.client_tools = tools.to_vec();
+    let handle = match accepted(conn, live, decide).await {
         Ok(h) => h,
         Err(refused) => {
             // The consent checks refused the answer (decided elsewhere meanwhile,
             // expired, ...): nothing changed; say so, show the calls that were
             // settled elsewhere as they ended there, and end the turn.
-            let settled: Vec<&str> = match session.view().await {
+            let settled: Vec<&str> = match conn.port().view(&live.id).await {
                 Ok(now) => answered
                     .iter()
                     .filter(|id| !now.requirements.iter().any(|r| &r.id == *id))
@@ -505,14 +505,15 @@ async fn settle(
                     .collect(),
                 Err(_) => Vec::new(),
             };
-            close_from_transcript(conn, live, session, &settled, false).await;
-            conn.update(
-                live,
-                update::chunk(
-                    "agent_message_chunk",
-                    &format!("\n\nYour answer was not applied: {refused}. Nothing changed."),
-                ),
+            close_from_transcript(conn, live, &settled, false).await;
+            // The refusal in words, and as data (`_meta`): its code, and for a late
+            // answer the decision that took effect.
+            let mut said = update::chunk(
+                "agent_message_chunk",
+                &format!("\n\nYour answer was not applied: {refused}. Nothing changed."),
             );
+            said["_meta"] = json!({ REFUSED_META: refusal(&refused) });
+            conn.update(live, said);
             return Ok(Settled::Stop);
         }
     };
@@ -530,7 +531,7 @@ async fn settle(
             note: Some(note.to_owned()),
             ..NewGrant::tool(tool.clone())
         };
-        if let Err(e) = conn.acp.inner.agent.create_grant(new, Some(&by)).await {
+        if let Err(e) = conn.port().create_grant(new, &conn.actor()).await {
             tracing::warn!(tool = %tool, error = %e, "could not store the standing rule for an \"always\" answer");
             conn.update(
                 live,
@@ -553,20 +554,10 @@ fn approve(r: &Requirement, by: &str) -> Decision {
     Decision::approve(&r.id).by(by).shown(r.fingerprint())
 }
 
-/// Resolves on `view`; the run's handle once the decisions are accepted, or the
-/// refusal (nothing changed).
-async fn accepted(
-    session: &Session,
-    decisions: Vec<Decision>,
-    view: &reins_agent::ViewToken,
-    tools: &[ToolSpec],
-) -> Result<RunHandle, AgentError> {
-    let mut handle = session
-        .resolve(decisions)
-        .at(view)
-        .client_tools(tools.to_vec())
-        .start()
-        .await?;
+/// Hands the decisions to the one decision path; the run's handle once they are
+/// accepted, or the refusal (nothing changed).
+async fn accepted(conn: &Conn, live: &Live, decide: Decide) -> Result<RunHandle, AgentError> {
+    let mut handle = conn.port().decide(&live.id, decide).await?;
     // Decisions are checked and stored before the run announces its start; a refused
     // one ends the run before that, with the refusal as its error.
     match handle.next_event().await {

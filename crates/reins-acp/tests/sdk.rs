@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use reins_acp::AcpAgent;
 use reins_agent::approval::{GrantEffect, GrantFilter};
+use reins_agent::port::Decide;
 use reins_agent::{Actor, Decision, RunStatus};
 use reins_message::Msg;
 use serde_json::Value;
@@ -61,7 +62,7 @@ async fn drive(acp: AcpAgent, script: &str, args: &[&str], dir: &std::path::Path
     let to_client = child.stdin.take().unwrap();
     let from_client = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
-    let agent = acp.agent().clone();
+    let sessions = acp.sessions().clone();
     let decided = dir.join("decided");
     let inbox = tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -71,14 +72,13 @@ async fn drive(acp: AcpAgent, script: &str, args: &[&str], dir: &std::path::Path
                 continue;
             };
             let (session, id) = rest.split_once(' ').unwrap();
-            let s = agent
-                .session(session)
-                .await
-                .unwrap()
-                .as_actor(Actor::new("inbox-user"));
-            let decision = Decision::reject(id, "not this one").by("inbox-user");
-            s.resolve(vec![decision])
-                .start()
+            // Another door's person decides first, through the same port.
+            let decide = Decide::new(
+                Actor::new("inbox-user"),
+                vec![Decision::reject(id, "not this one")],
+            );
+            sessions
+                .decide(session, decide)
                 .await
                 .unwrap()
                 .wait()

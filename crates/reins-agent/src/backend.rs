@@ -102,6 +102,16 @@ pub trait SessionBackend: Send + Sync {
     /// in the backend (read [`SessionBackend::view`] to follow it).
     async fn submit(&self, session: &str, submission: Submission) -> Result<()>;
 
+    /// [`SessionBackend::submit`], saying the stored version the input was validated
+    /// against when the backend knows it: the run it starts moves the session past it.
+    /// A backend that answers a retried request (the same idempotency key) with the
+    /// first answer gives the first input's version, so that whoever follows the run
+    /// follows the one that input started, not one that never comes. The default
+    /// submits and knows none.
+    async fn submit_validated(&self, session: &str, submission: Submission) -> Result<Option<u64>> {
+        self.submit(session, submission).await.map(|()| None)
+    }
+
     /// Hands the session an input, like [`SessionBackend::submit`], and says how the
     /// run it starts reaches the front end ([`Started`]). A refused input is an
     /// error here, before any run starts (the local driver may also refuse it as the
@@ -257,6 +267,10 @@ impl<T: SessionBackend + ?Sized> SessionBackend for std::sync::Arc<T> {
 
     async fn submit(&self, session: &str, submission: Submission) -> Result<()> {
         (**self).submit(session, submission).await
+    }
+
+    async fn submit_validated(&self, session: &str, submission: Submission) -> Result<Option<u64>> {
+        (**self).submit_validated(session, submission).await
     }
 
     async fn start(&self, session: &str, submission: Submission) -> Result<Started> {

@@ -420,6 +420,29 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// The limits of this budget above `cap`, worded for a person ("tokens: 500 (the
+    /// agent's default is 100)"); empty when none is.
+    pub fn above(&self, cap: &Budget) -> Vec<String> {
+        self.exceeds(cap)
+            .into_iter()
+            .map(|name| {
+                let show = |b: &Budget| match name {
+                    "tokens" => b.tokens.map(|v| v.to_string()),
+                    "cost" => b.cost.map(|v| v.to_string()),
+                    "tool_calls" => b.tool_calls.map(|v| v.to_string()),
+                    _ => b.wall_secs.map(|v| v.to_string()),
+                };
+                format!(
+                    "{name}: {} (the agent's default is {})",
+                    show(self).unwrap_or_else(|| "no limit".to_owned()),
+                    show(cap).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+}
+
 /// The final message of a run a person ended at its budget.
 pub(crate) fn ended_message(ask: &BudgetAsk, note: Option<&str>) -> String {
     let reached: Vec<String> = ask

@@ -124,11 +124,7 @@ impl SessionBackend for Elsewhere {
                 if LiveEvent::is_live(&ev) {
                     port.relay(
                         &session,
-                        vec![LiveEvent {
-                            event: ev,
-                            run_id: None,
-                            attempt: Some("a1".to_owned()),
-                        }],
+                        vec![LiveEvent::relayed(ev, None, Some("a1".to_owned()))],
                     )
                     .unwrap();
                 }

@@ -1,4 +1,5 @@
-//! The SafeAgent demo agent as an MCP server: `cargo xtask serve --mcp stdio|http`.
+//! The SafeAgent demo agent as an MCP server: `cargo xtask serve --mcp stdio|http`
+//! (with `--restate`, its sessions run on Restate).
 //!
 //! The same agent, store and sandbox as `serve` (see [`crate::serve()`]), exposed as one
 //! MCP tool (`SafeAgent`: `message`, optional `session`) with reins-mcp-server:
@@ -17,7 +18,9 @@
 //! (loopback listener, `Host` and `Origin` checked against DNS rebinding). Calls run
 //! as the principal `local` (sessions `mcp/local/<uuid>`).
 
-use reins::agent::Agent;
+use std::sync::Arc;
+
+use reins::agent::port::Sessions;
 use reins::mcp_server::{HttpService, McpAgentServer};
 
 /// How the agent is served over MCP.
@@ -42,8 +45,9 @@ impl McpMode {
     }
 }
 
-/// The MCP server for the demo agent; paused calls name `inbox` as the place to decide.
-pub fn server(agent: Agent, inbox: &str) -> Result<McpAgentServer, String> {
+/// The MCP server over the demo agent's sessions (the agent itself, or `Relayed` over
+/// a Restate deployment); paused calls name `inbox` as the place to decide.
+pub fn server(sessions: Arc<dyn Sessions>, inbox: &str) -> Result<McpAgentServer, String> {
     // A fresh signing key per process: a `requestState` issued before a restart is
     // refused (the client calls again with the session and sees what is pending).
     let key = format!(
@@ -51,7 +55,7 @@ pub fn server(agent: Agent, inbox: &str) -> Result<McpAgentServer, String> {
         reins_server::generate_token(),
         reins_server::generate_token()
     );
-    McpAgentServer::builder(agent)
+    McpAgentServer::builder(sessions)
         .signing_key(key.into_bytes())
         .inbox_url(inbox)
         .build()

@@ -11,7 +11,9 @@
 //! on stdin/stdout (reins-acp), the inbox beside it.
 //!
 //! With `--restate` the same agent runs on Restate ([`restate`](self::restate)):
-//! the same API, inbox and AG-UI, with reins-server fronting a local restate-server.
+//! the same API, inbox and AG-UI, with reins-server fronting a local restate-server;
+//! `--mcp` and `--acp` combine with it (the MCP and ACP doors hold the session port,
+//! `Relayed` over the deployment, as reins-server fronts it).
 //!
 //! ```text
 //! cargo xtask serve                                  # http://127.0.0.1:8080
@@ -21,6 +23,7 @@
 //! cargo xtask serve --mcp stdio                      # MCP on stdin/stdout, inbox on a free port
 //! cargo xtask serve --acp                            # ACP (editors) on stdin/stdout, inbox on a free port
 //! cargo xtask serve --restate                        # the same, on Restate
+//! cargo xtask serve --restate --acp                  # ACP on stdin/stdout, the sessions on Restate
 //! cargo xtask serve --otlp http://127.0.0.1:4318     # + spans over OTLP (docs/observability.md)
 //! ```
 
@@ -32,6 +35,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reins::agent::port::Sessions;
 use reins::prelude::*;
 use reins_server::otel::{Otlp, OtlpProtocol};
 use reins_server::{AccessRole, Auth, Principal, Server};
@@ -64,8 +68,8 @@ const USAGE: &str =
                       run on --port, and everything this program prints goes to stderr
   --inbox-url URL     where a paused MCP call tells the client to decide (default: this
                       server's own inbox)
-  --restate           run the sessions on Restate: the same agent, API, inbox and AG-UI, with
-                      reins-server fronting a local restate-server that this command starts
+  --restate           run the sessions on Restate: the same agent, API, inbox, AG-UI, MCP and
+                      ACP, with reins-server fronting a local restate-server that this command starts
                       (installed by `npm ci --ignore-scripts --prefix crates/reins-restate/tests/restate`;
                       its data in DIR/restate, the sessions in DIR/restate.db); after a crash or
                       kill -9 of any of its processes, run the same command again
@@ -159,10 +163,6 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
     }
     if o.restate_ports.is_some() && !o.restate {
         return Err("--restate-ports needs --restate".to_owned());
-    }
-    if o.restate && (o.mcp.is_some() || o.acp || o.inbox_url.is_some()) {
-        // The MCP and ACP doors run the agent in this process, on the local driver.
-        return Err("--restate does not combine with --mcp, --acp or --inbox-url".to_owned());
     }
     if o.acp && o.mcp == Some(McpMode::Stdio) {
         return Err("--acp and --mcp stdio both need stdin/stdout; pick one".to_owned());
@@ -312,42 +312,6 @@ async fn run(opts: Options) -> Result<(), String> {
             [AccessRole::User, AccessRole::Approver, AccessRole::Admin],
         ),
     );
-    if opts.restate {
-        let addr = SocketAddr::from(([127, 0, 0, 1], opts.port.unwrap_or(8080)));
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| format!("no local address: {e}"))?;
-        let banner = |how: &str| {
-            say!("reins-server: {AGENT} on http://{addr}{how}");
-            say!("store:   {store_label}");
-            say!("model:   {}", choice.label);
-            say!("sandbox: {}", sandbox.root().display());
-            say!("inbox:   http://{addr}/#token={token}");
-            say!("token: {token}");
-            say!(
-                "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
-            );
-        };
-        return restate::serve(restate::Setup {
-            agent,
-            auth,
-            listener,
-            data_dir: opts.data_dir,
-            first_port: opts.restate_ports.unwrap_or(restate::DEFAULT_PORTS),
-            banner: &banner,
-        })
-        .await;
-    }
-    // Notices (a call waiting, decided, a run completed) print on stderr, so the flow
-    // shows without Slack or SMTP.
-    let mut app = Server::new(agent.clone())
-        .auth(auth)
-        .channel(reins_server::notify::TerminalChannel::new())
-        .router();
-
     let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
     let port = opts.port.unwrap_or(if on_stdio { 0 } else { 8080 });
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -357,26 +321,50 @@ async fn run(opts: Options) -> Result<(), String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("no local address: {e}"))?;
+    let out = Banner {
+        to_stderr: on_stdio,
+    };
+    // reins-server, and the session port the MCP and ACP doors hold: the agent itself
+    // (the local driver), or `Relayed` over the Restate deployment.
+    let (mut app, sessions, deployment): (_, Arc<dyn Sessions>, _) = if opts.restate {
+        let d = restate::start(restate::Setup {
+            agent,
+            auth,
+            server_addr: addr,
+            data_dir: opts.data_dir.clone(),
+            first_port: opts.restate_ports.unwrap_or(restate::DEFAULT_PORTS),
+        })
+        .await?;
+        (d.app.clone(), d.sessions.clone(), Some(d))
+    } else {
+        // Notices (a call waiting, decided, a run completed) print on stderr, so the
+        // flow shows without Slack or SMTP.
+        let app = Server::new(agent.clone())
+            .auth(auth)
+            .channel(reins_server::notify::TerminalChannel::new())
+            .router();
+        (app, Arc::new(agent), None)
+    };
     let inbox = opts
         .inbox_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}/"));
     let acp = opts.acp.then(|| {
-        reins::acp::AcpAgent::builder(agent.clone())
+        reins::acp::AcpAgent::builder(sessions.clone())
             .principal("local")
             .build()
     });
     let mcp = match opts.mcp {
-        Some(mode) => Some((mode, crate::mcp::server(agent, &inbox)?)),
+        Some(mode) => Some((mode, crate::mcp::server(sessions, &inbox)?)),
         None => None,
     };
     if let Some((McpMode::Http, server)) = &mcp {
         app = app.route_service("/mcp", crate::mcp::http_service(server));
     }
-    let out = Banner {
-        to_stderr: on_stdio,
-    };
-    out.line(format_args!("reins-server: {AGENT} on http://{addr}"));
+    let on_restate = if opts.restate { ", on Restate" } else { "" };
+    out.line(format_args!(
+        "reins-server: {AGENT} on http://{addr}{on_restate}"
+    ));
     out.line(format_args!("store:   {store_label}"));
     out.line(format_args!("model:   {}", choice.label));
     out.line(format_args!("sandbox: {}", sandbox.root().display()));
@@ -400,11 +388,18 @@ async fn run(opts: Options) -> Result<(), String> {
             "paused MCP calls are decided at {inbox} (clients without elicitation are told so)"
         ));
     }
+    if let Some(d) = &deployment {
+        out.line(d.describe());
+    }
     if !on_stdio {
         out.line(format_args!(
             "try:     curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n           -d '{{\"message\":\"delete temp.txt\"}}' http://{addr}/v1/sessions/dev%2Fchat-1/runs"
         ));
-        out.line("(Ctrl-C stops the server)");
+        out.line(if deployment.is_some() {
+            "(Ctrl-C stops both; after a crash or kill -9, run the same command again)"
+        } else {
+            "(Ctrl-C stops the server)"
+        });
     }
     let http = reins_server::serve_with_shutdown(
         listener,
@@ -414,23 +409,29 @@ async fn run(opts: Options) -> Result<(), String> {
             let _ = tokio::signal::ctrl_c().await;
         },
     );
-    if let Some(acp) = acp {
-        // The editor ends the conversation by closing stdin; the inbox stops with it.
-        let inbox = tokio::spawn(http);
-        let served = acp.serve_stdio().await;
-        inbox.abort();
-        return served.map_err(|e| format!("ACP over stdio failed: {e}"));
-    }
-    match mcp {
-        // The host ends the conversation by closing stdin; the inbox stops with it.
-        Some((McpMode::Stdio, server)) => {
+    let served = async move {
+        if let Some(acp) = acp {
+            // The editor ends the conversation by closing stdin; the inbox stops with it.
             let inbox = tokio::spawn(http);
-            let served = server.serve_stdio().await;
+            let served = acp.serve_stdio().await;
             inbox.abort();
-            served.map_err(|e| format!("MCP over stdio failed: {e}"))
+            return served.map_err(|e| format!("ACP over stdio failed: {e}"));
         }
-        // reins-server's accept loop: a header read timeout against slow clients.
-        _ => http.await.map_err(|e| format!("the server failed: {e}")),
+        match mcp {
+            // The host ends the conversation by closing stdin; the inbox stops with it.
+            Some((McpMode::Stdio, server)) => {
+                let inbox = tokio::spawn(http);
+                let served = server.serve_stdio().await;
+                inbox.abort();
+                served.map_err(|e| format!("MCP over stdio failed: {e}"))
+            }
+            // reins-server's accept loop: a header read timeout against slow clients.
+            _ => http.await.map_err(|e| format!("the server failed: {e}")),
+        }
+    };
+    match deployment {
+        Some(d) => d.serve_until(served).await,
+        None => served.await,
     }
 }
 
@@ -459,8 +460,13 @@ mod tests {
         assert_eq!(o.restate_ports, Some(9100));
         assert!(args(&["--restate-ports", "9100"]).is_err());
         assert!(args(&["--restate", "--restate-ports", "x"]).is_err());
-        assert!(args(&["--restate", "--mcp", "http"]).is_err());
-        assert!(args(&["--restate", "--acp"]).is_err());
+        assert!(
+            args(&["--restate", "--mcp", "http"])
+                .unwrap()
+                .unwrap()
+                .restate
+        );
+        assert!(args(&["--restate", "--acp"]).unwrap().unwrap().acp);
         assert!(args(&["--acp", "--mcp", "stdio"]).is_err());
         assert!(args(&["--acp", "--mcp", "http"]).unwrap().unwrap().acp);
     }

@@ -8,6 +8,10 @@
 //! left running and the rerun must stop it — and the same command, run again, comes
 //! back on the same ports with the paused session still there, approved at the end
 //! (the tool runs once).
+//!
+//! And `serve --restate --mcp http` and `serve --restate --acp`: the MCP and ACP doors
+//! over the same deployment (they hold `Relayed` over it), driven by the real SDK
+//! clients as in tests/serve_mcp.rs and tests/serve_acp.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -290,6 +294,7 @@ async fn serve_restate_comes_back_after_kill_9_of_each_process() {
     if !restate_installed() || !Path::new("/proc/self").exists() {
         return;
     }
+    let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path();
@@ -391,4 +396,233 @@ async fn serve_restate_comes_back_after_kill_9_of_each_process() {
         startup.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// One restate-server at a time in this binary.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Whether node and the SDK clients under `dir` (a door crate's tests/client) are
+/// installed; under CI their absence fails.
+fn clients_installed(dir: &Path, package: &str, test: &str) -> bool {
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if node && dir.join("node_modules").join(package).is_dir() {
+        return true;
+    }
+    let why = format!(
+        "{test}: needs node and `npm ci --prefix {}` (node found: {node})",
+        dir.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("SKIPPED {why}");
+    false
+}
+
+fn client_dir(door: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(door)
+        .join("tests/client")
+}
+
+/// Runs `node script args` (a door's demo client), its output kept in `log`; the JSON
+/// it prints last. It has 120 s.
+async fn run_demo_client(script: &Path, args: &[&str], log: &Path) -> Value {
+    let child = Command::new("node")
+        .arg(script)
+        .args(args)
+        .env_remove("DASHSCOPE_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("the demo client took longer than 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    append(log, &stderr);
+    assert!(
+        out.status.success(),
+        "{} failed:\n{stdout}\n{stderr}",
+        script.display()
+    );
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON:\n{stdout}\n{stderr}"));
+    serde_json::from_str(last).unwrap()
+}
+
+/// Stops a restate-server a killed `serve` may have left (its pid file under `data`).
+fn stop_restate_left(data: &Path) {
+    if let Ok(pid) = std::fs::read_to_string(data.join("restate/restate-server.pid"))
+        && let Ok(pid) = pid.trim().parse::<u32>()
+        && running(pid)
+    {
+        kill9(pid);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_restate_with_mcp_http() {
+    let clients = client_dir("reins-mcp-server");
+    if !restate_installed()
+        || !clients_installed(
+            &clients,
+            "@modelcontextprotocol",
+            "serve_restate_with_mcp_http",
+        )
+    {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("serve-output.log");
+    let (port, restate) = pick_ports();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args(["--restate", "--restate-ports", &restate.to_string()])
+        .args(["--mcp", "http", "--port", &port.to_string(), "--data-dir"])
+        .arg(&data)
+        .env_remove("DASHSCOPE_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut url, mut token) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while let Some(line) = tokio::time::timeout_at(deadline.into(), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("serve did not start: {}", output_of(dir.path())))
+        .unwrap()
+    {
+        if let Some(t) = line.strip_prefix("token: ") {
+            token = Some(t.trim().to_owned());
+        }
+        if let Some(rest) = line.strip_prefix("mcp:") {
+            url = rest.split_whitespace().next().map(str::to_owned);
+        }
+        if line.starts_with("(Ctrl-C stops both") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (url, token) = (url.expect("an mcp line"), token.expect("a token line"));
+    let out = run_demo_client(&clients.join("demo.mjs"), &["http", &url, &token], &log).await;
+    let sandbox = data.join("sandboxes/restate");
+
+    // A host that cannot be asked: the paused result names the inbox; the decision
+    // made there (reins-server over the deployment) ran the call once; the
+    // conversation goes on over MCP.
+    assert_eq!(out["paused"]["structured"]["status"], "paused", "{out}");
+    assert!(
+        out["paused"]["structured"]["decide_at"]
+            .as_str()
+            .unwrap()
+            .contains("?session=mcp%2Flocal%2F"),
+        "{out}"
+    );
+    assert_eq!(out["pendingInInbox"], json!(["delete_file"]), "{out}");
+    assert_eq!(out["decided"]["status"], 200, "{out}");
+    assert_eq!(out["decided"]["runStatus"], "completed", "{out}");
+    assert!(
+        !sandbox.join("temp.txt").exists(),
+        "temp.txt was not deleted"
+    );
+    assert_eq!(out["next"]["isError"], false, "{out}");
+    assert!(
+        out["next"]["text"].as_str().unwrap().contains("temp.txt"),
+        "{out}"
+    );
+    // A host that answers in its form.
+    assert_eq!(out["elicited"]["isError"], false, "{out}");
+    assert!(
+        !sandbox.join("notes.md").exists(),
+        "notes.md was not deleted"
+    );
+
+    child.kill().await.unwrap();
+    stop_restate_left(&data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_restate_with_acp() {
+    let clients = client_dir("reins-acp");
+    if !restate_installed()
+        || !clients_installed(&clients, "@agentclientprotocol", "serve_restate_with_acp")
+    {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("serve-output.log");
+    let (_, restate) = pick_ports();
+    let restate = restate.to_string();
+    let out = run_demo_client(
+        &clients.join("demo.mjs"),
+        &[
+            env!("CARGO_BIN_EXE_serve"),
+            "--restate",
+            "--restate-ports",
+            &restate,
+            "--acp",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        &log,
+    )
+    .await;
+    let sandbox = data.join("sandboxes/restate");
+    // The editor allowed the first call (ran on Restate), cancelled the second (it
+    // waits in the inbox of the reins-server beside it).
+    assert_eq!(out["invalid"], json!([]), "{out}");
+    assert_eq!(out["init"]["agentInfo"]["name"], "SafeAgent", "{out}");
+    assert_eq!(out["allowed"]["stopReason"], "end_turn", "{out}");
+    assert!(
+        out["allowed"]["said"]
+            .as_str()
+            .unwrap()
+            .contains("temp.txt"),
+        "{out}"
+    );
+    assert!(
+        !sandbox.join("temp.txt").exists(),
+        "temp.txt was not deleted"
+    );
+    assert_eq!(out["asked"].as_array().unwrap().len(), 2, "{out}");
+    assert_eq!(out["cancelled"]["stopReason"], "end_turn", "{out}");
+    assert!(sandbox.join("notes.md").exists(), "notes.md was deleted");
+    assert_eq!(out["pendingInInbox"], json!(["delete_file"]), "{out}");
+    // The editor closed stdin: serve stopped its restate-server (the pid its banner,
+    // on stderr, named).
+    let banner = std::fs::read_to_string(&log).unwrap();
+    let pid: u32 = banner
+        .split("restate-server pid ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no restate-server pid in the banner: {banner}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "restate-server outlived serve --acp"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

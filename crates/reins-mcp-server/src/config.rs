@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reins_agent::{Agent, Interrupter};
+use reins_agent::Interrupter;
+use reins_agent::port::Sessions;
 
 use crate::error::{Error, Result};
 use crate::state::Sealer;
@@ -14,15 +15,17 @@ use crate::state::Sealer;
 #[cfg(feature = "http")]
 pub type Authenticate = Arc<dyn Fn(&http::request::Parts) -> Option<String> + Send + Sync>;
 
-/// A reins [`Agent`] as an MCP server: one tool that runs the agent. Cheap to clone;
-/// every clone serves the same agent (see the [crate docs](crate)).
+/// A reins agent as an MCP server: one tool that runs the agent, through the session
+/// port ([`Sessions`]) whichever driver runs the sessions. Cheap to clone; every clone
+/// serves the same sessions (see the [crate docs](crate)).
 #[derive(Clone)]
 pub struct McpAgentServer {
     pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
-    pub(crate) agent: Agent,
+    /// The session port: every read, run, decision and interrupt goes through it.
+    pub(crate) sessions: Arc<dyn Sessions>,
     pub(crate) tool_name: String,
     pub(crate) description: String,
     pub(crate) destructive: bool,
@@ -39,7 +42,9 @@ pub(crate) struct Inner {
     pub(crate) allowed_origins: Vec<String>,
     /// Where a paused call tells a client that cannot answer to decide.
     pub(crate) inbox_url: Option<String>,
-    /// Runs executing in this process, by session id.
+    /// The runs this server started and follows (their handles' interrupters), by
+    /// session id: wherever the driver executes them, they are "running here" until
+    /// their handle ends.
     pub(crate) running: Mutex<HashMap<String, Interrupter>>,
 }
 
@@ -50,10 +55,12 @@ impl Inner {
 }
 
 impl McpAgentServer {
-    /// Starts configuring a server for `agent`.
-    pub fn builder(agent: Agent) -> McpAgentServerBuilder {
+    /// Starts configuring a server over `sessions`: an `Arc<dyn Sessions>` (the
+    /// session port of any driver: `reins_agent::port::Relayed` over a Restate
+    /// deployment, say), or an `Agent` itself, which is the local driver.
+    pub fn builder(sessions: impl Sessions + 'static) -> McpAgentServerBuilder {
         McpAgentServerBuilder {
-            agent,
+            sessions: Arc::new(sessions),
             tool_name: None,
             description: None,
             destructive: None,
@@ -72,9 +79,9 @@ impl McpAgentServer {
         }
     }
 
-    /// The agent served.
-    pub fn agent(&self) -> &Agent {
-        &self.inner.agent
+    /// The session port the server runs the agent through.
+    pub fn sessions(&self) -> &Arc<dyn Sessions> {
+        &self.inner.sessions
     }
 
     /// The exposed tool's name.
@@ -96,7 +103,7 @@ impl McpAgentServer {
 /// Configures an [`McpAgentServer`]; [`build`](Self::build) checks it.
 #[must_use]
 pub struct McpAgentServerBuilder {
-    agent: Agent,
+    sessions: Arc<dyn Sessions>,
     tool_name: Option<String>,
     description: Option<String>,
     destructive: Option<bool>,
@@ -225,10 +232,11 @@ impl McpAgentServerBuilder {
             )
         })?;
         let sealer = Sealer::new(key, self.state_ttl).map_err(|e| Error::Config(e.to_string()))?;
-        let agent = self.agent;
+        let sessions = self.sessions;
+        let card = sessions.card();
         let tool_name = match self.tool_name {
             Some(n) => n,
-            None => tool_name_for(agent.name()),
+            None => tool_name_for(&card.name),
         };
         if tool_name.is_empty()
             || tool_name.len() > 128
@@ -253,9 +261,8 @@ impl McpAgentServerBuilder {
                 self.principal
             )));
         }
-        let toolkit = agent.toolkit();
-        let names = toolkit.names();
-        let all_idempotent = names.iter().all(|n| toolkit.is_idempotent(n));
+        let names = card.tool_names();
+        let all_idempotent = card.all_idempotent();
         let description = self.description.unwrap_or_else(|| {
             let tools = if names.is_empty() {
                 "no tools".to_owned()
@@ -266,7 +273,7 @@ impl McpAgentServerBuilder {
                 "Ask the `{}` agent (reins): send a message, get its answer. It can use {tools}. \
                  Calls that need a person's approval or input come back as questions; \
                  pass `session` from a previous result to continue that conversation.",
-                agent.name()
+                card.name
             )
         });
         Ok(McpAgentServer {
@@ -286,7 +293,7 @@ impl McpAgentServerBuilder {
                 allowed_origins: self.allowed_origins,
                 inbox_url: self.inbox_url,
                 running: Mutex::new(HashMap::new()),
-                agent,
+                sessions,
             }),
         })
     }

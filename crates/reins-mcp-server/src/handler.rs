@@ -5,9 +5,11 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use reins_agent::port::Decide;
 use reins_agent::run::Phase;
 use reins_agent::{
-    Actor, AgentError, Decision, Requirement, RunHandle, RunOutput, RunStatus, Session,
+    Actor, AgentError, Decision, Requirement, RequirementKind, RunHandle, RunInput, RunOutput,
+    RunStatus, Submission, ViewToken,
 };
 use reins_message::Msg;
 use rmcp::ErrorData as McpError;
@@ -24,7 +26,7 @@ use serde_json::{Map, Value, json};
 use crate::config::McpAgentServer;
 use crate::question;
 use crate::result::{invalid_arguments, result_of};
-use crate::state::Paused;
+use crate::state::{Asked, Paused};
 use crate::task;
 
 /// The structured content key with the session (the task id, and the `session`
@@ -37,6 +39,13 @@ pub(crate) struct Caller {
     modern: bool,
     elicitation: bool,
     tasks: bool,
+}
+
+impl Caller {
+    /// Who acts: recorded with every input and decision made through this door.
+    pub(crate) fn actor(&self) -> Actor {
+        Actor::new(self.principal.clone())
+    }
 }
 
 impl McpAgentServer {
@@ -81,22 +90,13 @@ impl McpAgentServer {
         id.starts_with(&Self::prefix(&caller.principal)) && id.len() <= 300
     }
 
-    /// Opens a session the caller owns, or refuses (an unknown id and a foreign one
+    /// Refuses a session the caller does not own (an unknown id and a foreign one
     /// look the same, so ids are not probed).
-    pub(crate) async fn owned_session(
-        &self,
-        id: &str,
-        caller: &Caller,
-        what: &str,
-    ) -> Result<Session, McpError> {
-        if !self.owns(id, caller) {
-            return Err(McpError::invalid_params(
-                format!("unknown {what} `{}`", clip(id)),
-                None,
-            ));
+    pub(crate) fn owned(&self, id: &str, caller: &Caller, what: &str) -> Result<(), McpError> {
+        if self.owns(id, caller) {
+            return Ok(());
         }
-        let session = self.inner.agent.session(id).await.map_err(agent_error)?;
-        Ok(session.as_actor(Actor::new(caller.principal.clone())))
+        Err(unknown(what, id))
     }
 
     /// The exposed tool's input schema.
@@ -186,28 +186,28 @@ impl McpAgentServer {
                 ))));
             }
         };
-        let session = traced(
-            self.owned_session(&id, &caller, "session").await?,
-            &params,
-            &ctx,
-        );
-        let handle = session
-            .send(Msg::user(message))
-            .start()
+        let mut submission = Submission::new(RunInput::Message(Msg::user(message)));
+        submission.actor = Some(caller.actor());
+        submission.trace_parent = trace_parent(&params, &ctx);
+        let handle = self
+            .inner
+            .sessions
+            .start(&id, submission)
             .await
             .map_err(agent_error)?;
         if caller.modern && caller.tasks && self.inner.tasks {
-            let id = session.id().to_owned();
             self.track(handle);
             let task = task::working(self, &id);
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         let out = self.finish(handle, &ctx).await.map_err(agent_error)?;
-        self.answer(session, out, &args, &caller, ctx).await
+        self.answer(&id, out, &args, &caller, ctx).await
     }
 
     /// A retry with `requestState` (MRTR): opens the state, turns the answers into
-    /// decisions and resolves exactly the requirements shown.
+    /// decisions on exactly the requirements shown, and hands them to the one decision
+    /// path on the view they were shown in; the run refuses what is no longer pending
+    /// (`already_decided` when someone decided it, audited) and nothing runs then.
     async fn retry(
         &self,
         state: &str,
@@ -221,37 +221,48 @@ impl McpAgentServer {
             .sealer
             .open(state, &caller.principal, &self.inner.tool_name, args)
             .map_err(|why| McpError::invalid_params(why.to_string(), None))?;
-        let session = traced(
-            self.owned_session(&paused.session, caller, "session")
-                .await?,
-            params,
-            &ctx,
-        );
-        let view = session.view().await.map_err(agent_error)?;
-        if view.token != paused.view {
-            return Err(McpError::invalid_params(
-                "requestState refers to questions that were already answered or changed (a replay, or a decision made elsewhere); nothing ran. \
-                 Call the tool again with the session to see what is pending now",
-                None,
-            ));
-        }
+        self.owned(&paused.session, caller, "session")?;
+        let id = paused.session.as_str();
+        let sessions = &self.inner.sessions;
         let responses = params.input_responses.clone().unwrap_or_default();
-        let (decisions, problems) = decide(&view.requirements, &responses, &caller.principal);
+        let asked = if paused.asked.is_empty() {
+            // A state sealed before it carried what it asked: the requirements pending
+            // now, when they are the ones it names.
+            let view = sessions.view(id).await.map_err(agent_error)?;
+            if view.token == paused.view {
+                asked_of(&view.requirements)
+            } else {
+                Vec::new()
+            }
+        } else {
+            paused.asked.clone()
+        };
+        let (decisions, problems) = decide(
+            asked.iter().map(|a| (a.id.as_str(), &a.kind)),
+            &responses,
+            &caller.principal,
+        );
         if decisions.is_empty() {
-            // Nothing answered: ask again (the spec's advice for missing input).
+            // Nothing answered: ask again (the spec's advice for missing input), when
+            // the same questions are still open.
             if !problems.is_empty() {
                 tracing::debug!(problems = ?problems, "MRTR retry without usable answers");
             }
-            return self.ask(&session, &view.requirements, args, caller);
+            let view = sessions.view(id).await.map_err(agent_error)?;
+            if view.token != paused.view {
+                return Err(McpError::invalid_params(
+                    "requestState refers to questions that were already answered or changed (a replay, or a decision made elsewhere), and this retry answers none of them; nothing ran. \
+                     Call the tool again with the session to see what is pending now",
+                    None,
+                ));
+            }
+            return self.ask(id, &view.requirements, args, caller);
         }
-        let handle = session
-            .resolve(decisions)
-            .at(&view.token)
-            .start()
-            .await
-            .map_err(agent_error)?;
+        let mut decide = Decide::new(caller.actor(), decisions).at(paused.view.clone());
+        decide.trace_parent = trace_parent(params, &ctx);
+        let handle = sessions.decide(id, decide).await.map_err(agent_error)?;
         let out = self.finish(handle, &ctx).await.map_err(agent_error)?;
-        self.answer(session, out, args, caller, ctx).await
+        self.answer(id, out, args, caller, ctx).await
     }
 
     /// Waits for a run, interrupting it when the request is cancelled.
@@ -274,7 +285,7 @@ impl McpAgentServer {
     /// The MCP answer for a run's output: a result, questions, or more questions.
     async fn answer(
         &self,
-        session: Session,
+        session: &str,
         mut out: RunOutput,
         args: &Map<String, Value>,
         caller: &Caller,
@@ -290,7 +301,7 @@ impl McpAgentServer {
             }
             if caller.modern {
                 if caller.elicitation {
-                    return self.ask(&session, &out.requirements, args, caller);
+                    return self.ask(session, &out.requirements, args, caller);
                 }
                 return Ok(CallToolResponse::Complete(result_of(
                     &out,
@@ -304,10 +315,10 @@ impl McpAgentServer {
                 )));
             }
             // Before 2026-07-28: ask with elicitation/create while the call waits.
-            let view = session.current_view();
+            let view = ViewToken::of(true, &out.requirements);
             let mut answers = BTreeMap::new();
             for r in &out.requirements {
-                let request = question::input_request(self.inner.agent.name(), r);
+                let request = question::input_request(&self.inner.sessions.card().name, r);
                 let params: ElicitRequestParams = serde_json::from_value(request["params"].clone())
                     .map_err(|e| {
                         McpError::internal_error(format!("could not build the question: {e}"), None)
@@ -332,14 +343,20 @@ impl McpAgentServer {
                     }
                 }
             }
-            let (decisions, _) = decide(&out.requirements, &answers, &caller.principal);
+            let asked = asked_of(&out.requirements);
+            let (decisions, _) = decide(
+                asked.iter().map(|a| (a.id.as_str(), &a.kind)),
+                &answers,
+                &caller.principal,
+            );
             if decisions.is_empty() {
                 return Ok(CallToolResponse::Complete(result_of(
                     &out,
                     self.inner.inbox_url.as_deref(),
                 )));
             }
-            let run = match session.resolve(decisions).at(&view).start().await {
+            let decide = Decide::new(caller.actor(), decisions).at(view);
+            let run = match self.inner.sessions.decide(session, decide).await {
                 Ok(handle) => self.finish(handle, &ctx).await,
                 Err(e) => Err(e),
             };
@@ -359,15 +376,12 @@ impl McpAgentServer {
     /// An `InputRequiredResult` for these requirements, with a sealed state.
     fn ask(
         &self,
-        session: &Session,
+        session: &str,
         requirements: &[Requirement],
         args: &Map<String, Value>,
         caller: &Caller,
     ) -> Result<CallToolResponse, McpError> {
-        let paused = Paused {
-            session: session.id().to_owned(),
-            view: reins_agent::ViewToken::of(true, requirements),
-        };
+        let paused = Paused::new(session, requirements);
         let state = self
             .inner
             .sealer
@@ -376,12 +390,16 @@ impl McpAgentServer {
                 McpError::internal_error(format!("could not seal requestState: {e}"), None)
             })?;
         Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-            Some(input_requests(self.inner.agent.name(), requirements)?),
+            Some(input_requests(
+                &self.inner.sessions.card().name,
+                requirements,
+            )?),
             Some(state),
         )))
     }
 
-    /// Keeps a run's interrupter while it runs in this process.
+    /// Keeps a run's interrupter while this server follows it (its handle has not
+    /// ended), wherever the driver executes it.
     pub(crate) fn track(&self, handle: RunHandle) {
         let id = handle.session_id().to_owned();
         self.inner
@@ -396,7 +414,7 @@ impl McpAgentServer {
         });
     }
 
-    /// Whether a run of this session executes in this process now.
+    /// Whether a run of this session that this server started is still going.
     pub(crate) fn is_running_here(&self, id: &str) -> bool {
         self.inner.running().contains_key(id)
     }
@@ -422,17 +440,29 @@ pub(crate) fn input_requests(
         .collect()
 }
 
-/// Decisions for the answered requirements, and what could not be used.
-pub(crate) fn decide(
-    requirements: &[Requirement],
+/// What each of these requirements asks.
+pub(crate) fn asked_of(requirements: &[Requirement]) -> Vec<Asked> {
+    requirements
+        .iter()
+        .map(|r| Asked {
+            id: r.id.clone(),
+            kind: r.kind.clone(),
+        })
+        .collect()
+}
+
+/// Decisions for the answered requirements (`(id, kind)` of each one asked), and what
+/// could not be used.
+pub(crate) fn decide<'a>(
+    asked: impl IntoIterator<Item = (&'a str, &'a RequirementKind)>,
     responses: &BTreeMap<String, Value>,
     by: &str,
 ) -> (Vec<Decision>, Vec<String>) {
     let mut decisions = Vec::new();
     let mut problems = Vec::new();
-    for r in requirements {
-        if let Some(answer) = responses.get(&r.id) {
-            match question::decision(r, answer, by) {
+    for (id, kind) in asked {
+        if let Some(answer) = responses.get(id) {
+            match question::decision(id, kind, answer, by) {
                 Ok(d) => decisions.push(d),
                 Err(why) => problems.push(why),
             }
@@ -446,22 +476,69 @@ pub(crate) fn decide(
 /// refusal.
 const MAX_REFUSED_ANSWERS: u32 = 3;
 
+/// A reins refusal as the JSON-RPC error the client gets: `-32600` for a busy session,
+/// `-32602` for a decision or input the run refused, `-32603` otherwise. Refusals carry
+/// `data.code` (reins-server's codes: `busy`, `stale_view`, `already_decided`, ...);
+/// `already_decided` also carries `data.requirement` and `data.decided` (the decision
+/// that took effect: `{decision, by, at, via}`).
 pub(crate) fn agent_error(e: AgentError) -> McpError {
+    let data = |code: &str| Some(json!({ "code": code }));
     match &e {
         AgentError::SessionBusy { .. } => McpError::invalid_request(
             format!("{e}; wait for the run in flight (or cancel its task) and try again"),
-            None,
+            data("busy"),
         ),
-        AgentError::StaleView { .. } => McpError::invalid_params(format!("{e}; nothing ran"), None),
+        AgentError::AlreadyDecided { id, decided } => McpError::invalid_params(
+            e.to_string(),
+            Some(json!({
+                "code": "already_decided",
+                "requirement": id,
+                "decided": {
+                    "decision": decided.decision,
+                    "by": decided.by,
+                    "at": decided.at,
+                    "via": decided.via,
+                },
+            })),
+        ),
+        AgentError::StaleView { .. } => {
+            McpError::invalid_params(format!("{e}; nothing ran"), data("stale_view"))
+        }
+        AgentError::Store(reins_memory::Error::SessionNotFound { id }) => unknown("session", id),
+        AgentError::NotEligible { .. } => {
+            McpError::invalid_params(e.to_string(), data("not_eligible"))
+        }
+        AgentError::ShownArgumentsChanged { .. } => {
+            McpError::invalid_params(e.to_string(), data("fingerprint_mismatch"))
+        }
+        AgentError::AlreadyApproved { .. } => {
+            McpError::invalid_params(e.to_string(), data("already_approved"))
+        }
+        AgentError::RequirementExpired { .. } => {
+            McpError::invalid_params(e.to_string(), data("expired"))
+        }
+        AgentError::NothingToResume { .. } => {
+            McpError::invalid_params(e.to_string(), data("not_paused"))
+        }
+        AgentError::UnknownRequirement { .. } => {
+            McpError::invalid_params(e.to_string(), data("unknown_requirement"))
+        }
+        AgentError::InvalidBudget { .. } => {
+            McpError::invalid_params(e.to_string(), data("invalid_budget"))
+        }
         AgentError::InvalidInput(_)
-        | AgentError::UnknownRequirement { .. }
         | AgentError::WrongDecision { .. }
-        | AgentError::RequirementExpired { .. }
-        | AgentError::DuplicateDecision { .. }
-        | AgentError::NothingToResume { .. }
-        | AgentError::InvalidBudget { .. } => McpError::invalid_params(e.to_string(), None),
+        | AgentError::DuplicateDecision { .. } => {
+            McpError::invalid_params(e.to_string(), data("invalid_decision"))
+        }
         _ => McpError::internal_error(e.to_string(), None),
     }
+}
+
+/// `unknown session` / `unknown task`: an id the caller may not see, or that does not
+/// exist (the two look the same).
+pub(crate) fn unknown(what: &str, id: &str) -> McpError {
+    McpError::invalid_params(format!("unknown {what} `{}`", clip(id)), None)
 }
 
 pub(crate) fn clip(s: &str) -> Cow<'_, str> {
@@ -538,21 +615,16 @@ pub(crate) fn is_working(phase: &Phase) -> bool {
     matches!(phase, Phase::Reasoning | Phase::Acting | Phase::Summarizing)
 }
 
-/// The session handle with the caller's trace context: the request's
-/// `params._meta.traceparent` (W3C Trace Context, where OpenTelemetry's MCP
-/// conventions and the MCP proposal SEP-414 put it) becomes the parent of the turn's
-/// `invoke_agent` span. A malformed one is ignored.
-fn traced(
-    session: Session,
+/// The caller's trace context: the request's `params._meta.traceparent` (W3C Trace
+/// Context, where OpenTelemetry's MCP conventions and the MCP proposal SEP-414 put it)
+/// becomes the parent of the turn's `invoke_agent` span. A malformed one is ignored
+/// by the run.
+fn trace_parent(
     params: &CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
-) -> Session {
-    let tp = ctx
-        .meta
+) -> Option<String> {
+    ctx.meta
         .get_traceparent()
-        .or_else(|| params.meta.as_ref().and_then(|m| m.get_traceparent()));
-    match tp {
-        Some(tp) => session.with_trace_parent(tp),
-        None => session,
-    }
+        .or_else(|| params.meta.as_ref().and_then(|m| m.get_traceparent()))
+        .map(str::to_owned)
 }

@@ -1,9 +1,16 @@
 //! # reins-mcp-server
 //!
-//! A reins [`Agent`](reins_agent::Agent) as a [Model Context Protocol](https://modelcontextprotocol.io)
+//! A reins agent as a [Model Context Protocol](https://modelcontextprotocol.io)
 //! server, so MCP hosts (IDEs, desktop assistants, other agents) can use an agent with
 //! approvals. The agent is one tool (`message`, optional `session`); its run's pauses
 //! become the client's questions and the client's answers become reins decisions.
+//!
+//! The server holds the session port ([`Sessions`](reins_agent::port::Sessions)) and
+//! nothing else of the agent, so it serves either driver the same way: an `Agent` (the
+//! local driver, runs in this process, as below) or
+//! [`Relayed`](reins_agent::port::Relayed) over reins-restate's `RestateClient` (the
+//! sessions run in a Restate deployment's processes; the server follows each run
+//! through the store they share and interrupts it there).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -50,7 +57,10 @@
 //! unknown fields, another principal's session) are a tool result with `isError: true`
 //! saying what to fix, and nothing runs: the spec's tools page classes input validation
 //! errors as tool execution errors. An unknown tool and a refused `requestState` are
-//! JSON-RPC `-32602`.
+//! JSON-RPC `-32602`. A decision the run refuses is `-32602` (`-32600` for a busy
+//! session) with `data.code` (reins-server's codes); a late answer — the requirement
+//! was decided elsewhere first, or by a replay of the same answer — is `already_decided`
+//! with `data.decided` (`{decision, by, at, via}` of the decision that took effect).
 //!
 //! ## HTTP and DNS rebinding
 //!
@@ -81,17 +91,19 @@
 //! the session and the exact requirements shown, expires after
 //! [`state_ttl`](McpAgentServerBuilder::state_ttl), and is bound (as associated data) to
 //! the principal, the tool and a digest of the call's arguments. A forged, tampered,
-//! foreign or expired state is refused with `-32602` before anything runs; a replay
-//! is refused because the session no longer waits on that view (reins's consent rule:
-//! a stale view is never widened).
+//! foreign or expired state is refused with `-32602` before anything runs. The state
+//! also carries what each requirement asked, and the answers go to the one decision
+//! path ([`Sessions::decide`](reins_agent::port::Sessions::decide)) on the view it names:
+//! a replay is refused there (`already_decided`, audited) and nothing runs.
 //!
 //! ## Sessions and tasks
 //!
 //! Each call without `session` starts a session `mcp/<principal>/<uuid>`; the result's
 //! `structuredContent.session` continues it. A task's id is its session id, and its
-//! status is read from the agent's store on every `tasks/get`, so approvals made in
+//! status is read through the port on every `tasks/get`, so approvals made in
 //! reins-server's inbox continue the same task, and every server instance on the same
-//! PostgreSQL store answers for it. A caller only sees sessions under its own principal.
+//! store (or the same Restate deployment) answers for it. A caller only sees sessions
+//! under its own principal.
 //!
 //! ## Tool annotations
 //!

@@ -109,18 +109,24 @@ pub(crate) fn input_request(agent: &str, r: &Requirement) -> Value {
     })
 }
 
-/// What one `ElicitResult` means for its requirement: a decision, or nothing (the
-/// client dismissed it or sent something unreadable; the requirement stays pending).
-pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Decision, String> {
+/// What one `ElicitResult` means for the requirement `id` of `kind`: a decision, or
+/// nothing (the client dismissed it or sent something unreadable; the requirement stays
+/// pending).
+pub(crate) fn decision(
+    id: &str,
+    kind: &RequirementKind,
+    answer: &Value,
+    by: &str,
+) -> Result<Decision, String> {
     let action = answer.get("action").and_then(Value::as_str).unwrap_or("");
     let content = answer.get("content").cloned().unwrap_or(Value::Null);
     let d = match action {
-        "accept" => match &r.kind {
+        "accept" => match kind {
             RequirementKind::Confirmation => {
                 match content.get("decision").and_then(Value::as_str) {
-                    Some("approve") => Decision::approve(&r.id),
+                    Some("approve") => Decision::approve(id),
                     Some("reject") => Decision::reject(
-                        &r.id,
+                        id,
                         content
                             .get("note")
                             .and_then(Value::as_str)
@@ -130,7 +136,7 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                     other => {
                         return Err(format!(
                             "the answer to `{}` must have decision \"approve\" or \"reject\", got {}",
-                            r.id,
+                            id,
                             other.map_or_else(|| "nothing".to_owned(), |o| format!("{o:?}"))
                         ));
                     }
@@ -140,11 +146,11 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 if let Err(problems) = reins_tool::validate(fields, &content) {
                     return Err(format!(
                         "the answer to `{}` does not match its schema: {}",
-                        r.id,
+                        id,
                         problems.join("; ")
                     ));
                 }
-                Decision::input(&r.id, content)
+                Decision::input(id, content)
             }
             RequirementKind::Budget { .. } => match content.get("decision").and_then(Value::as_str)
             {
@@ -160,14 +166,14 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                             })
                             .collect();
                     if limit.is_empty() {
-                        Decision::approve(&r.id)
+                        Decision::approve(id)
                     } else {
                         // The run checks the new limit (a typed refusal when it is no limit).
-                        Decision::approve_with(&r.id, Value::Object(limit))
+                        Decision::approve_with(id, Value::Object(limit))
                     }
                 }
                 Some("end") => Decision::reject(
-                    &r.id,
+                    id,
                     content
                         .get("note")
                         .and_then(Value::as_str)
@@ -176,7 +182,7 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 other => {
                     return Err(format!(
                         "the answer to `{}` must have decision \"extend\" or \"end\", got {}",
-                        r.id,
+                        id,
                         other.map_or_else(|| "nothing".to_owned(), |o| format!("{o:?}"))
                     ));
                 }
@@ -185,22 +191,22 @@ pub(crate) fn decision(r: &Requirement, answer: &Value, by: &str) -> Result<Deci
                 let Some(output) = content.get("output").and_then(Value::as_str) else {
                     return Err(format!(
                         "the answer to `{}` must carry the call's `output`",
-                        r.id
+                        id
                     ));
                 };
                 let is_error = content
                     .get("is_error")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                Decision::external_result(&r.id, output, is_error)
+                Decision::external_result(id, output, is_error)
             }
         },
-        "decline" => Decision::reject(&r.id, "declined by the MCP client's user"),
-        "cancel" => return Err(format!("the question about `{}` was dismissed", r.id)),
+        "decline" => Decision::reject(id, "declined by the MCP client's user"),
+        "cancel" => return Err(format!("the question about `{}` was dismissed", id)),
         other => {
             return Err(format!(
                 "the answer to `{}` has action {other:?}; expected accept, decline or cancel",
-                r.id
+                id
             ));
         }
     };
@@ -257,7 +263,8 @@ mod tests {
     fn answers_become_decisions_with_an_actor() {
         let r = req(RequirementKind::Confirmation);
         let d = decision(
-            &r,
+            &r.id,
+            &r.kind,
             &json!({ "action": "accept", "content": { "decision": "approve" } }),
             "alice",
         )
@@ -265,21 +272,31 @@ mod tests {
         assert_eq!(d.label(), "approve");
         assert_eq!(d.decided_by(), Some("alice"));
         let d = decision(
-            &r,
+            &r.id,
+            &r.kind,
             &json!({ "action": "accept", "content": { "decision": "reject", "note": "no" } }),
             "alice",
         )
         .unwrap();
         assert_eq!(d.label(), "reject");
-        let d = decision(&r, &json!({ "action": "decline" }), "alice").unwrap();
+        let d = decision(&r.id, &r.kind, &json!({ "action": "decline" }), "alice").unwrap();
         assert_eq!(d.label(), "reject");
-        assert!(decision(&r, &json!({ "action": "cancel" }), "alice").is_err());
-        assert!(decision(&r, &json!({ "action": "accept", "content": {} }), "alice").is_err());
+        assert!(decision(&r.id, &r.kind, &json!({ "action": "cancel" }), "alice").is_err());
+        assert!(
+            decision(
+                &r.id,
+                &r.kind,
+                &json!({ "action": "accept", "content": {} }),
+                "alice"
+            )
+            .is_err()
+        );
 
         let fields = json!({ "type": "object", "properties": { "reason": { "type": "string" } }, "required": ["reason"] });
         let r = req(RequirementKind::UserInput { fields });
         let d = decision(
-            &r,
+            &r.id,
+            &r.kind,
             &json!({ "action": "accept", "content": { "reason": "cleanup" } }),
             "bob",
         )
@@ -287,7 +304,8 @@ mod tests {
         assert_eq!(d.label(), "input");
         assert!(
             decision(
-                &r,
+                &r.id,
+                &r.kind,
                 &json!({ "action": "accept", "content": { "reason": 3 } }),
                 "bob"
             )

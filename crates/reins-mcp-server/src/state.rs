@@ -1,16 +1,17 @@
 //! The `requestState` of a paused call (MRTR, revision 2026-07-28).
 //!
-//! The state names the reins session and the exact requirements the client was shown
-//! (a [`ViewToken`]). It is sealed with HMAC-SHA256 (rmcp's `RequestStateCodec`) and
-//! carries an expiry; the principal, the tool and a digest of the call's arguments are
-//! mixed into the tag as associated data, so the state opens only for the same caller
-//! retrying the same request before it lapses. Single use is enforced by the store:
+//! The state names the reins session, the exact requirements the client was shown
+//! (a [`ViewToken`]) and what each asked for (its kind: how its answer reads). It is
+//! sealed with HMAC-SHA256 (rmcp's `RequestStateCodec`) and carries an expiry; the
+//! principal, the tool and a digest of the call's arguments are mixed into the tag as
+//! associated data, so the state opens only for the same caller retrying the same
+//! request before it lapses. Single use is enforced by the run, the one decision path:
 //! once the requirements are decided the session no longer waits on that view, and a
-//! replay is refused as stale before anything runs.
+//! replay is refused (`already_decided`, audited) before anything runs.
 
 use std::time::Duration;
 
-use reins_agent::ViewToken;
+use reins_agent::{Requirement, RequirementKind, ViewToken};
 use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -23,6 +24,36 @@ pub(crate) struct Paused {
     pub(crate) session: String,
     /// The requirements shown (paused + ids).
     pub(crate) view: ViewToken,
+    /// What each requirement shown asked for: the answers are read by these, even
+    /// when the session has moved on since (the run then refuses them, saying why).
+    #[serde(default)]
+    pub(crate) asked: Vec<Asked>,
+}
+
+/// One requirement as the client was asked about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Asked {
+    /// The requirement id (the key of its `inputRequests` entry).
+    pub(crate) id: String,
+    /// Its kind: what the answer's form was.
+    pub(crate) kind: RequirementKind,
+}
+
+impl Paused {
+    /// The state of a call paused on `requirements` of `session`.
+    pub(crate) fn new(session: &str, requirements: &[Requirement]) -> Self {
+        Self {
+            session: session.to_owned(),
+            view: ViewToken::of(true, requirements),
+            asked: requirements
+                .iter()
+                .map(|r| Asked {
+                    id: r.id.clone(),
+                    kind: r.kind.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Seals and opens [`Paused`] states.
@@ -125,6 +156,10 @@ mod tests {
         let p = Paused {
             session: "mcp/alice/1".into(),
             view: ViewToken::new(true, ["call_1"]),
+            asked: vec![Asked {
+                id: "call_1".into(),
+                kind: RequirementKind::Confirmation,
+            }],
         };
         let a = args(json!({ "message": "delete temp.txt" }));
         let sealed = s.seal(&p, "alice", "agent", &a).unwrap();
@@ -153,6 +188,7 @@ mod tests {
         let p = Paused {
             session: "s".into(),
             view: ViewToken::new(true, ["c"]),
+            asked: Vec::new(),
         };
         let a = Map::new();
         let sealed = s.seal(&p, "alice", "agent", &a).unwrap();

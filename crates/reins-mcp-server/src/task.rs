@@ -1,17 +1,18 @@
 //! The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) over reins sessions.
 //!
-//! A task is a reins session: its id is the session id, and its status is read from
-//! the store every time (`working` while a run executes, `input_required` while the
-//! session is paused on requirements, `completed` / `cancelled` when the run ended).
-//! Nothing about a task lives only in this process, so a decision made anywhere that
-//! shares the store (reins-server's inbox, another instance of this server) continues
-//! the same task, and any instance answers `tasks/get`.
+//! A task is a reins session: its id is the session id, and its status is read through
+//! the session port every time (`working` while a run executes, `input_required` while
+//! the session is paused on requirements, `completed` / `cancelled` when the run
+//! ended). Nothing about a task lives only in this process, so a decision made anywhere
+//! that shares the sessions (reins-server's inbox, another instance of this server)
+//! continues the same task, and any instance answers `tasks/get`, on either driver.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use reins_agent::RunStatus;
+use reins_agent::port::Decide;
 use reins_agent::run::Phase;
+use reins_agent::{AgentError, RunStatus};
 use reins_message::Role;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
@@ -19,7 +20,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
 
 use crate::config::McpAgentServer;
-use crate::handler::{SESSION_FIELD, agent_error, decide, input_requests, is_working};
+use crate::handler::{
+    SESSION_FIELD, agent_error, asked_of, decide, input_requests, is_working, unknown,
+};
 
 /// When the session (task) was created: the time in its UUIDv7, else now.
 fn created_at(id: &str) -> DateTime<Utc> {
@@ -54,6 +57,14 @@ pub(crate) fn working(server: &McpAgentServer, id: &str) -> Task {
     base(server, id, TaskStatus::Working).with_status_message("the agent is working")
 }
 
+/// A port error for a task: an unknown session is an unknown task.
+fn task_error(id: &str, e: AgentError) -> McpError {
+    match e {
+        AgentError::Store(reins_memory::Error::SessionNotFound { .. }) => unknown("task", id),
+        e => agent_error(e),
+    }
+}
+
 /// `tasks/get`: the session's state as stored.
 pub(crate) async fn get(
     server: &McpAgentServer,
@@ -61,15 +72,16 @@ pub(crate) async fn get(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<GetTaskResult, McpError> {
     let caller = server.caller(ctx)?;
-    let session = server.owned_session(id, &caller, "task").await?;
+    server.owned(id, &caller, "task")?;
     if server.is_running_here(id) {
         return Ok(GetTaskResult::new(DetailedTask::new(
             working(server, id),
             TaskPayload::Working,
         )));
     }
-    let view = session.view().await.map_err(agent_error)?;
-    let agent = server.inner.agent.name();
+    let sessions = &server.inner.sessions;
+    let view = sessions.view(id).await.map_err(|e| task_error(id, e))?;
+    let agent = sessions.card().name.as_str();
     let (message, payload) = match view.phase {
         Phase::Paused if !view.requirements.is_empty() => {
             let reasons: Vec<&str> = view
@@ -92,7 +104,11 @@ pub(crate) async fn get(
             ("the run was interrupted".to_owned(), TaskPayload::Cancelled)
         }
         Phase::Finished(status) => {
-            let messages = session.messages().await.map_err(agent_error)?;
+            let messages = sessions
+                .read(id, true)
+                .await
+                .map_err(|e| task_error(id, e))?
+                .messages;
             let text = messages
                 .iter()
                 .rev()
@@ -117,16 +133,9 @@ pub(crate) async fn get(
             )
         }
         ref p if is_working(p) => ("the agent is working".to_owned(), TaskPayload::Working),
-        _ => {
-            // Idle: a session with no transcript was never a task.
-            if session.messages().await.map_err(agent_error)?.is_empty() {
-                return Err(McpError::invalid_params(
-                    format!("unknown task `{}`", crate::handler::clip(id)),
-                    None,
-                ));
-            }
-            ("the agent is working".to_owned(), TaskPayload::Working)
-        }
+        // Idle: stored, and the run not begun yet (a driver that runs the session
+        // elsewhere may store the session before its first message), or between runs.
+        _ => ("the agent is working".to_owned(), TaskPayload::Working),
     };
     let status = payload.status();
     Ok(GetTaskResult::new(DetailedTask::new(
@@ -136,8 +145,10 @@ pub(crate) async fn get(
 }
 
 /// `tasks/update`: the answers become decisions on exactly the requirements pending
-/// now; answers for anything else are ignored (as the extension asks). The run goes
-/// on in the background.
+/// now; answers for anything else are ignored (as the extension asks). The decisions
+/// go through the one decision path on the view read; one the run refuses (someone
+/// decided it meanwhile: `already_decided`) is the call's error. The run goes on in
+/// the background.
 pub(crate) async fn update(
     server: &McpAgentServer,
     id: &str,
@@ -145,30 +156,33 @@ pub(crate) async fn update(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<(), McpError> {
     let caller = server.caller(ctx)?;
-    let session = server.owned_session(id, &caller, "task").await?;
-    let view = session.view().await.map_err(agent_error)?;
+    server.owned(id, &caller, "task")?;
+    let sessions = &server.inner.sessions;
+    let view = sessions.view(id).await.map_err(|e| task_error(id, e))?;
     if !view.paused {
         return Ok(());
     }
-    let (decisions, problems) = decide(&view.requirements, responses, &caller.principal);
+    let asked = asked_of(&view.requirements);
+    let (decisions, problems) = decide(
+        asked.iter().map(|a| (a.id.as_str(), &a.kind)),
+        responses,
+        &caller.principal,
+    );
     if decisions.is_empty() {
         if !problems.is_empty() {
             return Err(McpError::invalid_params(problems.join("; "), None));
         }
         return Ok(());
     }
-    let handle = session
-        .resolve(decisions)
-        .at(&view.token)
-        .start()
-        .await
-        .map_err(agent_error)?;
+    let decide = Decide::new(caller.actor(), decisions).at(view.token);
+    let handle = sessions.decide(id, decide).await.map_err(agent_error)?;
     server.track(handle);
     Ok(())
 }
 
-/// `tasks/cancel`: interrupts the run, wherever it executes (through the store when
-/// another instance runs it). A task that waits for input has no run to stop; it
+/// `tasks/cancel`: interrupts the run, wherever it executes (through its handle when
+/// this server follows it, through the port otherwise: the store when another
+/// instance runs it, the driver when its own processes do). A task that waits for input has no run to stop; it
 /// stays as it is.
 pub(crate) async fn cancel(
     server: &McpAgentServer,
@@ -176,12 +190,17 @@ pub(crate) async fn cancel(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<(), McpError> {
     let caller = server.caller(ctx)?;
-    let session = server.owned_session(id, &caller, "task").await?;
+    server.owned(id, &caller, "task")?;
     let here = server.inner.running().get(id).cloned();
     if let Some(stop) = here {
         stop.interrupt();
         return Ok(());
     }
-    session.request_interrupt().await.map_err(agent_error)?;
+    server
+        .inner
+        .sessions
+        .interrupt(id)
+        .await
+        .map_err(|e| task_error(id, e))?;
     Ok(())
 }

@@ -209,6 +209,15 @@ impl SessionBackend for RestateClient {
     }
 
     async fn submit(&self, session: &str, s: Submission) -> reins_agent::Result<()> {
+        self.submit_validated(session, s).await.map(|_| ())
+    }
+
+    /// [`Submitted::version`]: a retried key is answered with the first submission's.
+    async fn submit_validated(
+        &self,
+        session: &str,
+        s: Submission,
+    ) -> reins_agent::Result<Option<u64>> {
         let input = match s.input {
             reins_agent::RunInput::Message(message) => TurnInput::Message { message },
             reins_agent::RunInput::Resume => TurnInput::Resume,
@@ -225,7 +234,7 @@ impl SessionBackend for RestateClient {
         };
         RestateClient::submit(self, session, &req, s.idempotency_key.as_deref())
             .await
-            .map(|_| ())
+            .map(|sent| Some(sent.version))
             .map_err(to_agent_error)
     }
 

@@ -27,9 +27,10 @@ async fn on_the_local_server() -> Http {
     Http::start(Server::new(agent)).await
 }
 
+/// The stored answer: a `message` event of the session stream, or the `completed`
+/// event that ends a run's own stream (with the message it stored).
 fn is_answer(e: &Sse) -> bool {
-    e.event == "message"
-        && e.data["message"]["role"] == "assistant"
+    (e.event == "message" && e.data["message"]["role"] == "assistant" || e.event == "completed")
         && e.data["message"]["content"]
             .as_array()
             .is_some_and(|c| c.iter().any(|b| b["text"].is_string()))

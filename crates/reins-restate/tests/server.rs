@@ -704,7 +704,7 @@ async fn reins_server_fronts_a_restate_deployment_with_the_local_drivers_answers
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_on_restate_streams_its_stored_steps_through_reins_server() {
+async fn a_run_on_restate_streams_its_steps_through_reins_server() {
     let Some(h) = support::Harness::start(&[]).await else {
         return;
     };
@@ -735,9 +735,12 @@ async fn a_run_on_restate_streams_its_stored_steps_through_reins_server() {
         .lines()
         .filter_map(|l| l.strip_prefix("event: "))
         .collect();
+    // The same stream as a run of the local driver's: its start, its steps' events
+    // (made from what each step stored, when no live relay is set up), its end.
+    assert_eq!(events.first(), Some(&"run_started"), "{text}");
     assert_eq!(events.last(), Some(&"output"), "{text}");
     assert!(
-        events.contains(&"message") && events.contains(&"state"),
+        events.contains(&"tool_execution_finished") && events.contains(&"completed"),
         "{text}"
     );
     let output = text

@@ -81,8 +81,10 @@ pub struct Identity {
 impl Principal {
     /// The actor its decisions are recorded under: its name, with its roles in the
     /// metadata's `roles` array (`"approver"`, `"admin"`, `"user"`), which is what a
-    /// [`Quorum`](reins_agent::Quorum) with roles checks, and for a principal of the
-    /// identity provider its `issuer` and `subject`.
+    /// [`Quorum`](reins_agent::Quorum) with roles checks, for a principal of the
+    /// identity provider its `issuer` and `subject`, and for an approver limited to
+    /// some tools its scope (`tools`: the run refuses its decisions on other tools'
+    /// calls, [`reins_agent::Actor::decides_on`]).
     ///
     /// ```
     /// use reins_server::{AccessRole, Principal};
@@ -103,7 +105,12 @@ impl Principal {
             metadata["subject"] = serde_json::Value::String(id.subject.clone());
         }
         actor.metadata = Some(metadata);
-        actor
+        // An approver limited to some tools decides on those only: the run checks it
+        // (`Actor::decides_on`), for every door and driver.
+        match &self.tools {
+            Some(tools) if !self.has(AccessRole::Admin) => actor.deciding_on(tools.iter().cloned()),
+            _ => actor,
+        }
     }
 
     /// A principal with these roles.

@@ -71,7 +71,7 @@ pub(crate) async fn get_grants(
     };
     let now = chrono::Utc::now();
     let grants = state
-        .agent
+        .sessions
         .grants(&filter)
         .await?
         .into_iter()
@@ -134,7 +134,7 @@ pub(crate) async fn post_grant(
         ttl,
         note: body.note,
     };
-    let g = state.agent.create_grant_as(new, &who.actor()).await?;
+    let g = state.sessions.create_grant(new, &who.actor()).await?;
     Ok((StatusCode::CREATED, Json(GrantObject::of(g, now))))
 }
 
@@ -156,10 +156,10 @@ pub(crate) async fn delete_grant(
     Caller(who): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<GrantObject>> {
-    let Some(g) = state.agent.store().grant(&id).await? else {
+    let Some(g) = state.sessions.grant(&id).await? else {
         return Err(ServerError::UnknownGrant(format!("no grant has id `{id}`")));
     };
     require_granter(&who, &g.tool)?;
-    let revoked = state.agent.revoke_grant(&id, Some(&who.name)).await?;
+    let revoked = state.sessions.revoke_grant(&id, &who.actor()).await?;
     Ok(Json(GrantObject::of(revoked, chrono::Utc::now())))
 }

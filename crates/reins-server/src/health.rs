@@ -31,8 +31,8 @@ pub(crate) async fn healthz() -> Json<Health> {
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     match state
-        .agent
-        .store()
+        .sessions
+        .record()
         .load_session("reins-server/readyz")
         .await
     {

@@ -113,6 +113,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
+use reins_agent::port::Sessions;
 use reins_agent::{Agent, SessionBackend};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -137,8 +138,13 @@ use crate::state::{AppState, Limits};
 /// Builds the service around an [`Agent`]; see the [crate docs](crate).
 #[must_use]
 pub struct Server {
-    agent: Agent,
-    backend: Arc<dyn SessionBackend>,
+    /// The session port every door holds.
+    sessions: Arc<dyn Sessions>,
+    /// The agent given to [`Server::new`], kept to build the port over a backend
+    /// ([`Server::backend`]).
+    agent: Option<Agent>,
+    /// What runs the sessions instead of the agent ([`Server::backend`]).
+    backend: Option<Arc<dyn SessionBackend>>,
     auth: Auth,
     limits: Limits,
     poll_interval: Duration,
@@ -152,7 +158,7 @@ pub struct Server {
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
-            .field("agent", &self.agent.name())
+            .field("agent", &self.sessions.card().name)
             .field("auth", &self.auth)
             .field("limits", &self.limits)
             .field("serve", &self.serve)
@@ -165,9 +171,20 @@ impl Server {
     /// A server for this agent. Without [`auth`](Server::auth) every request is refused
     /// (401).
     pub fn new(agent: Agent) -> Self {
+        let mut server = Self::with_sessions(Arc::new(agent.clone()));
+        server.agent = Some(agent);
+        server
+    }
+
+    /// A server over any session port ([`Sessions`]): the local driver (an
+    /// [`Agent`]), [`reins_agent::Relayed`] over a backend whose own processes run the
+    /// sessions (a Restate deployment), or a port of the application's own. Every
+    /// door of the server holds it and nothing else.
+    pub fn with_sessions(sessions: Arc<dyn Sessions>) -> Self {
         Self {
-            backend: Arc::new(agent.clone()),
-            agent,
+            sessions,
+            agent: None,
+            backend: None,
             auth: Auth::new(),
             limits: Limits {
                 body_limit: 1024 * 1024,
@@ -214,31 +231,31 @@ impl Server {
 
     /// Puts `backend` in place of the agent as what runs the sessions: a Restate
     /// deployment (reins-restate's `RestateClient`) or any other [`SessionBackend`]
-    /// (by default the server holds the agent itself, the local driver). Runs,
-    /// decisions, interrupts, AG-UI and A2A inputs and replays go to it, after the
-    /// same checks (roles, what is pending, the view token); its refusals come back
-    /// with the same statuses and codes. Everything read — sessions, pending
-    /// requirements, the inbox, the audit trail, the live stream of stored steps —
-    /// comes from the agent's store, which must be the store the backend records its
-    /// sessions in; the agent's model is not called.
+    /// whose own processes run them. The server's port is then
+    /// [`reins_agent::Relayed`] over it, with the agent of [`Server::new`] as its
+    /// configuration (name, tools, eligibility for grants) and store — the store the
+    /// backend records its sessions in; the agent's model is never called. Every door
+    /// answers as over the local driver: runs, decisions (the one decision path, in
+    /// the run), interrupts, forks, replays, AG-UI and A2A.
     ///
-    /// How a run is followed is the backend's answer to
-    /// [`SessionBackend::start`]: a run executing here streams its typed events from
-    /// its handle; a run in the backend's own processes
-    /// ([`Started::Relayed`](reins_agent::Started::Relayed)) is answered once the
-    /// stored session has moved past its input and no longer runs, with the output
-    /// read back from the store (its `usage` and `iterations` are counted by the
-    /// backend and left at zero); `?stream=true` streams the stored steps (`message`,
-    /// `state`) and ends with `output`. The run events of its steps in progress
-    /// (text deltas, tool calls starting and finishing) come from the backend's
-    /// processes, which send them to `POST /v1/sessions/{id}/live` on each instance
-    /// (a principal with the admin role; reins-restate's `LiveRelay`); they go out on
-    /// the session stream and on the stream of the run, before the step's stored
-    /// message. An `Idempotency-Key` header on a run or a decision is passed to the
+    /// A run in the backend's processes is followed through the port: the live events
+    /// of its steps in progress (text deltas, tool calls starting and finishing) come
+    /// from the backend's processes, which send them to `POST
+    /// /v1/sessions/{id}/live` on each instance (a principal with the admin role;
+    /// reins-restate's `LiveRelay`), and the store says when it paused or ended; its
+    /// output — usage, iterations and structured answer included — is read back from
+    /// the store. An `Idempotency-Key` header on a run or a decision is passed to the
     /// backend (Restate answers a repeated key with the first answer). See
-    /// `docs/restate.md`.
+    /// `docs/restate.md`. Ignored (with a warning) on a server made with
+    /// [`Server::with_sessions`], whose port is what it is.
     pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
-        self.backend = backend;
+        if self.agent.is_none() {
+            tracing::warn!(
+                "Server::backend needs the agent of Server::new (its configuration and store); \
+                 a server made with Server::with_sessions keeps its port"
+            );
+        }
+        self.backend = Some(backend);
         self
     }
 
@@ -361,21 +378,27 @@ impl Server {
             tracing::warn!("reins-server has no tokens configured: every request will get 401");
         }
         let limits = self.limits.clone();
-        let relayed = if self.backend.runs_here() {
+        let sessions: Arc<dyn Sessions> = match (self.agent, self.backend) {
+            (Some(agent), Some(backend)) => {
+                Arc::new(reins_agent::Relayed::new(agent, backend).reread(self.poll_interval))
+            }
+            _ => self.sessions,
+        };
+        let relayed = if sessions.runs_here() {
             Router::new()
         } else {
             sessions::live_router()
         };
         // The outbox records notices from now on, and this instance delivers them
         // (with every other instance sharing the store).
-        let store = Arc::clone(self.agent.store());
+        let store = Arc::clone(sessions.record());
         store.record_notices(true);
         let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
         let pushes = Arc::new(a2a::push::Pushes::new(Arc::clone(&store)));
         let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone(), pushes];
         let auth = Arc::new(self.auth);
         let mut channels = self.channels;
-        for c in self.approvals.channels(&self.agent, &auth) {
+        for c in self.approvals.channels(&sessions, &auth) {
             channels.retain(|have| have.name() != c.name());
             channels.push(c);
         }
@@ -391,8 +414,7 @@ impl Server {
             _dispatching: dispatcher.spawn().map(Arc::new),
             webhooks,
             policy: self.policy,
-            agent: self.agent,
-            backend: self.backend,
+            sessions,
             auth,
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),

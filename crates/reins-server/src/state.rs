@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reins_agent::{Agent, SessionBackend};
+use reins_agent::port::Sessions;
 
 use crate::approvals::Approvals;
 use crate::auth::Auth;
@@ -20,13 +20,10 @@ pub(crate) struct Limits {
 
 #[derive(Clone)]
 pub(crate) struct AppState {
-    /// The agent whose store holds the sessions (every read comes from it) and whose
-    /// toolkit and card the protocols describe.
-    pub(crate) agent: Agent,
-    /// What runs the sessions: runs, decisions, interrupts and replays go to it. The
-    /// agent itself (the local driver, in this process) unless the server fronts
-    /// another backend (a Restate deployment).
-    pub(crate) backend: Arc<dyn SessionBackend>,
+    /// The session port: every read, input, decision, interrupt, fork and replay goes
+    /// through it, whichever driver runs the sessions (the local driver, or a Restate
+    /// deployment behind [`reins_agent::Relayed`]).
+    pub(crate) sessions: Arc<dyn Sessions>,
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,

@@ -1,24 +1,27 @@
-//! A stored session as the API shows it ([`SessionDetail`]): reins-agent's view of the
-//! stored session ([`reins_agent::stored_view`], the one computation of where a
-//! session's run is and what it waits for, which the local driver and the Restate
-//! session object use too), with whether a run of it executes here, and, when asked
-//! for, its transcript. The session resource, the session stream, the inbox and the
-//! protocols all read sessions through it.
+//! A stored session as the API shows it ([`SessionDetail`]): the port's view of the
+//! stored session ([`Sessions::view`](reins_agent::port::Sessions::view), the one
+//! computation of where a session's run is and what it waits for, whatever driver
+//! runs it), with whether a run of it executes here, and, when asked for, its
+//! transcript. The session resource, the session stream, the inbox and the protocols
+//! all read sessions through it.
 
-use reins_agent::{Agent, Requirement, SessionView, ViewToken};
-use reins_memory::{SessionHead, SessionState};
+use reins_agent::port::Sessions;
+use reins_agent::{Requirement, SessionView, ViewToken};
+use reins_memory::SessionHead;
+use reins_message::Msg;
 
 use crate::error::Result;
 use crate::types::{SessionDetail, SessionStatus};
 
-/// The view of a session read without its transcript ([`SessionHead`]), as [`of`]
-/// gives it without messages: the view reads only the stored run state.
+/// The view of a session read without its transcript ([`SessionHead`]).
 pub(crate) async fn of_head(
-    agent: &Agent,
+    sessions: &dyn Sessions,
     head: SessionHead,
     running_here: bool,
 ) -> Result<(SessionDetail, Vec<Requirement>)> {
-    of(agent, head.into_state(), running_here, false).await
+    let updated_at = head.updated_at;
+    let view = sessions.view_of_head(head).await?;
+    Ok(detail(view, &[], updated_at, running_here))
 }
 
 /// The status the API shows for a session with this view: running while the model or
@@ -37,34 +40,32 @@ pub(crate) fn status_of(view: &SessionView, running_here: bool) -> SessionStatus
 /// Reads the session as stored. `running_here`: a run of it is in flight on this
 /// instance.
 pub(crate) async fn load(
-    agent: &Agent,
+    sessions: &dyn Sessions,
     id: &str,
     running_here: bool,
     with_messages: bool,
 ) -> Result<(SessionDetail, Vec<Requirement>)> {
-    let state = agent.store().load_session(id).await?;
-    of(agent, state, running_here, with_messages).await
+    let record = sessions.read(id, with_messages).await?;
+    Ok(detail(
+        record.view,
+        &record.messages,
+        record.updated_at,
+        running_here,
+    ))
 }
 
-/// The view of a stored session, and the requirements it shows (those pending, when
-/// the session is paused and no run of it executes here).
-pub(crate) async fn of(
-    agent: &Agent,
-    state: SessionState,
+/// The API's view of a session whose port view is `view`, and the requirements it
+/// shows (those pending, when the session is paused and no run of it executes here).
+pub(crate) fn detail(
+    view: SessionView,
+    messages: &[Msg],
+    updated_at: chrono::DateTime<chrono::Utc>,
     running_here: bool,
-    with_messages: bool,
-) -> Result<(SessionDetail, Vec<Requirement>)> {
-    let messages = if with_messages {
-        state
-            .messages
-            .iter()
-            .filter_map(|m| serde_json::to_value(m).ok())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let updated_at = state.updated_at;
-    let view = reins_agent::stored_view(agent.store(), state).await?;
+) -> (SessionDetail, Vec<Requirement>) {
+    let messages = messages
+        .iter()
+        .filter_map(|m| serde_json::to_value(m).ok())
+        .collect();
     let status = status_of(&view, running_here);
     let paused = status == SessionStatus::Paused;
     let shown: Vec<Requirement> = if paused {
@@ -86,5 +87,5 @@ pub(crate) async fn of(
         messages,
         updated_at,
     };
-    Ok((detail, shown))
+    (detail, shown)
 }

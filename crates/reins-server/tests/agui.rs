@@ -320,11 +320,21 @@ async fn the_real_agui_client_extends_and_ends_a_budget() {
         )
         .await;
     assert_eq!(status, 200);
+    // carol's extension above the default was refused by the run, and recorded so.
+    let refused: Vec<&Value> = trail["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "budget" && d["verdict"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{trail}");
+    assert_eq!(refused[0]["actor"]["principal"], "carol");
+    assert_eq!(refused[0]["reason"], "not_eligible");
     let budget: Vec<&Value> = trail["decisions"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["kind"] == "budget")
+        .filter(|d| d["kind"] == "budget" && d["verdict"] == "applied")
         .collect();
     assert_eq!(budget.len(), 2, "{trail}");
     assert_eq!(budget[0]["decision"], "approve");

@@ -285,7 +285,8 @@ async fn a_streamed_run_sends_its_events_then_the_output() {
     let out = &events.last().unwrap().data["output"];
     assert_eq!(out["message"]["content"][0]["text"], "echo: hello there");
 
-    // A refused streamed decision answers with the HTTP error, not a stream.
+    // A refused streamed decision answers with the HTTP error, not a stream: the run
+    // refuses a decision on a session that waits for nothing (409 `not_paused`).
     let res = s
         .client
         .post(s.url("/v1/sessions/alice%2Fst/decisions?stream=true"))
@@ -294,7 +295,9 @@ async fn a_streamed_run_sends_its_events_then_the_output() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 404);
+    assert_eq!(res.status(), 409);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "not_paused", "{body}");
 }
 
 #[tokio::test]

@@ -345,7 +345,7 @@ async fn a_link_to_a_call_a_new_message_closed_says_nothing_waits() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|d| d["actor"]["principal"] == "ana")
+        .filter(|d| d["actor"]["principal"] == "ana" && d["verdict"] == "applied")
         .count();
     assert_eq!(by_ana, 0, "nothing was decided through the link: {trail}");
 }

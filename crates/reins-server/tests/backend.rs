@@ -181,8 +181,8 @@ async fn a_backend_that_is_not_an_agent_serves_every_door_and_shows_the_same_vie
     assert_eq!(view_of(&on_remote), view_of(&on_local));
     assert_eq!(on_remote["status"], "idle");
 
-    // A streamed run: the stored steps (and the live events relayed meanwhile), then
-    // the output.
+    // A streamed run: the live events relayed meanwhile and the run's end, then the
+    // output — the same stream as a run of the local driver's.
     let res = remote
         .client
         .post(remote.url(&format!("{path}/runs?stream=true")))
@@ -198,7 +198,7 @@ async fn a_backend_that_is_not_an_agent_serves_every_door_and_shows_the_same_vie
         .unwrap();
     let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
     assert!(
-        names.contains(&"message") && names.contains(&"state"),
+        names.starts_with(&["run_started"]) && names.ends_with(&["completed", "output"]),
         "{names:?}"
     );
     let output = &events.last().unwrap().data["output"];
@@ -396,7 +396,7 @@ async fn a_run_over_before_its_stream_begins_still_streams_its_live_events() {
     );
     assert_eq!(server.ran(), ["delete:a.txt"]);
 
-    // The native stream: the live deltas, then the stored message, then the output.
+    // The native stream: the live deltas, then the end and the output.
     let res = server
         .client
         .post(server.url("/v1/sessions/alice%2Ffast/runs?stream=true"))
@@ -409,9 +409,9 @@ async fn a_run_over_before_its_stream_begins_still_streams_its_live_events() {
     let events = sse.until("output").await;
     let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
     let delta = names.iter().position(|n| *n == "text_delta");
-    let message = names.iter().rposition(|n| *n == "message");
+    let end = names.iter().rposition(|n| *n == "completed");
     assert!(
-        matches!((delta, message), (Some(d), Some(m)) if d < m),
+        matches!((delta, end), (Some(d), Some(e)) if d < e),
         "{names:?}"
     );
 }

@@ -15,19 +15,53 @@ use reins_model::{ChatRequest, ScriptedModel, ScriptedResponse};
 use reins_tool::{ToolContext, ToolError, ToolPolicy, Toolkit};
 use serde_json::json;
 
-/// What the tools ran, in order.
+/// What the tools ran, in order: in memory, or in a file ([`Ran::file`]) for tools
+/// that run in another process (a Restate service) or a client that reads it.
 #[derive(Clone, Default)]
-pub struct Ran(Arc<Mutex<Vec<String>>>);
+pub struct Ran(Arc<Mutex<Vec<String>>>, Option<PathBuf>);
 
 impl Ran {
+    /// A record kept in `path`, one line per run.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self(Arc::default(), Some(path.into()))
+    }
     pub fn push(&self, what: String) {
+        if let Some(path) = &self.1 {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(f, "{what}").unwrap();
+        }
         self.0.lock().unwrap().push(what);
     }
+    /// What ran: the file's lines for a [`Ran::file`].
     pub fn all(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        match &self.1 {
+            Some(path) => std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+            None => self.0.lock().unwrap().clone(),
+        }
     }
     pub fn count(&self, what: &str) -> usize {
         self.all().iter().filter(|r| *r == what).count()
+    }
+    /// Waits until `what` ran (its line is there), for at most 30 s.
+    pub async fn wait_for(&self, what: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.count(what) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "`{what}` never ran: {:?}",
+                self.all()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

@@ -90,7 +90,7 @@
 //! ```
 
 mod local;
-mod relayed;
+pub mod relayed;
 
 use std::sync::Arc;
 
@@ -364,6 +364,11 @@ pub trait Sessions: Send + Sync {
     /// The view of a session read without its transcript.
     async fn view_of_head(&self, head: SessionHead) -> Result<SessionView> {
         crate::follow::stored_view(self.record(), head.into_state()).await
+    }
+
+    /// Every session's id and version (see [`MemoryStore::list_sessions`]).
+    async fn list(&self) -> Result<Vec<reins_memory::SessionSummary>> {
+        Ok(self.record().list_sessions().await?)
     }
 
     /// The heads of the sessions `filter` admits (a page, newest activity first).

@@ -19,7 +19,8 @@
 //! (a driver that relays nowhere, or to another process), the handle's events are
 //! made from the messages the run stores, step by step: an assistant message's text
 //! as one `text_delta` and its tool calls as `tool_call_ready`, a tool result as
-//! `tool_execution_finished`.
+//! `tool_execution_finished` — published on the session's live channel like relayed
+//! ones ([`LiveEvent::from_store`]), so that every listener of the session hears them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,21 @@ pub struct LiveEvent {
     pub run_id: Option<String>,
     /// The step's attempt.
     pub attempt: Option<String>,
+    /// Made by the port from a message the run stored, not relayed by the driver (no
+    /// live event told of that step; see the [module docs](self)).
+    pub from_store: bool,
+}
+
+impl LiveEvent {
+    /// An event a driver relayed.
+    pub fn relayed(event: RunEvent, run_id: Option<String>, attempt: Option<String>) -> Self {
+        Self {
+            event,
+            run_id,
+            attempt,
+            from_store: false,
+        }
+    }
 }
 
 impl LiveEvent {
@@ -188,10 +204,16 @@ impl Sessions for Relayed {
         // Subscribed before the input goes in: the run's events from its first one.
         let live = self.live.subscribe(session);
         let changes = self.agent.store().changes().await.ok();
-        self.backend.submit(session, submission).await?;
+        // A retried request the backend answers with the first answer: the run to
+        // follow is the one the first input started.
+        let after = match self.backend.submit_validated(session, submission).await? {
+            Some(validated) => validated.min(after),
+            None => after,
+        };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let follow = Follow {
+            hub: self.live.clone(),
             store: self.agent.store().clone(),
             backend: self.backend.clone(),
             session: session.to_owned(),
@@ -199,6 +221,7 @@ impl Sessions for Relayed {
             stored,
             live_seen: false,
             live,
+            live_open: true,
             changes,
             reread: self.reread,
             cancel: cancel.clone(),
@@ -264,6 +287,7 @@ impl Sessions for Relayed {
 
 /// Follows one run of a relayed driver to its end (see the [module docs](self)).
 struct Follow {
+    hub: Arc<LiveHub>,
     store: Arc<dyn MemoryStore>,
     backend: Arc<dyn SessionBackend>,
     session: String,
@@ -275,6 +299,8 @@ struct Follow {
     /// made into events).
     live_seen: bool,
     live: broadcast::Receiver<LiveEvent>,
+    /// The live channel has not closed.
+    live_open: bool,
     changes: Option<reins_memory::ChangeFeed>,
     reread: Duration,
     cancel: CancellationToken,
@@ -283,20 +309,56 @@ struct Follow {
 
 impl Follow {
     async fn run(mut self) -> Result<RunOutput> {
-        let _ = self.events.send(RunEvent::RunStarted {
-            session_id: self.session.clone(),
-        });
         let mut interrupted = false;
+        let mut started = false;
         loop {
-            let state = self.store.load_session(&self.session).await?;
+            let state = match self.store.load_session(&self.session).await {
+                Ok(s) => Some(s),
+                // Not stored yet (the driver creates it as it takes the input).
+                Err(reins_memory::Error::SessionNotFound { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(state) = state {
+                if let Some(out) = self.read(state, &mut started).await? {
+                    return Ok(out);
+                }
+            }
+            self.wait(&mut interrupted).await;
+        }
+    }
+
+    /// One read of the stored session: the events it tells of, and the output once
+    /// the run is over.
+    async fn read(
+        &mut self,
+        state: reins_memory::SessionState,
+        started: &mut bool,
+    ) -> Result<Option<RunOutput>> {
+        {
+            if !*started && state.version > self.after {
+                // The input is stored: the run began (as a local run says it, once
+                // its first commit is stored).
+                *started = true;
+                let _ = self.events.send(RunEvent::RunStarted {
+                    session_id: self.session.clone(),
+                });
+            }
             // Every live event of the steps this read's commits ended is here: those
             // not passed on yet go first.
             self.drain();
-            self.from_stored(&state.messages);
-            if let Some(out) = settled(&self.store, state, self.after).await? {
-                self.announce_end(&out);
-                return Ok(out);
+            self.tell_stored(&state.messages);
+            let out = settled(&self.store, state, self.after).await?;
+            if let Some(out) = &out {
+                self.announce_end(out);
             }
+            Ok(out)
+        }
+    }
+
+    /// Passes on live events as they come, until the store may have moved; interrupts
+    /// the run in the driver when the caller asked.
+    async fn wait(&mut self, interrupted: &mut bool) {
+        {
             // Live events as they come, until the store may have moved.
             let until_change = async {
                 match self.changes.as_mut() {
@@ -321,26 +383,26 @@ impl Follow {
             loop {
                 tokio::select! {
                     biased;
-                    () = self.cancel.cancelled(), if !interrupted => {
+                    () = self.cancel.cancelled(), if !*interrupted => {
                         // The caller interrupted (or dropped) the run: the driver stops
                         // it; the end is read from the store as for any run.
-                        interrupted = true;
+                        *interrupted = true;
                         if let Err(e) = self.backend.interrupt(&self.session).await {
                             tracing::warn!(session = %self.session, error = %e, "could not interrupt a relayed run");
                         }
                     }
-                    r = self.live.recv() => match r {
+                    r = self.live.recv(), if self.live_open => match r {
                         Ok(e) => {
-                            self.live_seen = true;
+                            self.live_seen |= !e.from_store;
                             let _ = self.events.send(e.event);
                         }
                         Err(broadcast::error::RecvError::Lagged(n)) => {
                             tracing::debug!(session = %self.session, missed = n, "a followed run fell behind its live events");
                         }
-                        Err(broadcast::error::RecvError::Closed) => break,
+                        Err(broadcast::error::RecvError::Closed) => self.live_open = false,
                     },
-                    () = &mut until_change => break,
-                    () = &mut reread => break,
+                    () = &mut until_change => return,
+                    () = &mut reread => return,
                 }
             }
         }
@@ -352,7 +414,7 @@ impl Follow {
         loop {
             match self.live.try_recv() {
                 Ok(e) => {
-                    self.live_seen = true;
+                    self.live_seen |= !e.from_store;
                     let _ = self.events.send(e.event);
                 }
                 Err(TryRecvError::Lagged(_)) => {}
@@ -363,7 +425,7 @@ impl Follow {
 
     /// The events of the messages stored since the last read, when no live event
     /// told of them (see the [module docs](self)).
-    fn from_stored(&mut self, messages: &[reins_message::Msg]) {
+    fn tell_stored(&mut self, messages: &[reins_message::Msg]) {
         // A transcript that got shorter (a repair dropped a partial turn): start over
         // from where it stands.
         let from = self.stored.min(messages.len());
@@ -371,22 +433,23 @@ impl Follow {
         if self.live_seen {
             return;
         }
+        let mut made = Vec::new();
         for m in &messages[from..] {
             match m.role {
                 reins_message::Role::Assistant => {
                     let text = m.text();
                     if !text.is_empty() {
-                        let _ = self.events.send(RunEvent::TextDelta { text });
+                        made.push(RunEvent::TextDelta { text });
                     }
                     for tool_use in m.tool_uses() {
-                        let _ = self.events.send(RunEvent::ToolCallReady {
+                        made.push(RunEvent::ToolCallReady {
                             tool_use: tool_use.clone(),
                         });
                     }
                 }
                 reins_message::Role::Tool => {
                     for result in m.tool_results_iter() {
-                        let _ = self.events.send(RunEvent::ToolExecutionFinished {
+                        made.push(RunEvent::ToolExecutionFinished {
                             result: result.clone(),
                         });
                     }
@@ -394,6 +457,22 @@ impl Follow {
                 _ => {}
             }
         }
+        if made.is_empty() {
+            return;
+        }
+        let made = made
+            .into_iter()
+            .map(|event| LiveEvent {
+                event,
+                run_id: None,
+                attempt: None,
+                from_store: true,
+            })
+            .collect();
+        // Published for every listener of the session; this run's own receiver gets
+        // them back, in order, and passes them on.
+        self.hub.publish(&self.session, made);
+        self.drain();
     }
 
     /// The events a local run ends with.

@@ -236,14 +236,59 @@ impl Run {
         let RequirementKind::Budget { budget: ask } = &req.kind else {
             return Ok(None);
         };
-        match requested(req, d)? {
-            None => Ok(None),
-            Some((suggested, true)) => Ok(Some(suggested)),
+        let limit = match requested(req, d)? {
+            None => return Ok(None),
+            Some((suggested, true)) => suggested,
             Some((limit, false)) => {
                 limit.check_extension(&ask.limit, &self.budget_spent(), &ask.reached)?;
-                Ok(Some(limit))
+                limit
             }
+        };
+        self.check_budget_authority(req, &limit)?;
+        Ok(Some(limit))
+    }
+
+    /// Only an admin extends a session's budget above the agent's default, as only an
+    /// admin starts a session above it: checked here, for every door and driver, when
+    /// the call's actor carries the roles a door vouches for (its metadata's `roles`;
+    /// an application deciding in its own code, with no roles, is not limited).
+    fn check_budget_authority(&self, req: &Requirement, limit: &Budget) -> Result<()> {
+        let Some(actor) = &self.call.actor else {
+            return Ok(());
+        };
+        let Some(roles) = actor
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("roles"))
+            .and_then(Value::as_array)
+        else {
+            return Ok(());
+        };
+        if roles.iter().any(|r| r == "admin") {
+            return Ok(());
         }
+        let Some(default) = self
+            .call
+            .budget
+            .as_ref()
+            .map(|r| r.limit)
+            .filter(|l| !l.is_unlimited())
+        else {
+            return Ok(());
+        };
+        let above = limit.above(&default);
+        if above.is_empty() {
+            return Ok(());
+        }
+        Err(AgentError::NotEligible {
+            id: req.id.clone(),
+            reason: format!(
+                "`{}` may not extend the session's budget above the agent's default: only \
+                 an admin may; asked {}",
+                actor.principal,
+                above.join(", ")
+            ),
+        })
     }
 
     /// Applies a checked decision on the budget requirement: the new limit and the

@@ -96,7 +96,9 @@ impl Run {
                 self.check_eligibility(req, d)?;
             }
             if let (Decision::Approve { edited_input, .. }, Some(q)) = (d, &req.quorum) {
-                self.check_quorum_approval(req, q, d.decided_by(), edited_input.as_ref())?;
+                // Approving the arguments as shown is no edit.
+                let edited = edited_input.as_ref().filter(|e| **e != req.tool_use.input);
+                self.check_quorum_approval(req, q, d.decided_by(), edited)?;
             }
             if let Decision::Input { values, .. } = d {
                 if !values.is_object() {

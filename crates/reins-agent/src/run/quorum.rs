@@ -110,7 +110,7 @@ impl Run {
         let Some(tools) = actor.decides_on() else {
             return Ok(());
         };
-        if tools.iter().any(|t| *t == req.tool_use.name) {
+        if tools.contains(&req.tool_use.name) {
             return Ok(());
         }
         Err(AgentError::NotEligible {

@@ -1,5 +1,6 @@
 //! `serve --restate`: the demo agent's sessions run on Restate, behind the same
-//! reins-server API, inbox and AG-UI as `serve`.
+//! reins-server API, inbox and AG-UI as `serve`, and the same MCP and ACP doors
+//! (`--mcp`, `--acp`: they hold `Relayed` over the deployment).
 //!
 //! One process (this one) holds both sides of the agent — reins-server fronting the
 //! deployment (`Server::backend` with a `RestateClient`) and the agent's Restate
@@ -12,10 +13,11 @@
 //! dies on its own, this process stops too, so that the same command can start both
 //! again.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::out::say;
+use reins::agent::port::{Relayed, Sessions};
 use reins::prelude::Agent;
 use reins_restate::{LiveRelay, LocalRestate, RestateClient, RestatePorts, SessionObject};
 use reins_server::{AccessRole, Auth, Principal, Server};
@@ -24,28 +26,39 @@ use reins_server::{AccessRole, Auth, Principal, Server};
 /// 9082, the agent's Restate endpoint on 9083.
 pub(super) const DEFAULT_PORTS: u16 = 9080;
 
-/// What `serve` prepared: the agent, the tokens, reins-server's listener.
-pub(super) struct Setup<'a> {
+/// What `serve` prepared: the agent, the tokens, where reins-server listens.
+pub(super) struct Setup {
     pub(super) agent: Agent,
     pub(super) auth: Auth,
-    pub(super) listener: tokio::net::TcpListener,
+    /// reins-server's address (the endpoint relays its live events there).
+    pub(super) server_addr: SocketAddr,
     pub(super) data_dir: PathBuf,
     /// `--restate-ports`.
     pub(super) first_port: u16,
-    /// Prints `serve`'s banner, with the words that say how it runs.
-    pub(super) banner: &'a dyn Fn(&str),
 }
 
-/// Starts restate-server, the agent's Restate endpoint and reins-server in front of
-/// them; serves until Ctrl-C, or until restate-server or the endpoint stops.
-pub(super) async fn serve(setup: Setup<'_>) -> Result<(), String> {
+/// restate-server and the agent's Restate endpoint, running, with what fronts them.
+pub(super) struct Deployment {
+    /// reins-server over the deployment.
+    pub(super) app: axum::Router,
+    /// The session port the MCP and ACP doors hold: `Relayed` over the deployment's
+    /// client, on the store the endpoint commits to.
+    pub(super) sessions: Arc<dyn Sessions>,
+    restate: LocalRestate,
+    restate_dir: PathBuf,
+    endpoint_url: String,
+    endpoint_task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts restate-server and the agent's Restate endpoint, registers the endpoint, and
+/// builds reins-server in front of them.
+pub(super) async fn start(setup: Setup) -> Result<Deployment, String> {
     let Setup {
         agent,
         auth,
-        listener,
+        server_addr,
         data_dir,
         first_port,
-        banner,
     } = setup;
     let port = |n: u16| {
         first_port.checked_add(n).ok_or_else(|| {
@@ -70,13 +83,10 @@ pub(super) async fn serve(setup: Setup<'_>) -> Result<(), String> {
          (or set REINS_RESTATE_SERVER to its path)",
     )?;
     let restate_dir = data_dir.join("restate");
-    let mut restate = LocalRestate::start_on(binary, &restate_dir, ports, "")
+    let restate = LocalRestate::start_on(binary, &restate_dir, ports, "")
         .await
         .map_err(|e| format!("cannot start restate-server: {e}"))?;
 
-    let server_addr = listener
-        .local_addr()
-        .map_err(|e| format!("no local address: {e}"))?;
     // The endpoint relays its live run events (text deltas, tool progress) to this
     // reins-server, as a principal of its own with the admin role.
     let relay_token = reins_server::generate_token();
@@ -90,50 +100,65 @@ pub(super) async fn serve(setup: Setup<'_>) -> Result<(), String> {
     let object = SessionObject::new(agent.clone())
         .map_err(|e| e.to_string())?
         .live(relay);
-    let mut endpoint_task = tokio::spawn(reins_restate::serve(object, endpoint));
+    let endpoint_task = tokio::spawn(reins_restate::serve(object, endpoint));
     let endpoint_url = format!("http://{endpoint_addr}");
     restate
         .register(&endpoint_url)
         .await
         .map_err(|e| format!("restate-server refused the deployment {endpoint_url}: {e}"))?;
 
-    let app = Server::new(agent)
-        .auth(auth)
-        .backend(Arc::new(RestateClient::new(restate.ingress_url())))
-        .router();
-    banner(", on Restate");
-    say!(
-        "restate: restate-server {} (ingress {}, admin {}, data and log in {}); the agent's endpoint {endpoint_url}",
-        restate
-            .pid()
-            .map_or_else(String::new, |p| format!("pid {p}")),
-        restate.ingress_url(),
-        restate.admin_url(),
-        restate_dir.display(),
-    );
-    say!("(Ctrl-C stops both; after a crash or kill -9, run the same command again)");
-    let log = restate.log_path();
-    let served = reins_server::serve_with_shutdown(
-        listener,
+    let client = Arc::new(RestateClient::new(restate.ingress_url()));
+    // The MCP and ACP doors follow their runs through the store and make the editor's
+    // and host's updates from what the runs store (the endpoint relays its live events
+    // to reins-server's own port).
+    let sessions: Arc<dyn Sessions> = Arc::new(Relayed::new(agent.clone(), client.clone()));
+    let app = Server::new(agent).auth(auth).backend(client).router();
+    Ok(Deployment {
         app,
-        reins_server::ServeOptions::default(),
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
-    );
-    let result = tokio::select! {
-        r = served => r.map_err(|e| format!("the server failed: {e}")),
-        exit = restate.wait() => Err(format!(
-            "restate-server stopped ({}); see {}. Run the same command again to start it",
-            exit.map_or_else(|e| e.to_string(), |s| s.to_string()),
-            log.display()
-        )),
-        _ = &mut endpoint_task => Err("the agent's Restate endpoint stopped".to_owned()),
-    };
-    endpoint_task.abort();
-    restate
-        .kill()
-        .await
-        .map_err(|e| format!("cannot stop restate-server: {e}"))?;
-    result
+        sessions,
+        restate,
+        restate_dir,
+        endpoint_url,
+        endpoint_task,
+    })
+}
+
+impl Deployment {
+    /// The banner's line about the deployment.
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "restate: restate-server {} (ingress {}, admin {}, data and log in {}); the agent's endpoint {}",
+            self.restate
+                .pid()
+                .map_or_else(String::new, |p| format!("pid {p}")),
+            self.restate.ingress_url(),
+            self.restate.admin_url(),
+            self.restate_dir.display(),
+            self.endpoint_url,
+        )
+    }
+
+    /// Serves with `served` (reins-server, or a door on stdio beside it) until it
+    /// ends, or until restate-server or the endpoint stops; then stops restate-server.
+    pub(super) async fn serve_until(
+        mut self,
+        served: impl Future<Output = Result<(), String>>,
+    ) -> Result<(), String> {
+        let log = self.restate.log_path();
+        let result = tokio::select! {
+            r = served => r,
+            exit = self.restate.wait() => Err(format!(
+                "restate-server stopped ({}); see {}. Run the same command again to start it",
+                exit.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                log.display()
+            )),
+            _ = &mut self.endpoint_task => Err("the agent's Restate endpoint stopped".to_owned()),
+        };
+        self.endpoint_task.abort();
+        self.restate
+            .kill()
+            .await
+            .map_err(|e| format!("cannot stop restate-server: {e}"))?;
+        result
+    }
 }

@@ -27,7 +27,7 @@ export async function failure(promise) {
     const r = await promise;
     return { ok: true, value: r };
   } catch (e) {
-    return { ok: false, code: e.code ?? null, message: String(e.message ?? e) };
+    return { ok: false, code: e.code ?? null, message: String(e.message ?? e), data: e.data ?? null };
   }
 }
 

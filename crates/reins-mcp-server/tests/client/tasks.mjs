@@ -3,9 +3,14 @@
 // (@modelcontextprotocol/client 2.4.0) refuses `tasks/get` toward a 2026-07-28 peer
 // (it knows only the 2025-11-25 core tasks), so it cannot drive this extension yet.
 // Usage:
-//   node tasks.mjs flow URL_A URL_B   create on A, answer and cancel on B, read on both
+//   node tasks.mjs flow URL_A URL_B RAN_FILE
+//                                     create on A, answer and cancel on B, read on both
+//                                     (RAN_FILE: what the tools ran, one per line)
 //   node tasks.mjs start URL MESSAGE  create a task, wait for input_required, print it
 //   node tasks.mjs get URL TASK_ID    poll until terminal, print the task
+//   node tasks.mjs peek URL TASK_ID   one tasks/get, print its status or error
+//   node tasks.mjs update URL TASK_ID wait for input_required, approve what it asks
+import { existsSync, readFileSync } from 'node:fs';
 import { sleep } from './common.mjs';
 
 let nextId = 1;
@@ -44,20 +49,23 @@ export async function rpc(url, method, params, { token = 'token-alice', caps } =
 }
 
 async function poll(url, taskId, until, opts) {
-  for (let i = 0; i < 200; i++) {
+  let last;
+  for (let i = 0; i < 300; i++) {
     const m = await rpc(url, 'tasks/get', { taskId }, opts);
     if (m.error) return { error: m.error };
     if (until.includes(m.result.status)) return m.result;
+    last = m.result;
     await sleep(m.result.pollIntervalMs ?? 100);
   }
-  throw new Error(`task ${taskId} never reached ${until}`);
+  throw new Error(`task ${taskId} never reached ${until}; last: ${JSON.stringify(last)}`);
 }
 
 const [cmd, ...args] = process.argv.slice(2);
 const call = (url, message) => rpc(url, 'tools/call', { name: 'files', arguments: { message } });
 const out = {};
 if (cmd === 'flow') {
-  const [a, b] = args;
+  const [a, b, ranFile] = args;
+  const ran = () => (existsSync(ranFile) ? readFileSync(ranFile, 'utf8').split('\n') : []);
   // Without the extension declared, the call is not a task.
   const plain = await rpc(a, 'tools/call', { name: 'files', arguments: { message: 'hello' } }, { caps: {} });
   out.withoutExtension = plain.result?.resultType ?? null;
@@ -65,6 +73,7 @@ if (cmd === 'flow') {
   out.created = { resultType: created.result.resultType, status: created.result.status, taskId: created.result.taskId, pollIntervalMs: created.result.pollIntervalMs };
   const id = created.result.taskId;
   const waiting = await poll(b, id, ['input_required', 'completed', 'failed', 'cancelled']);
+  if (waiting.error) throw new Error(`tasks/get on B failed: ${JSON.stringify(waiting.error)}`);
   out.waitingOnB = { status: waiting.status, keys: Object.keys(waiting.inputRequests ?? {}), message: Object.values(waiting.inputRequests ?? {})[0]?.params?.message };
   // Another principal cannot see it.
   out.foreign = (await rpc(b, 'tasks/get', { taskId: id }, { token: 'token-bob' })).error ?? null;
@@ -77,7 +86,10 @@ if (cmd === 'flow') {
   // Cancel from B while A runs the slow tool.
   const slow = await call(a, 'slow s.txt');
   const sid = slow.result.taskId;
-  await sleep(500);
+  for (let i = 0; !ran().includes('slow-start:s.txt'); i++) {
+    if (i > 3000) throw new Error('the slow tool never started');
+    await sleep(20);
+  }
   out.workingBeforeCancel = (await rpc(b, 'tasks/get', { taskId: sid })).result.status;
   out.cancel = await rpc(b, 'tasks/cancel', { taskId: sid });
   const cancelled = await poll(a, sid, ['completed', 'failed', 'cancelled']);
@@ -95,6 +107,16 @@ if (cmd === 'flow') {
   const done = await poll(url, id, ['completed', 'failed', 'cancelled']);
   out.status = done.status;
   out.text = done.result?.content?.[0]?.text;
+} else if (cmd === 'peek') {
+  const [url, id] = args;
+  const m = await rpc(url, 'tasks/get', { taskId: id });
+  out.status = m.result?.status ?? null;
+  out.error = m.error ?? null;
+} else if (cmd === 'update') {
+  const [url, id] = args;
+  const waiting = await poll(url, id, ['input_required']);
+  const key = Object.keys(waiting.inputRequests)[0];
+  out.update = await rpc(url, 'tasks/update', { taskId: id, inputResponses: { [key]: { action: 'accept', content: { decision: 'approve' } } } });
 } else {
   throw new Error(`unknown command ${cmd}`);
 }

@@ -19,13 +19,22 @@ use serde_json::{Value, json};
 pub const KEY: &[u8; 32] = b"test-key-test-key-test-key-test!";
 
 /// What the tools ran, in order (also appended to `$REINS_MCP_RAN_FILE` when set,
-/// for a server running as a child process).
+/// or to the file of [`Ran::file`], for tools running in another process).
 #[derive(Clone, Default)]
-pub struct Ran(Arc<Mutex<Vec<String>>>);
+pub struct Ran(Arc<Mutex<Vec<String>>>, Option<PathBuf>);
 
 impl Ran {
+    /// A record kept in `path` (one line per run): what tools in another process
+    /// ran, read from this one.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Self(Arc::default(), Some(path.into()))
+    }
     pub fn push(&self, what: String) {
-        if let Ok(path) = std::env::var("REINS_MCP_RAN_FILE") {
+        let path = self
+            .1
+            .clone()
+            .or_else(|| std::env::var_os("REINS_MCP_RAN_FILE").map(PathBuf::from));
+        if let Some(path) = path {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
@@ -36,8 +45,31 @@ impl Ran {
         }
         self.0.lock().unwrap().push(what);
     }
+    /// What ran: the file's lines for a [`Ran::file`].
     pub fn all(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        match &self.1 {
+            Some(path) => std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+            None => self.0.lock().unwrap().clone(),
+        }
+    }
+    pub fn count(&self, what: &str) -> usize {
+        self.all().iter().filter(|r| *r == what).count()
+    }
+    /// Waits until `what` ran (its line is there), for at most 30 s.
+    pub async fn wait_for(&self, what: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self.count(what) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "`{what}` never ran: {:?}",
+                self.all()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -158,8 +190,8 @@ pub fn agent(store: Arc<dyn MemoryStore>, ran: &Ran) -> Agent {
         .unwrap()
 }
 
-pub fn server(agent: Agent) -> McpAgentServer {
-    McpAgentServer::builder(agent)
+pub fn server(sessions: impl reins_agent::port::Sessions + 'static) -> McpAgentServer {
+    McpAgentServer::builder(sessions)
         .signing_key(*KEY)
         .state_ttl(Duration::from_secs(3))
         .poll_interval(Duration::from_millis(100))
@@ -262,4 +294,97 @@ pub async fn sqlite_store() -> (tempfile::TempDir, Arc<dyn MemoryStore>) {
         .await
         .unwrap();
     (dir, Arc::new(store))
+}
+
+/// The Tasks extension's flow (tests/client/tasks.mjs) through two instances of the
+/// door, one over port `a` and one over port `b` (on one store, or one deployment):
+/// a task created on A is answered and cancelled through B and read on both; a task
+/// decided in the inbox (another door's person, through the port's decision path)
+/// completes for the MCP client. `ran` is what the tools ran, wherever they run.
+pub async fn tasks_flow(
+    a: Arc<dyn reins_agent::port::Sessions>,
+    b: Arc<dyn reins_agent::port::Sessions>,
+    ran: &Ran,
+    label: &str,
+) {
+    use reins_agent::port::Decide;
+    use reins_agent::{Actor, Decision};
+
+    let Some(ran_file) = ran.1.clone() else {
+        panic!("the tasks flow reads what ran from a file (Ran::file)");
+    };
+    let http_a = serve_http(server(a.clone())).await;
+    let http_b = serve_http(server(b.clone())).await;
+
+    let out = run_client(
+        "tasks.mjs",
+        &["flow", &http_a.url, &http_b.url, ran_file.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(out["withoutExtension"], "complete", "{label}: {out}");
+    assert_eq!(out["created"]["resultType"], "task", "{label}: {out}");
+    assert_eq!(out["created"]["status"], "working");
+    assert_eq!(out["created"]["pollIntervalMs"], 100);
+    let id = out["created"]["taskId"].as_str().unwrap();
+    assert!(id.starts_with("mcp/alice/"), "{id}");
+    assert_eq!(
+        out["waitingOnB"]["status"], "input_required",
+        "{label}: {out}"
+    );
+    assert!(
+        out["waitingOnB"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("t.txt")
+    );
+    assert_eq!(out["foreign"]["code"], -32602, "{label}: {out}");
+    assert!(out["update"]["result"].is_object(), "{label}: {out}");
+    assert_eq!(out["doneOnA"]["status"], "completed", "{label}: {out}");
+    assert!(
+        out["doneOnA"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("deleted t.txt")
+    );
+    assert_eq!(out["doneOnB"]["status"], "completed");
+    assert_eq!(out["workingBeforeCancel"], "working", "{label}: {out}");
+    assert!(out["cancel"]["result"].is_object(), "{label}: {out}");
+    assert_eq!(out["cancelled"]["status"], "cancelled", "{label}: {out}");
+    assert_eq!(out["unknown"]["code"], -32602, "{label}: {out}");
+    // The approved delete ran once; the slow call was stopped.
+    let deletes: Vec<String> = ran
+        .all()
+        .into_iter()
+        .filter(|r| r.starts_with("delete:"))
+        .collect();
+    assert_eq!(deletes, ["delete:t.txt"], "{label}");
+    ran.wait_for("slow-stopped:s.txt").await;
+    assert_eq!(ran.count("slow-done:s.txt"), 0, "{label}");
+
+    // A task decided in the inbox (another door's person, through B's port) completes.
+    let out = run_client(
+        "tasks.mjs",
+        &["start", &http_a.url, "delete inbox.txt"],
+        &[],
+    )
+    .await;
+    assert_eq!(out["status"], "input_required", "{label}: {out}");
+    let id = out["taskId"].as_str().unwrap();
+    let view = b.view(id).await.unwrap();
+    assert_eq!(view.requirements.len(), 1, "{label}: {view:?}");
+    let decide = Decide::new(
+        Actor::new("carol@inbox"),
+        vec![Decision::approve(&view.requirements[0].id)],
+    )
+    .at(view.token);
+    b.decide(id, decide).await.unwrap().wait().await.unwrap();
+    let out = run_client("tasks.mjs", &["get", &http_a.url, id], &[]).await;
+    assert_eq!(out["status"], "completed", "{label}: {out}");
+    assert!(out["text"].as_str().unwrap().contains("deleted inbox.txt"));
+    let audit = b.audit(id).await.unwrap();
+    assert_eq!(
+        audit.last().unwrap().actor.as_ref().unwrap().principal,
+        "carol@inbox"
+    );
 }

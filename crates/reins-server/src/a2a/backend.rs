@@ -1,25 +1,21 @@
-//! An A2A message's input handed to whatever runs the sessions (the local driver, or a
-//! backend such as a Restate deployment), through the native API's door
-//! ([`begin`](crate::sessions::backend::begin)). The input goes in as the A2A actor
+//! An A2A message's input handed to the session port (the local driver, or a Restate
+//! deployment behind `Relayed`), through the native API's door
+//! ([`begin`](crate::sessions::backend::begin), [`decide`](crate::sessions::backend::decide)). The input goes in as the A2A actor
 //! (the sender, `via: a2a`, the message id), keyed by the A2A message id, so that a
 //! retry racing the first send gets the first answer from a backend that keeps keys,
 //! and is recognised in the store (its message, its decisions) otherwise. The answer
 //! follows the run once its input is stored: a `GetTask` that follows finds it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
+use reins_agent::port::Decide;
 use reins_agent::{AgentError, RunInput, Submission, ViewToken};
 
 use super::RpcError;
 use crate::auth::Principal;
 use crate::error::ServerError;
 use crate::hub::{LocalRun, Subscription};
-use crate::sessions::backend::{Begun, begin, wait_for_change};
 use crate::state::AppState;
-
-/// How long the answer waits for a backend to store an input it accepted.
-const STORED_WAIT: Duration = Duration::from_secs(30);
 
 /// Why an input did not start a run.
 pub(super) enum NotStarted {
@@ -39,11 +35,10 @@ impl From<NotStarted> for RpcError {
     }
 }
 
-/// Hands `input` for `session` to the backend as `who` (A2A message `message_id`),
-/// made on `view`, and returns once the input is stored: a run executing here with the
-/// subscription that follows it, once its first event says it began; `None` for a run
-/// in the backend's processes, once the stored session has moved past where it stood
-/// (or after [`STORED_WAIT`]).
+/// Hands `input` for `session` to the session port as `who` (A2A message
+/// `message_id`), made on `view` — decisions through the one decision path — and
+/// returns once the input is stored: the run followed here with the subscription that
+/// follows it, once its first event says it began.
 pub(super) async fn start(
     state: &AppState,
     who: &Principal,
@@ -51,46 +46,36 @@ pub(super) async fn start(
     input: RunInput,
     message_id: &str,
     view: Option<ViewToken>,
-) -> Result<Option<(Arc<LocalRun>, Subscription)>, NotStarted> {
-    let mut submission = Submission::new(input);
-    submission.actor = Some(super::a2a_actor(who, Some(message_id)));
-    submission.view = view;
-    submission.idempotency_key = Some(format!("a2a {message_id}"));
-    let mut notices = state.hub.notices();
+) -> Result<(Arc<LocalRun>, Subscription), NotStarted> {
+    let actor = super::a2a_actor(who, Some(message_id));
+    let key = format!("a2a {message_id}");
     let mut sub = state.hub.channel(session).subscribe(None);
-    match begin(state, who, session, submission)
-        .await
-        .map_err(NotStarted::Refused)?
-    {
-        Begun::Here(run) => loop {
-            match sub.rx.recv().await {
-                Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
-                    if env.event.is_failure() {
-                        run.wait().await.map_err(NotStarted::Failed)?;
-                    }
-                    return Ok(Some((run, sub)));
-                }
-                Ok(_) => {}
-                // Behind or closed: the run's own outcome tells.
-                Err(_) => return Ok(Some((run, sub))),
-            }
-        },
-        Begun::Relayed(mark) => {
-            state.hub.ensure_poller(&state.agent);
-            let deadline = Instant::now() + STORED_WAIT;
-            while stored_version(state, session).await? <= mark.version && Instant::now() < deadline
-            {
-                wait_for_change(&mut notices, session).await;
-            }
-            Ok(None)
+    let begun = match input {
+        RunInput::Decisions(decisions) => {
+            let mut decide = Decide::new(actor, decisions).key(key);
+            decide.view = view;
+            crate::sessions::backend::decide(state, session, decide).await
         }
-    }
-}
-
-/// The stored session's version (0: none stored).
-async fn stored_version(state: &AppState, session: &str) -> Result<u64, NotStarted> {
-    match state.agent.store().session_version(session).await {
-        Ok(v) => Ok(v.unwrap_or(0)),
-        Err(e) => Err(NotStarted::Refused(AgentError::Store(e))),
+        input => {
+            let mut submission = Submission::new(input);
+            submission.actor = Some(actor);
+            submission.view = view;
+            submission.idempotency_key = Some(key);
+            crate::sessions::backend::begin(state, session, submission).await
+        }
+    };
+    let run = begun.map_err(NotStarted::Refused)?;
+    loop {
+        match sub.rx.recv().await {
+            Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
+                if env.event.is_failure() {
+                    run.wait().await.map_err(NotStarted::Failed)?;
+                }
+                return Ok((run, sub));
+            }
+            Ok(_) => {}
+            // Behind or closed: the run's own outcome tells.
+            Err(_) => return Ok((run, sub)),
+        }
     }
 }

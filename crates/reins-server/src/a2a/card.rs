@@ -20,12 +20,11 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// The card of the agent this server serves, as seen from `base` (`http://host:port`).
 pub(crate) fn card(state: &AppState, base: &str) -> Value {
-    let name = state.agent.name();
-    let skills: Vec<Value> = state
-        .agent
-        .toolkit()
-        .specs()
-        .into_iter()
+    let card = state.sessions.card();
+    let name = card.name.as_str();
+    let skills: Vec<Value> = card
+        .tools
+        .iter()
         .map(|t| {
             json!({
                 "id": t.name,

@@ -116,9 +116,8 @@ pub(super) async fn list_tasks(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let sessions = state
-        .agent
-        .store()
-        .list_sessions()
+        .sessions
+        .list()
         .await
         .map_err(|e| RpcError::from(ServerError::from(e)))?;
     let mut all = Vec::new();
@@ -126,11 +125,11 @@ pub(super) async fn list_tasks(
         if !who.may_read(&s.id) || filters.context.is_some_and(|c| c != s.id) {
             continue;
         }
-        let Ok(stored) = state.agent.store().load_session(&s.id).await else {
+        let Ok(stored) = state.sessions.read(&s.id, true).await else {
             continue;
         };
         let running = state.hub.local_run(&s.id).is_some();
-        let read = tasks_of(&state.agent, stored, running).await;
+        let read = tasks_of(&s.id, stored, running).await;
         let Some(tasks) =
             ServerError::or_skip(read, &s.id, "tasks/list").map_err(RpcError::from)?
         else {

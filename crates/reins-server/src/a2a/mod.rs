@@ -54,7 +54,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use reins_agent::{Actor, Decision, RunInput, Started, Submission, ViewToken};
+use reins_agent::{Actor, Decision, ViewToken};
 use serde_json::{Value, json};
 
 use crate::auth::{AccessRole, Principal};
@@ -323,13 +323,15 @@ async fn load_task(state: &AppState, who: &Principal, id: &str) -> Result<TaskVi
     if !who.may_read(&session) {
         return Err(RpcError::not_found(id));
     }
-    let stored = match state.agent.store().load_session(&session).await {
+    let stored = match state.sessions.read(&session, true).await {
         Ok(s) => s,
-        Err(reins_memory::Error::SessionNotFound { .. }) => return Err(RpcError::not_found(id)),
+        Err(reins_agent::AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => {
+            return Err(RpcError::not_found(id));
+        }
         Err(e) => return Err(ServerError::from(e).into()),
     };
     let running = state.hub.local_run(&session).is_some();
-    tasks_of(&state.agent, stored, running)
+    tasks_of(&session, stored, running)
         .await?
         .into_iter()
         .find(|t| t.turn.first().is_some_and(|m| m.id == message))
@@ -362,27 +364,19 @@ async fn get_task(state: &AppState, who: &Principal, params: &Value) -> Result<V
     Ok(task_json(&task, history, true))
 }
 
-/// The session acting as the caller (recorded on its decisions, with `via: a2a` and
-/// the A2A `message_id` the decisions came in, which is how a decision message sent
-/// again is recognised).
-async fn actor_session(
-    state: &AppState,
-    who: &Principal,
-    session: &str,
-    message_id: Option<&str>,
-) -> Result<reins_agent::Session, RpcError> {
-    let s = state.agent.session(session).await?;
-    Ok(s.as_actor(a2a_actor(who, message_id)))
-}
-
 /// The caller as the actor of what an A2A message does: `via: a2a`, and the A2A
 /// `message_id` when the message is known.
 fn a2a_actor(who: &Principal, message_id: Option<&str>) -> Actor {
-    let mut actor = Actor::new(who.name.clone());
-    actor.metadata = Some(match message_id {
-        Some(m) => json!({"via": "a2a", "message_id": m}),
-        None => json!({"via": "a2a"}),
-    });
+    let mut actor = who.actor();
+    let mut meta = match actor.metadata.take() {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    meta.insert("via".to_owned(), json!("a2a"));
+    if let Some(m) = message_id {
+        meta.insert("message_id".to_owned(), json!(m));
+    }
+    actor.metadata = Some(Value::Object(meta));
     actor
 }
 
@@ -408,9 +402,9 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 run.interrupter.interrupt();
                 let _ = run.wait().await;
             } else {
-                // Elsewhere: the backend stores the request for the instance that
-                // runs it (the local driver) or delivers it itself.
-                if !state.backend.interrupt(&session).await? {
+                // Elsewhere: the port stores the request for the worker that runs it
+                // (the local driver) or has the driver deliver it.
+                if !state.sessions.interrupt(&session).await?.requested() {
                     return Err(RpcError::new(
                         -32002,
                         format!("task `{id}` has no run in flight that can be reached to cancel"),
@@ -424,7 +418,7 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
         // rejecting the calls could let the model answer before the interrupt lands,
         // so the task would end completed rather than canceled. Refused rather than
         // run differently.
-        TaskState::InputRequired if !state.backend.runs_here() => {
+        TaskState::InputRequired if !state.sessions.runs_here() => {
             return Err(RpcError::new(
                 -32002,
                 format!(
@@ -439,37 +433,32 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
                 .iter()
                 .map(|r| Decision::reject(r.id.clone(), "the task was canceled"))
                 .collect();
-            let mut submission = Submission::new(RunInput::Decisions(decisions));
-            submission.actor = Some(a2a_actor(who, None));
-            submission.view = Some(ViewToken::of(true, &task.pending));
-            match state.backend.start(&session, submission).await? {
-                Started::Here(handle) => {
-                    handle.interrupt();
-                    let run = state.hub.start_run(&session, handle);
-                    let _ = run.wait().await;
-                }
-                Started::Relayed => {
-                    state.hub.notify(&session);
-                    wait_idle(state, &session).await;
-                }
-            }
+            let decide = reins_agent::port::Decide::new(a2a_actor(who, None), decisions)
+                .at(ViewToken::of(true, &task.pending));
+            let live = state.sessions.live(&session);
+            let handle = state.sessions.decide(&session, decide).await?;
+            handle.interrupt();
+            let run = state.hub.start_run(&session, handle, live);
+            let _ = run.wait().await;
         }
     }
     let task = load_task(state, who, &id).await?;
     Ok(task_json(&task, None, true))
 }
 
-/// Waits (bounded) until the session has no run in flight anywhere.
+/// Waits (bounded) until the session has no run in flight anywhere: on its change
+/// notices, at most 10 s.
 async fn wait_idle(state: &AppState, session: &str) {
-    for _ in 0..200 {
-        if let Ok(s) = state.agent.store().load_session(session).await {
-            let Ok((d, _)) = crate::view::of(&state.agent, s, false, false).await else {
-                return;
-            };
-            if d.status != crate::types::SessionStatus::Running {
-                return;
+    let mut notices = state.hub.notices();
+    state.hub.ensure_poller(state.sessions.record());
+    let idle = async {
+        loop {
+            match state.sessions.view(session).await {
+                Ok(v) if !v.is_running() => return,
+                Err(_) => return,
+                Ok(_) => crate::hub::wait_for_notice(&mut notices, session).await,
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), idle).await;
 }

@@ -110,8 +110,8 @@ pub(super) async fn save(
         created_at: Utc::now(),
     };
     state
-        .agent
-        .store()
+        .sessions
+        .record()
         .put_subscription(&sub)
         .await
         .map_err(ServerError::from)?;
@@ -131,8 +131,8 @@ fn task_param(params: &Value) -> Result<String, RpcError> {
 async fn configs(state: &AppState, task: &str) -> Result<Vec<Value>, RpcError> {
     let prefix = format!("{task}/");
     Ok(state
-        .agent
-        .store()
+        .sessions
+        .record()
         .subscriptions(KIND)
         .await
         .map_err(ServerError::from)?
@@ -194,8 +194,8 @@ pub(super) async fn delete(
     load_task(state, who, &task).await?;
     let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
     let gone = state
-        .agent
-        .store()
+        .sessions
+        .record()
         .delete_subscription(&stored_id(&task, id))
         .await
         .map_err(ServerError::from)?;

@@ -91,9 +91,9 @@ async fn started_before(
     session: &str,
     msg: &Incoming,
 ) -> Result<Option<String>, RpcError> {
-    let stored = match state.agent.store().load_session(session).await {
+    let stored = match state.sessions.read(session, true).await {
         Ok(s) => s,
-        Err(reins_memory::Error::SessionNotFound { .. }) => return Ok(None),
+        Err(AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => return Ok(None),
         Err(e) => return Err(ServerError::from(e).into()),
     };
     let mark = |m: &Msg| m.metadata.get(TASK_MARK).and_then(Value::as_str) == Some(&msg.message_id);
@@ -166,11 +166,10 @@ async fn new_task(
     }
     let input = reins_agent::RunInput::Message(user);
     match super::backend::start(state, who, &session, input, &msg.message_id, None).await {
-        Ok(Some((run, sub))) => {
+        Ok((run, sub)) => {
             let follow = Follow::Run { run, sub, initial };
             answer(state, who, &task_id, follow, reply).await
         }
-        Ok(None) => answer(state, who, &task_id, Follow::Stored, reply).await,
         Err(NotStarted::Refused(e @ AgentError::SessionBusy { .. })) => {
             twin(state, who, &session, msg, e, reply).await
         }

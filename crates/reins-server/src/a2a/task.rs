@@ -12,7 +12,6 @@
 
 use chrono::{DateTime, Utc};
 use reins_agent::Requirement;
-use reins_memory::SessionState;
 use reins_message::{Msg, Role};
 use serde_json::{Value, json};
 
@@ -96,14 +95,14 @@ pub(crate) struct TaskView {
 
 /// The tasks of a stored session, oldest first.
 pub(crate) async fn tasks_of(
-    agent: &reins_agent::Agent,
-    state: SessionState,
+    session: &str,
+    record: reins_agent::port::SessionRecord,
     running_here: bool,
 ) -> crate::error::Result<Vec<TaskView>> {
-    let session = state.id.clone();
-    let updated = state.updated_at;
-    let messages = state.messages.clone();
-    let (detail, pending) = crate::view::of(agent, state, running_here, false).await?;
+    let session = session.to_owned();
+    let updated = record.updated_at;
+    let messages = record.messages;
+    let (detail, pending) = crate::view::detail(record.view, &[], updated, running_here);
     let starts: Vec<usize> = messages
         .iter()
         .enumerate()

@@ -48,14 +48,14 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use reins_agent::{Actor, Decision, Requirement, RunInput, Submission, ViewToken};
+use reins_agent::port::Decide;
+use reins_agent::{Decision, Requirement, RunInput, Submission, ViewToken};
 use reins_message::{Msg, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::auth::Principal;
 use crate::error::{Result, ServerError};
 use crate::extract::{ApiJson, Caller, validate_session_id};
-use crate::sessions::backend::Begun;
 use crate::state::AppState;
 use crate::view;
 
@@ -112,16 +112,16 @@ async fn post_agui(
 
     let mut read = read_thread(&state, &thread).await?;
     if read.running {
-        // A resume that repeats what was applied (a retry, or the slower of two
-        // identical resumes) is answered with the outcome of the run it started;
-        // anything else waits for no one.
-        match racing(&state, &thread, resume_of(&input)).await? {
-            Racing::Replay => match settled(&state, &thread).await? {
-                Some(now) => read = now,
-                None => return refuse(busy(&thread)),
-            },
-            Racing::Ended(now) => read = now,
-            Racing::Busy => return refuse(busy(&thread)),
+        // A resume while a run is in flight: the run may be the one its first
+        // sending started (a retry, or the slower of two identical resumes). Once the
+        // thread settles, the plan below tells a replay (answered with the thread as
+        // it stands) from an answer to something else; anything else waits for no one.
+        if resume_of(&input).is_empty() {
+            return refuse(busy(&thread));
+        }
+        match settled(&state, &thread, APPLIED_WAIT).await? {
+            Some(now) => read = now,
+            None => return refuse(busy(&thread)),
         }
     }
     let Thread {
@@ -159,7 +159,15 @@ async fn post_agui(
         })
         .collect();
 
-    let mut submission = match plan {
+    let mut actor = who.actor();
+    let mut meta = match actor.metadata.take() {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    meta.insert("via".to_owned(), json!("ag-ui"));
+    meta.insert("run_id".to_owned(), json!(scope.run_id));
+    actor.metadata = Some(Value::Object(meta));
+    let (submission, decide) = match plan {
         Plan::Show => {
             let now = Thread {
                 transcript,
@@ -168,32 +176,36 @@ async fn post_agui(
             };
             return Ok(fixed(&state, show(&state, &scope, &now)));
         }
-        Plan::Send(msg) => Submission::new(RunInput::Message(msg)),
+        Plan::Send(msg) => {
+            let mut s = Submission::new(RunInput::Message(msg));
+            s.actor = Some(actor);
+            s.client_tools = client_tools;
+            (s, None)
+        }
         Plan::Decide(decisions, view) => {
-            let mut s = Submission::new(RunInput::Decisions(decisions));
-            s.view = Some(view);
-            s
+            let mut d = Decide::new(actor, decisions).at(view);
+            d.client_tools = client_tools;
+            (Submission::new(RunInput::Resume), Some(d))
         }
     };
-    let mut actor = Actor::new(who.name.clone());
-    actor.metadata = Some(json!({"via": "ag-ui", "run_id": scope.run_id}));
-    submission.actor = Some(actor);
-    submission.client_tools = client_tools;
     // Subscribed before the input goes in: the run's events from its first one.
     let sub = state.hub.channel(&thread).subscribe(None);
-    let begun = match crate::sessions::backend::begin(&state, &who, &thread, submission).await {
-        Ok(b) => b,
+    let begun = match decide {
+        Some(d) => crate::sessions::backend::decide(&state, &thread, d).await,
+        None => crate::sessions::backend::begin(&state, &thread, submission).await,
+    };
+    let run = match begun {
+        Ok(run) => run,
         // The same answer raced with this one and was applied first (or is being
         // applied by the run that took the session): a replay.
         Err(
             e @ (reins_agent::AgentError::AlreadyDecided { .. }
             | reins_agent::AgentError::SessionBusy { .. }),
         ) if !resume_of(&input).is_empty() => {
-            if let Racing::Replay = racing(&state, &thread, resume_of(&input)).await? {
-                return match settled(&state, &thread).await? {
-                    Some(now) => Ok(fixed(&state, show(&state, &scope, &now))),
-                    None => refuse(busy(&thread)),
-                };
+            if let Some(end) = replay_end(&state, &scope, resume_of(&input)).await {
+                let mut events = vec![scope.started()];
+                events.extend(end);
+                return Ok(fixed(&state, events));
             }
             let e = ServerError::from(e);
             return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
@@ -204,15 +216,10 @@ async fn post_agui(
             return Ok(fixed(&state, vec![run_error(e.code(), e.to_string())]));
         }
     };
-    match begun {
-        Begun::Here(run) => {
-            // A run refused once started (the same answer raced with this one and was
-            // applied first) ends as a replay of the resume, as above.
-            let replay = resume_of(&input).to_vec();
-            Ok(stream::run_stream(state, scope, run, sub, replay))
-        }
-        Begun::Relayed(mark) => Ok(stream::relayed_stream(state, scope, mark, sub)),
-    }
+    // A run refused once started (the same answer raced with this one and was applied
+    // first) ends as a replay of the resume, as above.
+    let replay = resume_of(&input).to_vec();
+    Ok(stream::run_stream(state, scope, run, sub, replay))
 }
 
 /// A thread as stored: its transcript, what it waits for, whether a run of it is in
@@ -225,9 +232,9 @@ struct Thread {
 
 /// Reads the thread (a new thread has nothing).
 async fn read_thread(state: &AppState, thread: &str) -> Result<Thread> {
-    let stored = match state.agent.store().load_session(thread).await {
-        Ok(s) => s,
-        Err(reins_memory::Error::SessionNotFound { .. }) => {
+    let record = match state.sessions.read(thread, true).await {
+        Ok(r) => r,
+        Err(reins_agent::AgentError::Store(reins_memory::Error::SessionNotFound { .. })) => {
             return Ok(Thread {
                 transcript: Vec::new(),
                 pending: Vec::new(),
@@ -237,10 +244,9 @@ async fn read_thread(state: &AppState, thread: &str) -> Result<Thread> {
         Err(e) => return Err(e.into()),
     };
     let running_here = state.hub.local_run(thread).is_some();
-    let transcript = stored.messages.clone();
-    let (detail, pending) = view::of(&state.agent, stored, running_here, false).await?;
+    let (detail, pending) = view::detail(record.view, &[], record.updated_at, running_here);
     Ok(Thread {
-        transcript,
+        transcript: record.messages,
         pending,
         running: detail.status == crate::types::SessionStatus::Running,
     })
@@ -250,29 +256,29 @@ async fn read_thread(state: &AppState, thread: &str) -> Result<Thread> {
 const REPLAY_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Waits until no run of the thread is in flight, then reads it (`None` when it still
-/// runs after [`REPLAY_WAIT`]). A run here is awaited through the hub; one on another
-/// instance through the store's change feed.
-async fn settled(state: &AppState, thread: &str) -> Result<Option<Thread>> {
-    use futures::StreamExt;
-    let wait = async {
+/// runs after `wait`). A run followed here is awaited through the hub; any other
+/// through the store's change feed.
+async fn settled(
+    state: &AppState,
+    thread: &str,
+    wait: std::time::Duration,
+) -> Result<Option<Thread>> {
+    let settle = async {
         if let Some(run) = state.hub.local_run(thread) {
             // Its outcome, or its error, is the thread's to show: read below.
             let _ = run.wait().await;
         }
-        let mut watch = state.agent.session(thread).await?.watch().await?;
+        let mut notices = state.hub.notices();
+        state.hub.ensure_poller(state.sessions.record());
         loop {
             let read = read_thread(state, thread).await?;
             if !read.running {
-                return Ok(read);
+                return Ok::<_, ServerError>(read);
             }
-            if watch.next().await.transpose()?.is_none() {
-                return Err(ServerError::Internal(
-                    "the store's change feed closed while a replayed resume waited".to_owned(),
-                ));
-            }
+            crate::hub::wait_for_notice(&mut notices, thread).await;
         }
     };
-    match tokio::time::timeout(REPLAY_WAIT, wait).await {
+    match tokio::time::timeout(wait, settle).await {
         Ok(read) => read.map(Some),
         Err(_) => Ok(None),
     }
@@ -310,7 +316,7 @@ pub(crate) async fn replay_end(
     {
         return None;
     }
-    let now = settled(state, &scope.thread_id).await.ok()??;
+    let now = settled(state, &scope.thread_id, REPLAY_WAIT).await.ok()??;
     Some(standing(state, scope, &now))
 }
 
@@ -325,48 +331,10 @@ fn busy(thread: &str) -> Refusal {
     )
 }
 
-/// How long a resume that arrives while a run is in flight waits for the audit trail
-/// to show whether it repeats what that run applied (the run records its decisions
-/// when it commits its first step, an instant after it started).
+/// How long a resume that arrives while a run is in flight waits for the thread to
+/// settle before it is refused as `busy` (the run that applies its first sending
+/// stores it at once; a replay is then told by the plan).
 const APPLIED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// What a resume that arrived while a run is in flight is.
-enum Racing {
-    /// It repeats what the running run applied: answer with that run's outcome.
-    Replay,
-    /// The run ended before the trail said so: judge the resume on this thread.
-    Ended(Thread),
-    /// Something else (or nothing to replay): refused as `busy`.
-    Busy,
-}
-
-/// Tells a resume that repeats the running run's decisions — whose record may not be
-/// in the audit trail yet — from one that does not (see [`Racing`]). Waits only while
-/// nothing in the trail contradicts it, at most [`APPLIED_WAIT`].
-async fn racing(state: &AppState, thread: &str, resume: &[wire::ResumeEntry]) -> Result<Racing> {
-    if resume.is_empty() {
-        return Ok(Racing::Busy);
-    }
-    let deadline = tokio::time::Instant::now() + APPLIED_WAIT;
-    loop {
-        let trail = state.agent.session(thread).await?.decisions().await?;
-        let seen: Vec<Option<bool>> = resume.iter().map(|e| replays(e, &trail)).collect();
-        if seen.iter().all(|s| *s == Some(true)) {
-            return Ok(Racing::Replay);
-        }
-        if seen.contains(&Some(false)) {
-            return Ok(Racing::Busy);
-        }
-        let read = read_thread(state, thread).await?;
-        if !read.running {
-            return Ok(Racing::Ended(read));
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(Racing::Busy);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
 
 /// Whether the request is a resume whose every entry repeats what the thread's audit
 /// trail says was applied (and carries nothing else new).
@@ -378,7 +346,7 @@ async fn replays_applied(
     if resume.is_empty() {
         return Ok(false);
     }
-    let trail = state.agent.session(thread).await?.decisions().await?;
+    let trail = state.sessions.audit(thread).await?;
     Ok(resume.iter().all(|e| replays(e, &trail) == Some(true)))
 }
 
@@ -445,8 +413,7 @@ async fn plan(
         .iter()
         .any(|e| !open.contains_key(e.interrupt_id.as_str()))
     {
-        let session = state.agent.session(thread).await?;
-        let trail = session.decisions().await?;
+        let trail = state.sessions.audit(thread).await?;
         for e in resume {
             if open.contains_key(e.interrupt_id.as_str()) {
                 continue;
@@ -518,7 +485,8 @@ async fn plan(
                 "a run that resumes cannot also carry a new user message: send it on the next run",
             )));
         }
-        require_decider(who, interrupts.iter().map(|r| r.tool_use.name.as_str()))?;
+        // Who may decide on which tool is the run's check (the actor's scope).
+        who.require_decider("answer interrupts")?;
         let now = chrono::Utc::now();
         let mut decisions = Vec::with_capacity(resume.len() + results.len());
         for e in resume {
@@ -555,7 +523,7 @@ async fn plan(
             )));
         }
         if !who.owns(thread) {
-            require_decider(who, front.iter().map(|r| r.tool_use.name.as_str()))?;
+            who.require_decider("answer tool calls")?;
         }
         let decisions = results
             .into_iter()
@@ -586,20 +554,6 @@ async fn plan(
         }
         None => Ok(Ok(Plan::Show)),
     }
-}
-
-/// Refuses (403) a caller that may not decide on calls to these tools.
-fn require_decider<'a>(who: &Principal, tools: impl Iterator<Item = &'a str>) -> Result<()> {
-    who.require_decider("answer interrupts")?;
-    for t in tools {
-        if !who.may_decide(t) {
-            return Err(ServerError::Forbidden(format!(
-                "`{}` may not decide on `{t}` calls",
-                who.name
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn list<'a>(ids: impl Iterator<Item = &'a str>) -> String {

@@ -15,7 +15,6 @@ use tokio::sync::mpsc;
 use super::resume::interrupt_of;
 use super::wire::{ResumeEntry, arguments_of, event, messages_of, result_text, run_error};
 use crate::hub::{HubEvent, LocalRun, Subscription};
-use crate::sessions::backend::{Mark, output_if_settled, wait_for_change};
 use crate::sse;
 use crate::state::AppState;
 
@@ -34,7 +33,7 @@ impl RunScope {
     pub(crate) fn is_frontend(&self, r: &Requirement, state: &AppState) -> bool {
         matches!(r.kind, RequirementKind::External)
             && self.client_tools.contains(&r.tool_use.name)
-            && !state.agent.toolkit().contains(&r.tool_use.name)
+            && !state.sessions.card().has_tool(&r.tool_use.name)
     }
 
     /// `RUN_STARTED`.
@@ -185,7 +184,7 @@ fn sse_event(e: &Value) -> Event {
 /// `RUN_FINISHED` with the outcome.
 pub(crate) async fn closing(state: &AppState, scope: &RunScope, out: &RunOutput) -> Vec<Value> {
     let mut events = Vec::new();
-    match state.agent.store().load_session(&scope.thread_id).await {
+    match state.sessions.read(&scope.thread_id, true).await {
         Ok(s) => events.push(event(
             "MESSAGES_SNAPSHOT",
             json!({"messages": messages_of(&s.messages)}),
@@ -206,121 +205,9 @@ pub(crate) async fn closing(state: &AppState, scope: &RunScope, out: &RunOutput)
     events
 }
 
-/// The stream of a run in the backend's own processes ([`Begun::Relayed`](crate::sessions::backend::Begun::Relayed)):
-/// `RUN_STARTED`, the live events its processes relay, translated, then — once the
-/// thread has moved past the input and no longer runs — the closing events. The run
-/// is interrupted (in the backend) when the client stops reading.
-pub(crate) fn relayed_stream(
-    state: AppState,
-    scope: RunScope,
-    mark: Mark,
-    sub: Subscription,
-) -> Response {
-    let id = scope.thread_id.clone();
-    let before = mark.version;
-    let Subscription {
-        mut rx, _channel, ..
-    } = sub;
-    let (tx, out) = mpsc::channel(sse::CLIENT_BUFFER);
-    let keep_alive = state.limits.keep_alive;
-    tokio::spawn(async move {
-        let _keep = _channel;
-        let mut notices = state.hub.notices();
-        state.hub.ensure_poller(&state.agent);
-        let mut t = Translator::default();
-        let send_all = |events: Vec<Value>| {
-            let tx = tx.clone();
-            async move {
-                for e in events {
-                    if tx.send(sse_event(&e)).await.is_err() {
-                        return false;
-                    }
-                }
-                true
-            }
-        };
-        let gone = || async {
-            // The client went away (aborted): that is an interrupt.
-            let _ = state.backend.interrupt(&id).await;
-        };
-        if !send_all(vec![scope.started()]).await {
-            gone().await;
-            return;
-        }
-        loop {
-            let settled = match state.agent.store().load_session(&id).await {
-                Ok(stored) => output_if_settled(&state, stored, before).await,
-                Err(e) => Err(e.into()),
-            };
-            match settled {
-                Ok(Some(o)) => {
-                    // The live events of the steps this commit ended reached the hub
-                    // before the commit did (the relay delivers them first): those
-                    // not read yet go out before the end.
-                    let mut events = drain(&mut rx, &mut t);
-                    events.extend(t.close());
-                    events.extend(closing(&state, &scope, &o).await);
-                    send_all(events).await;
-                    return;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let mut events = t.close();
-                    events.push(run_error(e.code(), e.to_string()));
-                    send_all(events).await;
-                    return;
-                }
-            }
-            // Live events first (they precede the commit that ends their step), until
-            // the store may have moved.
-            loop {
-                tokio::select! {
-                    biased;
-                    () = tx.closed() => {
-                        gone().await;
-                        return;
-                    }
-                    r = rx.recv() => {
-                        let Ok(env) = r else { continue };
-                        if let HubEvent::Run(ev) = &env.event
-                            && !send_all(t.on(ev)).await
-                        {
-                            gone().await;
-                            return;
-                        }
-                    }
-                    () = wait_for_change(&mut notices, &id) => break,
-                }
-            }
-        }
-    });
-    sse::respond(out, keep_alive)
-}
-
-/// The AG-UI events of the live run events already waiting on `rx` (without waiting
-/// for more).
-fn drain(
-    rx: &mut tokio::sync::broadcast::Receiver<Arc<crate::hub::Envelope>>,
-    t: &mut Translator,
-) -> Vec<Value> {
-    use tokio::sync::broadcast::error::TryRecvError;
-    let mut events = Vec::new();
-    loop {
-        match rx.try_recv() {
-            Ok(env) => {
-                if let HubEvent::Run(ev) = &env.event {
-                    events.extend(t.on(ev));
-                }
-            }
-            // Fell behind: what is still buffered comes next.
-            Err(TryRecvError::Lagged(_)) => {}
-            Err(TryRecvError::Empty | TryRecvError::Closed) => return events,
-        }
-    }
-}
-
-/// The stream of a run started here: `RUN_STARTED`, its events, the closing ones. The
-/// run is interrupted when the client stops reading. A run refused as
+/// The stream of a run (executing here, or in a driver's processes and followed here
+/// by the session port): `RUN_STARTED`, its events, the closing ones. The run is
+/// interrupted when the client stops reading. A run refused as
 /// `already_decided` or `busy` whose `resume` repeats what was applied ends as that
 /// replay's answer ([`super::replay_end`]).
 pub(crate) fn run_stream(

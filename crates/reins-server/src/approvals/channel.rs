@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use reins_agent::{Agent, Requirement};
+use reins_agent::Requirement;
+use reins_agent::port::Sessions;
 
 use super::{EmailApprovals, SlackApprovals};
 use crate::auth::Auth;
@@ -14,7 +15,7 @@ use crate::notify::{Attempt, Channel, DeliveryError, Notice, NoticeKind};
 /// What both channels need to find the call a notice is about.
 #[derive(Clone)]
 pub(crate) struct Lookup {
-    pub(crate) agent: Agent,
+    pub(crate) sessions: Arc<dyn Sessions>,
     pub(crate) auth: Arc<Auth>,
 }
 
@@ -28,7 +29,7 @@ impl Lookup {
         let (Some(session), Some(id)) = (&notice.session, &notice.requirement) else {
             return Ok(None);
         };
-        match crate::view::load(&self.agent, session, false, false).await {
+        match crate::view::load(&*self.sessions, session, false, false).await {
             Ok((_, pending)) => Ok(pending
                 .into_iter()
                 .find(|r| r.id == *id)

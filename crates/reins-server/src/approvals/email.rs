@@ -327,8 +327,11 @@ pub(crate) async fn post_link(
     Path(token): Path<String>,
     form: Result<Form<LinkForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
-    let ready = match check(&state, &token).await {
-        Ok(r) => r,
+    // The link itself: valid, not expired, not used, its approver still one. What the
+    // call waits for, who decided it, whether it changed, whether this approver may
+    // decide it: the run checks, on the one decision path.
+    let link = match verify(&state, &token).await {
+        Ok(l) => l,
         Err(refused) => return refused,
     };
     let Ok(Form(form)) = form else {
@@ -346,7 +349,7 @@ pub(crate) async fn post_link(
             Some(
                 form.note
                     .filter(|n| !n.trim().is_empty())
-                    .unwrap_or_else(|| format!("rejected by {} by email", ready.who.name)),
+                    .unwrap_or_else(|| format!("rejected by {} by email", link.who.name)),
             ),
         ),
         other => {
@@ -358,9 +361,10 @@ pub(crate) async fn post_link(
             );
         }
     };
+    let claims = &link.claims;
     let item = DecisionItem {
-        requirement_id: ready.req.id.clone(),
-        shown_fingerprint: (action == Action::Approve).then(|| ready.claims.fingerprint.clone()),
+        requirement_id: claims.requirement.clone(),
+        shown_fingerprint: (action == Action::Approve).then(|| claims.fingerprint.clone()),
         action,
         edited_args: None,
         note,
@@ -368,44 +372,41 @@ pub(crate) async fn post_link(
         output: None,
         is_error: None,
     };
-    let actor = super::actor(&ready.who, "email", json!({"link": ready.claims.nonce}));
-    match decide_as(&state, &ready.who, actor, &ready.claims.session, &[item]).await {
-        Ok(_) => {
-            let (title, detail) = if action == Action::Approve {
-                match &ready.req.quorum {
-                    Some(q)
-                        if u32::try_from(q.approvals.len()).unwrap_or(u32::MAX) + 1 < q.needed =>
-                    {
-                        (
-                            "Approval counted",
-                            format!(
-                                "Your approval of `{}` is counted ({} of {} needed); the call runs once enough approvers agree.",
-                                ready.req.tool_use.name,
-                                q.approvals.len() + 1,
-                                q.needed
-                            ),
-                        )
-                    }
-                    _ => (
-                        "Approved",
-                        format!(
-                            "`{}` runs now, as you were shown it.",
-                            ready.req.tool_use.name
-                        ),
-                    ),
-                }
-            } else {
-                (
-                    "Rejected",
-                    format!(
-                        "`{}` will not run; the agent is told.",
-                        ready.req.tool_use.name
-                    ),
-                )
-            };
-            outcome(StatusCode::OK, true, title, &detail)
-        }
-        Err(e) => refusal(&e),
+    let actor = super::actor(&link.who, "email", json!({"link": claims.nonce}));
+    if let Err(e) = decide_as(&state, &link.who, actor, &claims.session, &[item]).await {
+        return refusal(&e);
+    }
+    if action == Action::Reject {
+        return outcome(
+            StatusCode::OK,
+            true,
+            "Rejected",
+            "The call will not run; the agent is told.",
+        );
+    }
+    // An approval a quorum counted leaves the call waiting for more approvers.
+    let counted = view::load(&*state.sessions, &claims.session, false, false)
+        .await
+        .ok()
+        .and_then(|(_, pending)| pending.into_iter().find(|r| r.id == claims.requirement))
+        .and_then(|r| r.quorum.map(|q| (r.tool_use.name, q)));
+    match counted {
+        Some((tool, q)) => outcome(
+            StatusCode::OK,
+            true,
+            "Approval counted",
+            &format!(
+                "Your approval of `{tool}` is counted ({} of {} needed); the call runs once enough approvers agree.",
+                q.approvals.len(),
+                q.needed
+            ),
+        ),
+        None => outcome(
+            StatusCode::OK,
+            true,
+            "Approved",
+            "The call runs now, as you were shown it.",
+        ),
     }
 }
 
@@ -424,9 +425,36 @@ pub(crate) fn refusal(e: &ServerError) -> Response {
             );
         }
     }
+    match e {
+        // Not pending, and nobody decided it (the run found nothing to decide).
+        ServerError::UnknownRequirement(_) | ServerError::NotPaused(_) => {
+            return outcome(
+                StatusCode::GONE,
+                false,
+                "Nothing waits for this any more",
+                "The call this link was for no longer waits for a decision. Nothing changed.",
+            );
+        }
+        ServerError::NotEligible(why) => {
+            return outcome(
+                StatusCode::FORBIDDEN,
+                false,
+                "This link is not yours to use",
+                &format!("{why}. Nothing was decided."),
+            );
+        }
+        ServerError::FingerprintMismatch(_) => {
+            return outcome(
+                StatusCode::CONFLICT,
+                false,
+                "The call changed",
+                "The call now shows other arguments than the email did. Open the inbox to see it as it is now.",
+            );
+        }
+        _ => {}
+    }
     let title = match e {
         ServerError::AlreadyDecided { .. } => "Already decided",
-        ServerError::FingerprintMismatch(_) => "The call changed",
         ServerError::Busy(_) => "Someone is deciding right now",
         _ => "Nothing was decided",
     };
@@ -457,9 +485,70 @@ fn already(decided: &Value) -> String {
     )
 }
 
-/// Every check a link passes before its page shows or its form decides; the page of
-/// the first that fails.
+/// A link that passed its own checks: whom it acts for, and what it names.
+struct Link {
+    claims: LinkClaims,
+    who: Arc<Principal>,
+}
+
+/// What the confirmation page shows: the link's checks, then the call as it waits now
+/// (a read for the page; the form's decision is checked by the run); the page of the
+/// first that fails.
 async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
+    let Link { claims, who } = verify(state, token).await?;
+    let page_error = |e: ServerError| {
+        outcome(
+            e.status(),
+            false,
+            "This link cannot be used",
+            &e.to_string(),
+        )
+    };
+    let (_, pending) = view::load(&*state.sessions, &claims.session, false, false)
+        .await
+        .map_err(page_error)?;
+    let Some(req) = pending.into_iter().find(|r| r.id == claims.requirement) else {
+        let decided = state
+            .sessions
+            .decided(&claims.session, &claims.requirement)
+            .await
+            .map_err(|e| page_error(e.into()))?;
+        return Err(match decided {
+            Some(d) => refusal(&ServerError::already_decided(&claims.requirement, &d)),
+            None => outcome(
+                StatusCode::GONE,
+                false,
+                "Nothing waits for this any more",
+                "The call this link was for no longer waits for a decision. Nothing changed.",
+            ),
+        });
+    };
+    if !who.may_decide(&req.tool_use.name) {
+        return Err(outcome(
+            StatusCode::FORBIDDEN,
+            false,
+            "This link is not yours to use",
+            &format!(
+                "`{}` may not decide on `{}` calls. Nothing was decided.",
+                who.name, req.tool_use.name
+            ),
+        ));
+    }
+    if req.fingerprint() != claims.fingerprint {
+        return Err(outcome(
+            StatusCode::CONFLICT,
+            false,
+            "The call changed",
+            "The call now shows other arguments than the email did. Open the inbox to see it as it is now.",
+        ));
+    }
+    Ok(Ready { claims, who, req })
+}
+
+/// The link's own checks: approvals by email are on, the token is this server's, it
+/// has not expired nor been used (its nonce has no applied decision in the audit
+/// trail), and its approver may still decide; the page of the first that fails.
+async fn verify(state: &AppState, token: &str) -> Result<Link, Response> {
     let Some(email) = state.approvals.email.as_ref() else {
         return Err(outcome(
             StatusCode::NOT_FOUND,
@@ -496,16 +585,9 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
             &e.to_string(),
         )
     };
-    let (_, pending) = view::load(&state.agent, &claims.session, false, false)
-        .await
-        .map_err(page_error)?;
-    let session = state
-        .agent
-        .session(&claims.session)
-        .await
-        .map_err(|e| page_error(e.into()))?;
-    let trail = session
-        .decisions()
+    let trail = state
+        .sessions
+        .audit(&claims.session)
         .await
         .map_err(|e| page_error(e.into()))?;
     if let Some(used) = trail.iter().find(|r| {
@@ -543,41 +625,7 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
             ));
         }
     };
-    let Some(req) = pending.into_iter().find(|r| r.id == claims.requirement) else {
-        let decided = session
-            .decided(&claims.requirement)
-            .await
-            .map_err(|e| page_error(e.into()))?;
-        return Err(match decided {
-            Some(d) => refusal(&ServerError::already_decided(&claims.requirement, &d)),
-            None => outcome(
-                StatusCode::GONE,
-                false,
-                "Nothing waits for this any more",
-                "The call this link was for no longer waits for a decision. Nothing changed.",
-            ),
-        });
-    };
-    if !who.may_decide(&req.tool_use.name) {
-        return Err(outcome(
-            StatusCode::FORBIDDEN,
-            false,
-            "This link is not yours to use",
-            &format!(
-                "`{}` may not decide on `{}` calls. Nothing was decided.",
-                who.name, req.tool_use.name
-            ),
-        ));
-    }
-    if req.fingerprint() != claims.fingerprint {
-        return Err(outcome(
-            StatusCode::CONFLICT,
-            false,
-            "The call changed",
-            "The call now shows other arguments than the email did. Open the inbox to see it as it is now.",
-        ));
-    }
-    Ok(Ready { claims, who, req })
+    Ok(Link { claims, who })
 }
 
 fn confirm_page(ready: &Ready, token: &str) -> Response {

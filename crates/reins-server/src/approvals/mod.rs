@@ -45,11 +45,11 @@ impl Approvals {
     /// The notification channels of the configured doors (`email`, `slack`).
     pub(crate) fn channels(
         &self,
-        agent: &reins_agent::Agent,
+        sessions: &std::sync::Arc<dyn reins_agent::port::Sessions>,
         auth: &std::sync::Arc<crate::auth::Auth>,
     ) -> Vec<std::sync::Arc<dyn crate::notify::Channel>> {
         let lookup = channel::Lookup {
-            agent: agent.clone(),
+            sessions: std::sync::Arc::clone(sessions),
             auth: std::sync::Arc::clone(auth),
         };
         let mut out: Vec<std::sync::Arc<dyn crate::notify::Channel>> = Vec::new();
@@ -131,7 +131,7 @@ pub(crate) async fn deliveries_of(
     sessions: impl IntoIterator<Item = impl Into<String>>,
 ) -> HashMap<(String, String), Vec<reins_memory::Delivery>> {
     let filter = reins_memory::DeliveryFilter::all().sessions(sessions);
-    let Ok(deliveries) = state.agent.store().deliveries(&filter).await else {
+    let Ok(deliveries) = state.sessions.record().deliveries(&filter).await else {
         return HashMap::new();
     };
     let mut by: HashMap<(String, String), Vec<reins_memory::Delivery>> = HashMap::new();

@@ -192,12 +192,12 @@ pub(crate) fn spawn(state: AppState, waiting: Waiting) -> Option<SweepTask> {
 /// One look at every pending call with rules.
 pub(crate) async fn sweep(state: &AppState, waiting: &Waiting) -> crate::Result<()> {
     let now = waiting.clock.now();
-    let store = state.agent.store();
+    let store = state.sessions.record();
     for s in store.list_sessions().await? {
         if !s.has_open_requirements {
             continue;
         }
-        let read = crate::view::load(&state.agent, &s.id, false, false).await;
+        let read = crate::view::load(&*state.sessions, &s.id, false, false).await;
         let Some((_, pending)) = crate::ServerError::or_skip(read, &s.id, "the escalation sweep")?
         else {
             continue;
@@ -258,7 +258,7 @@ async fn expire(
         "waited_seconds": waited.as_secs(),
         "action": match action { ExpiryAction::Reject { .. } => "reject", ExpiryAction::LeaveWaiting => "leave_waiting" },
     });
-    state.agent.store().append_notices(vec![n]).await?;
+    state.sessions.record().append_notices(vec![n]).await?;
     let ExpiryAction::Reject { note } = action else {
         return Ok(());
     };

@@ -53,8 +53,11 @@ pub(crate) struct Envelope {
     pub(crate) seq: u64,
     /// The event.
     pub(crate) event: HubEvent,
-    /// The run it belongs to, if any.
+    /// The run it belongs to, if any (this server's id of the run it follows).
     pub(crate) run_id: Option<String>,
+    /// The driver's own id of that run, for a run whose live events a driver's
+    /// processes relayed (Restate: the turn's invocation id); shown as `run_id`.
+    pub(crate) driver_run: Option<String>,
     /// The attempt of a backend's step it was relayed from (see reins-restate's
     /// `LiveRelay`), if any.
     pub(crate) attempt: Option<String>,
@@ -78,7 +81,7 @@ impl Envelope {
             HubEvent::Error(e) => json!({"error": e.body().error}),
         };
         if let Some(o) = data.as_object_mut() {
-            if let Some(run_id) = &self.run_id {
+            if let Some(run_id) = self.driver_run.as_ref().or(self.run_id.as_ref()) {
                 o.insert("run_id".to_owned(), Value::String(run_id.clone()));
             }
             if let Some(attempt) = &self.attempt {
@@ -93,6 +96,8 @@ impl Envelope {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Origin<'a> {
     pub(crate) run_id: Option<&'a str>,
+    /// The driver's own id of the run, for a relayed event.
+    pub(crate) driver_run: Option<&'a str>,
     pub(crate) attempt: Option<&'a str>,
     /// The last event of its run.
     pub(crate) terminal: bool,
@@ -144,6 +149,7 @@ impl Channel {
             seq,
             event,
             run_id: origin.run_id.map(str::to_owned),
+            driver_run: origin.driver_run.map(str::to_owned),
             attempt: origin.attempt.map(str::to_owned),
             terminal: origin.terminal,
         });

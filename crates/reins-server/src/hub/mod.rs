@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reins_agent::{Agent, RunHandle};
+use reins_agent::port::LiveEvent;
+use reins_agent::{RunEvent, RunHandle};
 use reins_memory::StoreChange;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
@@ -46,6 +47,28 @@ pub(crate) struct LastId {
 #[derive(Debug, Clone)]
 pub(crate) struct Notice {
     pub(crate) session_id: String,
+}
+
+/// How often a session is read again while waiting, besides every change notice (a
+/// safety net for stores whose change feed is slow or missing).
+const REREAD: Duration = Duration::from_millis(250);
+
+/// Returns on a change notice for session `id`, or after [`REREAD`].
+pub(crate) async fn wait_for_notice(notices: &mut broadcast::Receiver<Notice>, id: &str) {
+    let notice = async {
+        loop {
+            match notices.recv().await {
+                Ok(n) if n.session_id == id => return,
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => return,
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
+        }
+    };
+    tokio::select! {
+        () = notice => {}
+        () = tokio::time::sleep(REREAD) => {}
+    }
 }
 
 /// The hub of one server.
@@ -141,10 +164,15 @@ impl Hub {
     /// its output or error; the run no longer depends on the request that started
     /// it. Each event goes out typed, with the run id; the events that mark a
     /// committed step also notify, so that subscribers read the store then.
+    ///
+    /// `live`: for a run a driver's processes execute, the session's live channel on
+    /// the port (subscribed before the run started): the handle's live events go out
+    /// with the driver's run id and the step's attempt they were relayed with.
     pub(crate) fn start_run(
         self: &Arc<Self>,
         session: &str,
         mut handle: RunHandle,
+        mut live: Option<broadcast::Receiver<LiveEvent>>,
     ) -> Arc<LocalRun> {
         let run_id = uuid::Uuid::new_v4().simple().to_string();
         let (run, done_tx) = LocalRun::new(run_id.clone(), handle.interrupter());
@@ -159,9 +187,30 @@ impl Hub {
                 run_id: Some(&run_id),
                 ..Origin::default()
             };
+            // A live event of the handle, with the origin its driver relayed it with
+            // (the port's live channel holds the same events in the same order).
+            let origin_of = |rx: &mut broadcast::Receiver<LiveEvent>, ev: &RunEvent| loop {
+                match rx.try_recv() {
+                    Ok(e) if e.event == *ev => break Some(e),
+                    Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(_) => break None,
+                }
+            };
             while let Some(ev) = handle.next_event().await {
+                let relayed = match live.as_mut() {
+                    Some(rx) if LiveEvent::is_live(&ev) => origin_of(rx, &ev),
+                    _ => None,
+                };
                 let committed = ev.marks_committed_step();
-                chan.publish(&hub.instance, HubEvent::Run(ev), origin);
+                let o = match &relayed {
+                    Some(e) => Origin {
+                        driver_run: e.run_id.as_deref(),
+                        attempt: e.attempt.as_deref(),
+                        ..origin
+                    },
+                    None => origin,
+                };
+                chan.publish(&hub.instance, HubEvent::Run(ev), o);
                 if committed {
                     hub.notify(&session);
                 }
@@ -196,7 +245,7 @@ impl Hub {
     /// and, when the feed cannot name the session or falls behind, and every poll
     /// interval as a safety net, compares the stored versions of all sessions. It stops
     /// when nobody listens; the next subscriber starts it again.
-    pub(crate) fn ensure_poller(self: &Arc<Self>, agent: &Agent) {
+    pub(crate) fn ensure_poller(self: &Arc<Self>, store: &Arc<dyn reins_memory::MemoryStore>) {
         let Ok(mut slot) = self.poller.lock() else {
             return;
         };
@@ -204,7 +253,7 @@ impl Hub {
             return;
         }
         let hub = Arc::downgrade(self);
-        let store = agent.store().clone();
+        let store = Arc::clone(store);
         let every = self.poll_every;
         *slot = Some(tokio::spawn(async move {
             let mut feed = store.changes().await.ok();

@@ -180,7 +180,7 @@ pub(crate) async fn get_sessions(
     let mut rows = Vec::new();
     let mut more = false;
     'pages: loop {
-        let heads = state.agent.store().session_heads_page(&filter).await?;
+        let heads = state.sessions.record().session_heads_page(&filter).await?;
         let full = heads.len() == filter.limit;
         let last = heads.last().map(|h| (h.updated_at, h.id.clone()));
         for head in heads {
@@ -199,7 +199,7 @@ pub(crate) async fn get_sessions(
                 head.created_at,
                 head.updated_at,
             );
-            let read = view::of_head(&state.agent, head, running_here).await;
+            let read = view::of_head(&*state.sessions, head, running_here).await;
             let Some((detail, pending)) = ServerError::or_skip(read, &id, "the session list")?
             else {
                 continue;

@@ -165,7 +165,11 @@ pub(crate) async fn get_requirements(
         ..scope
     };
     'pages: loop {
-        let rows = state.agent.store().pending_requirements(&filter).await?;
+        let rows = state
+            .sessions
+            .record()
+            .pending_requirements(&filter)
+            .await?;
         // The sessions of this batch not read yet, read at once (without transcripts).
         let new: BTreeSet<&String> = rows
             .iter()
@@ -173,7 +177,7 @@ pub(crate) async fn get_requirements(
             .filter(|s| who.may_read(s) && !views.contains_key(*s))
             .collect();
         let new: Vec<String> = new.into_iter().cloned().collect();
-        for head in state.agent.store().session_heads(&new).await? {
+        for head in state.sessions.record().session_heads(&new).await? {
             let id = head.id.clone();
             let shown = shown(&state, head).await?;
             views.insert(id, shown);
@@ -261,7 +265,7 @@ async fn shown(state: &AppState, head: reins_memory::SessionHead) -> Result<Opti
     let id = head.id.clone();
     let running = state.hub.local_run(&id).is_some();
     ServerError::or_skip(
-        view::of_head(&state.agent, head, running).await,
+        view::of_head(&*state.sessions, head, running).await,
         &id,
         "the inbox",
     )
@@ -289,9 +293,11 @@ fn item(
         requirement_id: r.id.clone(),
         tool: r.tool_use.name.clone(),
         tool_schema: state
-            .agent
-            .toolkit()
-            .spec(&r.tool_use.name)
+            .sessions
+            .card()
+            .tools
+            .iter()
+            .find(|spec| spec.name == r.tool_use.name)
             .map(|spec| spec.parameters.clone()),
         arguments: r.tool_use.input.clone(),
         fingerprint: r.fingerprint(),
@@ -342,7 +348,7 @@ fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
     let keep_alive = state.limits.keep_alive;
     tokio::spawn(async move {
         let mut notices = state.hub.notices();
-        state.hub.ensure_poller(&state.agent);
+        state.hub.ensure_poller(state.sessions.record());
         if tx
             .send(Event::default().event("ready").data("{}"))
             .await

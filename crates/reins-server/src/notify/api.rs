@@ -159,7 +159,7 @@ async fn create(
             .map_err(|e| ServerError::Internal(format!("encoding a webhook: {e}")))?,
         created_at: Utc::now(),
     };
-    state.agent.store().put_subscription(&sub).await?;
+    state.sessions.record().put_subscription(&sub).await?;
     Ok((
         StatusCode::CREATED,
         Json(WebhookObject::of(&sub, &hook, secret)),
@@ -197,7 +197,7 @@ async fn remove(
     _: Admin,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    if state.agent.store().delete_subscription(&id).await? {
+    if state.sessions.record().delete_subscription(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ServerError::UnknownWebhook(format!(
@@ -262,7 +262,7 @@ async fn rotate(
     );
     sub.body = serde_json::to_value(&hook)
         .map_err(|e| ServerError::Internal(format!("encoding a webhook: {e}")))?;
-    state.agent.store().put_subscription(&sub).await?;
+    state.sessions.record().put_subscription(&sub).await?;
     Ok(Json(WebhookObject::of(&sub, &hook, Some(secret))))
 }
 
@@ -282,7 +282,7 @@ struct DeliveryList {
 
 /// A webhook's deliveries with their attempts, newest first (the last 100).
 pub(crate) async fn webhook_deliveries(state: &AppState, id: &str) -> Result<Vec<DeliveryObject>> {
-    let store = state.agent.store();
+    let store = state.sessions.record();
     let filter = DeliveryFilter::all()
         .destination_prefix(format!("{PREFIX}{id}"))
         .limit(100);
@@ -319,5 +319,5 @@ async fn redeliver(
 ) -> Result<Json<Delivery>> {
     find(&state, &id).await?;
     let delivery = Delivery::id_for(&notice, &format!("{PREFIX}{id}"));
-    Ok(Json(state.agent.store().redeliver(&delivery).await?))
+    Ok(Json(state.sessions.record().redeliver(&delivery).await?))
 }

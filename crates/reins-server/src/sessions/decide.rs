@@ -1,104 +1,30 @@
-//! Decisions on a session's pending requirements: an API decision checked and turned
-//! into a reins [`Decision`], and the decisions started as their actor against the
-//! caller's view token.
-//!
-//! Every door that decides goes through [`checked`] (who may decide on which tool, what
-//! is pending, the conversion) and then the run, which applies reins-agent's consent
-//! rules (view, expiry, fingerprint, quorum): the native API, and the approval
-//! channels (email links, Slack buttons) through [`decide_as`].
+//! Decisions from the API: each item turned into a reins [`Decision`] (the door's own
+//! encoding), then handed, as their actor, to the one decision path
+//! ([`super::backend::decide`]): the run checks what is pending, what was decided
+//! already (a late decision is refused `already_decided` and audited, whatever the
+//! timing), kind, expiry, fingerprint, quorum, the actor's tool scope and the
+//! eligibility policy — once, on every driver. The native API and the approval
+//! channels (email links, Slack buttons, [`decide_as`]) decide this way; so do AG-UI,
+//! A2A, MCP and ACP.
 
-use reins_agent::{Actor, Decision, Requirement, RequirementKind, Session, Submission, ViewToken};
+use reins_agent::port::Decide;
+use reins_agent::{Actor, Decision, ViewToken};
 
 use crate::auth::Principal;
 use crate::error::{Result, ServerError};
 use crate::hub::HubEvent;
 use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
-use crate::view;
 
-use super::backend::Begun;
-
-/// The checks every door makes before a decision reaches the run: `who` may decide on
-/// each requirement's tool, and each names a requirement that is pending (or that
-/// someone decided already: handed to the run all the same, which refuses it with the
-/// same answer whatever the timing and records the late decision in the audit trail).
-/// Returns the reins decisions. It reads the session's head (its run state, not its
-/// transcript) once; the session's audit trail only for an item that is not pending.
-pub(crate) async fn checked(
-    state: &AppState,
-    who: &Principal,
-    id: &str,
-    items: &[DecisionItem],
-) -> Result<Vec<Decision>> {
-    let head = state
-        .agent
-        .store()
-        .session_heads(&[id.to_owned()])
-        .await?
-        .into_iter()
-        .next()
-        .ok_or_else(|| {
-            ServerError::from(reins_memory::Error::SessionNotFound { id: id.to_owned() })
-        })?;
-    let (_, pending) = view::of_head(&state.agent, head, false).await?;
-    // Opened only to look a decision up in the audit trail (a sub-agent's child session
-    // is opened by the sub-agent).
-    let mut session: Option<Session> = None;
-    let mut decisions = Vec::with_capacity(items.len());
-    for item in items {
-        let req = pending.iter().find(|r| r.id == item.requirement_id);
-        match req {
-            Some(req) if !who.may_decide(&req.tool_use.name) => {
-                return Err(ServerError::Forbidden(format!(
-                    "`{}` may not decide on `{}` calls",
-                    who.name, req.tool_use.name
-                )));
-            }
-            Some(_) => {}
-            None if decided(state, &mut session, id, &item.requirement_id).await? => {}
-            None => {
-                return Err(ServerError::UnknownRequirement(format!(
-                    "`{}` is not pending on session `{id}`; pending: {}",
-                    item.requirement_id,
-                    if pending.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        pending
-                            .iter()
-                            .map(|r| r.id.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                )));
-            }
-        }
-        decisions.push(to_decision(item, req)?);
-    }
-    Ok(decisions)
-}
-
-/// Whether someone decided `requirement` on session `id` already (its audit trail),
-/// opening the session on first use.
-async fn decided(
-    state: &AppState,
-    session: &mut Option<Session>,
-    id: &str,
-    requirement: &str,
-) -> Result<bool> {
-    if session.is_none() {
-        *session = Some(state.agent.owner_of(id).await?.session(id).await?);
-    }
-    match session {
-        Some(s) => Ok(s.decided(requirement).await?.is_some()),
-        None => Ok(false),
-    }
+/// The reins decisions of the API's items (nothing is read: the run checks them).
+pub(crate) fn decisions(items: &[DecisionItem]) -> Result<Vec<Decision>> {
+    items.iter().map(to_decision).collect()
 }
 
 /// Decides as `who`, recorded under `actor` (the door names itself in the actor's
-/// metadata: `via`), through the same checks as the native API ([`checked`]) and the
-/// run's consent rules. Returns once the run took the decisions, or with its refusal
-/// (the typed error, e.g. `already_decided` naming who decided first); the run goes
-/// on.
+/// metadata: `via`), through the one decision path. Returns once the run took the
+/// decisions, or with its refusal (the typed error, e.g. `already_decided` naming who
+/// decided first); the run goes on.
 pub(crate) async fn decide_as(
     state: &AppState,
     who: &Principal,
@@ -110,18 +36,12 @@ pub(crate) async fn decide_as(
     if items.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let decisions = checked(state, who, id, items).await?;
-    let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
-    submission.actor = Some(actor);
+    let decide = Decide::new(actor, decisions(items)?);
     // The run checks the decisions once it holds the session: it says `run_started`
     // when it took them, or ends with the refusal (another decision applied first,
     // say). Subscribed before it starts, to hear either.
     let mut sub = state.hub.channel(id).subscribe(None);
-    let run = match super::backend::begin(state, who, id, submission).await? {
-        // Executing elsewhere: the backend took the decisions; its run applies them.
-        Begun::Relayed(_) => return Ok(()),
-        Begun::Here(run) => run,
-    };
+    let run = super::backend::decide(state, id, decide).await?;
     loop {
         match sub.rx.recv().await {
             Ok(env) if env.run_id.as_deref() == Some(run.run_id.as_str()) => {
@@ -141,9 +61,7 @@ pub(crate) async fn decide_as(
 }
 
 /// Turns an API decision into a reins decision, refusing fields that do not belong.
-/// `req`: the pending requirement it answers (`None` when it is not pending: the run
-/// refuses the decision then).
-pub(crate) fn to_decision(item: &DecisionItem, req: Option<&Requirement>) -> Result<Decision> {
+pub(crate) fn to_decision(item: &DecisionItem) -> Result<Decision> {
     let id = item.requirement_id.clone();
     let stray = |field: &str, what: &str| {
         ServerError::invalid(format!(
@@ -172,14 +90,14 @@ pub(crate) fn to_decision(item: &DecisionItem, req: Option<&Requirement>) -> Res
     if !matches!(item.action, Action::Approve | Action::Input) && item.shown_fingerprint.is_some() {
         return Err(stray("shown_fingerprint", what));
     }
-    let decision = to_reins(item, req, id)?;
+    let decision = to_reins(item, id)?;
     Ok(match &item.shown_fingerprint {
         Some(fp) => decision.shown(fp.clone()),
         None => decision,
     })
 }
 
-fn to_reins(item: &DecisionItem, req: Option<&Requirement>, id: String) -> Result<Decision> {
+fn to_reins(item: &DecisionItem, id: String) -> Result<Decision> {
     Ok(match item.action {
         Action::Approve => match &item.edited_args {
             None => Decision::approve(id),
@@ -189,14 +107,9 @@ fn to_reins(item: &DecisionItem, req: Option<&Requirement>, id: String) -> Resul
                         "`edited_args` for `{id}` must be a JSON object (the tool's arguments)"
                     )));
                 }
-                // Approving the arguments as shown is a plain approval.
-                if req.is_some_and(|r| {
-                    matches!(r.kind, RequirementKind::Confirmation) && *args == r.tool_use.input
-                }) {
-                    Decision::approve(id)
-                } else {
-                    Decision::approve_with(id, args.clone())
-                }
+                // Approving the arguments as shown is a plain approval: the run
+                // treats it as one.
+                Decision::approve_with(id, args.clone())
             }
         },
         Action::Reject => Decision::reject(id, item.note.clone().unwrap_or_default()),

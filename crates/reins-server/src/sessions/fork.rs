@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
-use reins_agent::{ForkPoint, ReplayTurn, SessionBackend};
+use reins_agent::{ForkPoint, ReplayTurn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -105,18 +105,10 @@ pub(crate) async fn post_fork(
             ));
         }
     };
-    // 404 for an unknown source (opening it would create it).
-    state.agent.store().load_session(&id).await?;
-    let source = state.agent.session(&id).await?;
-    let mut fork = source.fork(at, body.new_session_id.clone());
-    if body.rerun_side_effects {
-        fork = fork.rerun_side_effects();
-    }
-    let fork = fork.await?;
-    let origin = fork
-        .forked_from()
-        .await?
-        .ok_or_else(|| ServerError::Internal("the fork lost its origin".to_owned()))?;
+    let mut request = reins_agent::port::ForkRequest::new(at, body.new_session_id.clone());
+    request.rerun_side_effects = body.rerun_side_effects;
+    request.actor = Some(who.actor());
+    let origin = state.sessions.fork(&id, request).await?;
     Ok((
         StatusCode::CREATED,
         Json(ForkAnswer {
@@ -146,10 +138,10 @@ pub(crate) async fn get_turns(
     SessionId(id): SessionId,
 ) -> Result<Json<TurnsList>> {
     who.require_read(&id)?;
-    let stored = state.agent.store().load_session(&id).await?;
-    let session = state.agent.session(&id).await?;
-    let forked_from = session
-        .forked_from()
+    let stored = state.sessions.read(&id, true).await?;
+    let forked_from = state
+        .sessions
+        .origin(&id)
         .await?
         .and_then(|o| serde_json::to_value(o).ok());
     Ok(Json(TurnsList {
@@ -187,8 +179,8 @@ pub(crate) async fn post_replay(
     }
     // Whatever runs the sessions replays them with its own agent, on a scratch store;
     // an unknown session is refused (404) before the stream starts.
-    state.agent.store().load_session(&id).await?;
-    let sessions = state.backend.clone();
+    state.sessions.view(&id).await?;
+    let sessions = state.sessions.clone();
     let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<ReplayTurn>();
     let (tx, rx) = mpsc::channel(sse::CLIENT_BUFFER);
     tokio::spawn(async move {

@@ -1,11 +1,9 @@
 //! The session resource, `/v1/sessions/{id}`: start a run on it, read it, answer what
 //! it waits for (with the audit trail of those decisions), interrupt its run, and
 //! watch it live ([`stream`]). A request that starts a run is answered with the run's
-//! output, or with its own SSE stream when `?stream=true`. Runs, decisions and
-//! interrupts go to the [`SessionBackend`](reins_agent::SessionBackend) that runs the
-//! sessions — the local driver, or the one given to
-//! [`Server::backend`](crate::Server::backend) — through one door ([`backend`]);
-//! reads come from the store.
+//! output, or with its own SSE stream when `?stream=true`. Everything goes through the
+//! session port ([`reins_agent::port::Sessions`]) — the local driver, or a Restate
+//! deployment behind [`reins_agent::Relayed`] — through one door ([`backend`]).
 
 pub(crate) mod backend;
 mod budget;
@@ -18,7 +16,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use reins_agent::{Agent, Submission};
+use reins_agent::Submission;
+use reins_agent::port::Sessions;
 use reins_message::Msg;
 use serde_json::Value;
 
@@ -84,12 +83,12 @@ pub(crate) async fn post_run(
             message: "the message is empty".to_owned(),
         });
     }
-    let budget = budget::session_budget(&state.agent, &who, body.budget)?;
+    let budget = budget::session_budget(state.sessions.card(), &who, body.budget)?;
     let mut submission = Submission::new(reins_agent::RunInput::Message(Msg::user(body.message)));
     submission.actor = Some(reins_agent::Actor::new(who.name.clone()));
     submission.budget = budget;
     submission.idempotency_key = backend::idempotency_key(&headers)?;
-    backend::submit(state, &who, id, submission, q.stream).await
+    backend::submit(state, id, submission, q.stream).await
 }
 
 /// Reads a session: status, transcript, pending requirements and the view token.
@@ -110,7 +109,7 @@ pub(crate) async fn get_session(
 ) -> Result<Json<SessionDetail>> {
     who.require_read(&id)?;
     let running = state.hub.local_run(&id).is_some();
-    let (detail, _) = view::load(&state.agent, &id, running, true).await?;
+    let (detail, _) = view::load(&*state.sessions, &id, running, true).await?;
     Ok(Json(detail))
 }
 
@@ -131,7 +130,7 @@ pub(crate) async fn get_decisions(
     SessionId(id): SessionId,
 ) -> Result<Json<DecisionsList>> {
     who.require_read(&id)?;
-    let decisions = audit_trail(&state.agent, &id).await?;
+    let decisions = audit_trail(&*state.sessions, &id).await?;
     Ok(Json(DecisionsList {
         session_id: id,
         decisions,
@@ -146,7 +145,7 @@ pub(crate) async fn get_decisions(
     responses(
         (status = 200, description = "The run's output (RunOutput JSON) or an SSE stream", body = serde_json::Value),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "Not an approver (for this tool); a decision not the caller's to make (`not_eligible`: a quorum it cannot count towards, the eligibility policy, a budget extension above the agent's default without the admin role)", body = ErrorBody),
+        (status = 403, description = "Not an approver; a decision not the caller's to make (`not_eligible`: a tool this approver may not decide on, a quorum it cannot count towards, the eligibility policy, a budget extension above the agent's default without the admin role)", body = ErrorBody),
         (status = 404, description = "Unknown session, or a requirement that was never pending", body = ErrorBody),
         (status = 409, description = "`already_decided` (someone decided it first: by whom, when), busy, not paused, or a stale view", body = ErrorBody),
         (status = 413, body = ErrorBody),
@@ -166,16 +165,18 @@ pub(crate) async fn post_decisions(
     if body.decisions.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let decisions = decide::checked(&state, &who, &id, &body.decisions).await?;
-    let mut submission = Submission::new(reins_agent::RunInput::Decisions(decisions));
-    submission.actor = Some(who.actor());
-    submission.view = body
+    let mut decide =
+        reins_agent::port::Decide::new(who.actor(), decide::decisions(&body.decisions)?);
+    decide.view = body
         .view_token
         .as_deref()
         .map(decide::parse_view)
         .transpose()?;
-    submission.idempotency_key = backend::idempotency_key(&headers)?;
-    backend::submit(state, &who, id, submission, q.stream).await
+    decide.idempotency_key = backend::idempotency_key(&headers)?;
+    // Subscribed before the decisions go in: the run's events from its first one.
+    let sub = q.stream.then(|| state.hub.channel(&id).subscribe(None));
+    let run = backend::decide(&state, &id, decide).await?;
+    backend::answer(run, sub).await
 }
 
 /// Stops the session's run wherever it executes.
@@ -226,7 +227,7 @@ pub(crate) async fn get_events(
 ) -> Result<Response> {
     who.require_read(&id)?;
     // 404 for unknown sessions, before the stream starts.
-    state.agent.store().load_session(&id).await?;
+    state.sessions.view(&id).await?;
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -235,12 +236,9 @@ pub(crate) async fn get_events(
 }
 
 /// The session's audit trail, oldest first (reins-agent's `DecisionRecord` JSON).
-async fn audit_trail(agent: &Agent, id: &str) -> Result<Vec<Value>> {
-    // 404 for unknown sessions (opening one would create it).
-    agent.store().load_session(id).await?;
-    let session = agent.session(id).await?;
-    Ok(session
-        .decisions()
+async fn audit_trail(sessions: &dyn Sessions, id: &str) -> Result<Vec<Value>> {
+    Ok(sessions
+        .audit(id)
         .await?
         .iter()
         .filter_map(|d| serde_json::to_value(d).ok())

@@ -40,7 +40,7 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
         let chan = hub.channel(&id);
         let last = last.map(|l| hub.parse_last_id(&l)).unwrap_or_default();
         let mut notices = hub.notices();
-        hub.ensure_poller(&state.agent);
+        hub.ensure_poller(state.sessions.record());
         let Subscription {
             replay,
             mut rx,
@@ -131,7 +131,7 @@ async fn sync(
     force: bool,
 ) -> bool {
     let running = state.hub.local_run(id).is_some();
-    let stored = match state.agent.store().load_session(id).await {
+    let stored = match state.sessions.read(id, true).await {
         Ok(s) => s,
         Err(e) => {
             let e = ServerError::from(e);
@@ -180,9 +180,7 @@ async fn sync(
             }
         }
     }
-    let Ok((detail, _)) = view::of(&state.agent, stored, running, false).await else {
-        return true;
-    };
+    let (detail, _) = view::detail(stored.view, &[], stored.updated_at, running);
     let key = (detail.version, running);
     if !force && cur.last_state == Some(key) {
         return true;
