@@ -232,7 +232,7 @@ fn decided_at<'a>(
 /// took effect, and recorded as refused for that reason. The same answer whatever
 /// the timing (see docs/human-in-the-loop.md, "A late second approver").
 ///
-/// `refusal` is what [`Run::apply`] refused `call`'s [`Event::Begin`](crate::run::Event::Begin)
+/// `refusal` is what `Run::apply` refused `call`'s [`Event::Begin`](crate::run::Event::Begin)
 /// with, on `session` in `store`; every driver of a [`Run`] passes its refusals through
 /// this, so that a late decision gets the same answer whichever driver runs the
 /// session. A trail that cannot be read leaves the refusal as it was (logged).

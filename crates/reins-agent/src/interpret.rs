@@ -4,7 +4,7 @@
 //! commit is written ([`Driver::commit`]), where child sessions run
 //! ([`Driver::children`]), and how a paused run waits ([`Driver::wait`]: the local
 //! driver ends the call; Restate waits on awakeables) — and nothing about what a step
-//! means: that is the run's ([`Run::next`]) and the effects' ([`effects::perform`]).
+//! means: that is the run's (`Run::next`) and the effects' ([`effects::perform`]).
 //!
 //! [`check`] is the same for an input a driver only validates (reins-restate's
 //! `submit`): the steps before its commit, nothing stored.

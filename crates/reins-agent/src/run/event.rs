@@ -17,7 +17,7 @@ use crate::requirement::Quorum;
 use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
-/// One outcome fed to [`Run::apply`](super::Run::apply).
+/// One outcome fed to `Run::apply`.
 // Made and consumed once per step: boxing the large `Begin` would only add an
 // allocation per call.
 #[allow(clippy::large_enum_variant)]
@@ -48,7 +48,7 @@ pub enum Event {
     Followed(super::Followed),
     /// The answer to a [`Step::Refuse`](super::Step::Refuse): the decision that took
     /// effect, when one of the refused input's requirements was decided by someone
-    /// else. [`Run::apply`](super::Run::apply) answers it with the refusal to return
+    /// else. `Run::apply` answers it with the refusal to return
     /// ([`AgentError::AlreadyDecided`] then, otherwise the input's own).
     Refused {
         /// (requirement id, the decision that took effect).
@@ -537,7 +537,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// Which changes [`Run::take_commit`](super::Run::take_commit) takes.
+/// Which changes `Run::take_commit` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flush {
     /// Everything written since the last commit, the run state included.

@@ -1,4 +1,4 @@
-//! What [`Run::next`](super::Run::next) hands a driver: one [`Step`] per obligation,
+//! What `Run::next` hands a driver: one [`Step`] per obligation,
 //! each carrying everything needed to perform it. The table of steps, their effects
 //! and the events that answer them is in docs/architecture.md ("The run contract").
 
@@ -17,7 +17,7 @@ use crate::view::{Actor, DecisionRecord, ViewToken};
 /// answered with the [`Event`](super::Event) it returns; [`Step::Announce`],
 /// [`Step::Commit`], [`Step::Pause`] and [`Step::Finish`] are the driver's own (where
 /// events go, how a commit is written, how a paused run waits) and answered with
-/// nothing: the driver asks [`Run::next`](super::Run::next) again.
+/// nothing: the driver asks `Run::next` again.
 // Made and consumed once per step: boxing would only add an allocation per step.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,7 @@ pub enum Step {
     /// The input was refused: a decision someone else already took is told apart,
     /// the refusal is recorded in the audit trail and the `Error` hooks are told.
     /// Answer with [`Event::Refused`](super::Event::Refused), which
-    /// [`Run::apply`](super::Run::apply) answers with the refusal to return.
+    /// `Run::apply` answers with the refusal to return.
     Refuse(Refuse),
     /// A new message closed paused sub-agent calls and calls waiting on a question:
     /// close their child sessions, record the calls' results in the ledger, stop the
@@ -51,7 +51,7 @@ pub enum Step {
     /// [`crate::approval`]): answer with
     /// [`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking) carrying
     /// what they decided (nothing: people are asked). Until it is answered,
-    /// [`Run::next`](super::Run::next) hands out the same step again; the run stays
+    /// `Run::next` hands out the same step again; the run stays
     /// paused meanwhile.
     Consult(Consult),
     /// The next request is over the context budget: summarize these messages, then
