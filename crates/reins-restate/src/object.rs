@@ -140,9 +140,16 @@ impl SessionObject {
 
     /// The object for this agent, with these timeouts for the turn handler.
     ///
+    /// The agent's store records notices from now on (its outbox is on, see
+    /// `MemoryStore::record_notices`): the object's turns are what commits every run,
+    /// and the servers in front of the deployment, in processes of their own, deliver
+    /// what they write — a call that waits reaches its approvers by Slack or email, a
+    /// webhook or an A2A push notification as on the local driver.
+    ///
     /// # Errors
     /// As [`SessionObject::new`].
     pub fn with_timeouts(agent: Agent, timeouts: Timeouts) -> crate::Result<Self> {
+        agent.store().record_notices(true);
         Ok(Self {
             inner: Arc::new(Inner {
                 agent,
