@@ -725,3 +725,26 @@ impl SessionObject {
         Ok(Json(Interrupted { requested: true }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The object's turns write the notices (a waiting call's `requirement.waiting`)
+    /// that servers in other processes deliver: its store's outbox is on.
+    #[test]
+    fn the_object_turns_its_stores_outbox_on() {
+        let agent = Agent::builder()
+            .model(reins_model::ScriptedModel::new(Vec::<
+                reins_model::ScriptedResponse,
+            >::new()))
+            .store(reins_memory::InMemoryStore::new())
+            .build()
+            .unwrap();
+        assert!(!agent.store().records_notices());
+        let _object = SessionObject::new(agent.clone()).unwrap();
+        assert!(agent.store().records_notices());
+    }
+}
