@@ -33,13 +33,17 @@
 //!   (reins-restate's `restate_bench`: a local restate-server and the demo service, in
 //!   processes of their own) and through reins-server, both on one throwaway
 //!   PostgreSQL.
+//! - `cargo xtask bench --cost [--check | --update-baseline --why TEXT]` — instructions
+//!   (callgrind) and allocations per run of five scenarios; `--check` fails when one
+//!   is above the committed baseline by more than 3 % (`bench/cost.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-use crate::json::{Value, json_number_in, json_string, parse_object};
+use crate::json::{json_number_in, json_string};
 
+mod cost;
 mod peer;
 
 /// `cargo xtask bench --help`.
@@ -49,7 +53,7 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
        cargo xtask bench --restate [--sessions N]
        cargo xtask bench --scale [--sessions N] [--paused M] [--store sqlite|postgres|both] [--samples K]
                              [--inline-checkpoints]
-       cargo xtask bench --cost
+       cargo xtask bench --cost [--check | --update-baseline --why TEXT]
 
   (no mode)     every crate's criterion suite (`cargo bench --workspace --bench '*'`),
                 then one table of medians; FILTER keeps benchmarks whose id contains it
@@ -76,8 +80,15 @@ const USAGE: &str = "usage: cargo xtask bench [--quick] [FILTER]
                 the data is created and dropped by the run; --inline-checkpoints opens
                 SQLite with its own WAL checkpoints inside commits (to compare)
   --cost        allocations (counted) and instructions (callgrind, when valgrind is
-                installed) per single turn and per tool-call run, in memory, and per
-                tool-call run served by reins-server over HTTP (`served_cost`)
+                installed) per run: a single turn, a tool-call run, a decision (pause,
+                approve, resume) and the tool-call run with OpenTelemetry on, in memory
+                (`run_cost`), and the tool-call run served by reins-server over HTTP
+                (`served_cost`); built with the `cost` profile
+  --check       (with --cost) compare with crates/reins-bench/cost-baseline.json and
+                fail when a number is above it by more than 3 %
+  --update-baseline --why TEXT
+                (with --cost) rewrite the baseline with the numbers measured and the
+                reason; commit it with a message that says why
 
 See docs/performance.md.";
 
@@ -95,7 +106,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return restate(args);
     }
     if args.iter().any(|a| a == "--cost") {
-        return cost();
+        return cost::run(args);
     }
     if args.iter().any(|a| a == "--scale") {
         return scale(args);
@@ -289,96 +300,6 @@ fn scale(args: &[String]) -> Result<(), String> {
         crate::run(&mut cmd)?;
     }
     Ok(())
-}
-
-// ----- --cost: allocations and instructions per run -----------------------------------
-
-/// `--cost`: `run_cost` (a program of `crates/reins-bench`) for each scenario and
-/// `served_cost` for the served run (the tool-call run sent to reins-server over HTTP
-/// on loopback, server and client on one thread), then the instructions per run as the difference of two callgrind totals (400 and 200 runs)
-/// divided by 200, so the set-up cancels out. Instruction counts do not depend on what
-/// else the machine is doing.
-fn cost() -> Result<(), String> {
-    crate::run(crate::cargo().current_dir(repo_root()).args([
-        "build",
-        "--quiet",
-        "--release",
-        "-p",
-        "reins-bench",
-        "--bin",
-        "run_cost",
-        "--bin",
-        "served_cost",
-    ]))?;
-    let release = target_dir().join("release");
-    let valgrind = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !valgrind {
-        eprintln!("xtask: valgrind not found: instructions per run left out");
-    }
-    println!(
-        "\n{:<16} {:>12} {:>16} {:>14} {:>18}",
-        "scenario", "allocs/run", "KiB alloc/run", "µs/run", "instructions/run"
-    );
-    // The two runs in memory, then the tool-call run served by reins-server over HTTP.
-    let rows = [
-        ("single_turn", "run_cost", 2000),
-        ("tool_call_run", "run_cost", 2000),
-        ("served_run", "served_cost", 1000),
-    ];
-    for (scenario, program, runs) in rows {
-        let bin = release.join(program);
-        let out = Command::new(&bin)
-            .args(["--scenario", scenario, "--runs", &runs.to_string()])
-            .output()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{program} --scenario {scenario} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let obj = parse_object(text.trim()).map_err(|e| format!("{e} in: {text}"))?;
-        let num = |k: &str| obj.get(k).and_then(Value::as_f64);
-        let instructions = if valgrind {
-            let a = callgrind_total(&bin, scenario, 200)?;
-            let b = callgrind_total(&bin, scenario, 400)?;
-            Some(b.saturating_sub(a) as f64 / 200.0)
-        } else {
-            None
-        };
-        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.1}"));
-        println!(
-            "{scenario:<16} {:>12} {:>16} {:>14} {:>18}",
-            show(num("allocs_per_run")),
-            show(num("alloc_kib_per_run")),
-            show(num("us_per_run")),
-            instructions.map_or("-".to_owned(), |v| format!("{v:.0}")),
-        );
-    }
-    Ok(())
-}
-
-/// The instructions callgrind counts for a cost program (`run_cost`, `served_cost`)
-/// with `runs` runs.
-fn callgrind_total(bin: &Path, scenario: &str, runs: u32) -> Result<u64, String> {
-    let file = target_dir().join(format!("run_cost.callgrind.{scenario}.{runs}"));
-    let out = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", file.display()))
-        .arg(bin)
-        .args(["--scenario", scenario, "--runs", &runs.to_string()])
-        .output()
-        .map_err(|e| format!("cannot start valgrind: {e}"))?;
-    let _ = std::fs::remove_file(&file);
-    let log = String::from_utf8_lossy(&out.stderr);
-    log.lines()
-        .find_map(|l| l.split("Collected :").nth(1))
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| format!("no instruction total in callgrind's output:\n{log}"))
 }
 
 // ----- --server: reins-server vs Agno's AgentOS ---------------------------------------

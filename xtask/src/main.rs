@@ -3,7 +3,8 @@
 //! - `cargo xtask test`  — every test of the workspace (all features), with a throwaway
 //!   PostgreSQL cluster on a loopback port when PostgreSQL is installed.
 //! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`,
-//!   `conformance`, and the demo's scripted (non-interactive) run.
+//!   `conformance`, the cost check (`bench --cost --check`) and the demo's scripted
+//!   (non-interactive) run.
 //!   `--stress N`: the flake hunt, every test N times under load (`stress`).
 //! - `cargo xtask conformance` — the official MCP conformance suite against reins's MCP
 //!   server (`serve --mcp http`) and client, checked against its baseline.
@@ -88,10 +89,13 @@ commands:
   conformance   the official MCP conformance suite against reins's MCP server and
                 client, checked against its baseline; `--restate`: the server suites
                 against the MCP door with its sessions on Restate; `--help`
-  ci            fmt, clippy, docs, tests, the MCP conformance suite and the
+  ci            fmt, clippy, docs, tests, the MCP conformance suite (both
+                drivers), the cost check (`bench --cost --check`) and the
                 scripted demo, as CI runs them; `ci --stress N [ARGS]`: the whole
                 test suite N times under two busy loops, with a table of failures
   bench [ARGS]  criterion suites with a summary table; `--peer` compares with Agno;
+                `--cost [--check]` instructions and allocations per run against
+                the committed baseline;
                 `--scale` times the inbox and API over a million stored sessions;
                 `--server` runs reins-server's HTTP benchmark; `--help`
   live ARGS     conformance scenarios against a real server, as a table:
@@ -184,6 +188,10 @@ fn ci() -> Result<(), String> {
     // The MCP door with its sessions on Restate answers the server suites the same.
     timed("conformance on restate", || {
         conformance::run(&["--restate".to_owned()])
+    })?;
+    // Instructions and allocations per run against the committed baseline (+3 %).
+    timed("cost", || {
+        bench::run(&["--cost".to_owned(), "--check".to_owned()])
     })?;
     timed("demo", demo_script_check)?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated

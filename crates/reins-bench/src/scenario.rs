@@ -76,3 +76,37 @@ pub async fn one_run(agent: &Agent, text: &str) -> Res<()> {
     black_box(out);
     Ok(())
 }
+
+/// [`tool_agent`] whose `add` needs a person's confirmation.
+pub fn confirm_agent() -> Res<Agent> {
+    let mut tools = Toolkit::new();
+    tools.add(
+        Toolkit::function(
+            "add",
+            "Add two integers.",
+            |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
+        )
+        .policy(ToolPolicy::confirm()),
+    )?;
+    Ok(Agent::builder()
+        .model(tool_model())
+        .toolkit(tools)
+        .build()?)
+}
+
+/// The human-in-the-loop cycle on a new session: the run pauses for the call, a
+/// person approves it, it runs and the model answers; an error unless it completes.
+pub async fn decision_run(agent: &Agent, text: &str) -> Res<()> {
+    let session = agent.session(&fresh_id()).await?;
+    let out = session.send(Msg::user(text)).await?;
+    if out.status != RunStatus::Paused {
+        return Err(format!("the run did not pause: {:?}", out.status).into());
+    }
+    let id = out.requirements[0].id.clone();
+    let out = session.resolve(vec![Decision::approve(id)]).await?;
+    if out.status != RunStatus::Completed {
+        return Err(format!("the approved run ended {:?}", out.status).into());
+    }
+    black_box(out);
+    Ok(())
+}

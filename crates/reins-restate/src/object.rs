@@ -145,9 +145,16 @@ impl SessionObject {
 
     /// The object for this agent, with these timeouts for the turn handler.
     ///
+    /// The agent's store records notices from now on (its outbox is on, see
+    /// `MemoryStore::record_notices`): the object's turns are what commits every run,
+    /// and the servers in front of the deployment, in processes of their own, deliver
+    /// what they write — a call that waits reaches its approvers by Slack or email, a
+    /// webhook or an A2A push notification as on the local driver.
+    ///
     /// # Errors
     /// As [`SessionObject::new`].
     pub fn with_timeouts(agent: Agent, timeouts: Timeouts) -> crate::Result<Self> {
+        agent.store().record_notices(true);
         Ok(Self {
             inner: Arc::new(Inner {
                 agent,
@@ -698,5 +705,28 @@ impl SessionObject {
         self.inner.cancel_local(&session);
         ctx.invocation_handle(turn).cancel();
         Ok(Json(Interrupted { requested: true }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The object's turns write the notices (a waiting call's `requirement.waiting`)
+    /// that servers in other processes deliver: its store's outbox is on.
+    #[test]
+    fn the_object_turns_its_stores_outbox_on() {
+        let agent = Agent::builder()
+            .model(reins_model::ScriptedModel::new(Vec::<
+                reins_model::ScriptedResponse,
+            >::new()))
+            .store(reins_memory::InMemoryStore::new())
+            .build()
+            .unwrap();
+        assert!(!agent.store().records_notices());
+        let _object = SessionObject::new(agent.clone()).unwrap();
+        assert!(agent.store().records_notices());
     }
 }

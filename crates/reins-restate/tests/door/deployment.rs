@@ -1,5 +1,5 @@
 //! A door on Restate (shared by the door crates' driver tests through `#[path]`;
-//! each crate's `support` gives `Ran` and the test `agent`): a real restate-server (installed under
+//! the module that includes it gives `Ran` and the test `agent`): a real restate-server (installed under
 //! crates/reins-restate/tests/restate/node_modules by .ci/run) and the test agent's
 //! session object served by this test binary started again as a process of its own
 //! (an ignored test is its entry point), both on loopback and killed on drop; the door
@@ -18,7 +18,8 @@ use reins_memory::{MemoryStore, SqliteStore};
 use reins_restate::{LocalRestate, RestateClient, SessionObject};
 use tokio::process::{Child, Command};
 
-use crate::support::{Ran, agent};
+// The crate that includes this file gives the test agent and its `Ran` beside it.
+use super::{Ran, agent};
 
 /// The environment the service process reads: its store, its listener, its ran file.
 const DB: &str = "REINS_DOOR_SERVICE_DB";
@@ -140,6 +141,11 @@ impl Deployment {
         let config = agent(store, &Ran::default());
         let client = RestateClient::new(self.ingress.clone());
         Arc::new(Relayed::new(config, Arc::new(client)))
+    }
+
+    /// The deployment's ingress URL (for a door that makes its own client).
+    pub fn ingress(&self) -> &str {
+        &self.ingress
     }
 
     /// The service process's log (for a failure's message).

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use crate::support::{self, Ran, TestServer};
 
 pub fn client_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a")
+    // From reins-server and from the crates that share this harness (reins-restate).
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reins-server/tests/a2a")
 }
 
 /// The venv's Python, or `None` (the test is skipped; under `CI=true` it fails).

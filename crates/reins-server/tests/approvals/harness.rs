@@ -15,7 +15,8 @@ pub const LINK_SECRET: &str = "a link secret of at least thirty-two bytes";
 pub const SIGNING_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 
 pub fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/approvals")
+    // From reins-server and from the crates that share this harness (reins-restate).
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reins-server/tests/approvals")
 }
 
 /// The venv's Python, or `None` (the test is skipped; under `CI=true` it fails).
@@ -233,7 +234,20 @@ pub async fn approvals_server_with(
     let agent = build(store, &ran);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let mut server = Server::new(agent.clone())
+    let server = approval_doors(Server::new(agent.clone()), &base, smtp_port, slack_api);
+    serve_on(listener, configure(server), agent, ran, None)
+}
+
+/// `server` (served at `base`) with the test tokens and the approval doors: email
+/// (mail to `smtp_port`; ana and rita have addresses) and, when `slack_api` is given,
+/// Slack (U_ANA is ana, U_OPS is ops, U_BOB is bob); notices are polled every 100 ms.
+pub fn approval_doors(
+    server: Server,
+    base: &str,
+    smtp_port: Option<u16>,
+    slack_api: Option<&str>,
+) -> Server {
+    let mut server = server
         .auth(auth())
         .poll_interval(Duration::from_millis(200))
         .notify_options(NotifyOptions::default().poll_interval(Duration::from_millis(100)));
@@ -242,7 +256,7 @@ pub async fn approvals_server_with(
             EmailApprovals::builder()
                 .smtp_url(format!("smtp://127.0.0.1:{port}"))
                 .from("reins <approvals@reins.test>")
-                .base_url(&base)
+                .base_url(base)
                 .secret(LINK_SECRET)
                 .approver("ana", "Ana <ana@corp.test>")
                 .approver("rita", "rita@corp.test")
@@ -257,7 +271,7 @@ pub async fn approvals_server_with(
                 .signing_secret(SIGNING_SECRET)
                 .channel("C0APPROVALS")
                 .api_base(api)
-                .inbox_url(&base)
+                .inbox_url(base)
                 .user("U_ANA", "ana")
                 .user("U_OPS", "ops")
                 .user("U_BOB", "bob")
@@ -265,7 +279,70 @@ pub async fn approvals_server_with(
                 .unwrap(),
         );
     }
-    serve_on(listener, configure(server), agent, ran, None)
+    server
+}
+
+/// A `block_actions` form body: `user` pressed `action` on the message `posted`.
+pub fn press(user: &str, action: &str, posted: &Value) -> String {
+    let body = &posted["body"];
+    let value = body["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "actions")
+        .and_then(|b| {
+            b["elements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["action_id"] == action)
+        })
+        .map(|e| e["value"].clone())
+        .unwrap();
+    let payload = json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": user.to_lowercase(), "team_id": "T1"},
+        "api_app_id": "A1",
+        "token": "legacy-verification-token",
+        "team": {"id": "T1", "domain": "corp"},
+        "container": {"type": "message", "message_ts": "1700000000.000100",
+                      "channel_id": "C0APPROVALS", "is_ephemeral": false},
+        "trigger_id": "1.2.3",
+        "channel": {"id": "C0APPROVALS", "name": "approvals"},
+        "message": {"type": "message", "ts": "1700000000.000100", "text": body["text"], "blocks": body["blocks"]},
+        "response_url": "https://hooks.slack.invalid/actions/T1/1/x",
+        "actions": [{"type": "button", "action_id": action, "block_id": "decide",
+                     "value": value, "action_ts": "1700000001.000200"}],
+    });
+    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
+}
+
+/// Sends an interaction signed by the SDK under `secret` at `ts`.
+pub async fn send(
+    s: &TestServer,
+    python: &Path,
+    secret: &str,
+    ts: i64,
+    body: &str,
+) -> (u16, Value) {
+    let (sig, _) = sdk_sign(python, secret, ts, body);
+    let res = s
+        .client
+        .post(s.url("/v1/slack/interactions"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Now, in Unix seconds (a Slack request's timestamp).
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 /// Polls until `f` holds (30 s at most).

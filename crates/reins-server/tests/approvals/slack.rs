@@ -6,62 +6,6 @@
 
 use super::*;
 
-/// A `block_actions` form body: `user` pressed `action` on the message `posted`.
-fn press(user: &str, action: &str, posted: &Value) -> String {
-    let body = &posted["body"];
-    let value = body["blocks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["type"] == "actions")
-        .and_then(|b| {
-            b["elements"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|e| e["action_id"] == action)
-        })
-        .map(|e| e["value"].clone())
-        .unwrap();
-    let payload = json!({
-        "type": "block_actions",
-        "user": {"id": user, "username": user.to_lowercase(), "team_id": "T1"},
-        "api_app_id": "A1",
-        "token": "legacy-verification-token",
-        "team": {"id": "T1", "domain": "corp"},
-        "container": {"type": "message", "message_ts": "1700000000.000100",
-                      "channel_id": "C0APPROVALS", "is_ephemeral": false},
-        "trigger_id": "1.2.3",
-        "channel": {"id": "C0APPROVALS", "name": "approvals"},
-        "message": {"type": "message", "ts": "1700000000.000100", "text": body["text"], "blocks": body["blocks"]},
-        "response_url": "https://hooks.slack.invalid/actions/T1/1/x",
-        "actions": [{"type": "button", "action_id": action, "block_id": "decide",
-                     "value": value, "action_ts": "1700000001.000200"}],
-    });
-    serde_urlencoded::to_string([("payload", payload.to_string())]).unwrap()
-}
-
-/// Sends an interaction signed by the SDK under `secret` at `ts`.
-async fn send(s: &TestServer, python: &Path, secret: &str, ts: i64, body: &str) -> (u16, Value) {
-    let (sig, _) = sdk_sign(python, secret, ts, body);
-    let res = s
-        .client
-        .post(s.url("/v1/slack/interactions"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("x-slack-request-timestamp", ts.to_string())
-        .header("x-slack-signature", sig)
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
-fn now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     let Some(python) = python_or_skip("slack_buttons_signed_by_the_sdk") else {

@@ -43,6 +43,32 @@ pub fn auth() -> Auth {
 /// What the tools did (e.g. `delete:a.txt`), to check that nothing ran twice.
 pub type Ran = Arc<Mutex<Vec<String>>>;
 
+/// A file that every tool of this process also writes what it did to, one line each
+/// (see [`record_to_file`]).
+static RAN_FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Makes every tool of this process also append what it did to `path`: a process
+/// that runs the sessions for a test in another process (reins-restate's door suite)
+/// tells it what ran. The first path given stays.
+pub fn record_to_file(path: impl Into<std::path::PathBuf>) {
+    let _ = RAN_FILE.set(path.into());
+}
+
+/// Records `what` a tool did in `ran` (and in the file of [`record_to_file`]).
+fn record(ran: &Ran, what: String) {
+    if let Some(path) = RAN_FILE.get() {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        // One write per line: a reader never sees half of one.
+        f.write_all(format!("{what}\n").as_bytes()).unwrap();
+    }
+    ran.lock().unwrap().push(what);
+}
+
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct PathArgs {
     /// The file.
@@ -77,7 +103,7 @@ pub fn toolkit(ran: &Ran) -> Toolkit {
         Toolkit::function("delete_file", "Delete a file", move |a: PathArgs, _ctx| {
             let r = r.clone();
             async move {
-                r.lock().unwrap().push(format!("delete:{}", a.path));
+                record(&r, format!("delete:{}", a.path));
                 Ok::<_, ToolError>(format!("deleted {}", a.path))
             }
         })
@@ -89,7 +115,7 @@ pub fn toolkit(ran: &Ran) -> Toolkit {
         Toolkit::function("send_email", "Send an email", move |a: MailArgs, _ctx| {
             let r = r.clone();
             async move {
-                r.lock().unwrap().push(format!("mail:{}", a.to));
+                record(&r, format!("mail:{}", a.to));
                 Ok::<_, ToolError>(format!("mailed {}", a.to))
             }
         })
@@ -102,7 +128,7 @@ pub fn toolkit(ran: &Ran) -> Toolkit {
             let r = r.clone();
             async move {
                 let date = a.date.unwrap_or_default();
-                r.lock().unwrap().push(format!("book:{}@{date}", a.what));
+                record(&r, format!("book:{}@{date}", a.what));
                 Ok::<_, ToolError>(format!("booked {} on {date}", a.what))
             }
         })
@@ -120,14 +146,14 @@ pub fn toolkit(ran: &Ran) -> Toolkit {
         move |a: QueryArgs, ctx: ToolContext| {
             let r = r.clone();
             async move {
-                r.lock().unwrap().push(format!("search-start:{}", a.query));
+                record(&r, format!("search-start:{}", a.query));
                 for _ in 0..400 {
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(50)) => {}
                         () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
                     }
                 }
-                r.lock().unwrap().push(format!("search-done:{}", a.query));
+                record(&r, format!("search-done:{}", a.query));
                 Ok::<_, ToolError>(format!("results for {}", a.query))
             }
         },
