@@ -13,7 +13,7 @@ use crate::delegate::SubAgents;
 use crate::error::{AgentError, Result};
 use crate::live::LiveCalls;
 use crate::remote::RemoteInterrupts;
-use crate::run::{AgentRules, Call, Compression, RunConfig};
+use crate::run::{AgentRules, Call, Compression, Prompts, RunConfig, Tools};
 use crate::runtime::Runtime;
 use crate::state::LiveSessions;
 
@@ -70,6 +70,8 @@ pub(crate) struct AgentConfig {
     pub(crate) eligibility: Option<crate::eligibility::Rules>,
     /// The default budget of the agent's sessions, with its model's price.
     pub(crate) budget: Option<Arc<crate::budget::BudgetRules>>,
+    /// The prompts and options every request carries, as the run puts them in.
+    pub(crate) prompts: Arc<Prompts>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -150,6 +152,7 @@ impl Agent {
                 card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: rt.policy.clone(),
+                listening: rt.listening,
             }),
         }
     }
@@ -222,7 +225,7 @@ impl Agent {
     ///
     /// ```
     /// use chrono::Utc;
-    /// use reins_agent::run::{Event, Run, RunInput};
+    /// use reins_agent::run::RunInput;
     /// use reins_agent::{Agent, Quorum};
     /// use reins_message::Msg;
     /// # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("hi")]);
@@ -230,8 +233,6 @@ impl Agent {
     /// let agent = Agent::builder().model(model).quorum("wire_money", Quorum::of(2)).build()?;
     /// let call = agent.begin("chat-1", RunInput::Message(Msg::user("pay the rent")), Utc::now());
     /// assert_eq!(call.quorums()["wire_money"], Quorum::of(2));
-    /// let mut run = Run::new(agent.run_config());
-    /// run.apply(Event::Begin(call)).expect("a message is accepted");
     /// # Ok::<(), reins_agent::AgentError>(())
     /// ```
     pub fn begin(
@@ -254,6 +255,10 @@ impl Agent {
                 eligibility: cfg.eligibility.clone(),
                 budget: cfg.budget.clone(),
                 notices: self.runtime.store.records_notices(),
+                prompts: Arc::clone(&cfg.prompts),
+                tools: Tools(Arc::clone(&self.runtime) as Arc<dyn crate::run::ToolCatalog>),
+                listening: self.runtime.listening,
+                concurrency: cfg.concurrency,
             },
         )
     }
@@ -626,8 +631,15 @@ impl AgentBuilder {
                 .install(&self.name, &mut self.toolkit, &store)?;
         }
         let owner = reins_message::new_id();
+        let listening = crate::run::Listening::of(&self.hooks);
+        let prompts = Arc::new(Prompts::new(
+            self.system_prompt.as_deref(),
+            &self.summary_prompt,
+            self.options.clone(),
+        ));
         Ok(Agent {
             config: Arc::new(AgentConfig {
+                prompts,
                 name: self.name,
                 system_prompt: self.system_prompt,
                 run: self.config,
@@ -658,6 +670,7 @@ impl AgentBuilder {
                 card: std::sync::OnceLock::new(),
                 specs: Mutex::default(),
                 policy: self.policy,
+                listening,
             }),
         })
     }

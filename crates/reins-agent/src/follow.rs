@@ -232,7 +232,7 @@ fn decided_at<'a>(
 /// took effect, and recorded as refused for that reason. The same answer whatever
 /// the timing (see docs/human-in-the-loop.md, "A late second approver").
 ///
-/// `refusal` is what [`Run::apply`] refused `call`'s [`Event::Begin`](crate::run::Event::Begin)
+/// `refusal` is what `Run::apply` refused `call`'s [`Event::Begin`](crate::run::Event::Begin)
 /// with, on `session` in `store`; every driver of a [`Run`] passes its refusals through
 /// this, so that a late decision gets the same answer whichever driver runs the
 /// session. A trail that cannot be read leaves the refusal as it was (logged).
@@ -242,69 +242,49 @@ pub async fn late_refusal(
     refusal: Refusal,
     call: &Call,
 ) -> Refusal {
-    if !matches!(
-        refusal.error,
-        AgentError::UnknownRequirement { .. }
-            | AgentError::StaleView { .. }
-            | AgentError::NothingToResume { .. }
-            | AgentError::SessionBusy { .. }
-    ) {
+    let Some(late) = crate::run::late_of(call, &refusal.error) else {
         return refusal;
-    }
-    // `resume()` names no requirement: it approves what its view showed, and a
-    // stale view stays `StaleView`.
-    let named: Vec<(String, String, Option<String>)> = match call.input() {
-        RunInput::Decisions(ds) => ds
-            .iter()
-            .map(|d| {
-                (
-                    d.id().to_owned(),
-                    d.label().to_owned(),
-                    d.decided_by().map(str::to_owned),
-                )
-            })
-            .collect(),
-        RunInput::Resume => return refusal,
-        RunInput::Message(m) => m
-            .tool_results_iter()
-            .map(|r| (r.id.clone(), "tool_result".to_owned(), None))
-            .collect(),
     };
-    let pending: Vec<String> = match &refusal.error {
-        AgentError::UnknownRequirement { pending, .. } => pending.clone(),
-        AgentError::StaleView { pending, .. } => pending.iter().map(|r| r.id.clone()).collect(),
-        _ => Vec::new(),
-    };
-    let gone: Vec<String> = named
-        .iter()
-        .map(|(id, _, _)| id.clone())
-        .filter(|id| !pending.contains(id))
-        .collect();
-    let found = match already_decided(store, session, &gone).await {
-        Ok(Some(found)) => found,
-        Ok(None) => return refusal,
+    match already_decided(store, session, &late.gone).await {
+        Ok(Some((error, applied))) => {
+            let audit = late_records(&error, &applied, late);
+            Refusal { error, audit }
+        }
+        Ok(None) => refusal,
         Err(e) => {
             tracing::warn!(session = %session, error = %e, "could not read the audit trail of a refused decision");
-            return refusal;
+            refusal
         }
-    };
-    let (error, applied) = found;
-    let via = match call.input() {
-        RunInput::Message(_) => "tool_results",
-        _ => "resolve",
-    };
-    let audit = named
+    }
+}
+
+/// The audit records of a late input's decisions on requirements `applied` decided
+/// first: refused `already_decided`, naming `error`.
+pub(crate) fn late_records(
+    error: &AgentError,
+    applied: &DecisionRecord,
+    late: crate::run::Late,
+) -> Vec<DecisionRecord> {
+    let crate::run::Late {
+        named,
+        gone,
+        via,
+        actor,
+        view,
+        now,
+    } = late;
+    named
         .into_iter()
         .filter(|(id, _, _)| gone.contains(id))
         .map(|(id, decision, by)| {
-            let actor = match (by, call.actor()) {
+            let actor = match (by, actor.as_ref()) {
                 (Some(p), Some(a)) if a.principal == p => Some(a.clone()),
                 (Some(p), _) => Some(Actor::new(p)),
                 (None, a) => a.cloned(),
             };
             DecisionRecord {
                 seq: 0,
-                at: call.now(),
+                at: now,
                 requirement_id: id,
                 tool_name: applied.tool_name.clone(),
                 kind: applied.kind.clone(),
@@ -318,15 +298,14 @@ pub async fn late_refusal(
                 shown_input: applied.shown_input.clone(),
                 executed_input: None,
                 note: None,
-                view: call.view().cloned(),
+                view: view.clone(),
                 shown_fingerprint: applied.shown_fingerprint.clone(),
                 executed_fingerprint: None,
                 grant_id: None,
                 quorum: None,
             }
         })
-        .collect();
-    Refusal { error, audit }
+        .collect()
 }
 
 /// How long a decision that finds its session busy waits for the run in flight to
@@ -375,7 +354,7 @@ pub async fn busy_refusal(
 /// Appends a refusal's audit records to the session's trail (without touching its
 /// version: other callers' views stay valid). A failure to record is logged; the
 /// caller gets the refusal either way.
-pub(crate) async fn record_refusal(
+pub async fn record_refusal(
     store: &Arc<dyn MemoryStore>,
     session: &str,
     records: Vec<DecisionRecord>,

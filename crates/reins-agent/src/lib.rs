@@ -70,9 +70,9 @@ mod error;
 mod follow;
 mod fork;
 mod handle;
+pub mod interpret;
 mod live;
 mod lock;
-pub mod nested;
 mod output;
 pub mod port;
 mod remote;
@@ -95,11 +95,12 @@ pub use agent::{Agent, AgentBuilder, DEFAULT_SESSION};
 pub use approval::{ApprovalPolicy, PolicyRequest, PolicyVerdict};
 pub use backend::{SessionBackend, Started, Submission};
 pub use compression::{ContextPolicy, ContextSummary, TokenCounter};
-pub use drive::ASKED_ELSEWHERE;
-pub use effects::UNKNOWN_OUTCOME;
+pub use effects::{ASKED_ELSEWHERE, UNKNOWN_OUTCOME};
 pub use eligibility::{Eligibility, EligibilityPolicy};
 pub use error::{AgentError, Decided, Result};
-pub use follow::{BUSY_DECISION_WAIT, busy_refusal, late_refusal, stored_output, stored_view};
+pub use follow::{
+    BUSY_DECISION_WAIT, busy_refusal, late_refusal, record_refusal, stored_output, stored_view,
+};
 pub use fork::{
     Divergence, ForkBuilder, ForkOrigin, ForkPoint, ReplayReport, ReplayTurn, Turn, fork_len,
     replay, replay_streaming, turns,

@@ -1,17 +1,16 @@
-//! The calls of an agent's sessions that asked a person a question and stay in flight
-//! while their run pauses: the agent's registry of live calls, by (session, tool use
-//! id). The driver (`drive::ask`) puts a call here when it asks, takes it back to hand
-//! it the answer, and drops the calls a run moved on from.
+//! The calls of a process that asked a person a question and stay in flight while
+//! their run pauses ([`LiveCalls`]), by (session, tool use id): the effects put a call
+//! here when it asks (`effects::ask`), take it back to hand it the answer, and drop the
+//! calls a run moved on from. A driver lends its registry to the effects: the local
+//! driver the agent's, reins-restate its service process's.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome};
+use reins_tool::{PendingQuestion, QuestionAnswer, ToolCallOutcome, ToolChunk};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-type Calls = Mutex<HashMap<(String, String), LiveCall>>;
 
 /// A call in flight that waits for the answer to its question.
 pub(crate) struct LiveCall {
@@ -19,6 +18,8 @@ pub(crate) struct LiveCall {
     pub(crate) task: tokio::task::JoinHandle<ToolCallOutcome>,
     /// Its next questions.
     pub(crate) questions: UnboundedReceiver<PendingQuestion>,
+    /// Its partial output.
+    pub(crate) chunks: UnboundedReceiver<ToolChunk>,
     /// Where the answer to its question goes.
     pub(crate) reply: oneshot::Sender<QuestionAnswer>,
     /// Cancels the call.
@@ -27,9 +28,20 @@ pub(crate) struct LiveCall {
     pub(crate) watch: CancellationToken,
 }
 
-/// The calls of an agent's sessions that wait for answers. Cheap to clone.
+type Calls = Mutex<HashMap<(String, String), LiveCall>>;
+
+/// The calls of a process that wait for the answer to their question, by session and
+/// tool use id. Cheap to clone: clones share the calls.
 #[derive(Clone, Default)]
-pub(crate) struct LiveCalls(Arc<Calls>);
+pub struct LiveCalls(Arc<Calls>);
+
+impl std::fmt::Debug for LiveCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LiveCalls")
+            .field(&lock(&self.0).len())
+            .finish()
+    }
+}
 
 /// A handle on [`LiveCalls`] that does not keep the calls alive (for watchers).
 pub(crate) struct WeakLiveCalls(Weak<Calls>);
@@ -47,7 +59,11 @@ fn take_from(calls: &Calls, session: &str, id: &str) -> Option<LiveCall> {
 }
 
 impl LiveCalls {
-    /// Keeps `call` of `session` until its answer comes.
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     pub(crate) fn insert(&self, session: &str, id: &str, call: LiveCall) {
         lock(&self.0).insert((session.to_owned(), id.to_owned()), call);
     }
@@ -57,16 +73,20 @@ impl LiveCalls {
         take_from(&self.0, session, id)
     }
 
-    /// A handle that does not keep the calls alive.
     pub(crate) fn downgrade(&self) -> WeakLiveCalls {
         WeakLiveCalls(Arc::downgrade(&self.0))
     }
 
     /// Stops the live calls of `session` that no longer wait for an answer (the run
     /// moved on: a new message, an interrupt): they are cancelled, their results
-    /// dropped (the run already gave them one).
-    pub(crate) fn keep_only(&self, session: &str, asking: &[String]) {
-        lock(&self.0).retain(|(s, id), call| {
+    /// dropped (the run already gave them one). `asking`: the calls the run still
+    /// waits on.
+    pub fn keep_only(&self, session: &str, asking: &[String]) {
+        let mut calls = lock(&self.0);
+        if calls.is_empty() {
+            return;
+        }
+        calls.retain(|(s, id), call| {
             let keep = s != session || asking.contains(id);
             if !keep {
                 call.cancel.cancel();
@@ -78,7 +98,6 @@ impl LiveCalls {
 }
 
 impl WeakLiveCalls {
-    /// Takes the live call `id` of `session`, while the registry lives.
     pub(crate) fn take(&self, session: &str, id: &str) -> Option<LiveCall> {
         self.0.upgrade().and_then(|c| take_from(&c, session, id))
     }

@@ -45,6 +45,8 @@ pub(crate) struct Runtime {
     /// The toolkit's specs as last offered, with the group activity they were made
     /// for: every request shares them until a group is switched.
     pub(crate) specs: Mutex<(Vec<bool>, Option<reins_model::ToolSpecs>)>,
+    /// The hook points the hooks listen to (the run hands out hook steps for those).
+    pub(crate) listening: crate::run::Listening,
 }
 
 impl Runtime {
@@ -59,5 +61,20 @@ impl Runtime {
         let specs = reins_model::ToolSpecs::from(self.toolkit.specs());
         *cache = (activity, Some(specs.clone()));
         specs
+    }
+}
+
+/// What a request offers of the agent's tools (see [`crate::run::Reason`]).
+impl crate::run::ToolCatalog for Runtime {
+    fn specs(&self) -> reins_model::ToolSpecs {
+        self.tool_specs()
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.toolkit.contains(name)
+    }
+
+    fn delegates(&self, name: &str) -> bool {
+        self.subagents.get(name).is_some()
     }
 }

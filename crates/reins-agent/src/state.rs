@@ -10,9 +10,9 @@ use reins_memory::{MemoryStore, SessionState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::error::{AgentError, Result};
+use crate::error::Result;
 use crate::requirement::Requirement;
-use crate::run::{Phase, Run, RunConfig, RunState};
+use crate::run::{Phase, Run, RunConfig};
 use crate::view::ViewToken;
 
 /// A session as one read saw it: what a person deciding is shown.
@@ -121,17 +121,8 @@ impl SessionShared {
 
 impl SessionCore {
     pub(crate) fn from_state(state: SessionState, config: RunConfig) -> Result<Self> {
-        let run_state = match state.run_state {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(serde_json::from_value::<RunState>(v).map_err(|e| {
-                AgentError::CorruptRunState {
-                    session: state.id.clone(),
-                    detail: e.to_string(),
-                }
-            })?),
-        };
         Ok(Self {
-            run: Run::restore(config, state.messages, run_state),
+            run: Run::stored(&state.id, config, state.messages, state.run_state)?,
             version: state.version,
             stale: false,
         })

@@ -9,8 +9,8 @@
 //! can be opened, read and audited like any session.
 //!
 //! - When the child pauses, the parent pauses too. The parent's requirements include
-//!   the child's, each with its [`Requirement::path`] (the parent's tool use id, then
-//!   the child's requirement id) and [`Requirement::agent`]; its `id` is the path
+//!   the child's, each with its [`Requirement::path`](crate::Requirement::path) (the parent's tool use id, then
+//!   the child's requirement id) and [`Requirement::agent`](crate::Requirement::agent); its `id` is the path
 //!   joined with `/`.
 //! - `resolve` on the parent routes each decision down to the child (with the child's
 //!   id); `resume` approves the child's confirmations the parent showed. The parent
@@ -26,19 +26,18 @@
 
 use std::sync::Arc;
 
-use reins_memory::{Claim, MemoryStore};
-use reins_message::{Msg, Role, ToolResult, ToolUse};
+use reins_memory::MemoryStore;
+use reins_message::{Msg, ToolUse};
 use reins_tool::{DynamicTool, ToolError, ToolPolicy};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, AgentBuilder};
-use crate::delegate::Delegate;
+use crate::delegate::{ChildAnswer, ChildCall, ChildState, ChildTurns, Delegate};
 use crate::error::Result;
-use crate::output::{RunOutput, RunStatus};
-use crate::requirement::Requirement;
-use crate::run::{ChildInput, ExecOutcome, Phase};
-use crate::view::{Actor, DecisionRecord, Verdict};
+use crate::output::RunOutput;
+use crate::run::{ExecOutcome, RunInput};
+use crate::view::ViewToken;
 
 pub use crate::follow::{child_session_id, pending_requirements};
 
@@ -204,9 +203,26 @@ impl SubAgentTool {
                 let me = Arc::clone(&me);
                 async move {
                     let tool_use = ToolUse::new(ctx.tool_use_id.clone(), me.name.clone(), input);
-                    let out = run_child(&me, &ctx.session_id, &tool_use, None, ctx.cancel.clone())
+                    let call = ChildCall {
+                        parent: ctx.session_id.clone(),
+                        tool_use: tool_use.clone(),
+                        routed: None,
+                    };
+                    let answer = me
+                        .serve(call, ctx.cancel.clone())
                         .await
                         .map_err(|e| ToolError::failed(e.to_string()))?;
+                    if let Some(r) = answer.invalid {
+                        return Err(ToolError::failed(r.text()));
+                    }
+                    let out = crate::effects::delegate::outcome_of(
+                        &ctx.session_id,
+                        &tool_use,
+                        Some(me.agent.name()),
+                        answer.phase,
+                        answer.waiting,
+                        answer.last.as_ref(),
+                    );
                     match out {
                         ExecOutcome::Done(r) if r.is_error() => Err(ToolError::failed(r.text())),
                         ExecOutcome::Done(r) => Ok(reins_tool::ToolOutput::text(r.text())),
@@ -251,16 +267,13 @@ impl Delegate for SubAgentTool {
         self.dynamic_tool()
     }
 
-    async fn execute(
-        &self,
-        store: &Arc<dyn MemoryStore>,
-        lease: std::time::Duration,
-        session: &str,
-        tool_use: &ToolUse,
-        routed: Option<ChildInput>,
-        cancel: CancellationToken,
-    ) -> Result<ExecOutcome> {
-        execute(store, lease, session, self, tool_use, routed, cancel).await
+    async fn serve(&self, call: ChildCall, cancel: CancellationToken) -> Result<ChildAnswer> {
+        let mut turns = LocalChild {
+            agent: &self.agent,
+            session: call.child(),
+            cancel,
+        };
+        crate::effects::delegate::serve_child(&mut turns, call).await
     }
 
     async fn close(
@@ -287,327 +300,38 @@ impl AgentBuilder {
     }
 }
 
-/// Serves one dispatch of a sub-agent call in `session` (the parent's): consults the
-/// parent's ledger, then starts, answers, continues or reads the child session.
-async fn execute(
-    store: &Arc<dyn MemoryStore>,
-    lease: std::time::Duration,
-    session: &str,
-    sub: &SubAgentTool,
-    tool_use: &ToolUse,
-    routed: Option<ChildInput>,
+/// A child session's turns in this process: through the sub-agent's own session
+/// handle, acting on the view the dispatch read, interrupted with the parent.
+struct LocalChild<'a> {
+    agent: &'a Agent,
+    session: String,
     cancel: CancellationToken,
-) -> Result<ExecOutcome> {
-    let fingerprint = reins_memory::fingerprint(&tool_use.input);
-    // The parent's ledger records the call as running from its first dispatch until
-    // its result, so a crash in between reads as `Unknown`, never as "not run". The
-    // claim is taken over on every dispatch: the child's own ledger and session lock
-    // are what keep its tools at most once.
-    let claim = store
-        .claim(session, &tool_use.id, &fingerprint, lease, true)
-        .await?;
-    if let Claim::Finished(r) = claim {
-        return Ok(ExecOutcome::Done(r));
-    }
-    let out = run_child(sub, session, tool_use, routed, cancel).await?;
-    if let ExecOutcome::Done(r) = &out {
-        store.finish(session, &tool_use.id, r).await?;
-    }
-    Ok(out)
 }
 
-/// Runs (or continues, or reads) the child session of one sub-agent call.
-async fn run_child(
-    sub: &SubAgentTool,
-    parent_session: &str,
-    tool_use: &ToolUse,
-    routed: Option<ChildInput>,
-    cancel: CancellationToken,
-) -> Result<ExecOutcome> {
-    let child_id = child_session_id(parent_session, &tool_use.id);
-    let child = sub.agent.session(&child_id).await?;
-    let view = child.view().await?;
-    let pending: Vec<&str> = view.requirements.iter().map(|r| r.id.as_str()).collect();
-    let store = sub.agent.store();
-    let handle = match routed {
-        // Answers routed from the parent, still fitting what the child waits for. The
-        // parent's audit trail records them once the child took them (or refused).
-        Some(ChildInput::Decisions { decisions })
-            if view.paused && decisions.iter().all(|d| pending.contains(&d.id())) =>
-        {
-            match child
-                .resolve(decisions.clone())
-                .at(&view.token)
-                .start()
-                .await
-            {
-                Ok(handle) => {
-                    let applied = routed_records(tool_use, &decisions, &view.requirements, None);
-                    record(store, parent_session, applied).await;
-                    handle
-                }
-                Err(e) if refused_by_child(&e) => {
-                    let refused =
-                        routed_records(tool_use, &decisions, &view.requirements, Some(&e));
-                    record(store, parent_session, refused).await;
-                    return Box::pin(run_child(sub, parent_session, tool_use, None, cancel)).await;
-                }
-                Err(e) => return Err(e),
+#[async_trait::async_trait]
+impl ChildTurns for LocalChild<'_> {
+    async fn state(&mut self) -> Result<ChildState> {
+        crate::effects::delegate::child_state(self.agent, &self.session).await
+    }
+
+    async fn turn(&mut self, input: RunInput, token: ViewToken) -> Result<RunOutput> {
+        let child = self.agent.session(&self.session).await?;
+        let handle = match input {
+            RunInput::Message(m) => child.send(m).start().await?,
+            RunInput::Resume => child.resume().at(&token).start().await?,
+            RunInput::Decisions(ds) => child.resolve(ds).at(&token).start().await?,
+        };
+        let interrupter = handle.interrupter();
+        let wait = handle.wait();
+        tokio::pin!(wait);
+        tokio::select! {
+            biased;
+            out = &mut wait => out,
+            () = self.cancel.cancelled() => {
+                interrupter.interrupt();
+                wait.await
             }
         }
-        // Answers routed from the parent that the child no longer waits for (someone
-        // answered it directly meanwhile): recorded as refused, never as applied.
-        Some(ChildInput::Decisions { decisions }) => {
-            let why = crate::error::AgentError::UnknownRequirement {
-                id: decisions
-                    .iter()
-                    .map(|d| d.id().to_owned())
-                    .find(|id| !pending.contains(&id.as_str()))
-                    .unwrap_or_default(),
-                pending: pending.iter().map(|p| (*p).to_owned()).collect(),
-            };
-            let child_trail = child.decisions().await.unwrap_or_default();
-            let shown: Vec<Requirement> = child_trail
-                .iter()
-                .map(|r| Requirement {
-                    id: r.requirement_id.clone(),
-                    tool_use: ToolUse::new(
-                        r.requirement_id.clone(),
-                        r.tool_name.clone(),
-                        r.shown_input.clone(),
-                    ),
-                    kind: crate::requirement::RequirementKind::Confirmation,
-                    reason: String::new(),
-                    created_at: r.at,
-                    expires_at: None,
-                    path: Vec::new(),
-                    agent: None,
-                    quorum: None,
-                })
-                .collect();
-            let refused = routed_records(tool_use, &decisions, &shown, Some(&why));
-            record(store, parent_session, refused).await;
-            return Box::pin(run_child(sub, parent_session, tool_use, None, cancel)).await;
-        }
-        Some(ChildInput::Resume) if view.paused && pending.is_empty() => {
-            child.resume().at(&view.token).start().await?
-        }
-        // Otherwise the answers were delivered before a crash (or never were needed):
-        // go by what the child session holds.
-        _ => match view.phase {
-            Phase::Idle if child.messages().await?.is_empty() => {
-                let Some(task) = tool_use.input.get("task").and_then(Value::as_str) else {
-                    return Ok(ExecOutcome::Done(ToolResult::error(
-                        &tool_use.id,
-                        &tool_use.name,
-                        format!(
-                            "invalid arguments for `{}`: `task` (a string) is required",
-                            tool_use.name
-                        ),
-                    )));
-                };
-                child.send(Msg::user(task)).start().await?
-            }
-            Phase::Paused => {
-                return Ok(delegated(sub, tool_use, view.requirements));
-            }
-            Phase::Reasoning | Phase::Acting | Phase::Summarizing => {
-                // Cut short by a crash: the child goes on from where it was; its ledger
-                // settles the tools that were running.
-                child.resume().at(&view.token).start().await?
-            }
-            Phase::Idle | Phase::Finished(_) => {
-                let messages = child.messages().await?;
-                return Ok(ExecOutcome::Done(finished_result(
-                    sub, tool_use, &child_id, view.phase, &messages,
-                )));
-            }
-        },
-    };
-    let interrupter = handle.interrupter();
-    let wait = handle.wait();
-    tokio::pin!(wait);
-    let out = tokio::select! {
-        biased;
-        out = &mut wait => out?,
-        () = cancel.cancelled() => {
-            interrupter.interrupt();
-            wait.await?
-        }
-    };
-    Ok(outcome(sub, tool_use, &child_id, out))
-}
-
-/// Whether the child refused routed answers because its state moved on (rather than
-/// failing): they are then recorded as refused at the parent.
-fn refused_by_child(e: &crate::error::AgentError) -> bool {
-    use crate::error::AgentError as E;
-    matches!(
-        e,
-        E::StaleView { .. }
-            | E::AlreadyDecided { .. }
-            | E::UnknownRequirement { .. }
-            | E::NothingToResume { .. }
-            | E::RequirementExpired { .. }
-            | E::ShownArgumentsChanged { .. }
-            | E::WrongDecision { .. }
-    )
-}
-
-/// The parent's audit records of answers routed to the child of call `tool_use`:
-/// applied (`refused: None`) or refused with that error. `shown`: the child's
-/// requirements, for what each was about.
-pub(crate) fn routed_records(
-    tool_use: &ToolUse,
-    decisions: &[crate::requirement::Decision],
-    shown: &[Requirement],
-    refused: Option<&crate::error::AgentError>,
-) -> Vec<DecisionRecord> {
-    use crate::requirement::Decision;
-    let now = chrono::Utc::now();
-    decisions
-        .iter()
-        .map(|d| {
-            let req = shown.iter().find(|r| r.id == d.id());
-            let shown_input = req.map_or(Value::Null, |r| r.tool_use.input.clone());
-            let (executed, note) = match d {
-                Decision::Approve { edited_input, .. } => {
-                    (edited_input.clone().filter(|e| *e != shown_input), None)
-                }
-                Decision::Input { values, .. } => {
-                    let mut merged = shown_input.as_object().cloned().unwrap_or_default();
-                    if let Value::Object(v) = values {
-                        merged.extend(v.clone());
-                    }
-                    (Some(Value::Object(merged)), None)
-                }
-                Decision::Reject { note, .. } => (None, note.clone()),
-                Decision::ExternalResult { is_error, .. } => (
-                    None,
-                    Some(if *is_error { "failed" } else { "succeeded" }.to_owned()),
-                ),
-            };
-            let verdict = match refused {
-                None => Verdict::Applied,
-                Some(e) => Verdict::Refused {
-                    reason: match e {
-                        crate::error::AgentError::StaleView { .. } => "stale_view",
-                        crate::error::AgentError::RequirementExpired { .. } => "expired",
-                        crate::error::AgentError::ShownArgumentsChanged { .. } => {
-                            "fingerprint_mismatch"
-                        }
-                        _ => "already_decided",
-                    }
-                    .to_owned(),
-                    detail: format!("the sub-agent's child session did not take it: {e}"),
-                },
-            };
-            DecisionRecord {
-                seq: 0,
-                at: now,
-                requirement_id: format!("{}/{}", tool_use.id, d.id()),
-                tool_name: req.map(|r| r.tool_use.name.clone()).unwrap_or_default(),
-                kind: req.map(|r| r.kind.label().to_owned()).unwrap_or_default(),
-                decision: d.label().to_owned(),
-                via: "routed".to_owned(),
-                verdict,
-                actor: d.decided_by().map(Actor::new),
-                shown_fingerprint: req.map(Requirement::fingerprint),
-                executed_fingerprint: executed.as_ref().map(reins_memory::fingerprint),
-                grant_id: None,
-                quorum: None,
-                shown_input,
-                executed_input: executed,
-                note,
-                view: None,
-            }
-        })
-        .collect()
-}
-
-/// Appends `records` to session `session`'s audit trail; a failure is logged (the
-/// child's own trail holds what happened either way).
-pub(crate) async fn record(
-    store: &Arc<dyn MemoryStore>,
-    session: &str,
-    records: Vec<DecisionRecord>,
-) {
-    if records.is_empty() {
-        return;
-    }
-    let entries = records.iter().map(DecisionRecord::to_entry).collect();
-    if let Err(e) = store.append_decisions(session, entries).await {
-        tracing::warn!(session, error = %e, "could not record routed decisions in the parent's audit trail");
-    }
-}
-
-/// The parent's view of a child run's output.
-pub(crate) fn outcome(
-    sub: &SubAgentTool,
-    tool_use: &ToolUse,
-    child_id: &str,
-    out: RunOutput,
-) -> ExecOutcome {
-    match out.status {
-        RunStatus::Paused => delegated(sub, tool_use, out.requirements),
-        RunStatus::Completed | RunStatus::MaxIterations => ExecOutcome::Done(
-            ToolResult::success(&tool_use.id, &tool_use.name, out.message.text())
-                .with_metadata("child_session", Value::String(child_id.to_owned()))
-                .with_metadata("child_status", json!(out.status)),
-        ),
-        RunStatus::Cancelled => ExecOutcome::Done(interrupted(sub, tool_use, child_id)),
-    }
-}
-
-pub(crate) fn interrupted(sub: &SubAgentTool, tool_use: &ToolUse, child_id: &str) -> ToolResult {
-    ToolResult::interrupted(
-        &tool_use.id,
-        &tool_use.name,
-        format!(
-            "interrupted: sub-agent `{}` was stopped before it finished; \
-             what it did is kept in session `{child_id}`",
-            sub.name
-        ),
-    )
-    .with_metadata("child_session", Value::String(child_id.to_owned()))
-}
-
-/// The result of a call whose child session already ended (a dispatch after a crash).
-pub(crate) fn finished_result(
-    sub: &SubAgentTool,
-    tool_use: &ToolUse,
-    child_id: &str,
-    phase: Phase,
-    messages: &[Msg],
-) -> ToolResult {
-    if phase == Phase::Finished(RunStatus::Cancelled) {
-        return interrupted(sub, tool_use, child_id);
-    }
-    let answer = messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::Assistant)
-        .map(Msg::text)
-        .unwrap_or_default();
-    ToolResult::success(&tool_use.id, &tool_use.name, answer)
-        .with_metadata("child_session", Value::String(child_id.to_owned()))
-}
-
-/// The child's requirements as the parent shows them: each path starts with the
-/// parent's tool use id, and the id is the path joined with `/`.
-pub(crate) fn delegated(
-    sub: &SubAgentTool,
-    tool_use: &ToolUse,
-    requirements: Vec<Requirement>,
-) -> ExecOutcome {
-    ExecOutcome::Delegated {
-        id: tool_use.id.clone(),
-        requirements: crate::run::qualify(
-            &tool_use.id,
-            &sub.name,
-            Some(sub.agent.name()),
-            requirements,
-        ),
     }
 }
 
@@ -615,9 +339,12 @@ pub(crate) fn delegated(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::requirement::{Decision, RequirementKind};
-    use crate::run::{AfterReasoning, GateDecision, Run, RunConfig, RunInput, SlotStatus, Step};
+    use crate::requirement::{Decision, Requirement, RequirementKind};
+    use crate::run::{
+        AfterReasoning, ChildInput, GateDecision, Run, RunConfig, RunInput, SlotStatus, Step,
+    };
     use chrono::Utc;
+    use reins_message::Role;
     use reins_message::{ContentBlock, ToolOutcome, Usage};
 
     fn nested(parent: &str, child: &str, kind: RequirementKind) -> Requirement {
@@ -639,7 +366,7 @@ mod tests {
         let mut run = Run::new(RunConfig::default());
         run.begin(RunInput::Message(Msg::user("go")), Utc::now())
             .unwrap();
-        assert!(matches!(run.next(), Step::Reason(r) if !r.summary));
+        assert!(matches!(run.next_core(), Step::Reason(r) if !r.summary));
         let call = Msg::new(
             Role::Assistant,
             vec![ContentBlock::ToolUse(ToolUse::new(
@@ -655,10 +382,10 @@ mod tests {
             Usage::default(),
             Utc::now(),
         );
-        let Step::Execute(batch) = run.next() else {
+        let Step::Execute(batch) = run.next_core() else {
             panic!("expected the sub-agent call to be dispatched");
         };
-        assert_eq!(batch.len(), 1);
+        assert_eq!(batch.calls.len(), 1);
         run.on_tool_results(
             vec![ExecOutcome::Delegated {
                 id: "p1".to_owned(),
@@ -676,7 +403,7 @@ mod tests {
             nested("p1", "c1", RequirementKind::Confirmation),
             nested("p1", "c2", RequirementKind::External),
         ]);
-        let Step::Pause(reqs) = run.next() else {
+        let Step::Pause(reqs) = run.next_core() else {
             panic!("expected a pause");
         };
         let ids: Vec<_> = reqs.iter().map(|r| r.id.as_str()).collect();
@@ -697,10 +424,10 @@ mod tests {
             other => panic!("unexpected routing: {other:?}"),
         }
         assert!(run.requirements().is_empty());
-        let Step::Execute(batch) = run.next() else {
+        let Step::Delegate(batch) = run.next_core() else {
             panic!("expected a dispatch");
         };
-        assert_eq!(batch[0].tool_use.id, "p1");
+        assert_eq!(batch.calls[0].tool_use.id, "p1");
     }
 
     #[test]
@@ -709,7 +436,7 @@ mod tests {
             nested("p1", "c1", RequirementKind::Confirmation),
             nested("p1", "c2", RequirementKind::External),
         ]);
-        let _ = run.next();
+        let _ = run.next_core();
         run.begin(RunInput::Resume, Utc::now()).unwrap();
         match run.routed_input("p1") {
             Some(ChildInput::Decisions { decisions }) => {
@@ -720,7 +447,7 @@ mod tests {
 
         // A child stopped by a hook (no requirements) is resumed as such.
         let mut run = delegated_run(Vec::new());
-        assert_eq!(run.next(), Step::Pause(Vec::new()));
+        assert_eq!(run.next_core(), Step::Pause(Vec::new()));
         run.begin(RunInput::Resume, Utc::now()).unwrap();
         assert_eq!(run.routed_input("p1"), Some(ChildInput::Resume));
     }
@@ -728,7 +455,7 @@ mod tests {
     #[test]
     fn a_new_message_closes_a_delegated_call_as_rejected() {
         let mut run = delegated_run(vec![nested("p1", "c1", RequirementKind::Confirmation)]);
-        let _ = run.next();
+        let _ = run.next_core();
         run.begin(RunInput::Message(Msg::user("never mind")), Utc::now())
             .unwrap();
         let closed = run

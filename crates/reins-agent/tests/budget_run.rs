@@ -7,7 +7,10 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use reins_agent::budget::Budget;
-use reins_agent::run::{AfterReasoning, Event, ExecOutcome, GateDecision, Run, RunInput, Step};
+use reins_agent::run::{
+    AfterReasoning, Call, Event, ExecOutcome, GateDecision, Run, RunInput, Step,
+};
+use reins_agent::testing::by_hand;
 use reins_agent::{Agent, Decision, RequirementKind, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse, Usage};
 use reins_model::ScriptedModel;
@@ -47,13 +50,49 @@ fn reasoned(message: Msg, tools: usize, tokens: u64, now: DateTime<Utc>) -> Even
     }
 }
 
-fn acted(batch: &[reins_agent::run::Execution], now: DateTime<Utc>) -> Event {
+/// Begins a call on `run`: the steps before its input is checked are answered (no
+/// child sessions, nothing to settle); its refusal, or `Ok` once it is stored.
+fn begin(run: &mut Run, call: Call) -> Result<(), reins_agent::run::Refusal> {
+    by_hand::apply(run, Event::Begin(call)).unwrap();
+    loop {
+        match by_hand::next(run) {
+            Step::Follow(_) => by_hand::apply(run, Event::Followed(Default::default())).unwrap(),
+            Step::Settle(_) => by_hand::apply(
+                run,
+                Event::Settled {
+                    results: Vec::new(),
+                    now: Utc::now(),
+                },
+            )
+            .unwrap(),
+            Step::Refuse(_) => {
+                return Err(by_hand::apply(run, Event::Refused { decided: None }).unwrap_err());
+            }
+            Step::Commit(_) => return Ok(()),
+            other => panic!("a call begins with {other:?}"),
+        }
+    }
+}
+
+/// The run's next step that is not bookkeeping (commits, announcements, hooks).
+fn step(run: &mut Run) -> Step {
+    loop {
+        match by_hand::next(run) {
+            Step::Commit(_) | Step::Announce(_) | Step::Notify(_) | Step::Close(_) => {}
+            other => return other,
+        }
+    }
+}
+
+fn acted(batch: &reins_agent::run::Batch, now: DateTime<Utc>) -> Event {
     Event::Acted {
         outcomes: batch
+            .calls
             .iter()
             .map(|e| ExecOutcome::Done(ToolResult::success(&e.tool_use.id, "search", "ok")))
             .collect(),
         stop: false,
+        recorded: false,
         now,
     }
 }
@@ -62,21 +101,19 @@ fn acted(batch: &[reins_agent::run::Execution], now: DateTime<Utc>) -> Event {
 fn active_time_counts_and_time_spent_paused_does_not() {
     let agent = agent(Budget::new().wall_time(std::time::Duration::from_secs(10)));
     let mut run = Run::new(agent.run_config());
-    run.apply(Event::Begin(agent.begin(
-        "s",
-        RunInput::Message(Msg::user("go")),
-        t(0),
-    )))
+    begin(
+        &mut run,
+        agent.begin("s", RunInput::Message(Msg::user("go")), t(0)),
+    )
     .unwrap();
-    assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(calls(&["c1".into()]), 1, 0, t(4)))
-        .unwrap();
-    let Step::Execute(batch) = run.next() else {
+    assert!(matches!(step(&mut run), Step::Reason(_)));
+    by_hand::apply(&mut run, reasoned(calls(&["c1".into()]), 1, 0, t(4))).unwrap();
+    let Step::Execute(batch) = step(&mut run) else {
         panic!("the tool starts within the limit");
     };
-    run.apply(acted(&batch, t(11))).unwrap();
+    by_hand::apply(&mut run, acted(&batch, t(11))).unwrap();
     // 11 s active: the next model call waits for a person.
-    let Step::Pause(reqs) = run.next() else {
+    let Step::Pause(reqs) = step(&mut run) else {
         panic!("over the wall-time limit the run pauses");
     };
     let RequirementKind::Budget { budget } = &reqs[0].kind else {
@@ -88,16 +125,14 @@ fn active_time_counts_and_time_spent_paused_does_not() {
 
     // An hour later a person extends it; the hour paused is not counted.
     let extend = Decision::approve_with(&reqs[0].id, json!({"wall_secs": 20}));
-    run.apply(Event::Begin(agent.begin(
-        "s",
-        RunInput::Decisions(vec![extend]),
-        t(3_600),
-    )))
+    begin(
+        &mut run,
+        agent.begin("s", RunInput::Decisions(vec![extend]), t(3_600)),
+    )
     .unwrap();
-    assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("done"), 0, 0, t(3_605)))
-        .unwrap();
-    assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
+    assert!(matches!(step(&mut run), Step::Reason(_)));
+    by_hand::apply(&mut run, reasoned(Msg::assistant("done"), 0, 0, t(3_605))).unwrap();
+    assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
     assert_eq!(run.budget_spent().wall_ms, 16_000);
     assert_eq!(run.budget_limit().unwrap().wall_secs, Some(20));
     // The spend is in the stored state.
@@ -112,19 +147,17 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
     let call = agent
         .begin("s", RunInput::Message(Msg::user("go")), t(0))
         .with_budget(Budget::new().tokens(10));
-    run.apply(Event::Begin(call)).unwrap();
-    assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("hi"), 0, 10, t(1)))
-        .unwrap();
-    assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
-    run.apply(Event::Begin(agent.begin(
-        "s",
-        RunInput::Message(Msg::user("more")),
-        t(2),
-    )))
+    begin(&mut run, call).unwrap();
+    assert!(matches!(step(&mut run), Step::Reason(_)));
+    by_hand::apply(&mut run, reasoned(Msg::assistant("hi"), 0, 10, t(1))).unwrap();
+    assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
+    begin(
+        &mut run,
+        agent.begin("s", RunInput::Message(Msg::user("more")), t(2)),
+    )
     .unwrap();
     assert!(
-        matches!(run.next(), Step::Pause(_)),
+        matches!(step(&mut run), Step::Pause(_)),
         "the session's own limit holds"
     );
     // A negative cost as the session's limit is refused at the start.
@@ -132,7 +165,7 @@ fn a_session_limit_from_the_call_overrides_the_agents() {
         .begin("s", RunInput::Message(Msg::user("x")), t(3))
         .with_budget(Budget::new().cost(-1.0));
     let before = run.state().clone();
-    let refused = run.apply(Event::Begin(bad)).unwrap_err();
+    let refused = begin(&mut run, bad).unwrap_err();
     assert!(matches!(
         refused.error,
         reins_agent::AgentError::InvalidBudget { .. }
@@ -152,7 +185,7 @@ fn a_session_cost_limit_needs_the_models_price() {
         .begin("s", RunInput::Message(Msg::user("go")), t(0))
         .with_budget(Budget::new().cost(1.0));
     let before = run.state().clone();
-    let refused = run.apply(Event::Begin(call)).unwrap_err();
+    let refused = begin(&mut run, call).unwrap_err();
     assert!(
         matches!(&refused.error, reins_agent::AgentError::InvalidBudget { reason } if reason.contains("price")),
         "{:?}",
@@ -174,19 +207,20 @@ fn a_session_cost_limit_needs_the_models_price() {
     let call = priced
         .begin("s", RunInput::Message(Msg::user("go")), t(0))
         .with_budget(Budget::new().cost(5.0));
-    run.apply(Event::Begin(call)).unwrap();
-    assert!(matches!(run.next(), Step::Reason(_)));
-    run.apply(reasoned(Msg::assistant("hi"), 0, 6, t(1)))
-        .unwrap();
-    assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
+    begin(&mut run, call).unwrap();
+    assert!(matches!(step(&mut run), Step::Reason(_)));
+    by_hand::apply(&mut run, reasoned(Msg::assistant("hi"), 0, 6, t(1))).unwrap();
+    assert_eq!(step(&mut run), Step::Finish(RunStatus::Completed));
     assert!(run.budget_spent().cost >= 6.0, "{:?}", run.budget_spent());
-    run.apply(Event::Begin(priced.begin(
-        "s",
-        RunInput::Message(Msg::user("more")),
-        t(2),
-    )))
+    begin(
+        &mut run,
+        priced.begin("s", RunInput::Message(Msg::user("more")), t(2)),
+    )
     .unwrap();
-    assert!(matches!(run.next(), Step::Pause(_)), "the cost limit holds");
+    assert!(
+        matches!(step(&mut run), Step::Pause(_)),
+        "the cost limit holds"
+    );
 }
 
 /// One model answer in the property: tokens used, tool calls made, seconds taken.
@@ -229,9 +263,9 @@ proptest! {
         let mut answers = answers.into_iter();
         let mut extend = extend.into_iter();
         let mut n = 0;
-        run.apply(Event::Begin(agent.begin("s", RunInput::Message(Msg::user("go")), t(now)))).unwrap();
+        begin(&mut run, agent.begin("s", RunInput::Message(Msg::user("go")), t(now))).unwrap();
         for _ in 0..400 {
-            match run.next() {
+            match step(&mut run) {
                 Step::Reason(_) => {
                     let limit = run.budget_limit().unwrap();
                     let spent = run.budget_spent();
@@ -241,7 +275,7 @@ proptest! {
                     now += a.secs;
                     let ids: Vec<String> = (0..a.tools).map(|_| { n += 1; format!("c{n}") }).collect();
                     let msg = if ids.is_empty() { Msg::assistant("done") } else { calls(&ids) };
-                    run.apply(reasoned(msg, a.tools, a.tokens, t(now))).unwrap();
+                    by_hand::apply(&mut run, reasoned(msg, a.tools, a.tokens, t(now))).unwrap();
                 }
                 Step::Execute(batch) => {
                     let limit = run.budget_limit().unwrap();
@@ -250,13 +284,13 @@ proptest! {
                     prop_assert!(spent.tool_calls <= limit.tool_calls.unwrap(),
                         "tools started beyond the limit: {spent:?} of {limit:?}");
                     let before = reins_agent::budget::Spend {
-                        tool_calls: spent.tool_calls - batch.len() as u64,
+                        tool_calls: spent.tool_calls - batch.calls.len() as u64,
                         ..spent
                     };
                     prop_assert!(limit.reached(&before, true).is_empty(),
                         "a tool started over the budget: {before:?} of {limit:?}");
                     now += 1;
-                    run.apply(acted(&batch, t(now))).unwrap();
+                    by_hand::apply(&mut run, acted(&batch, t(now))).unwrap();
                 }
                 Step::Pause(reqs) => {
                     let r = reqs.iter().find(|r| matches!(r.kind, RequirementKind::Budget { .. }));
@@ -267,12 +301,12 @@ proptest! {
                         Decision::reject(&r.id, "")
                     };
                     now += 100;
-                    run.apply(Event::Begin(agent.begin("s", RunInput::Decisions(vec![d]), t(now)))).unwrap();
+                    begin(&mut run, agent.begin("s", RunInput::Decisions(vec![d]), t(now))).unwrap();
                 }
                 Step::Finish(status) => {
                     prop_assert!(matches!(status, RunStatus::Completed | RunStatus::MaxIterations), "{status:?}");
                     now += 1;
-                    run.apply(Event::Begin(agent.begin("s", RunInput::Message(Msg::user("more")), t(now)))).unwrap();
+                    begin(&mut run, agent.begin("s", RunInput::Message(Msg::user("more")), t(now))).unwrap();
                 }
                 other => prop_assert!(false, "unexpected step {other:?}"),
             }

@@ -114,31 +114,3 @@ fn the_cycle_check_finds_a_cycle() {
     g.get_mut("c").unwrap().clear();
     assert_eq!(cycle(&g), None);
 }
-
-#[test]
-fn the_runner_uses_at_most_six_run_methods() {
-    // The driver's side of the run contract (docs/architecture.md): the methods of
-    // `Run` called on `core.run` in drive.rs and drive/.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = vec![src.join("drive.rs")];
-    for e in std::fs::read_dir(src.join("drive")).unwrap() {
-        files.push(e.unwrap().path());
-    }
-    let mut used = BTreeSet::new();
-    for f in files {
-        let text = std::fs::read_to_string(f).unwrap();
-        for (i, _) in text.match_indices("core.run.") {
-            let name: String = text[i + "core.run.".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            used.insert(name);
-        }
-    }
-    assert!(!used.is_empty());
-    assert!(
-        used.len() <= 6,
-        "the driver calls {} Run methods: {used:?}",
-        used.len()
-    );
-}

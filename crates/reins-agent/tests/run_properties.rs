@@ -16,6 +16,7 @@ use reins_agent::run::{
     AfterReasoning, AutoDecision, Event, ExecOutcome, GateDecision, Phase, Run, RunConfig,
     RunInput, Step,
 };
+use reins_agent::testing::by_hand;
 use reins_agent::{Agent, Decision, RequirementKind, RunStatus};
 use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
 use serde_json::json;
@@ -218,33 +219,42 @@ impl Sim {
         for step_no in 0..200 {
             if interrupt_at == Some(step_no) {
                 // Ignored by the run when no run is in progress.
-                self.run.apply(Event::Interrupted(Vec::new())).unwrap();
+                by_hand::apply(&mut self.run, Event::Interrupted(Vec::new())).unwrap();
             }
-            match self.run.next() {
+            match by_hand::next(&mut self.run) {
                 Step::Compress(_) => {
                     return Err(TestCaseError::fail(
                         "compression asked without a context budget",
                     ));
                 }
-                Step::Replayed(_) => {
+                Step::Delegate(_) | Step::Ask(_) | Step::Follow(_) | Step::Settle(_) => {
                     return Err(TestCaseError::fail(
-                        "a call was served from a record, but the session is no fork",
+                        "sub-agents, questions and crashes are not simulated",
                     ));
+                }
+                Step::Refuse(_) => {
+                    return Err(TestCaseError::fail("a refusal after the input was taken"));
+                }
+                Step::Commit(_) | Step::Announce(_) | Step::Notify(_) | Step::Close(_) => {}
+                Step::Prepare(_) => {
+                    return Err(TestCaseError::fail("no hook listens"));
                 }
                 Step::Reason(step) => {
                     let summary = step.summary;
-                    check_valid(&step.messages).map_err(TestCaseError::fail)?;
+                    check_valid(&step.request.messages).map_err(TestCaseError::fail)?;
                     let Some((out, hook, stop_after)) = self.outputs.next() else {
                         // The model is out of answers: it says something plain.
-                        self.run
-                            .apply(Event::Reasoned {
+                        by_hand::apply(
+                            &mut self.run,
+                            Event::Reasoned {
                                 message: Msg::assistant("bye"),
                                 gates: vec![],
                                 after: AfterReasoning::default(),
                                 usage: Default::default(),
                                 now: Utc::now(),
-                            })
-                            .unwrap();
+                            },
+                        )
+                        .unwrap();
                         continue;
                     };
                     let out = if summary { ModelOut::Text } else { out };
@@ -268,15 +278,17 @@ impl Sim {
                         _ => vec![],
                     };
                     let stop = after.stop;
-                    self.run
-                        .apply(Event::Reasoned {
+                    by_hand::apply(
+                        &mut self.run,
+                        Event::Reasoned {
                             message: msg,
                             gates,
                             after,
                             usage: Default::default(),
                             now: Utc::now(),
-                        })
-                        .unwrap();
+                        },
+                    )
+                    .unwrap();
                     let stored: Vec<ToolUse> = self.run.messages()[before..]
                         .iter()
                         .filter(|m| m.role == Role::Assistant)
@@ -296,7 +308,7 @@ impl Sim {
                 }
                 Step::Execute(batch) => {
                     let mut outcomes = Vec::new();
-                    for e in batch {
+                    for e in batch.calls {
                         let id = e.tool_use.id.clone();
                         let gate = self.gates.get(&id).cloned().unwrap_or(Gate::Run);
                         if matches!(gate, Gate::Confirm) {
@@ -323,13 +335,16 @@ impl Sim {
                         }
                     }
                     let stop = self.outputs.as_slice().first().is_some_and(|o| o.2);
-                    self.run
-                        .apply(Event::Acted {
+                    by_hand::apply(
+                        &mut self.run,
+                        Event::Acted {
                             outcomes,
                             stop,
+                            recorded: false,
                             now: Utc::now(),
-                        })
-                        .unwrap();
+                        },
+                    )
+                    .unwrap();
                 }
                 Step::Consult(step) => {
                     // The policy and the grants see only confirmations; every other
@@ -350,13 +365,15 @@ impl Sim {
                         self.approved.insert(id.clone());
                         decisions.push((id, AutoDecision::Grant { id: "g".into() }));
                     }
-                    self.run
-                        .apply(Event::DecidedWithoutAsking {
+                    by_hand::apply(
+                        &mut self.run,
+                        Event::DecidedWithoutAsking {
                             decisions,
                             asked: Vec::new(),
                             now: Utc::now(),
-                        })
-                        .unwrap();
+                        },
+                    )
+                    .unwrap();
                 }
                 Step::Pause(_) => return Ok(None),
                 Step::Finish(s) => return Ok(Some(s)),
@@ -367,6 +384,30 @@ impl Sim {
 
     fn pending(&self) -> Vec<String> {
         self.run.requirements().into_iter().map(|r| r.id).collect()
+    }
+}
+
+/// Begins a call: the steps before its input is checked are answered (no child
+/// sessions, nothing to settle); its refusal, or `Ok` once it is to be stored.
+fn begin(run: &mut Run, call: reins_agent::run::Call) -> Result<(), reins_agent::run::Refusal> {
+    by_hand::apply(run, Event::Begin(call)).unwrap();
+    loop {
+        match by_hand::next(run) {
+            Step::Follow(_) => by_hand::apply(run, Event::Followed(Default::default())).unwrap(),
+            Step::Settle(_) => by_hand::apply(
+                run,
+                Event::Settled {
+                    results: Vec::new(),
+                    now: Utc::now(),
+                },
+            )
+            .unwrap(),
+            Step::Refuse(_) => {
+                return Err(by_hand::apply(run, Event::Refused { decided: None }).unwrap_err());
+            }
+            Step::Commit(_) => return Ok(()),
+            other => panic!("a call begins with {other:?}"),
+        }
     }
 }
 
@@ -430,7 +471,7 @@ proptest! {
                 _ => vec![],
             };
             let resume = matches!(run_input, RunInput::Resume);
-            match sim.run.apply(Event::Begin(agent.begin("s", run_input, now))) {
+            match begin(&mut sim.run, agent.begin("s", run_input, now)) {
                 Ok(()) => {
                     for d in &decisions {
                         if let Decision::Approve { id, .. } = d {

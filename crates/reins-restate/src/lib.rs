@@ -77,7 +77,7 @@ mod wire;
 pub use client::RestateClient;
 pub use error::{Error, Result};
 pub use live::LiveRelay;
-pub use local::{LocalRestate, RestatePorts};
+pub use local::{LocalCluster, LocalRestate, RestatePorts};
 pub use object::{SERVICE_NAME, SessionObject, Timeouts};
 pub use wire::{Delivery, Interrupted, Refused, Submitted, TurnInput, TurnRequest};
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use reins_agent::run::{Call, Event, Phase, Run, RunState};
+use reins_agent::effects::{self, Done, LiveCalls, Ports, Takeover, Unheard, Witness, Work};
+use reins_agent::interpret::Perform;
+use reins_agent::run::{Phase, Run};
 use reins_agent::{Agent, AgentError, ReplayReport, RunOutput, SessionBackend, SessionView};
-use reins_memory::DecisionEntry;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -115,6 +116,10 @@ pub(crate) struct Inner {
     pub(crate) timeouts: Timeouts,
     /// Where live run events go (no targets: nowhere).
     pub(crate) live: crate::live::LiveRelay,
+    /// The calls of this process's turns that wait for the answer to a question.
+    pub(crate) live_calls: LiveCalls,
+    /// Where the turns announce the run's events, besides the relay.
+    pub(crate) witness: Option<Arc<dyn Witness>>,
 }
 
 impl std::fmt::Debug for SessionObject {
@@ -156,6 +161,8 @@ impl SessionObject {
                 running: Mutex::new(HashMap::new()),
                 timeouts,
                 live: crate::live::LiveRelay::new(),
+                live_calls: LiveCalls::new(),
+                witness: None,
             }),
         })
     }
@@ -172,6 +179,27 @@ impl SessionObject {
                 running: Mutex::new(HashMap::new()),
                 timeouts: self.inner.timeouts,
                 live: relay,
+                live_calls: self.inner.live_calls.clone(),
+                witness: self.inner.witness.clone(),
+            }),
+        }
+    }
+
+    /// Also hands `witness` every run event the turns this process runs announce:
+    /// `RunStarted`, `Resumed`, `Repaired`, `ContextCompressed`, `Paused`, `Completed`,
+    /// ... and the live events of their steps — the events a local run's listener
+    /// gets. Best-effort, as the relay: a step replayed from the journal announces
+    /// nothing again.
+    #[must_use]
+    pub fn witness(self, witness: Arc<dyn Witness>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                agent: self.inner.agent.clone(),
+                running: Mutex::new(HashMap::new()),
+                timeouts: self.inner.timeouts,
+                live: self.inner.live.clone(),
+                live_calls: self.inner.live_calls.clone(),
+                witness: Some(witness),
             }),
         }
     }
@@ -265,19 +293,8 @@ impl Loaded {
 
     /// The run over this state.
     pub(crate) fn into_run(self, agent: &Agent, session: &str) -> Result<Run, TerminalError> {
-        let state = match self.run_state {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(serde_json::from_value::<RunState>(v).map_err(|e| {
-                refused(
-                    session,
-                    &AgentError::CorruptRunState {
-                        session: session.to_owned(),
-                        detail: e.to_string(),
-                    },
-                )
-            })?),
-        };
-        Ok(Run::restore(agent.run_config(), self.messages, state))
+        Run::stored(session, agent.run_config(), self.messages, self.run_state)
+            .map_err(|e| refused(session, &e))
     }
 }
 
@@ -316,39 +333,6 @@ pub(crate) async fn load(
     }
 }
 
-/// A refused input as its caller gets it, as the local driver answers it: a decision
-/// for a requirement someone already decided is made `AlreadyDecided` (read from the
-/// audit trail, [`reins_agent::late_refusal`]); the audit records are appended.
-pub(crate) async fn settle_refusal(
-    agent: Agent,
-    session: String,
-    refused: Refused,
-    audit: Vec<reins_agent::DecisionRecord>,
-    call: Call,
-    iteration: u32,
-) -> HandlerResult<Json<Refused>> {
-    let (refused, audit) = match refused.to_agent_error() {
-        Some(error) => {
-            let r = reins_agent::late_refusal(
-                agent.store(),
-                &session,
-                reins_agent::run::Refusal { error, audit },
-                &call,
-            )
-            .await;
-            match r.error {
-                AgentError::AlreadyDecided { .. } => (Refused::of(&session, &r.error), r.audit),
-                _ => (refused, r.audit),
-            }
-        }
-        None => (refused, audit),
-    };
-    record_audit(agent.clone(), session.clone(), audit).await?;
-    // A refused call failed: the `Error` hooks are told, as on the local driver.
-    reins_agent::effects::hooks::failed(&agent, &session, iteration, &refused.message).await;
-    Ok(Json(refused))
-}
-
 /// The refusal of an input that found a turn running: [`reins_agent::busy_refusal`],
 /// the rule every driver applies (a decision that lost a race to the one the turn
 /// applies is `already_decided`, its audit records appended; anything else `busy`).
@@ -366,7 +350,7 @@ async fn busy_refusal(
     )
     .await;
     let refused = Refused::of(&session, &r.error);
-    record_audit(agent, session, r.audit).await?;
+    reins_agent::record_refusal(agent.store(), &session, r.audit).await;
     Ok(Json(refused))
 }
 
@@ -376,39 +360,14 @@ pub(crate) fn terminal(r: &Refused) -> TerminalError {
     TerminalError::new_with_code(r.status(), body)
 }
 
-/// Appends refused decisions to the session's audit trail (without a version bump).
-pub(crate) async fn record_audit(
-    agent: Agent,
-    session: String,
-    records: Vec<reins_agent::DecisionRecord>,
-) -> HandlerResult<Json<()>> {
-    if records.is_empty() {
-        return Ok(Json(()));
-    }
-    let entries = records
-        .iter()
-        .map(|r| DecisionEntry {
-            seq: 0,
-            requirement_id: r.requirement_id.clone(),
-            at: r.at,
-            record: serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
-        })
-        .collect();
-    agent
-        .store()
-        .append_decisions(&session, entries)
-        .await
-        .map_err(retry)?;
-    Ok(Json(()))
-}
-
 /// Validates `req` on the session as stored (read in the journaled step `step`): the
 /// run's own `Begin` check, nothing stored; the stored version. A refused input is
-/// settled ([`settle_refusal`]: a decision someone already took made
+/// settled (the run's `Step::Refuse`: a decision someone already took made
 /// `already_decided`, the refusal audited) and is the error to answer with. With
 /// `closing` (a turn is closing), an input that finds the run still running is `busy`.
 async fn validate(
     agent: &Agent,
+    live: &LiveCalls,
     ctx: &SharedObjectContext<'_>,
     session: &str,
     req: &TurnRequest,
@@ -432,21 +391,6 @@ async fn validate(
     };
     let (now, version) = (loaded.now, loaded.version);
     let mut run = loaded.into_run(agent, session)?;
-    // A paused sub-agent call is decided against what its child session waits for.
-    let calls = reins_agent::nested::to_follow(&run);
-    if !calls.is_empty() {
-        let (a, key) = (agent.clone(), session.to_owned());
-        let Json(followed) = ctx
-            .run(move || async move {
-                reins_agent::nested::follow(&a, &key, calls)
-                    .await
-                    .map(Json)
-                    .map_err(retry)
-            })
-            .name("follow")
-            .await?;
-        followed.apply(&mut run);
-    }
     if closing
         && matches!(
             run.phase(),
@@ -462,19 +406,56 @@ async fn validate(
         )
         .into());
     }
+    // The run's own check, as a call begins (child sessions followed, a refusal
+    // settled), each step journaled in this handler; nothing stored.
     let call = req.call(agent, session, now);
-    if let Err(refusal) = run.apply(Event::Begin(call.clone())) {
-        let (a, key) = (agent.clone(), session.to_owned());
-        let first = Refused::of(session, &refusal.error);
-        let audit = refusal.audit;
-        let iteration = run.state().iteration();
-        let Json(r) = ctx
-            .run(move || settle_refusal(a, key, first, audit, call, iteration))
-            .name("refusal")
-            .await?;
-        return Err(terminal(&r).into());
-    }
+    let mut checker = Checker {
+        ctx,
+        agent: agent.clone(),
+        session: session.to_owned(),
+        live: live.clone(),
+    };
+    reins_agent::interpret::check(&mut checker, &mut run, call)
+        .await
+        .map_err(|e| match e {
+            AgentError::Backend(message) => TerminalError::new(message),
+            e => refused(session, &e),
+        })?;
     Ok(version)
+}
+
+/// The steps of an input's check, journaled in `submit`'s shared handler.
+struct Checker<'a, 'ctx> {
+    ctx: &'a SharedObjectContext<'ctx>,
+    agent: Agent,
+    session: String,
+    live: LiveCalls,
+}
+
+impl Perform for Checker<'_, '_> {
+    async fn perform(&mut self, work: Work) -> reins_agent::Result<Done> {
+        let name = work.name();
+        let (agent, session, live) = (self.agent.clone(), self.session.clone(), self.live.clone());
+        self.ctx
+            .run(move || async move {
+                let ports = Ports {
+                    agent: &agent,
+                    session: &session,
+                    cancel: &tokio_util::sync::CancellationToken::new(),
+                    witness: &Unheard as &dyn Witness,
+                    live: &live,
+                    takeover: Takeover::AfterLease,
+                };
+                effects::perform(&ports, work)
+                    .await
+                    .map(Json)
+                    .map_err(crate::turn::effect_error)
+            })
+            .name(&name)
+            .await
+            .map(|Json(done)| done)
+            .map_err(|e| AgentError::Backend(e.message().to_owned()))
+    }
 }
 
 #[restate_sdk::object(name = "ReinsSession")]
@@ -545,7 +526,8 @@ impl SessionObject {
                 .await?;
             return Err(terminal(&r).into());
         }
-        let version = validate(agent, &ctx, &session, &req, closing, "load").await?;
+        let live = &self.inner.live_calls;
+        let version = validate(agent, live, &ctx, &session, &req, closing, "load").await?;
         let (Some(Json(w)), Some(turn)) = (waiting, turn) else {
             // Restate runs one `turn` per session at a time: behind a closing one,
             // this one waits for it to end.
@@ -598,7 +580,7 @@ impl SessionObject {
         // session, and refused as the local driver refuses it (a decision someone
         // already took: `already_decided`, audited). If it still fits, a turn holds
         // the session (`busy`), or none does and a new one takes it.
-        let version = validate(agent, &ctx, &session, &req, false, "reload").await?;
+        let version = validate(agent, live, &ctx, &session, &req, false, "reload").await?;
         if handed.by != me || handed.taken.is_some() {
             return busy();
         }
@@ -652,8 +634,8 @@ impl SessionObject {
     async fn child(
         &self,
         ctx: ObjectContext<'_>,
-        call: Json<crate::turn::subagent::ChildCall>,
-    ) -> HandlerResult<Json<crate::turn::subagent::ChildAnswer>> {
+        call: Json<reins_agent::effects::delegate::ChildCall>,
+    ) -> HandlerResult<Json<reins_agent::effects::delegate::ChildAnswer>> {
         crate::turn::subagent::serve(&self.inner, &ctx, call.into_inner())
             .await
             .map(Json)

@@ -9,6 +9,10 @@
 //! - a sub-agent's pause, the service killed while the child is paused: after the
 //!   restart, the approval at the parent runs the child's tool once and both complete.
 //!
+//! Each also runs on a three-node restate-server cluster on loopback (replicated log
+//! and metadata), where the node the sessions' turns run on (the partition's leader)
+//! is killed with the service: the other nodes take the approvals.
+//!
 //! Fails under `CI=true` when restate-server is not installed; elsewhere it is
 //! reported SKIPPED.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -25,7 +29,7 @@ use reins_agent::testing::{Scenario, TOOL};
 use reins_agent::{Decision, RunStatus};
 use reins_memory::{MemoryStore, SqliteStore};
 use reins_message::Msg;
-use reins_restate::{LocalRestate, RestateClient, SessionObject, TurnRequest};
+use reins_restate::{LocalCluster, LocalRestate, RestateClient, SessionObject, TurnRequest};
 use tokio::process::{Child, Command};
 
 const SETTLE: Duration = Duration::from_secs(30);
@@ -54,9 +58,15 @@ async fn scenario_service() {
 
 /// A restate-server, the scenario's service process (killed and started again by
 /// the tests) and a client of the ingress.
+/// One restate-server, or a cluster of three.
+enum Server {
+    One(LocalRestate),
+    Cluster(LocalCluster),
+}
+
 struct Deployment {
     _serial: tokio::sync::MutexGuard<'static, ()>,
-    _restate: LocalRestate,
+    server: Server,
     service: Option<Child>,
     scenario: Scenario,
     port: u16,
@@ -69,13 +79,29 @@ struct Deployment {
 }
 
 impl Deployment {
-    async fn start(scenario: Scenario) -> Option<Self> {
+    /// The scenario's service on one restate-server, or (`cluster`) on three.
+    async fn start(scenario: Scenario, cluster: bool) -> Option<Self> {
         let binary = support::restate_binary()?;
         let serial = SERIAL.lock().await;
         let dir = tempfile::tempdir().unwrap();
-        let restate = LocalRestate::start_with(binary, dir.path().join("restate"), "")
-            .await
-            .unwrap();
+        let server = if cluster {
+            Server::Cluster(
+                LocalCluster::start_with(
+                    binary,
+                    dir.path().join("restate"),
+                    3,
+                    support::CLUSTER_CONFIG,
+                )
+                .await
+                .unwrap(),
+            )
+        } else {
+            Server::One(
+                LocalRestate::start_with(binary, dir.path().join("restate"), "")
+                    .await
+                    .unwrap(),
+            )
+        };
         let (db, outbox, log) = (
             dir.path().join("reins.sqlite"),
             dir.path().join("outbox.txt"),
@@ -83,10 +109,13 @@ impl Deployment {
         );
         drop(SqliteStore::open(&db).await.unwrap());
         let port = reins_restate::local::free_port().unwrap();
-        let client = RestateClient::new(restate.ingress_url());
+        let client = RestateClient::new(match &server {
+            Server::One(r) => r.ingress_url(),
+            Server::Cluster(c) => c.ingress_url(0),
+        });
         let mut d = Self {
             _serial: serial,
-            _restate: restate,
+            server,
             service: None,
             scenario,
             port,
@@ -98,11 +127,24 @@ impl Deployment {
             _dir: dir,
         };
         d.spawn().await;
-        d._restate
-            .register(&format!("http://127.0.0.1:{port}"))
-            .await
-            .unwrap();
+        let uri = format!("http://127.0.0.1:{port}");
+        match &d.server {
+            Server::One(r) => r.register(&uri).await.unwrap(),
+            Server::Cluster(c) => c.register(&uri).await.unwrap(),
+        }
         Some(d)
+    }
+
+    /// On a cluster, `kill -9` of the node the sessions' turns run on (the partition's
+    /// leader); the client goes to another node's ingress. Nothing on one server.
+    async fn kill_the_leader(&mut self) {
+        let Server::Cluster(c) = &mut self.server else {
+            return;
+        };
+        let leader = support::cluster_leader(c).expect("a node leads the partition");
+        self.client = RestateClient::new(c.ingress_url((leader + 1) % c.len()));
+        c.kill(leader).await.unwrap();
+        self.kills += 1;
     }
 
     async fn spawn(&mut self) {
@@ -213,7 +255,16 @@ impl Deployment {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
-    let Some(mut d) = Deployment::start(Scenario::Quorum).await else {
+    quorum_survives_a_kill(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_quorum_survives_its_node_killed_between_the_approvals() {
+    quorum_survives_a_kill(true).await;
+}
+
+async fn quorum_survives_a_kill(cluster: bool) {
+    let Some(mut d) = Deployment::start(Scenario::Quorum, cluster).await else {
         return;
     };
     let v = d.send("q1", "email carol@example.com").await;
@@ -223,6 +274,7 @@ async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
     assert!(v.paused, "one approval of two must leave it paused: {v:?}");
     assert_eq!(d.runs("q1"), 0);
 
+    d.kill_the_leader().await;
     d.kill_and_restart().await;
     let v = d.client.view("q1").await.unwrap();
     assert!(v.paused, "{v:?}");
@@ -240,7 +292,7 @@ async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.runs("q1"), 1, "the tool runs exactly once");
-    assert_eq!(d.kills, 1);
+    assert_eq!(d.kills, if cluster { 2 } else { 1 });
     eprintln!(
         "quorum crash test: {} kill(s), {} run(s)",
         d.kills,
@@ -250,7 +302,16 @@ async fn a_quorum_of_two_survives_a_kill_between_the_approvals_and_runs_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagents_pause_survives_a_kill_and_the_approval_runs_the_childs_tool_once() {
-    let Some(mut d) = Deployment::start(Scenario::SubAgent).await else {
+    subagent_survives_a_kill(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_subagents_pause_survives_its_node_killed() {
+    subagent_survives_a_kill(true).await;
+}
+
+async fn subagent_survives_a_kill(cluster: bool) {
+    let Some(mut d) = Deployment::start(Scenario::SubAgent, cluster).await else {
         return;
     };
     let v = d.send("n1", "delegate email carol@example.com").await;
@@ -261,6 +322,7 @@ async fn a_subagents_pause_survives_a_kill_and_the_approval_runs_the_childs_tool
     assert!(d.client.view(&child).await.unwrap().paused);
     assert_eq!(d.runs("n1"), 0);
 
+    d.kill_the_leader().await;
     d.kill_and_restart().await;
     let v = d.approve("n1", &r.id, "ana").await;
     assert_eq!(
@@ -273,7 +335,7 @@ async fn a_subagents_pause_survives_a_kill_and_the_approval_runs_the_childs_tool
     assert_eq!(cv.phase, Phase::Finished(RunStatus::Completed), "{cv:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.runs("n1"), 1, "the child's tool runs exactly once");
-    assert_eq!(d.kills, 1);
+    assert_eq!(d.kills, if cluster { 2 } else { 1 });
     eprintln!(
         "sub-agent crash test: {} kill(s), {} run(s)",
         d.kills,

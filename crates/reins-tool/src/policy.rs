@@ -64,8 +64,10 @@ pub enum Gate {
     External,
 }
 
-/// What a tool's policy says about one concrete call.
-#[derive(Debug, Clone, PartialEq)]
+/// What a tool's policy says about one concrete call (serializable: a driver that
+/// journals its steps keeps the gates with the model's answer).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "gate", rename_all = "snake_case")]
 pub enum GateDecision {
     /// Run it now.
     Run,

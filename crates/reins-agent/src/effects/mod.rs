@@ -1,28 +1,43 @@
-//! The effects of a [`Run`](crate::run::Run)'s steps, written once: every driver
-//! performs them through these functions, so a step does the same thing whichever
-//! driver runs it. The local driver calls them directly; a driver that journals its
-//! steps (reins-restate) calls them inside its journaled steps and journals what they
-//! return.
+//! The effects of a [`Run`](crate::run::Run)'s steps, written once: [`perform`] does
+//! the work of each step a driver hands it (as [`Work`]) and returns what it came to
+//! ([`Done`], serializable: a driver that journals its steps journals it), which
+//! feeds the run back. The local driver performs each step in its process; a driver
+//! that journals its steps (reins-restate) performs each inside a journaled step.
+//! Either way the step does the same thing.
 //!
-//! | step | effect |
+//! | work | effect |
 //! |---|---|
-//! | [`Step::Consult`](crate::run::Step::Consult) | [`consult`]: the approval policy, then the standing grants; answered with [`Event::DecidedWithoutAsking`](crate::run::Event::DecidedWithoutAsking) (`Consulted` converts into it) |
-//! | [`Step::Reason`](crate::run::Step::Reason) | [`request`]: the model request (system prompt, options, tools, the structured answer asked for, or the summary prompt); [`reason`]: the `PreReasoning` hooks, the model's stream turned into one message, the `PostReasoning` hooks |
+//! | [`Step::Follow`](crate::run::Step::Follow) | [`follow`]: what the paused sub-agent calls' child sessions wait for in the store |
+//! | [`Step::Settle`](crate::run::Step::Settle) | [`settle_from_ledger`]: a crash's calls, from the ledger (reconciled when cut off) |
+//! | [`Step::Refuse`](crate::run::Step::Refuse) | a refused decision someone else already took is told apart (the audit trail), the refusal audited, the `Error` hooks told |
+//! | [`Step::Close`](crate::run::Step::Close) | child sessions a new message closed are closed; calls waiting on a question get their results in the ledger and are stopped |
+//! | [`Step::Notify`](crate::run::Step::Notify) | [`hooks::notify`]: `PreCall`, `PostCall`, `ToolReplayed` |
+//! | [`Step::Consult`](crate::run::Step::Consult) | [`consult`]: the approval policy, then the standing grants |
 //! | [`Step::Compress`](crate::run::Step::Compress) | [`summarize`]: the summary (the summarizer chunk by chunk, the `PreSummary`/`PostSummary` hooks) |
-//! | [`Step::Execute`](crate::run::Step::Execute) | [`hooks::pre_acting`], then the ledger: [`claim`] (a recorded result, or a call cut off reconciled: [`reconcile`]), the tool, [`finish`]; then [`hooks::post_acting`] |
-//! | [`Step::Replayed`](crate::run::Step::Replayed) | [`hooks::notify`] with `ToolReplayed` |
-//! | a new input after a crash mid-tool | [`settle_from_ledger`] |
-//! | a run that ends with an error | [`hooks::failed`], then [`run_failed`] (the outbox's `run.failed` notice) |
+//! | [`Step::Reason`](crate::run::Step::Reason) | [`reason`]: the `PreReasoning` hooks on the finished request, the model's stream turned into one message, the `PostReasoning` hooks, each tool use's gate |
+//! | [`Step::Prepare`](crate::run::Step::Prepare) | [`hooks::pre_acting`] per call |
+//! | [`Step::Execute`](crate::run::Step::Execute) | per call, at the same time: the ledger's [`claim`] (a recorded result, or a call cut off reconciled: [`reconcile`]), the tool (its partial output, its questions: [`LiveCalls`]), [`finish`], [`hooks::post_acting`] |
+//! | [`Step::Ask`](crate::run::Step::Ask) | per call: the answer handed to the live call, its result ([`finish`], [`hooks::post_acting`]) or its next question |
+//! | [`Step::Delegate`](crate::run::Step::Delegate) | [`Work::Dispatch`] (the parent's ledger), the driver's child turns ([`delegate::serve_child`]), [`Work::Conclude`] (the routed answers audited, the outcome, the ledger, [`hooks::post_acting`]) |
+//! | a call that fails | [`Work::Fail`]: [`hooks::failed`], then [`run_failed`] (the outbox's `run.failed` notice) |
 //!
 //! What the effects report while they run goes to a [`Witness`] (the local driver's
 //! event channel, reins-restate's live relay).
 
+mod act;
+mod ask;
+mod begin;
 mod compress;
+pub mod delegate;
 pub mod hooks;
 mod ledger;
 mod notice;
 mod reason;
+mod work;
 
+pub use crate::live::LiveCalls;
+pub use ask::ASKED_ELSEWHERE;
+pub use begin::follow;
 pub use compress::{Summarized, summarize};
 pub use ledger::{
     Claimed, Settled, Takeover, ToolCall, UNKNOWN_OUTCOME, Unfinished, claim, context, finish,
@@ -30,17 +45,16 @@ pub use ledger::{
 };
 pub use notice::run_failed;
 pub use reason::{ModelCall, Reasoning, reason};
+pub use work::{Done, OnInterrupt, Ports, Work, perform};
 
 use async_trait::async_trait;
 use chrono::Utc;
 use reins_memory::{Error as StoreError, GrantEffect, GrantFilter};
-use reins_message::{Msg, ToolSpec};
-use reins_model::{ChatRequest, ToolChoice};
 
 use crate::agent::Agent;
 use crate::approval::{PolicyRequest, PolicyVerdict};
 use crate::output::RunEvent;
-use crate::run::{AutoDecision, Consult, Consulted, Reason};
+use crate::run::{AutoDecision, Consult, Consulted};
 
 /// Answers a [`Consult`] step: each confirmation is put to the agent's approval
 /// policy (allow or deny decide it; ask goes on; for a tool that needs a quorum only
@@ -131,43 +145,6 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
     }
 }
 
-/// The model request of a [`Reason`] step, as every driver sends it: the agent's
-/// system prompt, the step's messages and the agent's options; for the summary at the
-/// iteration limit, the summary prompt and no tools; otherwise the agent's tools, then
-/// `extra_tools` the caller brought for this call (a toolkit tool of the same name
-/// wins), and the structured answer the run asks for (the `final_answer` tool, or
-/// the provider's JSON Schema format).
-pub fn request(agent: &Agent, step: Reason, extra_tools: &[ToolSpec]) -> ChatRequest {
-    let (cfg, rt) = (&*agent.config, &*agent.runtime);
-    let mut messages = Vec::with_capacity(step.messages.len() + 2);
-    if let Some(p) = &cfg.system_prompt {
-        messages.push(Msg::system(p.clone()).with_id("system-prompt"));
-    }
-    messages.extend(step.messages);
-    let mut request = ChatRequest::new(messages).with_options(cfg.options.clone());
-    if step.summary {
-        request
-            .messages
-            .push(Msg::user(cfg.summary_prompt.clone()).with_id("summary-prompt"));
-        request.tool_choice = ToolChoice::None;
-        return request;
-    }
-    request.tools = rt.tool_specs();
-    // Only when there are extra tools: changing the specs copies them.
-    if !extra_tools.is_empty() {
-        request.tools.extend(
-            extra_tools
-                .iter()
-                .filter(|t| !rt.toolkit.contains(&t.name))
-                .cloned(),
-        );
-    }
-    if let Some((mode, spec)) = &step.output {
-        crate::structured::ask_for_output(&mut request, *mode, spec);
-    }
-    request
-}
-
 /// Where the effects report what happens while they run: the run events (to a
 /// listener, or a relay), and progress on a long effect.
 #[async_trait]
@@ -188,6 +165,12 @@ pub trait Witness: Send + Sync {
     /// provided method says yes.
     fn wants_progress(&self) -> bool {
         true
+    }
+
+    /// How often a long effect (a tool call) reports progress while it waits
+    /// (`None`: only when something happens).
+    fn progress_every(&self) -> Option<std::time::Duration> {
+        None
     }
 }
 

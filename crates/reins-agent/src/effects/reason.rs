@@ -34,6 +34,9 @@ pub enum Reasoning {
         usage: Usage,
         /// What the `PostReasoning` hooks decided (`stop`, `goto`).
         verdict: hooks::Verdict,
+        /// What each of the message's tool uses' policy says, in order (the toolkit's
+        /// gate, or external for a tool of the caller's).
+        gates: Vec<reins_tool::GateDecision>,
     },
     /// An interrupt came first: nothing of the call is kept.
     Interrupted,
@@ -44,13 +47,27 @@ pub enum Reasoning {
 pub struct ModelCall {
     /// The reasoning step (iteration) it is made for.
     pub iteration: u32,
-    /// The request ([`super::request`]).
+    /// The request, as the run finished it.
     pub request: ChatRequest,
     /// The summary at the iteration limit (`PreSummary`/`PostSummary` hooks).
     pub summary: bool,
     /// How a structured answer is asked for, when one is: its JSON is reported as
     /// [`RunEvent::OutputDelta`] as it streams.
     pub output: Option<OutputMode>,
+    /// The caller's own tools the request offers: their calls are external.
+    pub external: Vec<String>,
+}
+
+impl From<crate::run::Reason> for ModelCall {
+    fn from(step: crate::run::Reason) -> Self {
+        Self {
+            iteration: step.iteration,
+            request: step.request,
+            summary: step.summary,
+            output: step.output,
+            external: step.external,
+        }
+    }
 }
 
 /// Performs a model call: the `PreReasoning` hooks on the request, then (unless
@@ -75,6 +92,7 @@ pub async fn reason(
         request,
         summary,
         output,
+        external,
     } = call;
     let request = hooks::pre_reasoning(agent, session, iteration, request, summary).await?;
     // Checkpoint: before the model call.
@@ -127,10 +145,22 @@ pub async fn reason(
             tool_use: u.clone(),
         });
     }
+    let toolkit = &agent.runtime.toolkit;
+    let gates = message
+        .tool_uses()
+        .map(|u| {
+            if external.contains(&u.name) {
+                reins_tool::GateDecision::External
+            } else {
+                toolkit.gate(u)
+            }
+        })
+        .collect();
     Ok(Reasoning::Reasoned {
         message,
         usage,
         verdict,
+        gates,
     })
 }
 

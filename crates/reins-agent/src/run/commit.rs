@@ -15,7 +15,7 @@ impl Run {
     /// `expected_version`, on the run's first commit `acquire_lock` where it folds the
     /// lock in, and on its last `release_lock`); `None` when
     /// there is nothing to write.
-    pub fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
+    pub(crate) fn take_commit(&mut self, flush: Flush) -> Option<Commit> {
         let due = match flush {
             Flush::All => self.has_changes(),
             Flush::Recorded => self.has_changes_besides_state(),
@@ -152,7 +152,7 @@ mod tests {
     use serde_json::json;
 
     use crate::requirement::Decision;
-    use crate::run::{AfterReasoning, Call, Event, Flush, GateDecision, Run, RunConfig};
+    use crate::run::{AfterReasoning, Event, Flush, GateDecision, Run, RunConfig};
     use crate::run::{RunInput, Step};
 
     /// A run paused on one call `c0` gated as `gate` (the pause committed).
@@ -160,7 +160,7 @@ mod tests {
         let mut run = Run::new(RunConfig::default());
         run.begin(RunInput::Message(Msg::user("go")), Utc::now())
             .unwrap();
-        let _ = run.next();
+        let _ = run.next_core();
         let call = ToolUse::new("c0", "send", json!({}));
         run.on_model_message(
             Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
@@ -170,7 +170,7 @@ mod tests {
             Utc::now(),
         );
         // Nothing decides it without a person.
-        let mut step = run.next();
+        let mut step = run.next_core();
         if matches!(step, Step::Consult(_)) {
             run.apply(Event::DecidedWithoutAsking {
                 decisions: Vec::new(),
@@ -178,10 +178,10 @@ mod tests {
                 now: Utc::now(),
             })
             .unwrap();
-            step = run.next();
+            step = run.next_core();
         }
+        // The pause's commit was handed out before it (and dropped here).
         assert!(matches!(step, Step::Pause(_)), "{step:?}");
-        run.take_commit(Flush::All).unwrap();
         run
     }
 
@@ -189,8 +189,7 @@ mod tests {
     /// decision kind).
     fn decided_after(gate: GateDecision, input: RunInput) -> Vec<(String, String)> {
         let mut run = paused(gate);
-        run.apply(Event::Begin(Call::bare("s", input, Utc::now())))
-            .unwrap();
+        run.begin(input, Utc::now()).unwrap();
         let commit = run.take_commit(Flush::All).unwrap();
         commit
             .notices

@@ -7,8 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use reins_message::{Msg, ToolResult, Usage};
-use reins_model::ModelCapabilities;
+use reins_message::{Msg, ToolResult, ToolSpec, Usage};
+use reins_model::{ChatOptions, ModelCapabilities, ToolSpecs};
 
 use super::{AfterReasoning, ExecOutcome, GateDecision, RunInput};
 use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
@@ -17,7 +17,7 @@ use crate::requirement::Quorum;
 use crate::structured::OutputSpec;
 use crate::view::{Actor, DecisionRecord, ViewToken};
 
-/// One outcome fed to [`Run::apply`](super::Run::apply).
+/// One outcome fed to `Run::apply`.
 // Made and consumed once per step: boxing the large `Begin` would only add an
 // allocation per call.
 #[allow(clippy::large_enum_variant)]
@@ -43,9 +43,20 @@ pub enum Event {
         /// When.
         now: DateTime<Utc>,
     },
+    /// What the child sessions of paused sub-agent calls wait for in the store (the
+    /// answer to a [`Step::Follow`](super::Step::Follow)).
+    Followed(super::Followed),
+    /// The answer to a [`Step::Refuse`](super::Step::Refuse): the decision that took
+    /// effect, when one of the refused input's requirements was decided by someone
+    /// else. `Run::apply` answers it with the refusal to return
+    /// ([`AgentError::AlreadyDecided`] then, otherwise the input's own).
+    Refused {
+        /// (requirement id, the decision that took effect).
+        decided: Option<(String, crate::error::Decided)>,
+    },
     /// Calls cut short by a crash, settled from the tool-call ledger before a new
-    /// message closes their turn (what [`RunState::settle_before`](super::RunState::settle_before)
-    /// asked for): their recorded results, or `Unknown` ones.
+    /// message closes their turn (the answer to a [`Step::Settle`](super::Step::Settle)):
+    /// their recorded results, or `Unknown` ones.
     Settled {
         /// One result per call the ledger could settle.
         results: Vec<ToolResult>,
@@ -67,13 +78,21 @@ pub enum Event {
         /// When.
         now: DateTime<Utc>,
     },
-    /// The outcomes of a [`Step::Execute`](super::Step::Execute) batch, in any order,
-    /// and whether a `PostActing` hook asked to stop.
+    /// What the `PreActing` hooks made of the calls of a
+    /// [`Step::Prepare`](super::Step::Prepare), in order.
+    Prepared(Vec<super::Prepared>),
+    /// The outcomes of a [`Step::Execute`](super::Step::Execute),
+    /// [`Step::Delegate`](super::Step::Delegate) or [`Step::Ask`](super::Step::Ask),
+    /// in any order, and whether a `PostActing` hook asked to stop.
     Acted {
         /// One outcome per execution that finished or paused.
         outcomes: Vec<ExecOutcome>,
         /// A `PostActing` hook called `stop_agent()`.
         stop: bool,
+        /// Every outcome is a result exactly as the tool-call ledger records it (a
+        /// crash before they are stored loses nothing: they may ride with the next
+        /// commit).
+        recorded: bool,
         /// When.
         now: DateTime<Utc>,
     },
@@ -110,7 +129,130 @@ pub struct Call {
     pub(super) budget: Option<Arc<crate::budget::BudgetRules>>,
     pub(super) session_budget: Option<crate::budget::Budget>,
     pub(super) notices: bool,
+    pub(super) prompts: Arc<Prompts>,
+    pub(super) tools: Tools,
+    pub(super) client_tools: Vec<ToolSpec>,
+    pub(super) listening: Listening,
+    pub(super) concurrency: reins_tool::Concurrency,
+    pub(super) defer_results: bool,
+    pub(super) traceparent: Option<String>,
+    pub(super) trace_parent: Option<String>,
     pub(super) now: DateTime<Utc>,
+}
+
+/// Which hook points an agent's hooks listen to (the run hands out a hook step only
+/// for those).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Listening(u32);
+
+/// The hook points a run hands out steps for, by bit.
+const POINTS: [reins_hook::HookEventKind; 4] = [
+    reins_hook::HookEventKind::PreCall,
+    reins_hook::HookEventKind::PostCall,
+    reins_hook::HookEventKind::PreActing,
+    reins_hook::HookEventKind::ToolReplayed,
+];
+
+impl Listening {
+    /// What `hooks` listen to.
+    pub(crate) fn of(hooks: &reins_hook::Hooks) -> Self {
+        if hooks.is_empty() {
+            return Self(0);
+        }
+        let mut bits = 0;
+        for (i, kind) in POINTS.iter().enumerate() {
+            if hooks.wants(*kind) {
+                bits |= 1 << i;
+            }
+        }
+        Self(bits)
+    }
+
+    /// Whether a hook listens to `kind` (one of the points the run hands out steps
+    /// for).
+    pub(crate) fn wants(self, kind: reins_hook::HookEventKind) -> bool {
+        POINTS
+            .iter()
+            .position(|k| *k == kind)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+}
+
+/// What every model request of an agent carries besides the transcript, made once
+/// when the agent is built: the system prompt, the prompt of the summary at the
+/// iteration limit, the options.
+#[derive(Debug, Clone)]
+pub(crate) struct Prompts {
+    /// The system prompt, as the first message of every request.
+    pub(crate) system: Option<Msg>,
+    /// The summary prompt, as the last message of the summary request.
+    pub(crate) summary: Msg,
+    /// The options every request carries.
+    pub(crate) options: ChatOptions,
+}
+
+impl Prompts {
+    /// The prompts and options of an agent.
+    pub(crate) fn new(system: Option<&str>, summary: &str, options: ChatOptions) -> Self {
+        Self {
+            system: system.map(|p| Msg::system(p).with_id("system-prompt")),
+            summary: Msg::user(summary).with_id("summary-prompt"),
+            options,
+        }
+    }
+}
+
+/// The agent's tools as a request offers them (the toolkit's specs, shared between
+/// requests while no tool group is switched).
+pub(crate) trait ToolCatalog: Send + Sync {
+    /// The specs of the active tools.
+    fn specs(&self) -> ToolSpecs;
+    /// Whether the toolkit has a tool of this name (a caller's tool of the same name
+    /// is not offered).
+    fn contains(&self, name: &str) -> bool;
+    /// Whether calls of this tool run a sub-agent in a child session.
+    fn delegates(&self, name: &str) -> bool;
+}
+
+/// A shared [`ToolCatalog`].
+#[derive(Clone)]
+pub(crate) struct Tools(pub(crate) Arc<dyn ToolCatalog>);
+
+impl fmt::Debug for Tools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tools")
+    }
+}
+
+/// No tools (a call made without an agent: the run's unit tests).
+struct NoTools;
+
+impl ToolCatalog for NoTools {
+    fn specs(&self) -> ToolSpecs {
+        ToolSpecs::default()
+    }
+
+    fn contains(&self, _name: &str) -> bool {
+        false
+    }
+
+    fn delegates(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+impl Default for Tools {
+    fn default() -> Self {
+        static NONE: std::sync::LazyLock<Arc<dyn ToolCatalog>> =
+            std::sync::LazyLock::new(|| Arc::new(NoTools));
+        Self(Arc::clone(&NONE))
+    }
+}
+
+impl Default for Prompts {
+    fn default() -> Self {
+        Self::new(None, "", ChatOptions::default())
+    }
 }
 
 /// The agent's part of a [`Call`] (what [`Agent::begin`](crate::Agent::begin) fills in).
@@ -132,6 +274,14 @@ pub(crate) struct AgentRules {
     /// Whether the store records notices of changes (its outbox): the run makes them
     /// only then.
     pub(crate) notices: bool,
+    /// The prompts and options of every request.
+    pub(crate) prompts: Arc<Prompts>,
+    /// The tools every request offers.
+    pub(crate) tools: Tools,
+    /// The hook points the agent's hooks listen to.
+    pub(crate) listening: Listening,
+    /// Whether a batch's calls run at the same time.
+    pub(crate) concurrency: reins_tool::Concurrency,
 }
 
 impl Call {
@@ -156,6 +306,14 @@ impl Call {
             budget: rules.budget,
             session_budget: None,
             notices: rules.notices,
+            prompts: rules.prompts,
+            tools: rules.tools,
+            client_tools: Vec::new(),
+            listening: rules.listening,
+            concurrency: rules.concurrency,
+            defer_results: false,
+            traceparent: None,
+            trace_parent: None,
             now,
         }
     }
@@ -176,6 +334,10 @@ impl Call {
                 eligibility: None,
                 budget: None,
                 notices: true,
+                prompts: Arc::default(),
+                tools: Tools::default(),
+                listening: Listening::default(),
+                concurrency: reins_tool::Concurrency::Parallel,
             },
         )
     }
@@ -211,6 +373,51 @@ impl Call {
     pub fn with_budget(mut self, limit: crate::budget::Budget) -> Self {
         self.session_budget = Some(limit);
         self
+    }
+
+    /// Offers the model these tools of the caller's beside the agent's (a toolkit
+    /// tool of the same name wins). They are always external: a call of one pauses
+    /// the run with an `External` requirement, which the caller answers with the
+    /// tool's result (AG-UI's client tools).
+    #[must_use]
+    pub fn with_client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
+    /// Lets a batch's results ride with the next commit when every one of them is
+    /// the tool-call ledger's record (the driver's choice: it must find them in the
+    /// ledger, or its journal, after a crash).
+    pub(crate) fn with_deferred_results(mut self, defer: bool) -> Self {
+        self.defer_results = defer;
+        self
+    }
+
+    /// The W3C `traceparent` of the turn this call is: kept with the run state when
+    /// it pauses, so that the turn that resumes it links to it (see
+    /// [`crate::telemetry`]).
+    pub(crate) fn with_traceparent(mut self, traceparent: Option<String>) -> Self {
+        self.traceparent = traceparent;
+        self
+    }
+
+    /// The caller's W3C `traceparent` (an HTTP `traceparent` header, an MCP request's
+    /// `_meta`): the parent of this call's `invoke_agent` span (see
+    /// [`crate::telemetry`]).
+    #[must_use]
+    pub fn with_trace_parent(mut self, traceparent: Option<String>) -> Self {
+        self.trace_parent = traceparent;
+        self
+    }
+
+    /// The caller's W3C `traceparent` (see [`Call::with_trace_parent`]).
+    pub fn trace_parent(&self) -> Option<&str> {
+        self.trace_parent.as_deref()
+    }
+
+    /// The caller's own tools for this call (see [`Call::with_client_tools`]).
+    pub fn client_tools(&self) -> &[ToolSpec] {
+        &self.client_tools
     }
 
     /// The agent's default budget and its model's price, when it has one.
@@ -330,7 +537,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// Which changes [`Run::take_commit`](super::Run::take_commit) takes.
+/// Which changes `Run::take_commit` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flush {
     /// Everything written since the last commit, the run state included.

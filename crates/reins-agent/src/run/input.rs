@@ -48,6 +48,14 @@ impl Run {
             budget,
             session_budget,
             notices,
+            prompts,
+            tools,
+            client_tools,
+            listening,
+            concurrency,
+            defer_results,
+            traceparent,
+            trace_parent: _,
             now,
         } = call;
         // What the input attempts, for the audit trail should it be refused.
@@ -112,6 +120,13 @@ impl Run {
             actor,
             view,
             notices,
+            prompts,
+            tools,
+            client_tools,
+            listening,
+            concurrency,
+            defer_results,
+            traceparent,
             ..CallTally::default()
         };
         let begun = match input {
@@ -148,8 +163,17 @@ impl Run {
             "the user sent a new message instead: {}",
             clip(&msg.text(), 200)
         );
-        // The driver closes the child sessions of paused sub-agent calls.
-        let _children = self.close_turn(Closing::Rejected(&note), "message", None, now);
+        // The child sessions of paused sub-agent calls and the calls waiting on a
+        // question are closed by a `Step::Close` once the message is stored.
+        let (children, asking) = self.close_turn(Closing::Rejected(&note), "message", None, now);
+        if !children.is_empty() || !asking.is_empty() {
+            self.pending.close = Some(super::Close {
+                children,
+                asking,
+                note: format!("a new message was sent instead: {}", clip(&msg.text(), 200)),
+                actor: self.call.actor.clone(),
+            });
+        }
         self.push(msg);
         self.state.phase = Phase::Reasoning;
         self.state.iteration = 0;
@@ -169,19 +193,21 @@ impl Run {
     /// text), calls in flight on a question `Interrupted` (they started); each pending
     /// requirement gets a `reject` record (via `via`, by `by`, with the note or text)
     /// in the audit trail. Ends the turn's calls. Returns the sub-agent calls whose
-    /// child sessions still wait (to be closed in turn by the driver).
+    /// child sessions still wait (to be closed in turn), and the results given to
+    /// calls that were waiting on a question.
     pub(super) fn close_turn(
         &mut self,
         closing: Closing<'_>,
         via: &str,
         by: Option<&str>,
         now: DateTime<Utc>,
-    ) -> Vec<reins_message::ToolUse> {
+    ) -> (Vec<reins_message::ToolUse>, Vec<ToolResult>) {
         let note = match closing {
             Closing::Rejected(note) | Closing::NotRun(note) => note,
         };
         let mut results = Vec::new();
         let mut children = Vec::new();
+        let mut asking = Vec::new();
         let waiting = self.requirements();
         for req in &waiting {
             self.log_decision(req, "reject", via, by, None, Some(note.to_owned()), now);
@@ -218,6 +244,7 @@ impl Run {
                     slot.status = SlotStatus::Done {
                         outcome: r.outcome.clone(),
                     };
+                    asking.push(r.clone());
                     results.push(r);
                 }
                 SlotStatus::Ready { .. } | SlotStatus::Delegated { .. } => {
@@ -237,7 +264,7 @@ impl Run {
             self.push(Msg::tool_results(results));
         }
         self.end_turn_slots();
-        children
+        (children, asking)
     }
 
     /// Closes a paused run whose parent moved on (a sub-agent's child session whose
@@ -254,7 +281,7 @@ impl Run {
         if !self.is_paused() {
             return None;
         }
-        let children = self.close_turn(Closing::Rejected(note), "parent", by, now);
+        let (children, _) = self.close_turn(Closing::Rejected(note), "parent", by, now);
         self.state.phase = Phase::Finished(crate::output::RunStatus::Cancelled);
         self.state.stop_after_acting = false;
         Some(children)

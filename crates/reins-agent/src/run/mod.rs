@@ -6,73 +6,20 @@
 //! decisions, interrupts, structured answers and context compression lives here, with
 //! no async and no I/O, so it can be property-tested on its own.
 //!
-//! A driver needs six methods: [`Run::next`], [`Run::apply`], [`Run::take_commit`],
-//! [`Run::output`], [`Run::view`] and [`Run::state`]. The table of steps, what the
-//! driver does for each and the event it feeds back is in docs/architecture.md ("The
-//! run contract").
+//! Every obligation of a call is a step: checking its input (after following child
+//! sessions and settling a crash's calls), the model call (with the request
+//! finished), tool calls, sub-agent calls, answers to a tool's question, the hooks,
+//! the events to announce and the commits. `reins_agent::interpret::drive` answers them
+//! for every driver; a driver only says where each runs. The table of steps, their
+//! effects and the events that answer them is in docs/architecture.md ("The run
+//! contract").
 //!
-//! ```
-//! use chrono::Utc;
-//! use reins_agent::run::{AfterReasoning, Event, ExecOutcome, GateDecision, Run, RunInput, Step};
-//! use reins_agent::{Agent, RunStatus};
-//! use reins_message::{ContentBlock, Msg, Role, ToolResult, ToolUse};
-//! use serde_json::json;
-//! # let model = reins_model::ScriptedModel::new([reins_model::ScriptedResponse::text("unused")]);
-//!
-//! // The agent makes every call's start (its rules travel in it); the run is sans-IO.
-//! let agent = Agent::builder().model(model).build().expect("an agent");
-//! let mut run = Run::new(agent.run_config());
-//! let begin = agent.begin("user-7/chat-1", RunInput::Message(Msg::user("delete temp.txt")), Utc::now());
-//! run.apply(Event::Begin(begin)).expect("a new message is accepted");
-//!
-//! // The model is asked; its answer is one call of a tool that needs a person.
-//! let Step::Reason(reason) = run.next() else { unreachable!() };
-//! assert_eq!(reason.messages.len(), 1);
-//! let call = ToolUse::new("call_1", "delete_file", json!({"path": "temp.txt"}));
-//! run.apply(Event::Reasoned {
-//!     message: Msg::new(Role::Assistant, vec![ContentBlock::ToolUse(call)]),
-//!     gates: vec![GateDecision::Confirm { reason: "deletes a file".into() }],
-//!     after: AfterReasoning::default(),
-//!     usage: Default::default(),
-//!     now: Utc::now(),
-//! })
-//! .expect("an outcome is never refused");
-//!
-//! // Before a person is asked, the approval policy and the standing grants are: the
-//! // driver answers with what they decided (`reins_agent::effects::consult`); here,
-//! // nothing.
-//! let Step::Consult(consult) = run.next() else { unreachable!() };
-//! assert_eq!(consult.requirements[0].id, "call_1");
-//! run.apply(Event::DecidedWithoutAsking { decisions: vec![], asked: vec![], now: Utc::now() })
-//!     .expect("the consultation is answered");
-//!
-//! // The run pauses with the requirement; `resume()` approves it.
-//! let Step::Pause(reqs) = run.next() else { unreachable!() };
-//! assert_eq!(reqs[0].id, "call_1");
-//! run.apply(Event::Begin(agent.begin("user-7/chat-1", RunInput::Resume, Utc::now())))
-//!     .expect("the pending call is approved");
-//! let Step::Execute(batch) = run.next() else { unreachable!() };
-//! let done = ToolResult::success(&batch[0].tool_use.id, "delete_file", "deleted");
-//! run.apply(Event::Acted { outcomes: vec![ExecOutcome::Done(done)], stop: false, now: Utc::now() })
-//!     .expect("an outcome is never refused");
-//!
-//! let Step::Reason(_) = run.next() else { unreachable!() };
-//! run.apply(Event::Reasoned {
-//!     message: Msg::assistant("temp.txt is gone."),
-//!     gates: vec![],
-//!     after: AfterReasoning::default(),
-//!     usage: Default::default(),
-//!     now: Utc::now(),
-//! })
-//! .expect("an outcome is never refused");
-//! assert_eq!(run.next(), Step::Finish(RunStatus::Completed));
-//! let out = run.output(RunStatus::Completed).expect("no structured answer was asked for");
-//! assert_eq!(out.message.text(), "temp.txt is gone.");
-//! // Everything to store, as one commit.
-//! let commit = run.take_commit(reins_agent::run::Flush::All).expect("the turn is unsaved");
-//! assert_eq!(commit.append.len(), 4);
-//! ```
+//! The run is stepped by the interpreter only (its stepping methods are
+//! crate-private): a driver hands its run to `reins_agent::interpret::drive`. The
+//! whole conversation, step by step, is shown in `reins_agent::testing::by_hand`
+//! (feature `testing`), where sans-IO tests step a run by hand.
 
+mod agenda;
 mod answer;
 mod budget;
 mod calls;
@@ -85,8 +32,10 @@ mod event;
 mod follow;
 mod input;
 mod quorum;
+mod refuse;
 mod replay;
 mod request;
+mod step;
 mod tally;
 mod types;
 
@@ -95,16 +44,20 @@ pub(crate) use follow::qualify;
 #[cfg(test)]
 pub(crate) use input::child_id;
 pub use quorum::{AutoDecision, Consulted};
+pub(crate) use refuse::late_of;
 
-pub(crate) use event::AgentRules;
+pub(crate) use event::{AgentRules, Listening, Prompts, ToolCatalog, Tools};
 pub use event::{Call, Compression, Event, Flush, Refusal};
 /// What a tool's policy says about one concrete call: the runner asks the toolkit
 /// (`Toolkit::gate`) and hands the answers to the run with [`Event::Reasoned`].
 pub use reins_tool::GateDecision;
 pub use replay::{NOT_IN_RECORD, Record, RecordedCall};
+pub use step::{
+    Announcement, Batch, Checkpoint, Close, CommitAt, Compress, Compressed, Consult, ContextCheck,
+    Follow, Followed, Late, Notify, Prepared, Reason, Refuse, Step,
+};
 pub use types::{
-    AfterReasoning, ChildInput, Compress, Compressed, Consult, ContextCheck, ExecOutcome,
-    Execution, Phase, Reason, RunConfig, RunInput, RunState, Step,
+    AfterReasoning, ChildInput, ExecOutcome, Execution, Phase, RunConfig, RunInput, RunState,
 };
 pub(crate) use types::{OutputState, SlotStatus, ToolSlot};
 
@@ -137,6 +90,33 @@ pub const ASKING_INTERRUPTED: &str =
     "stopped while waiting for an answer to its question; what it did so far may be partial";
 
 /// The run state machine over a session's transcript.
+///
+/// A driver makes one ([`Run::stored`], [`Run::new`]), reads it, and hands it to
+/// `reins_agent::interpret::drive`, which steps it; it cannot step it itself. The
+/// boundary is the compiler's: stepping is crate-private.
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// let step = run.next(); // only the interpreter hands out steps
+/// ```
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// # let event = reins_agent::run::Event::Usage(Default::default());
+/// run.apply(event); // only the interpreter feeds outcomes
+/// ```
+///
+/// ```compile_fail
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// let commit = run.take_commit(reins_agent::run::Flush::All); // commits are steps
+/// ```
+///
+/// ```
+/// # let mut run = reins_agent::Run::new(Default::default());
+/// // What a driver may do with a run: read it.
+/// assert!(run.requirements().is_empty());
+/// assert_eq!(run.state().iteration(), 0);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     config: RunConfig,
@@ -157,6 +137,10 @@ pub struct Run {
     /// The state as last written to the store (a commit writes it only when changed).
     #[serde(skip)]
     committed: std::sync::Arc<RunState>,
+    /// What the current call owes besides the phase's next step (see the `agenda`
+    /// module).
+    #[serde(skip)]
+    pending: agenda::Pending,
 }
 
 impl Run {
@@ -178,18 +162,59 @@ impl Run {
             req_ops: ReqOps::default(),
             call: CallTally::default(),
             next_output: None,
+            pending: agenda::Pending::default(),
         }
     }
 
-    /// Begins a call with this input and nothing else (unit tests).
+    /// Begins a call with this input and nothing else, checked at once (unit tests:
+    /// no child sessions to follow, nothing to settle, the begin's own steps dropped).
     #[cfg(test)]
     pub(crate) fn begin(
         &mut self,
         input: RunInput,
         now: DateTime<Utc>,
     ) -> crate::error::Result<()> {
-        self.apply(Event::Begin(Call::bare("test", input, now)))
-            .map_err(|r| r.error)
+        self.begin_call(Call::bare("test", input, now))
+            .map_err(|r| r.error)?;
+        self.pending = agenda::Pending::default();
+        Ok(())
+    }
+
+    /// The next step that is not bookkeeping (a commit, an announcement, a hook, a
+    /// close): the run's unit tests follow its phases with it.
+    #[cfg(test)]
+    pub(crate) fn next_core(&mut self) -> Step {
+        loop {
+            match self.next() {
+                Step::Commit(_) | Step::Announce(_) | Step::Notify(_) | Step::Close(_) => {}
+                step => return step,
+            }
+        }
+    }
+
+    /// The run of session `session` as the store holds it: its transcript and its run
+    /// state as stored (JSON; `None` or `null`: none yet). Every driver reads a stored
+    /// session with this.
+    ///
+    /// # Errors
+    /// [`AgentError::CorruptRunState`](crate::AgentError::CorruptRunState) when the
+    /// stored state does not read.
+    pub fn stored(
+        session: &str,
+        config: RunConfig,
+        messages: Vec<Msg>,
+        run_state: Option<Value>,
+    ) -> crate::error::Result<Self> {
+        let state = match run_state {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(serde_json::from_value::<RunState>(v).map_err(|e| {
+                crate::error::AgentError::CorruptRunState {
+                    session: session.to_owned(),
+                    detail: e.to_string(),
+                }
+            })?),
+        };
+        Ok(Self::restore(config, messages, state))
     }
 
     /// An empty run.
@@ -207,15 +232,6 @@ impl Run {
         &self.state
     }
 
-    /// Keeps the W3C `traceparent` of the turn that is pausing in the run state (the
-    /// turn that resumes it links to it; see [`crate::telemetry`]). `None` changes
-    /// nothing (no OpenTelemetry layer records this turn).
-    pub fn keep_traceparent(&mut self, traceparent: Option<String>) {
-        if traceparent.is_some() {
-            self.state.traceparent = traceparent;
-        }
-    }
-
     /// Where the run is.
     pub fn phase(&self) -> Phase {
         self.state.phase
@@ -224,11 +240,6 @@ impl Run {
     /// The limits.
     pub fn config(&self) -> RunConfig {
         self.config
-    }
-
-    /// Changes the limits (e.g. a new `max_iters` from a rebuilt agent).
-    pub fn set_config(&mut self, config: RunConfig) {
-        self.config = config;
     }
 
     /// Whether the run waits for decisions, results or `resume()`.
@@ -263,23 +274,10 @@ impl Run {
 
     // ----- the loop --------------------------------------------------------------
 
-    /// What the driver must do next. The step carries everything the driver needs
-    /// for it; its outcome goes back through [`Run::apply`].
-    // Not an `Iterator`: a run never runs out of steps (a finished run keeps
-    // answering `Finish`), and each step waits for its outcome through `apply`.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Step {
-        let step = self.next_step();
-        if matches!(step, Step::Pause(_) | Step::Finish(_)) {
-            self.keep_call_summary();
-        }
-        step
-    }
-
     /// What the call that pauses or ends here tallied, kept in the stored state
     /// ([`RunState::last_call`]) so that whoever reads the store — a door following
     /// a run another process drives — gets the same output as the driver.
-    fn keep_call_summary(&mut self) {
+    pub(super) fn keep_call_summary(&mut self) {
         let summary = types::CallSummary {
             answer: self.call.last_assistant.as_ref().map(|m| m.id.clone()),
             usage: self.call.usage,
@@ -293,7 +291,9 @@ impl Run {
         }
     }
 
-    fn next_step(&mut self) -> Step {
+    /// What the run's phases ask for next (wrapped by the `agenda` module in the
+    /// obligations around it).
+    fn core_next(&mut self) -> agenda::Core {
         loop {
             match self.state.phase {
                 Phase::Reasoning => {
@@ -318,7 +318,7 @@ impl Run {
                         for r in &self.call.replayed {
                             crate::telemetry::replayed(&r.name, &r.id);
                         }
-                        return Step::Replayed(std::mem::take(&mut self.call.replayed));
+                        return agenda::Core::Replayed(std::mem::take(&mut self.call.replayed));
                     }
                     // The budget is checked before a tool starts: calls beyond it are
                     // held back (answers for calls already running still go).
@@ -326,7 +326,7 @@ impl Run {
                         self.state.slots.dispatch_within(self.budget_calls_left());
                     self.budget_started(fresh);
                     if !batch.is_empty() {
-                        return Step::Execute(batch);
+                        return agenda::Core::Execute(batch);
                     }
                     if held && self.budget_pause(true) {
                         continue;
@@ -335,10 +335,10 @@ impl Run {
                     if self.state.slots.has_waiting() {
                         self.state.phase = Phase::Paused;
                         self.record_requirements(&waiting);
-                        if let Some(step) = self.consult_step(&waiting) {
-                            return step;
+                        if let Some(c) = self.consult_step(&waiting) {
+                            return agenda::Core::Consult(c);
                         }
-                        return Step::Pause(waiting);
+                        return agenda::Core::Pause(waiting);
                     }
                     let unreported = self.state.slots.undispatch();
                     if unreported {
@@ -348,20 +348,20 @@ impl Run {
                     if self.state.stop_after_acting {
                         self.state.stop_after_acting = false;
                         self.state.phase = Phase::Paused;
-                        return Step::Pause(Vec::new());
+                        return agenda::Core::Pause(Vec::new());
                     }
                     self.state.phase = Phase::Reasoning;
                 }
                 Phase::Paused => {
                     let waiting = self.requirements();
                     self.record_requirements(&waiting);
-                    if let Some(step) = self.consult_step(&waiting) {
-                        return step;
+                    if let Some(c) = self.consult_step(&waiting) {
+                        return agenda::Core::Consult(c);
                     }
-                    return Step::Pause(waiting);
+                    return agenda::Core::Pause(waiting);
                 }
-                Phase::Idle => return Step::Finish(RunStatus::Completed),
-                Phase::Finished(status) => return Step::Finish(status),
+                Phase::Idle => return agenda::Core::Finish(RunStatus::Completed),
+                Phase::Finished(status) => return agenda::Core::Finish(status),
             }
         }
     }
@@ -655,6 +655,8 @@ impl Run {
         if !self.is_active() {
             return false;
         }
+        // What a batch in progress has so far is kept; the rest of it is dropped.
+        self.flush_batch(Utc::now());
         let mut out = Vec::new();
         for slot in &mut self.state.slots {
             if matches!(slot.status, SlotStatus::Done { .. }) {
@@ -690,6 +692,7 @@ impl Run {
             self.call.repairs.merge(report);
         }
         self.finish(RunStatus::Cancelled);
+        self.interrupted_repairs();
         true
     }
 
@@ -748,14 +751,21 @@ impl Run {
         })
     }
 
-    /// Feeds one outcome. Only [`Event::Begin`] (and a
-    /// [`Event::DecidedWithoutAsking`] that answers no [`Step::Consult`], or decides
-    /// what it did not ask about or what no longer fits) can be refused: a refused
-    /// input changes nothing and comes back fully formed, with the audit records of
-    /// what it attempted.
-    pub fn apply(&mut self, event: Event) -> Result<(), Refusal> {
+    /// Feeds one outcome. Only [`Event::DecidedWithoutAsking`] (one that answers no
+    /// [`Step::Consult`], or decides what it did not ask about or what no longer
+    /// fits) and [`Event::Refused`] (which answers with the refusal to return) can be
+    /// refused: a refused input changes nothing and comes back fully formed. A call's
+    /// input ([`Event::Begin`]) is checked once the steps before it are answered; a
+    /// refused one comes as a [`Step::Refuse`].
+    pub(crate) fn apply(&mut self, event: Event) -> Result<(), Refusal> {
         match event {
-            Event::Begin(call) => return self.begin_call(call),
+            Event::Begin(call) => self.take_call(call),
+            Event::Followed(followed) => {
+                for (id, waiting) in followed.children {
+                    self.follow_child(&id, waiting);
+                }
+            }
+            Event::Refused { decided } => return Err(self.refused(decided)),
             Event::DecidedWithoutAsking {
                 decisions,
                 asked,
@@ -774,18 +784,22 @@ impl Run {
                 usage,
                 now,
             } => self.on_model_message(message, gates, after, usage, now),
+            Event::Prepared(prepared) => self.prepared(prepared),
             Event::Acted {
                 outcomes,
                 stop,
+                recorded,
                 now,
-            } => self.on_tool_results(outcomes, stop, now),
+            } => self.acted(outcomes, stop, recorded, now),
             Event::Summarized(summary) => self.add_summary(summary),
             Event::Usage(usage) => {
                 self.call.usage += usage;
                 self.budget_usage(&usage);
             }
             Event::Interrupted(results) => {
-                crate::telemetry::interrupted(&self.call.session);
+                if self.is_active() {
+                    crate::telemetry::interrupted(&self.call.session);
+                }
                 self.interrupt(results);
             }
         }

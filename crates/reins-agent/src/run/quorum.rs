@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Consult, Event, Run, SlotStatus, Step};
+use super::{Consult, Event, Run, SlotStatus};
 use crate::error::{AgentError, Result};
 use crate::requirement::{Approval, Decision, QuorumState, Requirement, RequirementKind};
 use crate::view::QuorumCount;
@@ -300,7 +300,7 @@ impl Run {
     /// The [`Step::Consult`] for the confirmations this call's reasoning raised that
     /// still wait, before the run pauses for them (the same one again while it is not
     /// answered); `None` when there is nothing to consult.
-    pub(super) fn consult_step(&mut self, waiting: &[Requirement]) -> Option<Step> {
+    pub(super) fn consult_step(&mut self, waiting: &[Requirement]) -> Option<Consult> {
         if self.call.consulting.is_none() {
             let fresh = std::mem::take(&mut self.call.consult);
             let asked: Vec<String> = waiting
@@ -327,10 +327,10 @@ impl Run {
             self.call.consulting = None;
             return None;
         }
-        Some(Step::Consult(Consult {
+        Some(Consult {
             requirements,
             principal: self.state.principal.clone(),
-        }))
+        })
     }
 
     /// Takes the answer to the [`Step::Consult`](super::Step::Consult) handed out:
@@ -477,7 +477,7 @@ impl Run {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
-    use crate::run::{AfterReasoning, Call, GateDecision, RunConfig, RunInput};
+    use crate::run::{AfterReasoning, Call, GateDecision, RunConfig, RunInput, Step};
     use crate::view::Actor;
     use reins_message::{ContentBlock, Msg, Role, ToolUse};
     use serde_json::json;
@@ -489,7 +489,7 @@ mod tests {
         let call = Call::bare("s", RunInput::Message(Msg::user("go")), Utc::now())
             .with_actor(Some(Actor::new("alice")));
         run.apply(Event::Begin(call)).unwrap();
-        let _ = run.next();
+        let _ = run.next_core();
         let uses = (0..n)
             .map(|i| ContentBlock::ToolUse(ToolUse::new(format!("c{i}"), "send", json!({}))))
             .collect();
@@ -523,7 +523,7 @@ mod tests {
     #[test]
     fn confirmations_are_consulted_before_the_run_pauses_and_asked_again_until_answered() {
         let mut run = reasoned(confirm(), 2, false);
-        let step = run.next();
+        let step = run.next_core();
         let Step::Consult(c) = &step else {
             panic!("expected a consultation, got {step:?}");
         };
@@ -534,24 +534,24 @@ mod tests {
             "the run counts as paused while it is consulted"
         );
         // Unanswered: the same step again.
-        assert_eq!(run.next(), step);
+        assert_eq!(run.next_core(), step);
         run.apply(Event::DecidedWithoutAsking {
             asked: Vec::new(),
             decisions: Vec::new(),
             now: Utc::now(),
         })
         .unwrap();
-        let step = run.next();
+        let step = run.next_core();
         assert!(matches!(step, Step::Pause(_)));
         assert_eq!(ids(&step), ["c0", "c1"]);
         // Consulted once per call: the pause stays a pause.
-        assert!(matches!(run.next(), Step::Pause(_)));
+        assert!(matches!(run.next_core(), Step::Pause(_)));
     }
 
     #[test]
     fn what_the_consultation_decides_is_applied_and_the_rest_waits() {
         let mut run = reasoned(confirm(), 2, false);
-        let _ = run.next();
+        let _ = run.next_core();
         run.apply(Event::DecidedWithoutAsking {
             asked: Vec::new(),
             decisions: vec![("c0".into(), AutoDecision::Grant { id: "g1".into() })],
@@ -584,7 +584,7 @@ mod tests {
             refused.map_err(|r| r.error),
             Err(AgentError::InvalidInput(_))
         ));
-        let step = run.next();
+        let step = run.next_core();
         assert_eq!(ids(&step), ["c0"]);
         let refused = run.apply(Event::DecidedWithoutAsking {
             asked: Vec::new(),
@@ -593,7 +593,7 @@ mod tests {
         });
         assert!(refused.is_err());
         // The step still waits for its answer.
-        assert_eq!(run.next(), step);
+        assert_eq!(run.next_core(), step);
     }
 
     #[test]
@@ -606,7 +606,7 @@ mod tests {
                 .collect(),
         );
         run.apply(Event::Begin(call)).unwrap();
-        let _ = run.next();
+        let _ = run.next_core();
         run.on_model_message(
             Msg::new(
                 Role::Assistant,
@@ -617,7 +617,7 @@ mod tests {
             Default::default(),
             Utc::now(),
         );
-        let step = run.next();
+        let step = run.next_core();
         assert_eq!(ids(&step), ["c0"]);
         for allow in [
             AutoDecision::PolicyAllow {
@@ -639,7 +639,7 @@ mod tests {
                 refusal.error
             );
             // Nothing applied: the step still waits, nobody counted.
-            assert_eq!(run.next(), step);
+            assert_eq!(run.next_core(), step);
             assert!(run.req_ops.log.is_empty());
         }
         run.apply(Event::DecidedWithoutAsking {
@@ -669,7 +669,7 @@ mod tests {
                 .collect(),
         );
         run.apply(Event::Begin(call)).unwrap();
-        let _ = run.next();
+        let _ = run.next_core();
         run.on_model_message(
             Msg::new(
                 Role::Assistant,
@@ -680,7 +680,7 @@ mod tests {
             Default::default(),
             Utc::now(),
         );
-        assert_eq!(ids(&run.next()), ["c0"]);
+        assert_eq!(ids(&run.next_core()), ["c0"]);
         run.apply(Event::DecidedWithoutAsking {
             asked: Vec::new(),
             decisions: vec![(
@@ -705,10 +705,10 @@ mod tests {
     #[test]
     fn calls_a_hook_stopped_and_other_requirements_are_not_consulted() {
         let mut run = reasoned(confirm(), 1, true);
-        assert!(matches!(run.next(), Step::Pause(_)));
+        assert!(matches!(run.next_core(), Step::Pause(_)));
         let mut run = reasoned(GateDecision::External, 1, false);
-        assert!(matches!(run.next(), Step::Pause(_)));
+        assert!(matches!(run.next_core(), Step::Pause(_)));
         let mut run = reasoned(GateDecision::Run, 1, false);
-        assert!(matches!(run.next(), Step::Execute(_)));
+        assert!(matches!(run.next_core(), Step::Execute(_)));
     }
 }

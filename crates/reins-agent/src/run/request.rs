@@ -5,11 +5,14 @@
 //! to cut; the driver's `drive::compress` calls the summarizer).
 
 use reins_memory::RepairReport;
-use reins_message::Msg;
+use reins_message::{Msg, ToolSpec};
+use reins_model::{ChatRequest, ToolChoice};
 
-use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run, Step};
+use super::agenda::Core;
+use super::{Compress, Compressed, Compression, ContextCheck, Reason, Run};
 use crate::compression::plan::{self, ContextPlan, Cut, SummaryInput};
 use crate::compression::{ContextPolicy, ContextSummary, TokenCounter};
+use crate::structured::{OutputMode, OutputSpec};
 
 impl Run {
     /// The messages to send to the model: the transcript, repaired to be
@@ -87,7 +90,7 @@ impl Run {
     /// The step for a model call: first, when the agent keeps a context budget and
     /// the request is over it, a [`Step::Compress`] (once per request); then the
     /// request's messages, the structured-output mode and the budget check.
-    pub(super) fn reason_step(&mut self, summary: bool) -> Step {
+    pub(super) fn reason_step(&mut self, summary: bool) -> Core {
         let iteration = self.state.iteration + 1;
         let context = match self.call.compression.take() {
             Some(c) => {
@@ -95,21 +98,71 @@ impl Run {
                 self.call.compression = Some(c);
                 match checked {
                     Ok(check) => Some(check),
-                    Err(compress) => return Step::Compress(compress),
+                    Err(compress) => return Core::Compress(compress),
                 }
             }
             None => None,
         };
         let (messages, repairs) = self.request_messages(self.call.compression.is_some());
         let output = self.prepare_output(self.call.model);
-        Step::Reason(Reason {
-            iteration,
-            summary,
-            messages,
-            repairs,
-            output,
+        let (request, external) = self.finish_request(messages, summary, output.as_ref());
+        Core::Reason(
+            Reason {
+                iteration,
+                summary,
+                request,
+                output: output.map(|(mode, _)| mode),
+                external,
+                unsaved: false,
+            },
             context,
-        })
+            repairs,
+        )
+    }
+
+    /// The model request around the transcript `messages`, as every driver sends it:
+    /// the agent's system prompt first and its options; for the summary at the
+    /// iteration limit, the summary prompt last and no tools; otherwise the agent's
+    /// tools, then the caller's own (a toolkit tool of the same name wins: those
+    /// offered are returned, their calls are external), and the structured answer the
+    /// run asks for (the `final_answer` tool, or the provider's JSON Schema format).
+    fn finish_request(
+        &self,
+        messages: Vec<Msg>,
+        summary: bool,
+        output: Option<&(OutputMode, OutputSpec)>,
+    ) -> (ChatRequest, Vec<String>) {
+        let prompts = &*self.call.prompts;
+        let mut all = Vec::with_capacity(messages.len() + 2);
+        if let Some(p) = &prompts.system {
+            all.push(p.clone());
+        }
+        all.extend(messages);
+        let mut request = ChatRequest::new(all).with_options(prompts.options.clone());
+        if summary {
+            request.messages.push(prompts.summary.clone());
+            request.tool_choice = ToolChoice::None;
+            return (request, Vec::new());
+        }
+        let tools = &self.call.tools.0;
+        request.tools = tools.specs();
+        let mut external = Vec::new();
+        // Only when there are some: changing the specs copies them.
+        if !self.call.client_tools.is_empty() {
+            let offered: Vec<ToolSpec> = self
+                .call
+                .client_tools
+                .iter()
+                .filter(|t| !tools.contains(&t.name))
+                .cloned()
+                .collect();
+            external = offered.iter().map(|t| t.name.clone()).collect();
+            request.tools.extend(offered);
+        }
+        if let Some((mode, spec)) = output {
+            crate::structured::ask_for_output(&mut request, *mode, spec);
+        }
+        (request, external)
     }
 
     /// The next request against the budget: `Err` with what to summarize when it is

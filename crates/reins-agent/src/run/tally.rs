@@ -86,6 +86,20 @@ pub(super) struct CallTally {
     /// Whether the store records notices: the commits carry them only then (a
     /// notice copies the requirement, the decision or the answer).
     pub(super) notices: bool,
+    /// The prompts and options of the agent's requests.
+    pub(super) prompts: Arc<super::event::Prompts>,
+    /// The agent's tools.
+    pub(super) tools: super::event::Tools,
+    /// The caller's own tools for this call.
+    pub(super) client_tools: Vec<reins_message::ToolSpec>,
+    /// The hook points the agent's hooks listen to.
+    pub(super) listening: super::event::Listening,
+    /// Whether a batch's calls run at the same time.
+    pub(super) concurrency: reins_tool::Concurrency,
+    /// Whether a batch's results may ride with the next commit.
+    pub(super) defer_results: bool,
+    /// The turn's W3C `traceparent`, kept when it pauses.
+    pub(super) traceparent: Option<String>,
 }
 
 /// The empty per-tool tables every call without its own shares (a call's tally is
@@ -93,6 +107,7 @@ pub(super) struct CallTally {
 static NO_TTLS: LazyLock<Arc<BTreeMap<String, u64>>> = LazyLock::new(Arc::default);
 static NO_QUORUMS: LazyLock<Arc<BTreeMap<String, crate::requirement::Quorum>>> =
     LazyLock::new(Arc::default);
+static NO_PROMPTS: LazyLock<Arc<super::event::Prompts>> = LazyLock::new(Arc::default);
 
 impl Default for CallTally {
     fn default() -> Self {
@@ -119,6 +134,13 @@ impl Default for CallTally {
             consulting: None,
             budget: None,
             notices: true,
+            prompts: Arc::clone(&NO_PROMPTS),
+            tools: super::event::Tools::default(),
+            client_tools: Vec::new(),
+            listening: super::event::Listening::default(),
+            concurrency: reins_tool::Concurrency::Parallel,
+            defer_results: false,
+            traceparent: None,
         }
     }
 }

@@ -175,11 +175,13 @@ impl Execution {
     }
 }
 
-/// What a tool execution produced.
+/// What a tool execution produced (serializable: a driver that journals its steps
+/// keeps it).
 // Made and consumed once per tool call: boxing the question's requirement would only
 // add an allocation per call.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ExecOutcome {
     /// A result (of any outcome).
     Done(ToolResult),
@@ -218,112 +220,6 @@ impl ExecOutcome {
             ExecOutcome::Delegated { .. } => "delegated",
         }
     }
-}
-
-/// What the driver must do next: the whole of what it needs for that step travels in
-/// the step, and its outcome goes back as one [`Event`](super::Event).
-// Made and consumed once per step: boxing would only add an allocation per step.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Confirmations this call's reasoning raised, to put to the application's
-    /// approval policy and the standing grants before anyone is asked (see
-    /// [`crate::approval`]): answer with
-    /// [`Event::DecidedWithoutAsking`](super::Event::DecidedWithoutAsking) carrying
-    /// what they decided (nothing: people are asked). Until it is answered,
-    /// [`Run::next`](super::Run::next) hands out the same step again; the run stays
-    /// paused meanwhile.
-    Consult(Consult),
-    /// The next request is over the context budget: summarize these messages, then
-    /// feed [`Event::Summarized`](super::Event::Summarized) (and the summarizer's
-    /// [`Event::Usage`](super::Event::Usage)).
-    Compress(Compress),
-    /// Call the model with this request, then feed
-    /// [`Event::Reasoned`](super::Event::Reasoned).
-    Reason(Reason),
-    /// Execute these tool calls (concurrently where allowed), then feed
-    /// [`Event::Acted`](super::Event::Acted).
-    Execute(Vec<Execution>),
-    /// These calls were served from a fork's record (see [`super::Record`]): their
-    /// results are in the transcript already and nothing runs. Announce them
-    /// (`ToolReplayed`), then ask [`Run::next`](super::Run::next) again; no event is fed
-    /// back.
-    Replayed(Vec<reins_message::ToolResult>),
-    /// Stop and wait for these requirements (none: `resume()` goes on).
-    Pause(Vec<Requirement>),
-    /// The run ended.
-    Finish(RunStatus),
-}
-
-/// What a [`Step::Consult`] puts to the approval policy and the standing grants.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Consult {
-    /// The confirmations to decide (top-level, raised by this call's reasoning; not
-    /// those a hook's `stop_agent()` raised), in the model's order.
-    pub requirements: Vec<Requirement>,
-    /// Who the session acts for in this turn ([`RunState::principal`]): what grants
-    /// scoped to a principal, and the policy, are asked about.
-    pub principal: Option<String>,
-}
-
-/// A model call: the transcript part of the request and how to ask for the answer.
-/// The driver adds the agent's system prompt, tools (none for a summary), options and
-/// hooks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reason {
-    /// The reasoning step this call is (1-based within the run).
-    pub iteration: u32,
-    /// The iteration limit was reached: call without tools and ask for a summary.
-    pub summary: bool,
-    /// The transcript to send, repaired to be provider-valid (the repair is in the
-    /// run's transcript already, stored at the next commit), with the active context
-    /// summary standing in for the messages it covers.
-    pub messages: Vec<reins_message::Msg>,
-    /// What the repair changed (empty: nothing).
-    pub repairs: reins_memory::RepairReport,
-    /// How to ask for the run's structured answer, when it wants one.
-    pub output: Option<(crate::structured::OutputMode, crate::structured::OutputSpec)>,
-    /// The request against the context budget, when the agent has a context policy.
-    pub context: Option<ContextCheck>,
-}
-
-/// The request's size against the agent's context budget.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextCheck {
-    /// Tokens of the request as it will be sent.
-    pub tokens: usize,
-    /// The policy's budget.
-    pub budget: usize,
-    /// The request stays over budget (sent anyway; worth a warning).
-    pub over_budget: bool,
-    /// The summary made for this request by the [`Step::Compress`] before it.
-    pub compressed: Option<Compressed>,
-}
-
-/// A summary stored for this request, and what it saved.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Compressed {
-    /// The stored summary.
-    pub summary: crate::compression::ContextSummary,
-    /// Tokens of the request before the summary.
-    pub tokens_before: usize,
-}
-
-/// What the summarizer must read to bring the next request within budget.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Compress {
-    /// The reasoning step the summary is made for.
-    pub iteration: u32,
-    /// The active summary, folded into the new one.
-    pub earlier: Option<crate::compression::ContextSummary>,
-    /// The messages to summarize, in order (summaries excluded; never empty).
-    pub messages: Vec<reins_message::Msg>,
-    /// Tokens of those messages (and of the earlier summary).
-    pub covered_tokens: usize,
-    /// Tokens of the request before the summary.
-    pub tokens_before: usize,
-    /// Whether the cut falls inside a turn because no cut between turns was enough.
-    pub mid_turn: bool,
 }
 
 /// What the caller hands a session.

@@ -59,6 +59,7 @@ use crate::structured::{FINAL_ANSWER_TOOL, OutputSpec};
 use crate::view::{Actor, DecisionRecord};
 
 mod budget;
+pub mod by_hand;
 mod features;
 mod observe;
 mod output;

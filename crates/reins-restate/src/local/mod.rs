@@ -68,6 +68,17 @@ pub struct LocalRestate {
     dir: PathBuf,
     ports: RestatePorts,
     extra: String,
+    /// Its place in a [`LocalCluster`] (`None`: a node on its own).
+    member: Option<Member>,
+}
+
+/// A node's place in a [`LocalCluster`].
+#[derive(Debug, Clone)]
+struct Member {
+    /// Its index (node 0 provisions the cluster).
+    index: usize,
+    /// Every node's node port, in order.
+    nodes: Vec<u16>,
 }
 
 impl LocalRestate {
@@ -166,6 +177,7 @@ impl LocalRestate {
             dir,
             ports,
             extra: extra.to_owned(),
+            member: None,
         };
         let (dir, config) = (me.dir.clone(), me.config_path());
         let stale = tokio::task::spawn_blocking(move || process::stop_stale(&dir, &config))
@@ -227,6 +239,9 @@ impl LocalRestate {
     }
 
     fn config(&self) -> String {
+        if let Some(member) = &self.member {
+            return self.cluster_config(member);
+        }
         let data = self.dir.join("data");
         let (root, sections) = split_root(&self.extra);
         format!(
@@ -279,7 +294,76 @@ rocksdb-disable-statistics = true
         )
     }
 
+    /// The configuration of node `member.index` of a [`LocalCluster`]: every role on
+    /// every node, the replicated log and metadata (replication 2: one node may fail),
+    /// node 0 provisioning the cluster.
+    fn cluster_config(&self, member: &Member) -> String {
+        let data = self.dir.join("data");
+        let (root, sections) = split_root(&self.extra);
+        let mut defaults = String::new();
+        if !root.contains("default-num-partitions") {
+            defaults.push_str("default-num-partitions = 4\n");
+        }
+        if !root.contains("log-filter") {
+            defaults.push_str("log-filter = \"warn,restate=warn\"\n");
+        }
+        let peers = member
+            .nodes
+            .iter()
+            .map(|p| format!("\"http://127.0.0.1:{p}/\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            r#"# Written by reins-restate's LocalCluster.
+node-name = "reins-n{index}"
+cluster-name = "reins-local-cluster"
+auto-provision = {provision}
+default-replication = 2
+base-dir = "{data}"
+listen-mode = "tcp"
+disable-telemetry = true
+rocksdb-total-memory-size = "256 MiB"
+log-disable-ansi-codes = true
+bind-address = "127.0.0.1:{node}"
+advertised-address = "http://127.0.0.1:{node}/"
+disable-prometheus = true
+tracing-filter = "off"
+rocksdb-perf-level = "disable"
+{defaults}{root}
+[admin]
+bind-address = "127.0.0.1:{admin}"
+disable-web-ui = true
+
+[ingress]
+bind-address = "127.0.0.1:{ingress}"
+
+[bifrost]
+default-provider = "replicated"
+
+[metadata-server]
+type = "replicated"
+
+[metadata-client]
+type = "replicated"
+addresses = [{peers}]
+
+{sections}"#,
+            index = member.index,
+            provision = member.index == 0,
+            data = data.display(),
+            node = self.ports.node,
+            admin = self.ports.admin,
+            ingress = self.ports.ingress,
+        )
+    }
+
     async fn spawn(&mut self) -> Result<()> {
+        self.launch().await?;
+        self.ready().await
+    }
+
+    /// Starts the process (its ports free), without waiting for it to answer.
+    async fn launch(&mut self) -> Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         // A server killed a moment ago (with its parent, or by `kill`) may still hold
         // its ports while the kernel tears it down: a taken port is tried again for 5 s.
@@ -313,6 +397,11 @@ rocksdb-disable-statistics = true
             .map_err(|e| Error::Server(format!("cannot start {}: {e}", self.binary.display())))?;
         std::fs::write(process::pid_file(&self.dir), format!("{}\n", child.pid()))?;
         self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until its admin API and ingress answer (30 s at most).
+    async fn ready(&mut self) -> Result<()> {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         let health = [
@@ -390,6 +479,149 @@ rocksdb-disable-statistics = true
             });
         }
         Ok(())
+    }
+}
+
+/// Several restate-server nodes on loopback forming one cluster: every node runs every
+/// role (metadata server, admin, worker, ingress, log server), the log and
+/// the metadata are replicated (on two nodes: the cluster goes on when one node
+/// fails), and node 0 provisions the cluster. Each node is a [`LocalRestate`] with
+/// its own ports and data directory under the cluster's; they are killed when
+/// dropped. For tests of what survives a node's crash, and for trying reins on a
+/// cluster (docs/restate.md, "A cluster").
+#[derive(Debug)]
+pub struct LocalCluster {
+    nodes: Vec<LocalRestate>,
+}
+
+impl LocalCluster {
+    /// Starts `n` nodes (at least 3: with replication 2, one node may fail) with their
+    /// data under `dir/n0`, `dir/n1`, ... on free loopback ports, and waits until
+    /// every node's admin API and ingress answer. Four partitions.
+    ///
+    /// # Errors
+    /// [`Error::Server`] when a node does not start or answer within 30 s.
+    pub async fn start(
+        binary: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        n: usize,
+    ) -> Result<Self> {
+        Self::start_with(binary, dir, n, "").await
+    }
+
+    /// [`LocalCluster::start`] with more configuration for every node, as
+    /// [`LocalRestate::start_with`] takes it (`default-num-partitions` and
+    /// `log-filter` may be set here; the cluster's own settings may not).
+    ///
+    /// # Errors
+    /// As [`LocalCluster::start`].
+    pub async fn start_with(
+        binary: impl Into<PathBuf>,
+        dir: impl Into<PathBuf>,
+        n: usize,
+        extra: &str,
+    ) -> Result<Self> {
+        let (binary, dir) = (binary.into(), dir.into());
+        let mut attempts = 0;
+        loop {
+            let ports = (0..n)
+                .map(|_| RestatePorts::free())
+                .collect::<Result<Vec<_>>>()?;
+            let nodes: Vec<u16> = ports.iter().map(|p| p.node).collect();
+            let mut cluster = Self { nodes: Vec::new() };
+            for (index, p) in ports.into_iter().enumerate() {
+                let mut node =
+                    LocalRestate::prepare(binary.clone(), dir.join(format!("n{index}")), p, extra)
+                        .await?;
+                node.member = Some(Member {
+                    index,
+                    nodes: nodes.clone(),
+                });
+                cluster.nodes.push(node);
+            }
+            match cluster.launch_all().await {
+                Ok(()) => return Ok(cluster),
+                // A port that was free a moment ago was taken by someone else.
+                Err(e) if attempts < 2 && cluster.nodes.iter().any(LocalRestate::exited) => {
+                    attempts += 1;
+                    tracing::warn!(error = %e, "a restate-server node exited at start; trying other free ports");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn launch_all(&mut self) -> Result<()> {
+        for node in &mut self.nodes {
+            node.launch().await?;
+        }
+        for node in &mut self.nodes {
+            node.ready().await?;
+        }
+        Ok(())
+    }
+
+    /// Node `i`.
+    ///
+    /// # Panics
+    /// When there is no node `i`.
+    pub fn node(&self, i: usize) -> &LocalRestate {
+        &self.nodes[i]
+    }
+
+    /// How many nodes it has.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether it has no node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Node `i`'s ingress (every node takes calls).
+    ///
+    /// # Panics
+    /// When there is no node `i`.
+    pub fn ingress_url(&self, i: usize) -> String {
+        self.nodes[i].ingress_url()
+    }
+
+    /// Kills node `i` at once (SIGKILL), as a crash would.
+    ///
+    /// # Errors
+    /// When the process cannot be signalled.
+    ///
+    /// # Panics
+    /// When there is no node `i`.
+    pub async fn kill(&mut self, i: usize) -> Result<()> {
+        self.nodes[i].kill().await
+    }
+
+    /// Starts node `i` again on its ports and data (after [`LocalCluster::kill`]): it
+    /// rejoins the cluster.
+    ///
+    /// # Errors
+    /// As [`LocalCluster::start`].
+    ///
+    /// # Panics
+    /// When there is no node `i`.
+    pub async fn restart(&mut self, i: usize) -> Result<()> {
+        self.nodes[i].restart().await
+    }
+
+    /// Registers (or re-registers) the deployment at `uri` through the first node that
+    /// runs.
+    ///
+    /// # Errors
+    /// As [`LocalRestate::register`].
+    pub async fn register(&self, uri: &str) -> Result<()> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.pid().is_some())
+            .ok_or_else(|| Error::Server("no node of the cluster runs".to_owned()))?;
+        node.register(uri).await
     }
 }
 

@@ -271,3 +271,124 @@ impl Harness {
         store.decisions(session).await.unwrap()
     }
 }
+
+/// A three-node restate-server cluster on loopback (replicated log and metadata: one
+/// node may fail), the demo service as a child process, and a client of node 0's
+/// ingress.
+pub struct ClusterHarness {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    pub cluster: reins_restate::LocalCluster,
+    pub service: Service,
+    pub client: RestateClient,
+    pub dir: tempfile::TempDir,
+}
+
+impl ClusterHarness {
+    /// Starts the cluster and the service and registers it; `None` when restate-server
+    /// is not installed (outside CI).
+    pub async fn start(extra: &[&str]) -> Option<Self> {
+        let binary = restate_binary()?;
+        let serial = SERIAL.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = reins_restate::LocalCluster::start_with(
+            binary,
+            dir.path().join("restate"),
+            3,
+            CLUSTER_CONFIG,
+        )
+        .await
+        .unwrap();
+        let mut service = Service {
+            child: None,
+            port: reins_restate::local::free_port().unwrap(),
+            db: dir.path().join("reins.sqlite"),
+            outbox: dir.path().join("outbox.txt"),
+            log: dir.path().join("service.log"),
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        service.spawn().await;
+        cluster.register(&service.url()).await.unwrap();
+        let client = RestateClient::new(cluster.ingress_url(0));
+        Some(Self {
+            _serial: serial,
+            cluster,
+            service,
+            client,
+            dir,
+        })
+    }
+
+    /// The node that leads the cluster's one partition (see [`cluster_leader`]).
+    pub fn leader(&self) -> Option<usize> {
+        cluster_leader(&self.cluster)
+    }
+
+    /// The outbox's lines.
+    pub fn outbox(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.service.outbox)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// How many outbox lines start with `prefix`.
+    pub fn count(&self, prefix: &str) -> usize {
+        self.outbox()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// Waits until an outbox line starts with `prefix`.
+    pub async fn wait_for_line(&self, prefix: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(prefix) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no `{prefix}` line in the outbox: {:?}\nservice log:\n{}",
+                self.outbox(),
+                self.service_log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn service_log(&self) -> String {
+        std::fs::read_to_string(&self.service.log).unwrap_or_default()
+    }
+
+    /// The session as the reins store holds it.
+    pub async fn stored(&self, session: &str) -> SessionState {
+        let store = SqliteStore::open(&self.service.db).await.unwrap();
+        store.load_session(session).await.unwrap()
+    }
+}
+
+/// The configuration of a test cluster: one partition, so that every session's turn
+/// runs on its leader, which announces itself in its log.
+pub const CLUSTER_CONFIG: &str = "default-num-partitions = 1\n\
+     log-filter = \"warn,restate_worker::partition::leadership=info\"\n";
+
+/// The node that leads a test cluster's one partition (every session's turn runs
+/// there): the one that became leader with the highest epoch, as the nodes' logs say.
+/// `None` before any did.
+pub fn cluster_leader(cluster: &reins_restate::LocalCluster) -> Option<usize> {
+    (0..cluster.len())
+        .filter_map(|i| {
+            let log = std::fs::read_to_string(cluster.node(i).log_path()).ok()?;
+            let epoch = log
+                .lines()
+                .filter_map(|l| l.split("became Leader of epoch e").nth(1))
+                .filter_map(|rest| {
+                    rest.split(|c: char| !c.is_ascii_digit())
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()?;
+            Some((epoch, i))
+        })
+        .max()
+        .map(|(_, i)| i)
+}
