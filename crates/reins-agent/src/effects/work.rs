@@ -273,6 +273,12 @@ impl Done {
 /// Does the work of a step: the one place each step's effect is written, for every
 /// driver (see the [module docs](super)).
 ///
+/// The heavy effects (a model call, tools, settling, children) run boxed: their
+/// futures are many kilobytes, and unboxed they would size this future, and every
+/// future that awaits it, for every step — each step's future was copied whole on
+/// the way in (measured with `cargo xtask bench --cost`: most of a single turn's
+/// instructions were `memcpy`). One allocation on a step that does far more.
+///
 /// # Errors
 /// The store's, the model's, a hook's, a summarizer's: the step did not finish.
 pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
@@ -284,11 +290,17 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
         ..
     } = *ports;
     Ok(match work {
-        Work::Follow(f) => Done::Followed(super::follow(agent, session, f.calls).await?),
+        Work::Follow(f) => Done::Followed(Box::pin(super::follow(agent, session, f.calls)).await?),
         Work::Settle(b) => {
-            let results =
-                super::settle_from_ledger(agent, session, b.iteration, b.calls, cancel, witness)
-                    .await?;
+            let results = Box::pin(super::settle_from_ledger(
+                agent,
+                session,
+                b.iteration,
+                b.calls,
+                cancel,
+                witness,
+            ))
+            .await?;
             Done::Settled {
                 results,
                 now: Utc::now(),
@@ -306,19 +318,24 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
             Done::Nothing
         }
         Work::Consult(c) => Done::Consulted(super::consult(agent, session, &c).await),
-        Work::Compress(c) => Done::Summarized(super::summarize(agent, session, c, cancel).await?),
+        Work::Compress(c) => {
+            Done::Summarized(Box::pin(super::summarize(agent, session, c, cancel)).await?)
+        }
         Work::Reason(r) => {
-            let reasoning = super::reason(agent, session, r.into(), cancel, witness).await?;
+            let reasoning =
+                Box::pin(super::reason(agent, session, r.into(), cancel, witness)).await?;
             Done::Reasoned {
                 reasoning,
                 now: Utc::now(),
             }
         }
-        Work::Prepare(b) => Done::Prepared(super::act::prepare(ports, b).await?),
-        Work::Execute(b) => super::act::execute(ports, b).await?,
-        Work::Ask(b) => super::act::answer(ports, b).await?,
-        Work::Dispatch(b) => Done::Dispatched(super::delegate::dispatch(ports, b).await?),
-        Work::Conclude(b, children) => super::delegate::conclude(ports, b, children).await?,
+        Work::Prepare(b) => Done::Prepared(Box::pin(super::act::prepare(ports, b)).await?),
+        Work::Execute(b) => Box::pin(super::act::execute(ports, b)).await?,
+        Work::Ask(b) => Box::pin(super::act::answer(ports, b)).await?,
+        Work::Dispatch(b) => Done::Dispatched(Box::pin(super::delegate::dispatch(ports, b)).await?),
+        Work::Conclude(b, children) => {
+            Box::pin(super::delegate::conclude(ports, b, children)).await?
+        }
         Work::Fail {
             message,
             notice,
