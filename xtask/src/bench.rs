@@ -421,7 +421,8 @@ fn repo_root() -> PathBuf {
     here.parent().unwrap_or(here).to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
+/// The workspace's target directory (`CARGO_TARGET_DIR`, or `target/`).
+pub(crate) fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);
