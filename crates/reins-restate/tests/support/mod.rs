@@ -44,6 +44,47 @@ pub struct Service {
 }
 
 impl Service {
+    /// The outbox's lines.
+    pub fn outbox(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.outbox)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// How many outbox lines start with `prefix`.
+    pub fn count(&self, prefix: &str) -> usize {
+        self.outbox()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// Waits until an outbox line starts with `prefix`.
+    pub async fn wait_for_line(&self, prefix: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(prefix) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no `{prefix}` line in the outbox: {:?}\nservice log:\n{}",
+                self.outbox(),
+                self.service_log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn service_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The session as the reins store holds it (the record of messages and decisions).
+    pub async fn stored(&self, session: &str) -> SessionState {
+        let store = SqliteStore::open(&self.db).await.unwrap();
+        store.load_session(session).await.unwrap()
+    }
+
     async fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -224,47 +265,6 @@ impl Harness {
         }
     }
 
-    /// The outbox's lines.
-    pub fn outbox(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.service.outbox)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// How many outbox lines start with `prefix`.
-    pub fn count(&self, prefix: &str) -> usize {
-        self.outbox()
-            .iter()
-            .filter(|l| l.starts_with(prefix))
-            .count()
-    }
-
-    /// Waits until an outbox line starts with `prefix`.
-    pub async fn wait_for_line(&self, prefix: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.count(prefix) == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "no `{prefix}` line in the outbox: {:?}\nservice log:\n{}",
-                self.outbox(),
-                self.service_log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    pub fn service_log(&self) -> String {
-        std::fs::read_to_string(&self.service.log).unwrap_or_default()
-    }
-
-    /// The session as the reins store holds it (the record of messages and decisions).
-    pub async fn stored(&self, session: &str) -> SessionState {
-        let store = SqliteStore::open(&self.service.db).await.unwrap();
-        store.load_session(session).await.unwrap()
-    }
-
     /// The session's audit trail.
     pub async fn decisions(&self, session: &str) -> Vec<reins_memory::DecisionEntry> {
         let store = SqliteStore::open(&self.service.db).await.unwrap();
@@ -322,47 +322,6 @@ impl ClusterHarness {
     pub fn leader(&self) -> Option<usize> {
         cluster_leader(&self.cluster)
     }
-
-    /// The outbox's lines.
-    pub fn outbox(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.service.outbox)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// How many outbox lines start with `prefix`.
-    pub fn count(&self, prefix: &str) -> usize {
-        self.outbox()
-            .iter()
-            .filter(|l| l.starts_with(prefix))
-            .count()
-    }
-
-    /// Waits until an outbox line starts with `prefix`.
-    pub async fn wait_for_line(&self, prefix: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.count(prefix) == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "no `{prefix}` line in the outbox: {:?}\nservice log:\n{}",
-                self.outbox(),
-                self.service_log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    pub fn service_log(&self) -> String {
-        std::fs::read_to_string(&self.service.log).unwrap_or_default()
-    }
-
-    /// The session as the reins store holds it.
-    pub async fn stored(&self, session: &str) -> SessionState {
-        let store = SqliteStore::open(&self.service.db).await.unwrap();
-        store.load_session(session).await.unwrap()
-    }
 }
 
 /// The configuration of a test cluster: one partition, so that every session's turn
@@ -391,4 +350,20 @@ pub fn cluster_leader(cluster: &reins_restate::LocalCluster) -> Option<usize> {
         })
         .max()
         .map(|(_, i)| i)
+}
+
+/// The service's outbox, log and store, read through the harness.
+impl std::ops::Deref for Harness {
+    type Target = Service;
+    fn deref(&self) -> &Service {
+        &self.service
+    }
+}
+
+/// The service's outbox, log and store, read through the cluster's harness.
+impl std::ops::Deref for ClusterHarness {
+    type Target = Service;
+    fn deref(&self) -> &Service {
+        &self.service
+    }
 }
