@@ -95,10 +95,23 @@ fn agent(store: Arc<dyn MemoryStore>) -> Agent {
 }
 
 /// A backend whose runs execute on its own agent, detached, relaying the live events
-/// of their steps to the port (as a driver's processes do over HTTP).
+/// of their steps to the port (as a driver's processes do over HTTP: best-effort,
+/// and sometimes after the step's commit).
 struct Elsewhere {
     agent: Agent,
     port: Arc<OnceLock<Arc<Relayed>>>,
+    /// Holds the relayed events back until released (a relay that comes late).
+    late: Option<Arc<Late>>,
+    /// How many of its runs have not finished (the store may say a run ended a
+    /// moment before its process has let go of it).
+    runs: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// The gate of a late relay.
+#[derive(Default)]
+struct Late {
+    release: tokio::sync::Notify,
+    relayed: tokio::sync::Notify,
 }
 
 #[async_trait]
@@ -119,17 +132,41 @@ impl SessionBackend for Elsewhere {
         }
         let port = self.port.get().unwrap().clone();
         let session = session.to_owned();
+        let late = self.late.clone();
+        let runs = self.runs.clone();
+        runs.send_modify(|n| *n += 1);
         tokio::spawn(async move {
-            while let Some(ev) = handle.next_event().await {
-                if LiveEvent::is_live(&ev) {
-                    port.relay(
-                        &session,
-                        vec![LiveEvent::relayed(ev, None, Some("a1".to_owned()))],
-                    )
-                    .unwrap();
+            let relay = |events: Vec<RunEvent>| {
+                let events = events
+                    .into_iter()
+                    .map(|ev| LiveEvent::relayed(ev, None, Some("a1".to_owned())))
+                    .collect();
+                port.relay(&session, events).unwrap();
+            };
+            let mut held = Some(Vec::new()).filter(|_| late.is_some());
+            loop {
+                let ev = match (&late, held.is_some()) {
+                    (Some(gate), true) => tokio::select! {
+                        ev = handle.next_event() => ev,
+                        () = gate.release.notified() => {
+                            relay(held.take().unwrap_or_default());
+                            gate.relayed.notify_one();
+                            continue;
+                        }
+                    },
+                    _ => handle.next_event().await,
+                };
+                let Some(ev) = ev else { break };
+                if !LiveEvent::is_live(&ev) {
+                    continue;
+                }
+                match held.as_mut() {
+                    Some(held) => held.push(ev),
+                    None => relay(vec![ev]),
                 }
             }
             let _ = handle.wait().await;
+            runs.send_modify(|n| *n -= 1);
         });
         Ok(())
     }
@@ -147,18 +184,34 @@ impl SessionBackend for Elsewhere {
     }
 }
 
-/// Both ports over one store: the local driver, and `Relayed` over `Elsewhere`.
-fn ports() -> Vec<(&'static str, Arc<dyn Sessions>)> {
-    let local: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
+/// How many of a backend's runs have not finished (none on the local port: its
+/// handle's end is the run's).
+type Runs = Option<tokio::sync::watch::Receiver<usize>>;
+
+/// `Relayed` over `Elsewhere`, its relay late when `late` is given.
+fn relayed(late: Option<Arc<Late>>) -> (Arc<Relayed>, Runs) {
     let shared: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
     let slot = Arc::new(OnceLock::new());
+    let (runs, watch) = tokio::sync::watch::channel(0);
     let backend = Elsewhere {
         agent: agent(shared.clone()),
         port: slot.clone(),
+        late,
+        runs: Arc::new(runs),
     };
     let relayed = Arc::new(Relayed::new(agent(shared), Arc::new(backend)));
     slot.set(relayed.clone()).unwrap();
-    vec![("local", Arc::new(agent(local))), ("relayed", relayed)]
+    (relayed, Some(watch))
+}
+
+/// Both ports: the local driver, and `Relayed` over `Elsewhere`.
+fn ports() -> Vec<(&'static str, Arc<dyn Sessions>, Runs)> {
+    let local: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
+    let (relayed, runs) = relayed(None);
+    vec![
+        ("local", Arc::new(agent(local)), None),
+        ("relayed", relayed, runs),
+    ]
 }
 
 fn message(text: &str) -> Submission {
@@ -167,7 +220,7 @@ fn message(text: &str) -> Submission {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_streams_and_answers_the_same_through_both_ports() {
-    for (name, port) in ports() {
+    for (name, port, _) in ports() {
         assert_eq!(port.card().name, "PortAgent", "{name}");
         assert!(port.card().has_tool("delete_file"), "{name}");
         let mut run = port.start("s1", message("hello there")).await.unwrap();
@@ -199,9 +252,44 @@ async fn a_run_streams_and_answers_the_same_through_both_ports() {
     }
 }
 
+/// A relay that comes after the store told the step (a driver's delivery timed out):
+/// the step is told once, from the store, and the late events are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_relay_never_tells_a_step_twice() {
+    let late = Arc::new(Late::default());
+    let (port, _) = relayed(Some(late.clone()));
+    let mut run = port.start("s5", message("wait here")).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(ev) = run.next_event().await {
+        let ready = matches!(ev, RunEvent::ToolCallReady { .. });
+        events.push(ev);
+        if ready {
+            break;
+        }
+    }
+    // The step's events arrive now, after its commit, and the tool's as it runs.
+    late.release.notify_one();
+    late.relayed.notified().await;
+    assert_eq!(port.interrupt("s5").await.unwrap(), Interrupted::Delivered);
+    while let Some(ev) = run.next_event().await {
+        events.push(ev);
+    }
+    let out = run.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::Cancelled, "{events:?}");
+    let count = |name: &str| events.iter().filter(|e| e.name() == name).count();
+    assert_eq!(count("tool_call_ready"), 1, "{events:?}");
+    assert_eq!(count("reasoning_started"), 0, "{events:?}");
+    assert_eq!(count("tool_execution_started"), 0, "{events:?}");
+    assert_eq!(count("tool_execution_finished"), 1, "{events:?}");
+    assert!(
+        matches!(events.last(), Some(RunEvent::Cancelled)),
+        "{events:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_go_through_one_path_on_both_ports() {
-    for (name, port) in ports() {
+    for (name, port, _) in ports() {
         let out = port
             .start("s2", message("delete a.txt"))
             .await
@@ -285,16 +373,25 @@ async fn decisions_go_through_one_path_on_both_ports() {
     }
 }
 
+/// Waits until the run's tool call is committed: told live as it starts running, or
+/// (when the relay is late) made from the stored call.
+async fn call_committed(run: &mut reins_agent::RunHandle) {
+    while let Some(ev) = run.next_event().await {
+        if matches!(
+            ev,
+            RunEvent::ToolExecutionStarted { .. } | RunEvent::ToolCallReady { .. }
+        ) {
+            return;
+        }
+    }
+    panic!("the run ended before its call");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_stops_the_run_wherever_it_executes() {
-    for (name, port) in ports() {
+    for (name, port, runs) in ports() {
         let mut run = port.start("s3", message("wait forever")).await.unwrap();
-        // The call is running.
-        while let Some(ev) = run.next_event().await {
-            if matches!(ev, RunEvent::ToolExecutionStarted { .. }) {
-                break;
-            }
-        }
+        call_committed(&mut run).await;
         let how = port.interrupt("s3").await.unwrap();
         let expected = if port.runs_here() {
             Interrupted::Here
@@ -304,6 +401,10 @@ async fn an_interrupt_stops_the_run_wherever_it_executes() {
         assert_eq!(how, expected, "{name}");
         let out = run.wait().await.unwrap();
         assert_eq!(out.status, RunStatus::Cancelled, "{name}");
+        // Once the driver's process has let go of the run, nothing is there to stop.
+        if let Some(mut runs) = runs {
+            runs.wait_for(|n| *n == 0).await.unwrap();
+        }
         assert_eq!(
             port.interrupt("s3").await.unwrap(),
             Interrupted::Idle,
@@ -324,13 +425,9 @@ async fn an_interrupt_stops_the_run_wherever_it_executes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_handle_interrupts_the_run_on_both_ports() {
-    for (name, port) in ports() {
+    for (name, port, _) in ports() {
         let mut run = port.start("s4", message("wait here")).await.unwrap();
-        while let Some(ev) = run.next_event().await {
-            if matches!(ev, RunEvent::ToolExecutionStarted { .. }) {
-                break;
-            }
-        }
+        call_committed(&mut run).await;
         let mut changes = port.record().changes().await.unwrap();
         drop(run);
         // The session settles: the stored run no longer runs.

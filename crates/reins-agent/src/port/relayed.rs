@@ -21,6 +21,9 @@
 //! as one `text_delta` and its tool calls as `tool_call_ready`, a tool result as
 //! `tool_execution_finished` — published on the session's live channel like relayed
 //! ones ([`LiveEvent::from_store`]), so that every listener of the session hears them.
+//! Relay is best-effort (a driver waits a bounded time for its events to be
+//! delivered): once a run's events were made from the store, relayed events that
+//! arrive late are dropped for the rest of that run, so that no step is told twice.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -220,6 +223,7 @@ impl Sessions for Relayed {
             after,
             stored,
             live_seen: false,
+            told_from_store: false,
             live,
             live_open: true,
             changes,
@@ -298,6 +302,9 @@ struct Follow {
     /// Whether any live event arrived for this run (then the stored messages are not
     /// made into events).
     live_seen: bool,
+    /// Events of this run were made from the store: relayed ones are dropped from
+    /// then on (late ones would tell those steps again).
+    told_from_store: bool,
     live: broadcast::Receiver<LiveEvent>,
     /// The live channel has not closed.
     live_open: bool,
@@ -392,10 +399,7 @@ impl Follow {
                         }
                     }
                     r = self.live.recv(), if self.live_open => match r {
-                        Ok(e) => {
-                            self.live_seen |= !e.from_store;
-                            let _ = self.events.send(e.event);
-                        }
+                        Ok(e) => pass_on(&mut self.live_seen, self.told_from_store, &self.events, e),
                         Err(broadcast::error::RecvError::Lagged(n)) => {
                             tracing::debug!(session = %self.session, missed = n, "a followed run fell behind its live events");
                         }
@@ -413,10 +417,7 @@ impl Follow {
         use broadcast::error::TryRecvError;
         loop {
             match self.live.try_recv() {
-                Ok(e) => {
-                    self.live_seen |= !e.from_store;
-                    let _ = self.events.send(e.event);
-                }
+                Ok(e) => pass_on(&mut self.live_seen, self.told_from_store, &self.events, e),
                 Err(TryRecvError::Lagged(_)) => {}
                 Err(TryRecvError::Empty | TryRecvError::Closed) => return,
             }
@@ -460,6 +461,7 @@ impl Follow {
         if made.is_empty() {
             return;
         }
+        self.told_from_store = true;
         let made = made
             .into_iter()
             .map(|event| LiveEvent {
@@ -489,6 +491,27 @@ impl Follow {
         };
         let _ = self.events.send(ev);
     }
+}
+
+/// Passes one event of a followed session's live channel on to the run's handle
+/// (`Follow`'s fields, apart: the loop that calls it holds others).
+fn pass_on(
+    live_seen: &mut bool,
+    told_from_store: bool,
+    events: &UnboundedSender<RunEvent>,
+    e: LiveEvent,
+) {
+    if !e.from_store {
+        if told_from_store {
+            tracing::debug!(
+                event = e.event.name(),
+                "a relayed event came after the store told its step: dropped"
+            );
+            return;
+        }
+        *live_seen = true;
+    }
+    let _ = events.send(e.event);
 }
 
 /// The output of the run recorded in `state`, when the session has moved past version
