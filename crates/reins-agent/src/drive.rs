@@ -20,10 +20,10 @@ use crate::effects::{self, Done, LiveCalls, Ports, Takeover, Witness, Work};
 use crate::error::{AgentError, Result};
 use crate::interpret::{Driver, Perform};
 use crate::lock::StoreLock;
-use crate::output::{RunEvent, RunOutput};
+use crate::output::{RunEvent, RunOutput, RunStatus};
 use crate::remote::ActiveRun;
 use crate::requirement::Requirement;
-use crate::run::{Call, Checkpoint, CommitAt, Run, RunInput};
+use crate::run::{Call, Checkpoint, CommitAt, Phase, Run, RunInput};
 use crate::state::{ClaimedCore, SessionCore, sync_to_version};
 use crate::structured::OutputSpec;
 use crate::view::{Actor, ViewToken};
@@ -115,8 +115,10 @@ pub(crate) async fn drive(args: DriveArgs, active: ActiveRun) -> Result<RunOutpu
             Err(e)
         }
     };
-    if result.is_ok() {
-        let now = run.view();
+    if let Ok(out) = &result {
+        // What the call left the session waiting for: its output says (a paused
+        // output holds the requirements; any other holds none).
+        let now = ViewToken::of(out.status == RunStatus::Paused, &out.requirements);
         match handle_view.lock() {
             Ok(mut v) => *v = now,
             Err(p) => *p.into_inner() = now,
@@ -149,9 +151,11 @@ impl Local<'_> {
     /// with it: the cache is read again when it moved). A crash's calls are settled
     /// under the lock.
     async fn prepare(&mut self, run: &mut Run, call: &Call) -> Result<()> {
-        if !self.lock.is_held()
-            && (*self.stale || !run.state().settle_before(call.input()).is_empty())
-        {
+        // A message on a run stored mid-tool-execution (a crash) may settle calls:
+        // under the lock.
+        let may_settle =
+            run.phase() == Phase::Acting && matches!(call.input(), RunInput::Message(_));
+        if !self.lock.is_held() && (*self.stale || may_settle) {
             self.lock.acquire_now().await?;
         }
         if self.lock.is_held() {
