@@ -389,26 +389,23 @@ impl Server {
         } else {
             sessions::live_router()
         };
-        // The outbox records notices from now on, and this instance delivers them
-        // (with every other instance sharing the store).
+        // The outbox records notices from now on (the dispatcher turns it on), and
+        // this instance delivers them (with every other instance sharing the store).
         let store = Arc::clone(sessions.record());
-        store.record_notices(true);
         let webhooks = Arc::new(notify::webhook::Webhooks::new(Arc::clone(&store)));
         let pushes = Arc::new(a2a::push::Pushes::new(Arc::clone(&store)));
-        let sources: Vec<Arc<dyn notify::Source>> = vec![webhooks.clone(), pushes];
         let auth = Arc::new(self.auth);
-        let mut channels = self.channels;
-        for c in self.approvals.channels(&sessions, &auth) {
-            channels.retain(|have| have.name() != c.name());
-            channels.push(c);
+        let mut dispatcher = notify::Dispatcher::new(store)
+            .source(webhooks.clone())
+            .source(pushes)
+            .options(self.notify)
+            .owner(format!("reins-server/{}", uuid::Uuid::new_v4()));
+        for c in self.channels {
+            dispatcher = dispatcher.channel_arc(c);
         }
-        let dispatcher = notify::Dispatcher {
-            store,
-            channels: Arc::new(channels),
-            sources: Arc::new(sources),
-            options: self.notify,
-            owner: format!("reins-server/{}", uuid::Uuid::new_v4()),
-        };
+        for c in self.approvals.channels(&sessions, &auth) {
+            dispatcher = dispatcher.channel_arc(c);
+        }
         let waiting = self.approvals.waiting.clone();
         let mut state = AppState {
             _dispatching: dispatcher.spawn().map(Arc::new),

@@ -1,5 +1,6 @@
 //! Webhooks end to end, checked by the Standard Webhooks reference verifier (the PyPI
-//! package `standardwebhooks`) in a receiver process (tests/webhooks/receiver.py):
+//! package `standardwebhooks`) in a receiver process (reins-notify's
+//! tests/webhooks/receiver.py):
 //! bad input on `/v1/webhooks`; a notice written by an instance that died before
 //! delivering it, delivered after the restart, retried after a 500, once per attempt;
 //! redelivery and secret rotation; two instances on one PostgreSQL database, each
@@ -41,11 +42,11 @@ impl Receiver {
     /// Starts the receiver, or `None` when the verifier is not installed (a loud skip;
     /// under `CI=true` a failure).
     fn start(test: &str, fail_first: u32) -> Option<Self> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/webhooks");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reins-notify/tests/webhooks");
         let python = dir.join(".venv/bin/python");
         if !python.exists() {
-            let why = "the webhook verifier is not installed (python3 -m venv crates/reins-server/tests/webhooks/.venv && \
-                       crates/reins-server/tests/webhooks/.venv/bin/pip install -r crates/reins-server/tests/webhooks/requirements.txt)";
+            let why = "the webhook verifier is not installed (python3 -m venv crates/reins-notify/tests/webhooks/.venv && \
+                       crates/reins-notify/tests/webhooks/.venv/bin/pip install -r crates/reins-notify/tests/webhooks/requirements.txt)";
             if std::env::var("CI").is_ok_and(|v| v == "true") {
                 panic!("{test}: {why}; CI must run this test");
             }

@@ -1,19 +1,23 @@
 //! The dispatcher: routes new notices to destinations, claims due deliveries and makes
-//! their attempts, on every instance (the store's leases keep instances apart).
+//! their attempts, in every process that runs one (the store's leases keep them apart).
 
 use std::sync::Arc;
 
 use chrono::Utc;
 use reins_memory::{AttemptOutcome, Delivery, MemoryStore, Notice};
 
-use super::{Attempt, Channels, DeliveryError, NotifyOptions};
+use super::{Attempt, Channel, DeliveryError, NotifyOptions};
 
 /// Where destinations other than the registered channels come from (webhook
-/// subscribers, A2A push configurations): they name their destinations with a prefix
-/// of their own.
+/// subscribers, A2A push configurations): stored subscriptions, each a destination
+/// named with the source's own prefix (`webhook:<id>`).
 #[async_trait::async_trait]
-pub(crate) trait Source: Send + Sync + 'static {
+pub trait Source: Send + Sync + 'static {
     /// The destinations of this source that want `notice`.
+    ///
+    /// # Errors
+    /// The store's, when the subscriptions cannot be read (the notice is routed on
+    /// the next round).
     async fn route(&self, notice: &Notice) -> reins_memory::Result<Vec<String>>;
     /// Delivers to `destination` if it is this source's; `None` when it is not.
     async fn deliver(
@@ -24,33 +28,115 @@ pub(crate) trait Source: Send + Sync + 'static {
     ) -> Option<Result<(), DeliveryError>>;
 }
 
-/// Routes and delivers notices; see the [module docs](super).
+/// Routes and delivers the notices of one store; see the [crate docs](crate).
+///
+/// Run one in every process that should deliver ([`Dispatcher::spawn`]), or step it
+/// yourself ([`Dispatcher::tick`]). Any number of processes may dispatch for one
+/// store: each delivery attempt is claimed with a lease.
 #[derive(Clone)]
-pub(crate) struct Dispatcher {
-    pub(crate) store: Arc<dyn MemoryStore>,
-    pub(crate) channels: Channels,
-    pub(crate) sources: Arc<Vec<Arc<dyn Source>>>,
-    pub(crate) options: NotifyOptions,
-    /// This instance's lease owner name.
-    pub(crate) owner: String,
+pub struct Dispatcher {
+    store: Arc<dyn MemoryStore>,
+    channels: Vec<Arc<dyn Channel>>,
+    sources: Vec<Arc<dyn Source>>,
+    options: NotifyOptions,
+    /// This process's lease owner name.
+    owner: String,
 }
 
-/// Stops the dispatcher's task when the last handle is dropped.
-#[derive(Debug)]
-pub(crate) struct DispatcherTask(tokio::task::JoinHandle<()>);
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field(
+                "channels",
+                &self.channels.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            )
+            .field("sources", &self.sources.len())
+            .field("options", &self.options)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
 
-impl Drop for DispatcherTask {
+/// A running dispatcher ([`Dispatcher::spawn`]): it stops when this is dropped.
+#[derive(Debug)]
+pub struct Dispatching(tokio::task::JoinHandle<()>);
+
+impl Drop for Dispatching {
     fn drop(&mut self) {
         self.0.abort();
     }
 }
 
 impl Dispatcher {
+    /// A dispatcher for `store`, with no channel and no source yet. The store's outbox
+    /// records notices from now on (`MemoryStore::record_notices`): every agent on
+    /// this store, in this process, writes them with its commits.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
+        store.record_notices(true);
+        Self {
+            store,
+            channels: Vec::new(),
+            sources: Vec::new(),
+            options: NotifyOptions::default(),
+            owner: format!("reins-notify/{}", uuid::Uuid::new_v4()),
+        }
+    }
+
+    /// Adds a channel; one with the same [name](Channel::name) is replaced.
+    #[must_use]
+    pub fn channel(self, channel: impl Channel) -> Self {
+        self.channel_arc(Arc::new(channel))
+    }
+
+    /// Adds a shared channel; one with the same [name](Channel::name) is replaced.
+    #[must_use]
+    pub fn channel_arc(mut self, channel: Arc<dyn Channel>) -> Self {
+        self.channels.retain(|have| have.name() != channel.name());
+        self.channels.push(channel);
+        self
+    }
+
+    /// Adds a source of destinations (stored subscriptions).
+    #[must_use]
+    pub fn source(mut self, source: Arc<dyn Source>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// Delivers to the store's webhook subscribers ([`Webhooks`](crate::webhook::Webhooks)
+    /// over this dispatcher's store).
+    #[must_use]
+    pub fn webhooks(self) -> Self {
+        let hooks = Arc::new(crate::webhook::Webhooks::new(self.store.clone()));
+        self.source(hooks)
+    }
+
+    /// How it retries, leases and batches.
+    #[must_use]
+    pub fn options(mut self, options: NotifyOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The name this process claims deliveries under (default `reins-notify/<uuid>`):
+    /// unique per process.
+    #[must_use]
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = owner.into();
+        self
+    }
+
+    /// The store it dispatches for.
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
     /// Runs the dispatcher on the current runtime until the returned handle is
-    /// dropped; `None` outside a runtime.
-    pub(crate) fn spawn(self) -> Option<DispatcherTask> {
+    /// dropped: a round at once, then one on every change the store reports and every
+    /// [`NotifyOptions::poll_interval`]. `None` outside a Tokio runtime.
+    pub fn spawn(self) -> Option<Dispatching> {
         let rt = tokio::runtime::Handle::try_current().ok()?;
-        Some(DispatcherTask(rt.spawn(self.run())))
+        Some(Dispatching(rt.spawn(self.run())))
     }
 
     async fn run(self) {
@@ -86,7 +172,10 @@ impl Dispatcher {
 
     /// One round: route what is new, then attempt what is due. How many attempts
     /// were made.
-    pub(crate) async fn tick(&self) -> reins_memory::Result<usize> {
+    ///
+    /// # Errors
+    /// The store's, when the outbox cannot be read or claimed from.
+    pub async fn tick(&self) -> reins_memory::Result<usize> {
         self.route().await?;
         if self.options.batch == 0 {
             return Ok(0);
@@ -183,7 +272,7 @@ impl Dispatcher {
             }
         }
         Err(DeliveryError::Permanent(format!(
-            "no channel named `{}` is registered on this server",
+            "no channel named `{}` is registered on this dispatcher",
             d.destination
         )))
     }

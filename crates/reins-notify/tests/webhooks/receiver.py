@@ -1,11 +1,12 @@
-"""A webhook receiver for reins-server's webhook tests.
+"""A webhook receiver for reins-notify's and reins-server's webhook tests.
 
 Verifies every request with the Standard Webhooks reference verifier (the PyPI package
 `standardwebhooks`), answers 500 to the first N attempts of each message id
 (`--fail-first N`), then 200, and writes one JSON line per request to the log file:
 {"id", "type", "verified", "status", "signatures", "data"} (`data`: the verified
 payload's notice; null when the request did not verify). Prints its port on stdout once
-listening (loopback only) and stops when stdin closes.
+listening (loopback only), and with `--echo` each request's line on stdout too (a test
+waits on them); stops when stdin closes.
 """
 
 import argparse
@@ -22,6 +23,7 @@ def main() -> None:
     p.add_argument("--secret", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--fail-first", type=int, default=0)
+    p.add_argument("--echo", action="store_true")
     args = p.parse_args()
     verifier = Webhook(args.secret)
     seen: dict[str, int] = {}
@@ -42,15 +44,18 @@ def main() -> None:
                 seen[msg_id] = seen.get(msg_id, 0) + 1
                 n = seen[msg_id]
                 status = 401 if not verified else (500 if n <= args.fail_first else 200)
+                line = json.dumps({
+                    "id": msg_id,
+                    "type": payload.get("type"),
+                    "verified": verified,
+                    "status": status,
+                    "signatures": len(headers.get("webhook-signature", "").split()),
+                    "data": payload.get("data"),
+                })
                 with open(args.log, "a", encoding="utf-8") as f:
-                    f.write(json.dumps({
-                        "id": msg_id,
-                        "type": payload.get("type"),
-                        "verified": verified,
-                        "status": status,
-                        "signatures": len(headers.get("webhook-signature", "").split()),
-                        "data": payload.get("data"),
-                    }) + "\n")
+                    f.write(line + "\n")
+                if args.echo:
+                    print(line, flush=True)
             self.send_response(status)
             self.send_header("content-length", "0")
             self.end_headers()

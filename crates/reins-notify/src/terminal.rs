@@ -4,7 +4,7 @@ use std::io::Write;
 
 use async_trait::async_trait;
 
-use super::{Attempt, Channel, DeliveryError, Notice};
+use crate::{Attempt, Channel, DeliveryError, Notice};
 
 /// Prints every notice as one line on standard error — what `cargo xtask serve` uses so
 /// that a new user sees the flow without Slack or SMTP:
@@ -63,7 +63,7 @@ impl Channel for TerminalChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::NoticeKind;
+    use crate::NoticeKind;
 
     #[test]
     fn a_line_names_the_kind_the_session_the_call_and_the_id() {

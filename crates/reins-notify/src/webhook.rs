@@ -3,6 +3,10 @@
 //! id), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
 //! (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, one per live secret,
 //! space-separated, so a receiver keeps verifying while a secret is rotated).
+//!
+//! Subscribers are stored ([`Subscription`]s of kind [`KIND`]): a program adds one
+//! with [`Webhooks::add`], reins-server over `POST /v1/webhooks`; every process that
+//! dispatches for the store delivers to them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,21 +19,23 @@ use reins_memory::{MemoryStore, Notice, NoticeKind, Subscription};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use super::dispatch::Source;
-use super::{Attempt, DeliveryError};
+use crate::dispatch::Source;
+use crate::{Attempt, DeliveryError, Error};
 
 /// The store's subscription kind of webhooks.
-pub(crate) const KIND: &str = "webhook";
-/// The destination prefix of webhook deliveries.
-pub(crate) const PREFIX: &str = "webhook:";
+pub const KIND: &str = "webhook";
+/// The destination prefix of webhook deliveries (`webhook:<subscription id>`).
+pub const PREFIX: &str = "webhook:";
 
 /// One signing secret (`whsec_` and the base64 key) and, once rotated out, when it
 /// stops signing.
 #[derive(Clone, Serialize, Deserialize)]
-pub(crate) struct Secret {
-    pub(crate) secret: String,
+pub struct Secret {
+    /// `whsec_` and the base64 key (24 to 64 bytes).
+    pub secret: String,
+    /// When it stops signing (`None`: it signs until rotated out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) expires_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl std::fmt::Debug for Secret {
@@ -43,29 +49,56 @@ impl std::fmt::Debug for Secret {
 
 /// A webhook subscriber as stored (the body of its [`Subscription`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Webhook {
-    pub(crate) url: String,
+pub struct Webhook {
+    /// Where notices are POSTed.
+    pub url: String,
     /// Event types it wants (empty: every type).
     #[serde(default)]
-    pub(crate) event_types: Vec<NoticeKind>,
+    pub event_types: Vec<NoticeKind>,
     /// Tools it wants (empty: every tool). Notices about no tool (a run that ended)
     /// pass this filter.
     #[serde(default)]
-    pub(crate) tools: Vec<String>,
+    pub tools: Vec<String>,
     /// Sessions whose id starts with this.
     #[serde(default)]
-    pub(crate) session_prefix: Option<String>,
+    pub session_prefix: Option<String>,
+    /// What it is for, for people.
     #[serde(default)]
-    pub(crate) description: Option<String>,
-    /// Newest first.
-    pub(crate) secrets: Vec<Secret>,
+    pub description: Option<String>,
+    /// Its signing secrets, newest first.
+    pub secrets: Vec<Secret>,
+    /// Who created it.
     #[serde(default)]
-    pub(crate) created_by: Option<String>,
+    pub created_by: Option<String>,
 }
 
 impl Webhook {
+    /// A subscriber at `url` for every notice, signing with `secret` (`whsec_` and
+    /// the base64 key; [`new_secret`] makes one).
+    pub fn new(url: impl Into<String>, secret: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            event_types: Vec::new(),
+            tools: Vec::new(),
+            session_prefix: None,
+            description: None,
+            secrets: vec![Secret {
+                secret: secret.into(),
+                expires_at: None,
+            }],
+            created_by: None,
+        }
+    }
+
+    /// Only notices of these kinds.
+    #[must_use]
+    pub fn event_types(mut self, kinds: impl IntoIterator<Item = NoticeKind>) -> Self {
+        self.event_types = kinds.into_iter().collect();
+        self
+    }
+
     /// Whether it wants `n`.
-    pub(crate) fn wants(&self, n: &Notice) -> bool {
+    pub fn wants(&self, n: &Notice) -> bool {
         (self.event_types.is_empty() || self.event_types.contains(&n.kind))
             && (self.tools.is_empty()
                 || n.tool
@@ -78,7 +111,7 @@ impl Webhook {
     }
 
     /// The secrets that sign now.
-    pub(crate) fn live_secrets(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Secret> {
+    pub fn live_secrets(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Secret> {
         self.secrets
             .iter()
             .filter(move |s| s.expires_at.is_none_or(|t| t > now))
@@ -86,13 +119,13 @@ impl Webhook {
 }
 
 /// The key bytes of a `whsec_` secret; `None` when it is malformed.
-pub(crate) fn secret_key(secret: &str) -> Option<Vec<u8>> {
+pub fn secret_key(secret: &str) -> Option<Vec<u8>> {
     let key = B64.decode(secret.strip_prefix("whsec_")?).ok()?;
     (24..=64).contains(&key.len()).then_some(key)
 }
 
 /// A new random secret (32 bytes from two v4 UUIDs' random bits).
-pub(crate) fn new_secret() -> String {
+pub fn new_secret() -> String {
     let mut key = Vec::with_capacity(32);
     key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
     key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
@@ -100,7 +133,7 @@ pub(crate) fn new_secret() -> String {
 }
 
 /// `v1,<base64 signature>` of one message with one key.
-pub(crate) fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC accepts keys of any length.
     let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
         Ok(m) => m,
@@ -115,7 +148,7 @@ pub(crate) fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String 
 }
 
 /// The JSON body a notice is sent as.
-pub(crate) fn body(n: &Notice) -> Vec<u8> {
+pub fn body(n: &Notice) -> Vec<u8> {
     let v = serde_json::json!({
         "type": n.kind.as_str(),
         "timestamp": n.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -124,14 +157,22 @@ pub(crate) fn body(n: &Notice) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap_or_default()
 }
 
-/// Routes notices to webhook subscribers and delivers them.
-pub(crate) struct Webhooks {
-    pub(crate) store: Arc<dyn MemoryStore>,
-    pub(crate) http: reqwest::Client,
+/// The webhook subscribers of a store: a [`Source`] that routes notices to them and
+/// delivers them.
+pub struct Webhooks {
+    store: Arc<dyn MemoryStore>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Webhooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhooks").finish_non_exhaustive()
+    }
 }
 
 impl Webhooks {
-    pub(crate) fn new(store: Arc<dyn MemoryStore>) -> Self {
+    /// The subscribers stored in `store` (a 10 s timeout per request, no redirects).
+    pub fn new(store: Arc<dyn MemoryStore>) -> Self {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
@@ -140,8 +181,44 @@ impl Webhooks {
         Self { store, http }
     }
 
+    /// Stores a new subscriber; its subscription (id `wh_…`) is returned.
+    ///
+    /// # Errors
+    /// [`Error::InvalidWebhook`] when the URL is not `http(s)://` or a secret is not a
+    /// well-formed `whsec_` key; [`Error::Store`] when it cannot be stored.
+    pub async fn add(&self, webhook: Webhook) -> Result<Subscription, Error> {
+        if !(webhook.url.starts_with("http://") || webhook.url.starts_with("https://")) {
+            return Err(Error::InvalidWebhook(format!(
+                "the URL must start with http:// or https://, not `{}`",
+                webhook.url
+            )));
+        }
+        if webhook.secrets.is_empty()
+            || webhook
+                .secrets
+                .iter()
+                .any(|s| secret_key(&s.secret).is_none())
+        {
+            return Err(Error::InvalidWebhook(
+                "every secret is `whsec_` and the base64 of 24 to 64 bytes".to_owned(),
+            ));
+        }
+        let sub = Subscription {
+            id: format!("wh_{}", uuid::Uuid::new_v4().simple()),
+            kind: KIND.to_owned(),
+            body: serde_json::to_value(&webhook)
+                .map_err(|e| Error::InvalidWebhook(e.to_string()))?,
+            created_at: Utc::now(),
+        };
+        self.store.put_subscription(&sub).await?;
+        Ok(sub)
+    }
+
     /// The stored subscribers (those whose record does not parse are skipped, loudly).
-    pub(crate) async fn list(&self) -> reins_memory::Result<Vec<(Subscription, Webhook)>> {
+    ///
+    /// # Errors
+    /// The store's.
+    pub async fn list(&self) -> reins_memory::Result<Vec<(Subscription, Webhook)>> {
         Ok(self
             .store
             .subscriptions(KIND)
