@@ -33,6 +33,8 @@ mod budget;
 mod input_form;
 #[path = "browser/policy_shadow.rs"]
 mod policy_shadow;
+#[path = "browser/sending.rs"]
+mod sending;
 #[path = "browser/sign_in.rs"]
 mod sign_in;
 #[path = "browser/webhooks.rs"]

@@ -20,8 +20,10 @@ async function loadInbox() {
     if (!card) { card = renderCard(item); box.appendChild(card); }
     else if (!card.classList.contains("decided")) card.item = item; // keep edits, refresh the token
   }
+  // A card whose decision is being sent (or was answered) stays: the requirement it
+  // decides is no longer pending, and the card is where the answer shows.
   for (const card of [...box.children])
-    if (!seen.has(card.dataset.key) && !card.classList.contains("decided")) card.remove();
+    if (!seen.has(card.dataset.key) && !card.classList.contains("decided") && !card.classList.contains("sending")) card.remove();
   for (const card of box.children) if (!card.classList.contains("decided")) { showQuorum(card, card.item); showNotified(card, card.item); }
   const n = data.items.length;
   $("#inbox-count").textContent = n ? `(${n})` : "";
@@ -236,9 +238,11 @@ async function decide(card, decision, done) {
   for (const b of card.querySelectorAll("button")) b.disabled = true;
   const st = $(".status", card);
   say(st, "warn", "Sending…");
+  card.classList.add("sending");
   openSession(item.session_id);
   const { status, data } = await api("POST", `/v1/sessions/${enc(item.session_id)}/decisions`,
     { view_token: item.view_token, decisions: [decision] });
+  card.classList.remove("sending");
   const me = state.me ? state.me.principal.name : "you";
   const stillPending = status === 200 && item.quorum && decision.action === "approve" && data.status === "paused" &&
     (data.requirements || []).some(r => r.id === item.requirement_id);
