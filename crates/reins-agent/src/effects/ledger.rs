@@ -245,6 +245,7 @@ pub async fn finish(
         .await;
     crate::telemetry::store_call("finish", started.elapsed());
     stored?;
+    crate::evidence::seal_execution(agent, session, original, call.to_run, &result).await;
     Ok(ExecOutcome::Done(result))
 }
 
