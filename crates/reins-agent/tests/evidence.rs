@@ -227,3 +227,92 @@ async fn every_kind_of_tampering_is_refused_naming_the_entry() {
     assert_eq!(err.entry, Some(2), "{err}");
     assert!(err.reason.contains("unknown key"), "{err}");
 }
+
+/// Runs the independent verifier (Python, written from docs/evidence.md) on `bundle`:
+/// its exit status and its line.
+fn python_verify(
+    dir: &std::path::Path,
+    name: &str,
+    bundle: &str,
+    jwks: Option<&str>,
+) -> (i32, String) {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/evidence_py");
+    let python = here.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the independent evidence verifier is not installed: run `python3 -m venv \
+         crates/reins-agent/tests/evidence_py/.venv && crates/reins-agent/tests/evidence_py/.venv/bin/pip \
+         install -r crates/reins-agent/tests/evidence_py/requirements.txt` (as .ci/run does)"
+    );
+    let path = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&path, bundle).unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(here.join("verify.py")).arg(&path);
+    if let Some(jwks) = jwks {
+        let keys = dir.join(format!("{name}.jwks.json"));
+        std::fs::write(&keys, jwks).unwrap();
+        cmd.arg("--jwks").arg(keys);
+    }
+    let out = cmd.output().unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), format!("{line}{err}"))
+}
+
+#[tokio::test]
+async fn the_independent_verifier_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bundles = vec![(
+        "memory",
+        approved_run(Arc::new(InMemoryStore::new()), "py-mem", "a.txt").await,
+    )];
+    for spec in harness_stores(dir.path(), "evidence_py") {
+        bundles.push((
+            spec.label(),
+            approved_run(spec.open().await, "py-sql", "a.txt").await,
+        ));
+    }
+    for (label, bundle) in &bundles {
+        let (code, line) = python_verify(dir.path(), label, bundle, None);
+        assert_eq!(code, 0, "{label}: {line}");
+        let head = verify(bundle).unwrap().head.hash;
+        assert!(
+            line.contains("entries=5 receipts=2") && line.contains(&head),
+            "{label}: {line}"
+        );
+    }
+    let bundle = &bundles[0].1;
+    let cases = [
+        (
+            "argument",
+            edit_entry(bundle, 1, |e| flip(e, "/body/record/shown_input/path")),
+            1,
+        ),
+        (
+            "actor",
+            edit_entry(bundle, 2, |e| flip(e, "/body/receipt/actor")),
+            2,
+        ),
+        ("time", edit_entry(bundle, 3, |e| flip(e, "/at")), 3),
+    ];
+    for (what, tampered, entry) in cases {
+        let (code, line) = python_verify(dir.path(), what, &tampered, None);
+        assert_eq!(code, 1, "{what}: {line}");
+        assert!(line.contains(&format!("entry {entry} ")), "{what}: {line}");
+        assert_eq!(verify(&tampered).unwrap_err().entry, Some(entry));
+    }
+    let mut revoked = Keyring::new();
+    revoked.insert_signer(&signer());
+    revoked.revoke("reins-2026-01");
+    let (code, line) = python_verify(
+        dir.path(),
+        "revoked",
+        bundle,
+        Some(&revoked.jwks().to_string()),
+    );
+    assert_eq!(code, 1, "{line}");
+    assert!(
+        line.contains("entry 2 ") && line.contains("revoked"),
+        "{line}"
+    );
+}
