@@ -835,3 +835,31 @@ impl Agent {
         Ok(g)
     }
 }
+
+impl Agent {
+    /// The session's evidence as a self-contained [`reins_evidence::Bundle`]: its chain (receipts
+    /// included) and the agent's verifying keys. Write it with
+    /// [`reins_evidence::Bundle::to_jsonl`]; check it with [`reins_evidence::verify`] or
+    /// `cargo xtask audit verify`. See docs/evidence.md.
+    ///
+    /// # Errors
+    /// The store's ([`reins_memory::Error::Unsupported`] for a store without a chain).
+    pub async fn evidence(&self, session: &str) -> Result<reins_evidence::Bundle> {
+        let chain = self.runtime.store.evidence(session).await?;
+        Ok(reins_evidence::Bundle::new(
+            session,
+            chain,
+            self.evidence_keys(),
+        ))
+    }
+
+    /// The verifying keys of the agent's receipts (empty without a signer): publish
+    /// them as a JWKS with [`reins_evidence::Keyring::jwks`].
+    pub fn evidence_keys(&self) -> reins_evidence::Keyring {
+        self.runtime
+            .evidence
+            .as_ref()
+            .map(|e| e.keys.clone())
+            .unwrap_or_default()
+    }
+}

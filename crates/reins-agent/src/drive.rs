@@ -203,7 +203,13 @@ impl Local<'_> {
             Ok(v) => {
                 *self.version = v;
                 self.lock.taken_by_commit(at);
-                crate::evidence::seal_decisions(&self.agent, &self.session, &sealed).await;
+                crate::evidence::seal_decisions(
+                    self.agent.runtime.store.as_ref(),
+                    self.agent.runtime.evidence.as_deref(),
+                    &self.session,
+                    &sealed,
+                )
+                .await;
                 Ok(())
             }
             Err(e) => {
@@ -268,7 +274,13 @@ impl Local<'_> {
                 if release.is_some() {
                     self.lock.released_by_commit();
                 }
-                crate::evidence::seal_decisions(&self.agent, &self.session, &sealed).await;
+                crate::evidence::seal_decisions(
+                    self.agent.runtime.store.as_ref(),
+                    self.agent.runtime.evidence.as_deref(),
+                    &self.session,
+                    &sealed,
+                )
+                .await;
                 Ok(())
             }
             Err(e) => {

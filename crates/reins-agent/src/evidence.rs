@@ -1,5 +1,5 @@
 //! Signed receipts (see [`reins_evidence`] and docs/evidence.md): when an agent has a
-//! signer ([`AgentBuilder::evidence_signer`](crate::AgentBuilder::evidence_signer)), an
+//! signer (`AgentBuilder::evidence_signer`), an
 //! approval applied and a call finished each add a receipt, signed with the key from the
 //! configuration, to the session's evidence chain. The change itself is chained in its
 //! own transaction by the store; the receipt follows it in the next one, bound to the
@@ -10,13 +10,10 @@
 
 use std::sync::Arc;
 
-use reins_evidence::{Bundle, EntryKind, Keyring, Receipt, ReceiptKind, Signer};
+use reins_evidence::{EntryKind, Keyring, Receipt, ReceiptKind, Signer};
 use reins_memory::{DecisionEntry, MemoryStore};
 use reins_message::{ToolOutcome, ToolResult, ToolUse};
 use serde_json::Value;
-
-use crate::agent::Agent;
-use crate::error::Result;
 
 /// The signing side of an agent's evidence: the key receipts are signed with, and the
 /// verifying keys published beside it (older keys kept for older receipts, revoked
@@ -64,8 +61,13 @@ fn text(v: &Value, pointer: &str) -> Option<String> {
 
 /// Receipts for the applied decisions among `decisions` (a commit's audit entries,
 /// stored): one per decision, for approvals and rejections alike.
-pub(crate) async fn seal_decisions(agent: &Agent, session: &str, decisions: &[DecisionEntry]) {
-    let Some(ev) = &agent.runtime.evidence else {
+pub(crate) async fn seal_decisions(
+    store: &dyn MemoryStore,
+    evidence: Option<&Evidence>,
+    session: &str,
+    decisions: &[DecisionEntry],
+) {
+    let Some(ev) = evidence else {
         return;
     };
     for d in decisions {
@@ -90,19 +92,20 @@ pub(crate) async fn seal_decisions(agent: &Agent, session: &str, decisions: &[De
             at: String::new(),
             chain_head: String::new(),
         };
-        append(agent.runtime.store.as_ref(), ev, session, receipt).await;
+        append(store, ev, session, receipt).await;
     }
 }
 
 /// A receipt for a call whose result was just recorded in the ledger.
 pub(crate) async fn seal_execution(
-    agent: &Agent,
+    store: &dyn MemoryStore,
+    evidence: Option<&Evidence>,
     session: &str,
     original: &ToolUse,
     to_run: &ToolUse,
     result: &ToolResult,
 ) {
-    let Some(ev) = &agent.runtime.evidence else {
+    let Some(ev) = evidence else {
         return;
     };
     let outcome = match &result.outcome {
@@ -129,31 +132,7 @@ pub(crate) async fn seal_execution(
         at: String::new(),
         chain_head: String::new(),
     };
-    append(agent.runtime.store.as_ref(), ev, session, receipt).await;
-}
-
-impl Agent {
-    /// The session's evidence as a self-contained [`Bundle`]: its chain (receipts
-    /// included) and the agent's verifying keys. Write it with
-    /// [`Bundle::to_jsonl`]; check it with [`reins_evidence::verify`] or
-    /// `cargo xtask audit verify`. See docs/evidence.md.
-    ///
-    /// # Errors
-    /// The store's ([`reins_memory::Error::Unsupported`] for a store without a chain).
-    pub async fn evidence(&self, session: &str) -> Result<Bundle> {
-        let chain = self.runtime.store.evidence(session).await?;
-        Ok(Bundle::new(session, chain, self.evidence_keys()))
-    }
-
-    /// The verifying keys of the agent's receipts (empty without a signer): publish
-    /// them as a JWKS with [`Keyring::jwks`].
-    pub fn evidence_keys(&self) -> Keyring {
-        self.runtime
-            .evidence
-            .as_ref()
-            .map(|e| e.keys.clone())
-            .unwrap_or_default()
-    }
+    append(store, ev, session, receipt).await;
 }
 
 /// Shared with the runtime.
