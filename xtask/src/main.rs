@@ -16,6 +16,9 @@
 //!   an Agent Client Protocol agent on stdin/stdout, for editors (`crates/reins-acp`).
 //! - `cargo xtask bench` — the criterion suites, summarized in one table
 //!   (`--peer`: the side-by-side comparison with Agno, `crates/reins-bench`).
+//! - `cargo xtask audit verify BUNDLE [--jwks FILE]` — checks an evidence bundle
+//!   offline and names the first entry that fails (`crates/reins-evidence`'s
+//!   `reins-audit`; see docs/evidence.md).
 //! - `cargo xtask live`  — the live conformance scenarios (`crates/reins-live`)
 //!   against a real model server (`--local`: a llama.cpp server set up from PyPI on
 //!   loopback).
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         "conformance" => conformance::run(&rest),
         "bench" => bench::run(&rest),
         "live" => live::live(&rest),
+        "audit" => audit(&rest),
         "help" | "--help" | "-h" => {
             say(HELP);
             Ok(())
@@ -98,10 +102,33 @@ commands:
                 the committed baseline;
                 `--scale` times the inbox and API over a million stored sessions;
                 `--server` runs reins-server's HTTP benchmark; `--help`
+  audit verify BUNDLE [--jwks FILE]
+                checks an evidence bundle offline (hash links, receipt
+                signatures) and names the first entry that fails (docs/evidence.md)
   live ARGS     conformance scenarios against a real server, as a table:
                 --base-url URL --model NAME [--api-key-env VAR]
                 [--provider openai|anthropic]; `--local` sets up a llama.cpp
                 server from PyPI on loopback first (see docs/providers.md); `--help`";
+
+/// `audit verify BUNDLE [--jwks FILE]`: reins-evidence's offline verifier (xtask keeps
+/// no dependencies; the verifier is a binary of the crate that defines the format).
+fn audit(args: &[String]) -> Result<(), String> {
+    if !matches!(args.first().map(String::as_str), Some("verify")) || args.len() < 2 {
+        return Err("usage: cargo xtask audit verify BUNDLE [--jwks FILE]".to_owned());
+    }
+    // Paths as the caller wrote them, from the caller's directory.
+    run(cargo()
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "reins-evidence",
+            "--bin",
+            "reins-audit",
+            "--",
+        ])
+        .args(args))
+}
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {

@@ -153,6 +153,8 @@ impl Agent {
                 specs: Mutex::default(),
                 policy: rt.policy.clone(),
                 listening: rt.listening,
+                // A scratch store (a replay) signs nothing.
+                evidence: None,
             }),
         }
     }
@@ -321,6 +323,7 @@ pub struct AgentBuilder {
     eligibility: Option<crate::eligibility::Rules>,
     budget: Option<crate::budget::Budget>,
     prices: crate::budget::PriceTable,
+    evidence: Option<(reins_evidence::Signer, reins_evidence::Keyring)>,
 }
 
 impl Default for AgentBuilder {
@@ -351,6 +354,7 @@ impl Default for AgentBuilder {
             eligibility: None,
             budget: None,
             prices: crate::budget::PriceTable::new(),
+            evidence: None,
         }
     }
 }
@@ -563,6 +567,23 @@ impl AgentBuilder {
         self
     }
 
+    /// Signs a receipt for every decision applied and every call that finishes, with
+    /// `signer` (an Ed25519 key read from the configuration — a file or the
+    /// environment — never from the store), and turns on the store's evidence chain
+    /// ([`MemoryStore::record_evidence`]). `published` are the other verifying keys to
+    /// publish beside the signer's (keys rotated out, kept to check older receipts;
+    /// revoked ones marked). Export with [`Agent::evidence`]; see docs/evidence.md.
+    ///
+    /// Off by default, and then it costs nothing: no receipt, no chain entry.
+    pub fn evidence_signer(
+        mut self,
+        signer: reins_evidence::Signer,
+        published: reins_evidence::Keyring,
+    ) -> Self {
+        self.evidence = Some((signer, published));
+        self
+    }
+
     /// Builds the agent.
     pub fn build(mut self) -> Result<Agent> {
         let model = self.model.ok_or_else(|| {
@@ -630,6 +651,11 @@ impl AgentBuilder {
             self.subagents
                 .install(&self.name, &mut self.toolkit, &store)?;
         }
+        let evidence = self.evidence.map(|(signer, keys)| {
+            // Receipts bind the chain: the store keeps it from now on.
+            store.record_evidence(true);
+            Arc::new(crate::evidence::Evidence::new(signer, keys))
+        });
         let owner = reins_message::new_id();
         let listening = crate::run::Listening::of(&self.hooks);
         let prompts = Arc::new(Prompts::new(
@@ -671,6 +697,7 @@ impl AgentBuilder {
                 specs: Mutex::default(),
                 policy: self.policy,
                 listening,
+                evidence,
             }),
         })
     }
@@ -806,5 +833,33 @@ impl Agent {
             .await?;
         tracing::info!(grant = %g.id, by = ?by, "standing grant revoked");
         Ok(g)
+    }
+}
+
+impl Agent {
+    /// The session's evidence as a self-contained [`reins_evidence::Bundle`]: its chain (receipts
+    /// included) and the agent's verifying keys. Write it with
+    /// [`reins_evidence::Bundle::to_jsonl`]; check it with [`reins_evidence::verify`] or
+    /// `cargo xtask audit verify`. See docs/evidence.md.
+    ///
+    /// # Errors
+    /// The store's ([`reins_memory::Error::Unsupported`] for a store without a chain).
+    pub async fn evidence(&self, session: &str) -> Result<reins_evidence::Bundle> {
+        let chain = self.runtime.store.evidence(session).await?;
+        Ok(reins_evidence::Bundle::new(
+            session,
+            chain,
+            self.evidence_keys(),
+        ))
+    }
+
+    /// The verifying keys of the agent's receipts (empty without a signer): publish
+    /// them as a JWKS with [`reins_evidence::Keyring::jwks`].
+    pub fn evidence_keys(&self) -> reins_evidence::Keyring {
+        self.runtime
+            .evidence
+            .as_ref()
+            .map(|e| e.keys.clone())
+            .unwrap_or_default()
     }
 }

@@ -201,11 +201,19 @@ impl Local<'_> {
         let mut commit = commit.unwrap_or_else(|| reins_memory::Commit::at(*self.version));
         commit.expected_version = *self.version;
         commit.acquire_lock = Some(request);
+        let sealed = self.decisions_to_seal(&commit);
         let at = std::time::Instant::now();
         match self.agent.runtime.store.commit(&self.session, commit).await {
             Ok(v) => {
                 *self.version = v;
                 self.lock.taken_by_commit(at);
+                crate::evidence::seal_decisions(
+                    self.agent.runtime.store.as_ref(),
+                    self.agent.runtime.evidence.as_deref(),
+                    &self.session,
+                    &sealed,
+                )
+                .await;
                 Ok(())
             }
             Err(e) => {
@@ -237,6 +245,16 @@ impl Local<'_> {
         }
     }
 
+    /// The audit entries of `commit` that get a receipt once it is stored: none (and
+    /// no allocation) when the agent signs no receipts.
+    fn decisions_to_seal(&self, commit: &reins_memory::Commit) -> Vec<reins_memory::DecisionEntry> {
+        if self.agent.runtime.evidence.is_some() {
+            commit.decisions.clone()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Writes a commit; the call's last one releases the store's lock where the store
     /// can.
     async fn write(&mut self, commit: Option<reins_memory::Commit>, last: bool) -> Result<()> {
@@ -250,6 +268,7 @@ impl Local<'_> {
             None
         };
         commit.release_lock = release.map(str::to_owned);
+        let sealed = self.decisions_to_seal(&commit);
         let started = std::time::Instant::now();
         let stored = self.agent.runtime.store.commit(&self.session, commit).await;
         crate::telemetry::store_call("commit", started.elapsed());
@@ -259,6 +278,13 @@ impl Local<'_> {
                 if release.is_some() {
                     self.lock.released_by_commit();
                 }
+                crate::evidence::seal_decisions(
+                    self.agent.runtime.store.as_ref(),
+                    self.agent.runtime.evidence.as_deref(),
+                    &self.session,
+                    &sealed,
+                )
+                .await;
                 Ok(())
             }
             Err(e) => {

@@ -67,6 +67,7 @@ mod drive;
 pub mod effects;
 pub mod eligibility;
 mod error;
+mod evidence;
 mod follow;
 mod fork;
 mod handle;

@@ -47,6 +47,8 @@ pub(crate) struct Runtime {
     pub(crate) specs: Mutex<(Vec<bool>, Option<reins_model::ToolSpecs>)>,
     /// The hook points the hooks listen to (the run hands out hook steps for those).
     pub(crate) listening: crate::run::Listening,
+    /// The receipts' signer and published keys, when the agent signs receipts.
+    pub(crate) evidence: crate::evidence::Shared,
 }
 
 impl Runtime {

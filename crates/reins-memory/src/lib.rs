@@ -15,6 +15,9 @@
 //!   the run's last commit ([`Commit::release_lock`]).
 //! - An **outbox** of [`Notice`]s written with the changes they report, and their
 //!   [`Delivery`]s with leases and an attempt log (see [`notice`]).
+//! - An **evidence chain** per session (see [`evidence`]): a hash chain over the
+//!   decision log and the ledger's outcomes, written in the same transaction, with
+//!   signed receipts appended by the agent ([`MemoryStore::append_evidence`]).
 //! - Backends: [`InMemoryStore`] (always), `SqliteStore` (feature `sqlite`),
 //!   `PostgresStore` (feature `postgres`). All pass one conformance suite.
 //!
@@ -61,6 +64,7 @@
 
 mod commit;
 mod error;
+pub mod evidence;
 pub mod grant;
 mod heads;
 mod memory;

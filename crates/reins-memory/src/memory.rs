@@ -10,6 +10,7 @@ use reins_message::ToolResult;
 
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::evidence::{ChainEntry, ChainHead, Link, Seal};
 use crate::grant::{Grant, GrantFilter, sort_grants};
 use crate::notice::{
     AttemptOutcome, Delivery, DeliveryAttempt, DeliveryFilter, Notice, Subscription,
@@ -47,6 +48,8 @@ pub struct InMemoryStore {
     interrupts: Arc<std::sync::OnceLock<tokio::sync::broadcast::Sender<StoreChange>>>,
     /// Whether the outbox records the notices of changes.
     notices_on: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether decisions and ledger outcomes add to the evidence chain.
+    evidence_on: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How many changes a slow listener may fall behind before it sees `Lagged`.
@@ -61,6 +64,38 @@ struct Inner {
     decisions: HashMap<String, Vec<DecisionEntry>>,
     grants: BTreeMap<String, Grant>,
     outbox: crate::memory_outbox::MemOutbox,
+    /// Per session, its evidence chain.
+    chains: HashMap<String, Vec<ChainEntry>>,
+}
+
+impl Inner {
+    /// Seals `links` after `session`'s chain head (nothing is pushed: see `push_chain`).
+    fn seal(&self, session: &str, links: Vec<Link>) -> Result<Vec<ChainEntry>> {
+        let mut head = self
+            .chains
+            .get(session)
+            .and_then(|c| c.last())
+            .map_or_else(ChainHead::genesis, ChainEntry::head);
+        let mut out = Vec::with_capacity(links.len());
+        for l in links {
+            let e = l.seal(session, &head)?;
+            head = e.head();
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    fn push_chain(&mut self, session: &str, entries: Vec<ChainEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        match self.chains.get_mut(session) {
+            Some(c) => c.extend(entries),
+            None => {
+                self.chains.insert(session.to_owned(), entries);
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -275,8 +310,20 @@ impl MemoryStore for InMemoryStore {
             return Ok(version);
         }
         let decisions = std::mem::take(&mut commit.decisions);
+        // Sealed before anything changes, so that a failure leaves all as it was.
+        let chain = if self.records_evidence() && !decisions.is_empty() {
+            let links = decisions.iter().map(|d| Link::decision(d, now)).collect();
+            inner.seal(id, links)?
+        } else {
+            Vec::new()
+        };
+        let entry = inner
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| Error::SessionNotFound { id: id.to_owned() })?;
         let version = apply(entry, commit, now)?;
         push_decisions(&mut inner.decisions, id, decisions, now);
+        inner.push_chain(id, chain);
         lock_ops(&mut inner.locks);
         inner.outbox.append(notices);
         drop(guard);
@@ -337,6 +384,7 @@ impl MemoryStore for InMemoryStore {
         inner.ledger.remove(id);
         inner.locks.remove(id);
         inner.decisions.remove(id);
+        inner.chains.remove(id);
         Ok(())
     }
 
@@ -349,51 +397,27 @@ impl MemoryStore for InMemoryStore {
         allow_takeover: bool,
     ) -> Result<Claim> {
         let now = Utc::now();
-        let mut inner = self.lock();
-        let calls = match inner.ledger.get_mut(session) {
-            Some(calls) => calls,
-            None => inner.ledger.entry(session.to_owned()).or_default(),
-        };
-        let Some(entry) = calls.get_mut(tool_use_id) else {
-            calls.insert(
-                tool_use_id.to_owned(),
-                LedgerEntry {
-                    tool_use_id: tool_use_id.to_owned(),
-                    fingerprint: fingerprint.to_owned(),
-                    state: LedgerState::Running,
-                    lease_until: lease_end(now, lease),
-                    result: None,
-                    attempts: 1,
-                },
-            );
-            return Ok(Claim::Granted);
-        };
-        if entry.fingerprint != fingerprint {
-            return Err(Error::FingerprintMismatch {
-                session: session.to_owned(),
-                tool_use_id: tool_use_id.to_owned(),
-                recorded: entry.fingerprint.clone(),
-                found: fingerprint.to_owned(),
-            });
+        let mut guard = self.lock();
+        let (claim, attempt) = claim_in(
+            &mut guard,
+            session,
+            tool_use_id,
+            fingerprint,
+            lease,
+            allow_takeover,
+            now,
+        )?;
+        if let (Some(attempt), true) = (attempt, self.records_evidence()) {
+            let link = Link::claim(tool_use_id, fingerprint, attempt);
+            let chain = guard.seal(session, vec![link])?;
+            guard.push_chain(session, chain);
         }
-        if let (LedgerState::Finished, Some(result)) = (entry.state, &entry.result) {
-            return Ok(Claim::Finished(result.clone()));
-        }
-        if entry.lease_until > now {
-            return Ok(Claim::InFlight {
-                lease_until: entry.lease_until,
-            });
-        }
-        if !allow_takeover {
-            return Ok(Claim::Expired);
-        }
-        entry.lease_until = lease_end(now, lease);
-        entry.attempts = entry.attempts.saturating_add(1);
-        Ok(Claim::Granted)
+        Ok(claim)
     }
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let entry = inner
             .ledger
             .get_mut(session)
@@ -403,8 +427,22 @@ impl MemoryStore for InMemoryStore {
                 tool_use_id: tool_use_id.to_owned(),
             })?;
         if entry.state == LedgerState::Running {
-            entry.state = LedgerState::Finished;
-            entry.result = Some(result.clone());
+            // Sealed first, so that a failure leaves the call running.
+            let chain = if self.records_evidence() {
+                let link = Link::finish(session, tool_use_id, result)?;
+                inner.seal(session, vec![link])?
+            } else {
+                Vec::new()
+            };
+            if let Some(entry) = inner
+                .ledger
+                .get_mut(session)
+                .and_then(|calls| calls.get_mut(tool_use_id))
+            {
+                entry.state = LedgerState::Finished;
+                entry.result = Some(result.clone());
+            }
+            inner.push_chain(session, chain);
         }
         Ok(())
     }
@@ -462,7 +500,13 @@ impl MemoryStore for InMemoryStore {
                 id: session.to_owned(),
             });
         }
-        push_decisions(&mut inner.decisions, session, entries, Utc::now());
+        let now = Utc::now();
+        if self.records_evidence() && !entries.is_empty() {
+            let links = entries.iter().map(|d| Link::decision(d, now)).collect();
+            let chain = inner.seal(session, links)?;
+            inner.push_chain(session, chain);
+        }
+        push_decisions(&mut inner.decisions, session, entries, now);
         Ok(())
     }
 
@@ -580,6 +624,36 @@ impl MemoryStore for InMemoryStore {
         self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    fn record_evidence(&self, on: bool) {
+        self.evidence_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_evidence(&self) -> bool {
+        self.evidence_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn evidence(&self, session: &str) -> Result<Vec<ChainEntry>> {
+        Ok(self.lock().chains.get(session).cloned().unwrap_or_default())
+    }
+
+    async fn append_evidence(&self, session: &str, seal: Seal) -> Result<ChainEntry> {
+        let mut inner = self.lock();
+        if !inner.sessions.contains_key(session) {
+            return Err(Error::SessionNotFound {
+                id: session.to_owned(),
+            });
+        }
+        let head = inner
+            .chains
+            .get(session)
+            .and_then(|c| c.last())
+            .map_or_else(ChainHead::genesis, ChainEntry::head);
+        let entry = Link::sealed(session, &head, seal)?;
+        inner.push_chain(session, vec![entry.clone()]);
+        Ok(entry)
+    }
+
     async fn append_notices(&self, notices: Vec<Notice>) -> Result<()> {
         self.lock().outbox.append(notices);
         self.notify_outbox();
@@ -651,6 +725,61 @@ impl MemoryStore for InMemoryStore {
     async fn delete_subscription(&self, id: &str) -> Result<bool> {
         Ok(self.lock().outbox.subscriptions.remove(id).is_some())
     }
+}
+
+/// A ledger claim on `inner`: the answer, and the lease's attempt number when granted.
+fn claim_in(
+    inner: &mut Inner,
+    session: &str,
+    tool_use_id: &str,
+    fingerprint: &str,
+    lease: Duration,
+    allow_takeover: bool,
+    now: DateTime<Utc>,
+) -> Result<(Claim, Option<u32>)> {
+    let calls = match inner.ledger.get_mut(session) {
+        Some(calls) => calls,
+        None => inner.ledger.entry(session.to_owned()).or_default(),
+    };
+    let Some(entry) = calls.get_mut(tool_use_id) else {
+        calls.insert(
+            tool_use_id.to_owned(),
+            LedgerEntry {
+                tool_use_id: tool_use_id.to_owned(),
+                fingerprint: fingerprint.to_owned(),
+                state: LedgerState::Running,
+                lease_until: lease_end(now, lease),
+                result: None,
+                attempts: 1,
+            },
+        );
+        return Ok((Claim::Granted, Some(1)));
+    };
+    if entry.fingerprint != fingerprint {
+        return Err(Error::FingerprintMismatch {
+            session: session.to_owned(),
+            tool_use_id: tool_use_id.to_owned(),
+            recorded: entry.fingerprint.clone(),
+            found: fingerprint.to_owned(),
+        });
+    }
+    if let (LedgerState::Finished, Some(result)) = (entry.state, &entry.result) {
+        return Ok((Claim::Finished(result.clone()), None));
+    }
+    if entry.lease_until > now {
+        return Ok((
+            Claim::InFlight {
+                lease_until: entry.lease_until,
+            },
+            None,
+        ));
+    }
+    if !allow_takeover {
+        return Ok((Claim::Expired, None));
+    }
+    entry.lease_until = lease_end(now, lease);
+    entry.attempts = entry.attempts.saturating_add(1);
+    Ok((Claim::Granted, Some(entry.attempts)))
 }
 
 /// Appends to a session's decision log, numbering the entries.

@@ -185,6 +185,41 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// The session's decision log, oldest first (empty for an unknown session).
     async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>>;
 
+    /// Turns the evidence chain on or off for this handle and its clones (see
+    /// [`crate::evidence`] and docs/evidence.md): while it is on, every decision-log entry
+    /// and every ledger outcome (a claim granted, a result recorded) adds an entry to its
+    /// session's hash chain in the same transaction; while it is off (the default)
+    /// nothing is computed or written. The provided method does nothing.
+    fn record_evidence(&self, on: bool) {
+        let _ = on;
+    }
+
+    /// Whether the evidence chain is on (see [`record_evidence`](MemoryStore::record_evidence)).
+    fn records_evidence(&self) -> bool {
+        false
+    }
+
+    /// The session's evidence chain, oldest first (empty for an unknown session, or one
+    /// that recorded nothing while the chain was on). The provided method answers
+    /// [`Error::Unsupported`]; the built-in stores keep the chain.
+    async fn evidence(&self, session: &str) -> Result<Vec<crate::evidence::ChainEntry>> {
+        let _ = session;
+        Err(crate::evidence::unsupported())
+    }
+
+    /// Appends one entry to the session's chain, in one transaction, whether or not the
+    /// chain is on: `seal` is given the chain's head and the entry's time and returns the
+    /// entry's body (a signed receipt: [`crate::evidence::Seal`]). The provided method
+    /// answers [`Error::Unsupported`].
+    async fn append_evidence(
+        &self,
+        session: &str,
+        seal: crate::evidence::Seal,
+    ) -> Result<crate::evidence::ChainEntry> {
+        let _ = (session, seal);
+        Err(crate::evidence::unsupported())
+    }
+
     /// Asks the process running the session (the holder of its run lock) to interrupt
     /// it. True when a live lock holder was flagged; false when no run holds the
     /// session (nothing to interrupt). The flag lives on the lock, so it ends with the
@@ -448,6 +483,18 @@ macro_rules! forward_store {
             }
             async fn decisions(&self, session: &str) -> Result<Vec<DecisionEntry>> {
                 (**self).decisions(session).await
+            }
+            fn record_evidence(&self, on: bool) {
+                (**self).record_evidence(on)
+            }
+            fn records_evidence(&self) -> bool {
+                (**self).records_evidence()
+            }
+            async fn evidence(&self, session: &str) -> Result<Vec<crate::evidence::ChainEntry>> {
+                (**self).evidence(session).await
+            }
+            async fn append_evidence(&self, session: &str, seal: crate::evidence::Seal) -> Result<crate::evidence::ChainEntry> {
+                (**self).append_evidence(session, seal).await
             }
             async fn request_interrupt(&self, session: &str) -> Result<bool> {
                 (**self).request_interrupt(session).await

@@ -287,3 +287,57 @@ async fn a_version_4_database_gets_its_open_requirements_indexed() {
     };
     assert_eq!(store.pending_requirements(&by_tool).await.unwrap(), page);
 }
+
+#[tokio::test]
+async fn a_version_6_database_starts_its_chains_at_the_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reins.db");
+    {
+        // A database as reins wrote it before the evidence chain, with a decision.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE reins_schema_version (version INTEGER NOT NULL);
+             INSERT INTO reins_schema_version (version) VALUES (6);",
+        )
+        .unwrap();
+        for sql in [
+            include_str!("../src/sql/sqlite_schema.sql"),
+            include_str!("../src/sql/sqlite_schema_v2.sql"),
+            include_str!("../src/sql/sqlite_schema_v3.sql"),
+            include_str!("../src/sql/sqlite_schema_v4.sql"),
+            include_str!("../src/sql/sqlite_schema_v5.sql"),
+            include_str!("../src/sql/sqlite_schema_v6.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO reins_sessions VALUES ('old', 1, 0, 0, NULL, \
+             '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z');
+             INSERT INTO reins_decisions (session_id, requirement_id, at, record) \
+             VALUES ('old', 'r0', '2026-01-01T00:00:00.000000Z', '{\"decision\":\"approve\"}');",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SQLITE_SCHEMA_VERSION);
+    // What was recorded before stays in the decision log, not in the chain.
+    assert_eq!(store.decisions("old").await.unwrap().len(), 1);
+    assert!(store.evidence("old").await.unwrap().is_empty());
+    store.record_evidence(true);
+    store
+        .append_decisions(
+            "old",
+            vec![reins_memory::DecisionEntry::new(
+                "r1",
+                serde_json::json!({"verdict": "refused"}),
+            )],
+        )
+        .await
+        .unwrap();
+    let chain = store.evidence("old").await.unwrap();
+    assert_eq!(chain.len(), 1);
+    assert_eq!(
+        (chain[0].seq, chain[0].prev.as_str()),
+        (1, reins_evidence::GENESIS)
+    );
+}

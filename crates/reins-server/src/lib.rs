@@ -20,6 +20,7 @@
 //! | `GET /v1/sessions/{id}/decisions` | the audit trail |
 //! | `POST /v1/sessions/{id}/decisions` | approve / reject / input / external result; the run goes on |
 //! | `POST /v1/sessions/{id}/interrupt` | stops the run wherever it executes |
+//! | `GET /v1/sessions/{id}/evidence`, `GET /.well-known/jwks.json` | the session's evidence bundle (hash chain, signed receipts; JSON lines) and the receipts' keys; see `docs/evidence.md` |
 //! | `GET /v1/sessions/{id}/events` | live events (SSE, `Last-Event-ID` to resume) |
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
@@ -83,6 +84,7 @@
 mod a2a;
 mod agui;
 pub mod approvals;
+mod evidence;
 mod grants;
 mod health;
 mod inbox;
@@ -427,6 +429,7 @@ impl Server {
             .merge(sessions::router())
             .merge(inbox::router())
             .merge(grants::router())
+            .merge(evidence::router())
             .merge(approvals::router())
             .merge(notify::api::router())
             .merge(policy::router())

@@ -10,7 +10,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ServerError;
 use crate::state::AppState;
-use crate::{auth, error, grants, health, inbox, policy, sessions, types};
+use crate::{auth, error, evidence, grants, health, inbox, policy, sessions, types};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use crate::{auth, error, grants, health, inbox, policy, sessions, types};
         sessions::post_decisions,
         sessions::post_interrupt,
         sessions::get_events,
+        evidence::get_evidence,
         sessions::fork::post_fork,
         sessions::fork::get_turns,
         sessions::fork::post_replay,

@@ -245,6 +245,15 @@ pub async fn finish(
         .await;
     crate::telemetry::store_call("finish", started.elapsed());
     stored?;
+    crate::evidence::seal_execution(
+        agent.runtime.store.as_ref(),
+        agent.runtime.evidence.as_deref(),
+        session,
+        original,
+        call.to_run,
+        &result,
+    )
+    .await;
     Ok(ExecOutcome::Done(result))
 }
 

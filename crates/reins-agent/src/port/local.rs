@@ -22,6 +22,10 @@ impl Sessions for Agent {
         Agent::card(self)
     }
 
+    fn evidence_keys(&self) -> reins_evidence::Keyring {
+        Agent::evidence_keys(self)
+    }
+
     fn record(&self) -> &Arc<dyn MemoryStore> {
         self.store()
     }

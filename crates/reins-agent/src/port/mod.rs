@@ -437,6 +437,32 @@ pub trait Sessions: Send + Sync {
     async fn grant(&self, id: &str) -> Result<Option<Grant>> {
         Ok(self.record().grant(id).await?)
     }
+
+    /// The verifying keys of the receipts this driver signs (empty when it signs none):
+    /// what a door publishes as a JWKS and puts in an evidence bundle.
+    fn evidence_keys(&self) -> reins_evidence::Keyring {
+        reins_evidence::Keyring::new()
+    }
+
+    /// The session's evidence, as a self-contained bundle (its chain from the record,
+    /// with [`Sessions::evidence_keys`]; see docs/evidence.md). An unknown session is
+    /// `SessionNotFound`.
+    async fn evidence(&self, session: &str) -> Result<reins_evidence::Bundle> {
+        self.record()
+            .session_version(session)
+            .await?
+            .ok_or_else(|| {
+                AgentError::Store(reins_memory::Error::SessionNotFound {
+                    id: session.to_owned(),
+                })
+            })?;
+        let chain = self.record().evidence(session).await?;
+        Ok(reins_evidence::Bundle::new(
+            session,
+            chain,
+            self.evidence_keys(),
+        ))
+    }
 }
 
 #[async_trait]
@@ -471,6 +497,12 @@ impl<T: Sessions + ?Sized> Sessions for Arc<T> {
     }
     fn runs_here(&self) -> bool {
         (**self).runs_here()
+    }
+    fn evidence_keys(&self) -> reins_evidence::Keyring {
+        (**self).evidence_keys()
+    }
+    async fn evidence(&self, session: &str) -> Result<reins_evidence::Bundle> {
+        (**self).evidence(session).await
     }
     fn relay(&self, session: &str, events: Vec<LiveEvent>) -> Result<usize> {
         (**self).relay(session, events)

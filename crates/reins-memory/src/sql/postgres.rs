@@ -29,7 +29,7 @@ use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
     SessionLock, SessionState, SessionSummary,
 };
-use dialect::{DIALECT, GRANTS, OUTBOX};
+use dialect::{DIALECT, EVIDENCE, GRANTS, OUTBOX};
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -39,10 +39,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("postgres_schema_v4.sql")),
     (5, include_str!("postgres_schema_v5.sql")),
     (6, include_str!("postgres_schema_v6.sql")),
+    (7, include_str!("postgres_schema_v7.sql")),
 ];
 
 /// The newest schema version this build writes.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 6;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 7;
 
 /// What the single-statement commit fails with when the run lock it takes is another
 /// owner's: it casts this text to an integer, so that the failure undoes the whole
@@ -124,9 +125,16 @@ pub struct PostgresStore {
     channel: String,
     /// Whether the outbox records the notices of changes.
     notices_on: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether decisions and ledger outcomes add to the evidence chain.
+    evidence_on: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PostgresStore {
+    /// The chain's SQL when the store records evidence.
+    fn evidence_sql(&self) -> Option<&'static flow::EvidenceSql> {
+        self.records_evidence().then_some(&EVIDENCE)
+    }
+
     /// Connects with default options and brings the schema up to date.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, PostgresOptions::default()).await
@@ -183,6 +191,7 @@ impl PostgresStore {
             changes: ChangeHub::new(),
             channel,
             notices_on: std::sync::Arc::default(),
+            evidence_on: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)
@@ -395,6 +404,7 @@ impl MemoryStore for PostgresStore {
             commit,
             &self.channel,
             &OUTBOX,
+            self.evidence_sql(),
         )
         .await?;
         match done {
@@ -481,6 +491,7 @@ impl MemoryStore for PostgresStore {
                 fingerprint,
                 lease,
                 allow_takeover,
+                self.evidence_sql(),
             )
             .await?;
             if let Some(claim) = claim {
@@ -494,8 +505,24 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
+        if let Some(ev) = self.evidence_sql() {
+            // The result and its chain entry in one transaction.
+            let mut tx = self.pool.begin().await?;
+            let args = (session, tool_use_id, result);
+            flow::finish(&mut Pg(&mut tx), &DIALECT, args.0, args.1, args.2, Some(ev)).await?;
+            tx.commit().await?;
+            return Ok(());
+        }
         let mut conn = self.pool.acquire().await?;
-        flow::finish(&mut Pg(&mut conn), &DIALECT, session, tool_use_id, result).await
+        flow::finish(
+            &mut Pg(&mut conn),
+            &DIALECT,
+            session,
+            tool_use_id,
+            result,
+            None,
+        )
+        .await
     }
 
     async fn ledger_entry(&self, session: &str, tool_use_id: &str) -> Result<Option<LedgerEntry>> {
@@ -538,7 +565,8 @@ impl MemoryStore for PostgresStore {
 
     async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
         let mut tx = self.pool.begin().await?;
-        flow::append_decisions(&mut Pg(&mut tx), &DIALECT, session, &entries).await?;
+        let ev = self.evidence_sql();
+        flow::append_decisions(&mut Pg(&mut tx), &DIALECT, session, &entries, ev).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -623,6 +651,39 @@ impl MemoryStore for PostgresStore {
 
     fn records_notices(&self) -> bool {
         self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn record_evidence(&self, on: bool) {
+        self.evidence_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_evidence(&self) -> bool {
+        self.evidence_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn evidence(&self, session: &str) -> Result<Vec<crate::evidence::ChainEntry>> {
+        let mut conn = self.pool.acquire().await?;
+        flow::chain(&mut Pg(&mut conn), &EVIDENCE, session).await
+    }
+
+    async fn append_evidence(
+        &self,
+        session: &str,
+        seal: crate::evidence::Seal,
+    ) -> Result<crate::evidence::ChainEntry> {
+        let mut tx = self.pool.begin().await?;
+        if flow::session_version(&mut Pg(&mut tx), &DIALECT, session)
+            .await?
+            .is_none()
+        {
+            return Err(Error::SessionNotFound {
+                id: session.to_owned(),
+            });
+        }
+        let entry = flow::append_sealed(&mut Pg(&mut tx), &EVIDENCE, session, seal).await?;
+        tx.commit().await?;
+        Ok(entry)
     }
 
     async fn append_notices(&self, notices: Vec<crate::Notice>) -> Result<()> {

@@ -8,10 +8,13 @@ use reins_message::ToolResult;
 use super::super::{decode_ledger, encode_json};
 use super::{Arg, Cols, Dialect, Exec, one, session_version};
 use crate::error::{Error, Result};
+use crate::evidence::Link;
 use crate::store::{Claim, LedgerEntry, LedgerState, SessionLock};
 
 /// One attempt at a ledger claim, inside a write transaction; `None` when the entry
 /// vanished between the insert and the read (try again in a new transaction).
+// The trait method's five arguments, plus the connection, the dialect and the chain.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn claim<E: Exec>(
     e: &mut E,
     d: &Dialect,
@@ -20,6 +23,7 @@ pub(crate) async fn claim<E: Exec>(
     fingerprint: &str,
     lease: Duration,
     allow_takeover: bool,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<Option<Claim>> {
     let now = Utc::now();
     let (s, t) = (Arg::Text(session), Arg::Text(tool_use_id));
@@ -31,6 +35,10 @@ pub(crate) async fn claim<E: Exec>(
         Arg::Lease(lease),
     ];
     if e.run(d.claim_insert, &insert).await? == 1 {
+        if let Some(ev) = evidence {
+            let link = Link::claim(tool_use_id, fingerprint, 1);
+            super::link(e, ev, session, vec![link]).await?;
+        }
         return Ok(Some(Claim::Granted));
     }
     let select = [s.clone(), t.clone(), Arg::Instant(now)];
@@ -61,6 +69,14 @@ pub(crate) async fn claim<E: Exec>(
     }
     let takeover = [s, t, Arg::Instant(now), Arg::Lease(lease)];
     e.run(d.claim_takeover, &takeover).await?;
+    if let Some(ev) = evidence {
+        let attempt = match ledger_entry(e, d, session, tool_use_id).await? {
+            Some(entry) => entry.attempts,
+            None => return Ok(None),
+        };
+        let link = Link::claim(tool_use_id, fingerprint, attempt);
+        super::link(e, ev, session, vec![link]).await?;
+    }
     Ok(Some(Claim::Granted))
 }
 
@@ -71,16 +87,20 @@ pub(crate) async fn finish<E: Exec>(
     session: &str,
     tool_use_id: &str,
     result: &ToolResult,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<()> {
     let body = encode_json("tool result", result)?;
     let args = [Arg::Text(session), Arg::Text(tool_use_id), Arg::Text(&body)];
-    if e.run(d.finish, &args).await? == 0
-        && ledger_entry(e, d, session, tool_use_id).await?.is_none()
-    {
+    let finished = e.run(d.finish, &args).await?;
+    if finished == 0 && ledger_entry(e, d, session, tool_use_id).await?.is_none() {
         return Err(Error::LedgerEntryNotFound {
             session: session.to_owned(),
             tool_use_id: tool_use_id.to_owned(),
         });
+    }
+    if let (Some(ev), true) = (evidence, finished > 0) {
+        let link = Link::finish(session, tool_use_id, result)?;
+        super::link(e, ev, session, vec![link]).await?;
     }
     Ok(())
 }

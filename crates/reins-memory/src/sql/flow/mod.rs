@@ -7,12 +7,14 @@
 //! statement) awaits each statement. SQLite runs them on its connection thread, where
 //! every statement completes at once: [`run_ready`] polls a flow to the end there.
 
+mod evidence;
 mod grants;
 mod ledger;
 mod outbox;
 mod pending;
 mod sessions;
 
+pub(crate) use evidence::*;
 pub(crate) use grants::*;
 pub(crate) use ledger::*;
 pub(crate) use outbox::*;

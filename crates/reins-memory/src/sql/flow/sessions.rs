@@ -11,6 +11,7 @@ use super::super::{
 use super::{Arg, Cols, Dialect, Exec, MultiInsert, Val, one};
 use crate::commit::Commit;
 use crate::error::{Error, Result};
+use crate::evidence::Link;
 use crate::pending::{order_of, tool_of};
 use crate::store::{DecisionEntry, SessionHead, SessionState, SessionSummary};
 
@@ -125,11 +126,12 @@ pub(crate) async fn commit<E: Exec>(
     mut commit: Commit,
     channel: &str,
     outbox: &super::OutboxSql,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<Committed> {
     let release = commit.release_lock.take();
     let acquire = commit.acquire_lock.take();
     let notices = std::mem::take(&mut commit.notices);
-    let done = commit_parts(e, d, id, commit, channel).await?;
+    let done = commit_parts(e, d, id, commit, channel, evidence).await?;
     // In the commit's transaction: a notice is written exactly when its change is.
     super::insert_notices(e, outbox, &notices).await?;
     // After the version check (a stale commit is a conflict whoever holds the lock),
@@ -154,6 +156,7 @@ async fn commit_parts<E: Exec>(
     id: &str,
     mut commit: Commit,
     channel: &str,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<Committed> {
     let expected = commit.expected_version;
     if commit.is_empty() {
@@ -180,7 +183,7 @@ async fn commit_parts<E: Exec>(
             .map(Committed::Unchanged);
     };
     let first_seq = Cols::new(&row, id, "session row").int(0)?;
-    apply(e, d, id, commit, first_seq, now).await?;
+    apply(e, d, id, commit, first_seq, now, evidence).await?;
     Ok(Committed::Changed(expected + 1))
 }
 
@@ -359,6 +362,7 @@ async fn apply<E: Exec>(
     commit: Commit,
     first_seq: i64,
     now: DateTime<Utc>,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<()> {
     let s = Arg::Text(session);
     for id in &commit.remove {
@@ -430,7 +434,7 @@ async fn apply<E: Exec>(
         )
         .await?;
     }
-    insert_decisions(e, d, session, &commit.decisions, now).await
+    insert_decisions(e, d, session, &commit.decisions, now, evidence).await
 }
 
 /// Appends the commit's messages in one statement, which skips rows whose id the
@@ -523,7 +527,12 @@ pub(crate) async fn insert_decisions<E: Exec>(
     session: &str,
     entries: &[DecisionEntry],
     now: DateTime<Utc>,
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<()> {
+    if let Some(ev) = evidence {
+        let links = entries.iter().map(|d| Link::decision(d, now)).collect();
+        super::link(e, ev, session, links).await?;
+    }
     for entry in entries {
         let record = encode_json("decision record", &entry.record)?;
         let args = [
@@ -543,13 +552,14 @@ pub(crate) async fn append_decisions<E: Exec>(
     d: &Dialect,
     session: &str,
     entries: &[DecisionEntry],
+    evidence: Option<&super::EvidenceSql>,
 ) -> Result<()> {
     if session_version(e, d, session).await?.is_none() {
         return Err(Error::SessionNotFound {
             id: session.to_owned(),
         });
     }
-    insert_decisions(e, d, session, entries, Utc::now()).await
+    insert_decisions(e, d, session, entries, Utc::now(), evidence).await
 }
 
 /// The session's decision log, oldest first.

@@ -121,6 +121,8 @@ pub(super) const DIALECT: Dialect = Dialect {
         "DELETE FROM reins_ledger WHERE session_id = ?1",
         "DELETE FROM reins_session_locks WHERE session_id = ?1",
         "DELETE FROM reins_decisions WHERE session_id = ?1",
+        "DELETE FROM reins_evidence WHERE session_id = ?1",
+        "DELETE FROM reins_evidence_heads WHERE session_id = ?1",
         "DELETE FROM reins_sessions WHERE id = ?1",
     ],
     claim_insert: "INSERT INTO reins_ledger (session_id, tool_use_id, fingerprint, state, lease_until, result, attempts) \
@@ -150,4 +152,13 @@ pub(super) const DIALECT: Dialect = Dialect {
     create_version_table: "CREATE TABLE IF NOT EXISTS reins_schema_version (version INTEGER NOT NULL)",
     schema_version: "SELECT MAX(version) FROM reins_schema_version",
     record_version: "INSERT INTO reins_schema_version (version) VALUES (?1)",
+};
+
+/// The SQL of the evidence chain steps.
+pub(super) const EVIDENCE: flow::EvidenceSql = flow::EvidenceSql {
+    head: "INSERT INTO reins_evidence_heads (session_id, seq, hash) VALUES (?1, 0, ?2) \
+         ON CONFLICT (session_id) DO UPDATE SET seq = reins_evidence_heads.seq RETURNING seq, hash",
+    advance: "UPDATE reins_evidence_heads SET seq = ?2, hash = ?3 WHERE session_id = ?1",
+    insert: "INSERT INTO reins_evidence (session_id, seq, hash, entry) VALUES (?1, ?2, ?3, ?4)",
+    chain: "SELECT entry FROM reins_evidence WHERE session_id = ?1 ORDER BY seq",
 };

@@ -31,7 +31,7 @@ use crate::store::{
     SessionState, SessionSummary,
 };
 use conn::{Conns, On, Target, Threads};
-use dialect::{DIALECT, GRANTS, OUTBOX};
+use dialect::{DIALECT, EVIDENCE, GRANTS, OUTBOX};
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -41,10 +41,11 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../sqlite_schema_v4.sql")),
     (5, include_str!("../sqlite_schema_v5.sql")),
     (6, include_str!("../sqlite_schema_v6.sql")),
+    (7, include_str!("../sqlite_schema_v7.sql")),
 ];
 
 /// The newest schema version this build writes.
-pub const SQLITE_SCHEMA_VERSION: i64 = 6;
+pub const SQLITE_SCHEMA_VERSION: i64 = 7;
 
 /// How hard a commit tries to survive a crash.
 ///
@@ -177,6 +178,8 @@ pub struct SqliteStore {
     poll: Option<(PathBuf, Duration)>,
     /// Whether the outbox records the notices of changes.
     notices_on: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether decisions and ledger outcomes add to the evidence chain.
+    evidence_on: Arc<std::sync::atomic::AtomicBool>,
     /// The WAL's checkpoint thread (see [`SqliteOptions::background_checkpoints`]),
     /// stopped when the last clone is dropped.
     _checkpoints: Option<Arc<checkpoint::Checkpointer>>,
@@ -255,6 +258,7 @@ impl SqliteStore {
             changes: ChangeHub::new(),
             poll: Some((path, options.change_poll_interval)),
             notices_on: Arc::default(),
+            evidence_on: Arc::default(),
             _checkpoints: checkpoints,
         })
     }
@@ -274,6 +278,7 @@ impl SqliteStore {
             changes: ChangeHub::new(),
             poll: None,
             notices_on: Arc::default(),
+            evidence_on: Arc::default(),
             _checkpoints: None,
         };
         store
@@ -364,6 +369,11 @@ fn owned(s: &str) -> String {
 }
 
 impl SqliteStore {
+    /// The chain's SQL when the store records evidence.
+    fn evidence_sql(&self) -> Option<&'static flow::EvidenceSql> {
+        self.records_evidence().then_some(&EVIDENCE)
+    }
+
     /// `f()` when the outbox records notices, else nothing.
     fn notices_on(&self, f: impl FnOnce() -> Vec<crate::Notice>) -> Vec<crate::Notice> {
         if self.records_notices() {
@@ -407,8 +417,13 @@ impl MemoryStore for SqliteStore {
         if !self.records_notices() {
             commit.notices.clear();
         }
+        let ev = self.evidence_sql();
         let done = self
-            .write(move |on| run_ready(flow::commit(on, &DIALECT, &session, commit, "", &OUTBOX)))
+            .write(move |on| {
+                run_ready(flow::commit(
+                    on, &DIALECT, &session, commit, "", &OUTBOX, ev,
+                ))
+            })
             .await?;
         Ok(match done {
             Committed::Unchanged(v) => v,
@@ -465,11 +480,21 @@ impl MemoryStore for SqliteStore {
         allow_takeover: bool,
     ) -> Result<Claim> {
         let (s, t, f) = (owned(session), owned(tool_use_id), owned(fingerprint));
+        let ev = self.evidence_sql();
         // `BEGIN IMMEDIATE` takes the write lock first: the read and the write are one
         // atomic step, across processes too, so the entry never vanishes in between.
         let claim = self
             .write(move |on| {
-                run_ready(flow::claim(on, &DIALECT, &s, &t, &f, lease, allow_takeover))
+                run_ready(flow::claim(
+                    on,
+                    &DIALECT,
+                    &s,
+                    &t,
+                    &f,
+                    lease,
+                    allow_takeover,
+                    ev,
+                ))
             })
             .await?;
         claim.ok_or_else(|| {
@@ -481,7 +506,8 @@ impl MemoryStore for SqliteStore {
 
     async fn finish(&self, session: &str, tool_use_id: &str, result: &ToolResult) -> Result<()> {
         let (s, t, r) = (owned(session), owned(tool_use_id), result.clone());
-        self.write(move |on| run_ready(flow::finish(on, &DIALECT, &s, &t, &r)))
+        let ev = self.evidence_sql();
+        self.write(move |on| run_ready(flow::finish(on, &DIALECT, &s, &t, &r, ev)))
             .await
     }
 
@@ -532,7 +558,8 @@ impl MemoryStore for SqliteStore {
 
     async fn append_decisions(&self, session: &str, entries: Vec<DecisionEntry>) -> Result<()> {
         let s = owned(session);
-        self.write(move |on| run_ready(flow::append_decisions(on, &DIALECT, &s, &entries)))
+        let ev = self.evidence_sql();
+        self.write(move |on| run_ready(flow::append_decisions(on, &DIALECT, &s, &entries, ev)))
             .await
     }
 
@@ -624,6 +651,36 @@ impl MemoryStore for SqliteStore {
 
     fn records_notices(&self) -> bool {
         self.notices_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn record_evidence(&self, on: bool) {
+        self.evidence_on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn records_evidence(&self) -> bool {
+        self.evidence_on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    async fn evidence(&self, session: &str) -> Result<Vec<crate::evidence::ChainEntry>> {
+        let s = owned(session);
+        self.read(move |on| run_ready(flow::chain(on, &EVIDENCE, &s)))
+            .await
+    }
+
+    async fn append_evidence(
+        &self,
+        session: &str,
+        seal: crate::evidence::Seal,
+    ) -> Result<crate::evidence::ChainEntry> {
+        let s = owned(session);
+        self.write(move |on| {
+            if run_ready(flow::session_version(on, &DIALECT, &s))?.is_none() {
+                return Err(Error::SessionNotFound { id: s.clone() });
+            }
+            run_ready(flow::append_sealed(on, &EVIDENCE, &s, seal))
+        })
+        .await
     }
 
     async fn append_notices(&self, notices: Vec<crate::Notice>) -> Result<()> {

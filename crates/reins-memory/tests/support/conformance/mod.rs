@@ -13,6 +13,7 @@ use reins_message::{ContentBlock, Msg, ToolResult, ToolUse, new_id};
 use serde_json::json;
 
 mod coordination;
+mod evidence;
 mod filters;
 mod grants;
 mod outbox;
@@ -20,6 +21,8 @@ mod pending;
 // Used through `conformance_tests!`, which names every case under this module.
 #[allow(unused_imports)]
 pub use coordination::*;
+#[allow(unused_imports)]
+pub use evidence::*;
 #[allow(unused_imports)]
 pub use filters::*;
 #[allow(unused_imports)]
@@ -71,6 +74,8 @@ macro_rules! conformance_tests {
             session_heads_are_filtered_by_phase,
             phase_pages_are_stable_while_sessions_are_added,
             deliveries_are_listed_for_several_sessions,
+            evidence_chain_rides_with_decisions_and_ledger_outcomes,
+            concurrent_writers_keep_one_chain,
         );
     };
     (@cases $factory:path; $($name:ident),* $(,)?) => {$(
