@@ -159,12 +159,16 @@ impl Local<'_> {
             self.lock.acquire_now().await?;
         }
         if self.lock.is_held() {
-            self.sync(run).await?;
+            // Boxed (the interpreter boxes `confirm` the same way): see `sync`.
+            Box::pin(self.sync(run)).await?;
         }
         Ok(())
     }
 
-    /// Brings the cached copy up to date with the version read with the lock.
+    /// Brings the cached copy up to date with the version read with the lock. Its
+    /// future holds a whole session while the store reads it: it is awaited boxed,
+    /// so that the call's future — moved whole when the call begins — does not
+    /// carry that size for a read most calls never make.
     async fn sync(&mut self, run: &mut Run) -> Result<bool> {
         let seen = self.lock.seen_version();
         if seen == Some(*self.version) && !*self.stale {

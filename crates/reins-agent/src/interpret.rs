@@ -152,7 +152,7 @@ pub async fn drive<D: Driver>(d: &mut D, run: &mut Run, call: Call) -> Result<Ru
             Err(Failure::Refused(e)) => d.refused(e).await?,
             Err(Failure::Unstarted(e)) => return Err(e),
             Err(Failure::Failed(e)) => {
-                fail(d, run, &e).await;
+                Box::pin(fail(d, run, &e)).await;
                 return Err(e);
             }
         };
@@ -164,6 +164,11 @@ pub async fn drive<D: Driver>(d: &mut D, run: &mut Run, call: Call) -> Result<Ru
 }
 
 /// One call: its input, to its pause or its end.
+///
+/// Its future is moved whole when the call begins, so what only some calls await —
+/// a second look at the store (`confirm`), sub-agents — is boxed: unboxed,
+/// the largest of them would size every call's future (measured with
+/// `cargo xtask bench --cost`: copying futures was a third of a single turn).
 async fn one_call<D: Driver>(
     d: &mut D,
     run: &mut Run,
@@ -188,7 +193,7 @@ async fn one_call<D: Driver>(
                     Err(AgentError::Store(reins_memory::Error::Conflict { .. }))
                         if at_begin && spare.is_some() =>
                     {
-                        d.confirm(run).await.map_err(Failed)?;
+                        Box::pin(d.confirm(run)).await.map_err(Failed)?;
                         if let Some(call) = spare.take() {
                             run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                         }
@@ -200,7 +205,7 @@ async fn one_call<D: Driver>(
                 }
             }
             Step::Refuse(r) => {
-                if spare.is_some() && d.confirm(run).await.map_err(Failed)? {
+                if spare.is_some() && Box::pin(d.confirm(run)).await.map_err(Failed)? {
                     if let Some(call) = spare.take() {
                         run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                     }
@@ -215,7 +220,7 @@ async fn one_call<D: Driver>(
                 d.witness().emit(|| RunEvent::Failed { error: message });
                 return Err(Failure::Refused(error));
             }
-            Step::Delegate(batch) => delegate(d, run, batch).await.map_err(Failed)?,
+            Step::Delegate(batch) => Box::pin(delegate(d, run, batch)).await.map_err(Failed)?,
             Step::Reason(r) => {
                 let unsaved = r.unsaved;
                 match d.perform(Work::Reason(r)).await {

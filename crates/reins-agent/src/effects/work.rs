@@ -273,7 +273,8 @@ impl Done {
 /// Does the work of a step: the one place each step's effect is written, for every
 /// driver (see the [module docs](super)).
 ///
-/// The heavy effects (a model call, tools, settling, children) run boxed: their
+/// The heavy effects (a model call, tools, settling, children) and the rare ones (a
+/// refusal, closing calls, consulting the policy, a failure) run boxed: their
 /// futures are many kilobytes, and unboxed they would size this future, and every
 /// future that awaits it, for every step — each step's future was copied whole on
 /// the way in (measured with `cargo xtask bench --cost`: most of a single turn's
@@ -306,9 +307,9 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
                 now: Utc::now(),
             }
         }
-        Work::Refuse(r) => super::begin::refuse(ports, r).await,
+        Work::Refuse(r) => Box::pin(super::begin::refuse(ports, r)).await,
         Work::Close(c) => {
-            super::begin::close(ports, c).await?;
+            Box::pin(super::begin::close(ports, c)).await?;
             Done::Nothing
         }
         Work::Notify(n) => {
@@ -317,7 +318,7 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
             }
             Done::Nothing
         }
-        Work::Consult(c) => Done::Consulted(super::consult(agent, session, &c).await),
+        Work::Consult(c) => Done::Consulted(Box::pin(super::consult(agent, session, &c)).await),
         Work::Compress(c) => {
             Done::Summarized(Box::pin(super::summarize(agent, session, c, cancel)).await?)
         }
@@ -341,10 +342,13 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
             notice,
             iteration,
         } => {
-            super::hooks::failed(agent, session, iteration, &message).await;
-            if notice {
-                super::run_failed(agent.store().as_ref(), session, &message).await;
-            }
+            Box::pin(async {
+                super::hooks::failed(agent, session, iteration, &message).await;
+                if notice {
+                    super::run_failed(agent.store().as_ref(), session, &message).await;
+                }
+            })
+            .await;
             Done::Nothing
         }
     })
