@@ -190,19 +190,8 @@ pub(crate) fn finished(r: &ToolResult) -> Value {
         "toolCallId": r.id,
         "status": finished_status(&r.outcome),
         "content": text_content(&text),
-        "rawOutput": { "outcome": outcome_name(&r.outcome), "text": text },
+        "rawOutput": { "outcome": r.outcome.label(), "text": text },
     })
-}
-
-fn outcome_name(o: &ToolOutcome) -> &'static str {
-    match o {
-        ToolOutcome::Success => "success",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Rejected { .. } => "rejected",
-        ToolOutcome::Cancelled => "cancelled",
-        ToolOutcome::Interrupted => "interrupted",
-        ToolOutcome::Unknown => "unknown",
-    }
 }
 
 /// Tool call content holding one text block (none when the text is empty).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use reins_evidence::{EntryKind, Keyring, Receipt, ReceiptKind, Signer};
 use reins_memory::{DecisionEntry, MemoryStore};
-use reins_message::{ToolOutcome, ToolResult, ToolUse};
+use reins_message::{ToolResult, ToolUse};
 use serde_json::Value;
 
 /// The signing side of an agent's evidence: the key receipts are signed with, and the
@@ -108,14 +108,7 @@ pub(crate) async fn seal_execution(
     let Some(ev) = evidence else {
         return;
     };
-    let outcome = match &result.outcome {
-        ToolOutcome::Success => "success",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Rejected { .. } => "rejected",
-        ToolOutcome::Cancelled => "cancelled",
-        ToolOutcome::Interrupted => "interrupted",
-        ToolOutcome::Unknown => "unknown",
-    };
+    let outcome = result.outcome.label();
     let receipt = Receipt {
         kind: ReceiptKind::Execution,
         session: session.to_owned(),

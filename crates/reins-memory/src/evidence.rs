@@ -19,7 +19,7 @@ pub type Seal = Box<
 >;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use reins_message::{ToolOutcome, ToolResult};
+use reins_message::ToolResult;
 
 use crate::error::{Error, Result};
 use crate::store::DecisionEntry;
@@ -70,7 +70,7 @@ impl Link {
         Ok(Self {
             kind: EntryKind::Finish,
             at: stamp(Utc::now()),
-            body: reins_evidence::finish_body(tool_use_id, outcome(&result.outcome), &digest),
+            body: reins_evidence::finish_body(tool_use_id, result.outcome.label(), &digest),
         })
     }
 
@@ -85,18 +85,6 @@ impl Link {
     pub(crate) fn seal(self, session: &str, head: &ChainHead) -> Result<ChainEntry> {
         ChainEntry::next(session, head, self.kind, self.at, self.body)
             .map_err(|e| encode(session, e))
-    }
-}
-
-/// An outcome as a finish entry names it.
-fn outcome(o: &ToolOutcome) -> &'static str {
-    match o {
-        ToolOutcome::Success => "success",
-        ToolOutcome::Error => "error",
-        ToolOutcome::Rejected { .. } => "rejected",
-        ToolOutcome::Cancelled => "cancelled",
-        ToolOutcome::Interrupted => "interrupted",
-        ToolOutcome::Unknown => "unknown",
     }
 }
 
