@@ -57,8 +57,10 @@
 //! let report = verify(&text).expect("an untouched bundle verifies");
 //! assert_eq!((report.entries, report.receipts), (2, 1));
 //!
-//! // Change one byte and the verifier names the entry.
-//! let err = verify(&text.replace("fp-of-args\",\"tool_use_id", "fp-of-argz\",\"tool_use_id")).unwrap_err();
+//! // Change one byte of the claim (the first entry naming the arguments) and the
+//! // verifier names the entry.
+//! assert!(text.contains("fp-of-args"));
+//! let err = verify(&text.replacen("fp-of-args", "fp-of-argz", 1)).unwrap_err();
 //! assert_eq!(err.entry, Some(1));
 //! # Ok::<(), reins_evidence::Error>(())
 //! ```
