@@ -211,13 +211,7 @@ impl Local<'_> {
             Ok(v) => {
                 *self.version = v;
                 self.lock.taken_by_commit(at);
-                crate::evidence::seal_decisions(
-                    self.agent.runtime.store.as_ref(),
-                    self.agent.runtime.evidence.as_deref(),
-                    &self.session,
-                    &sealed,
-                )
-                .await;
+                self.seal(&sealed).await;
                 Ok(())
             }
             Err(e) => {
@@ -247,6 +241,18 @@ impl Local<'_> {
                 }
             }
         }
+    }
+
+    /// Signs the receipts of the decisions a stored commit applied (nothing without
+    /// an evidence signer).
+    async fn seal(&self, decisions: &[reins_memory::DecisionEntry]) {
+        crate::evidence::seal_decisions(
+            self.agent.runtime.store.as_ref(),
+            self.agent.runtime.evidence.as_deref(),
+            &self.session,
+            decisions,
+        )
+        .await;
     }
 
     /// The audit entries of `commit` that get a receipt once it is stored: none (and
@@ -282,13 +288,7 @@ impl Local<'_> {
                 if release.is_some() {
                     self.lock.released_by_commit();
                 }
-                crate::evidence::seal_decisions(
-                    self.agent.runtime.store.as_ref(),
-                    self.agent.runtime.evidence.as_deref(),
-                    &self.session,
-                    &sealed,
-                )
-                .await;
+                self.seal(&sealed).await;
                 Ok(())
             }
             Err(e) => {

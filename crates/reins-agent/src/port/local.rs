@@ -41,11 +41,7 @@ impl Sessions for Agent {
 
     async fn interrupt(&self, session: &str) -> Result<Interrupted> {
         // 404 for an unknown session (opening one would create it).
-        if self.store().session_version(session).await?.is_none() {
-            return Err(AgentError::Store(reins_memory::Error::SessionNotFound {
-                id: session.to_owned(),
-            }));
-        }
+        super::stored(self.store().as_ref(), session).await?;
         if self.runtime.remote.interrupt_local(session) {
             // Stored too, in case the run is between this process's checkpoints and
             // another worker takes it over.
@@ -69,11 +65,7 @@ impl Sessions for Agent {
 
     async fn fork(&self, session: &str, request: ForkRequest) -> Result<ForkOrigin> {
         // An unknown source is refused (opening it would create it).
-        if self.store().session_version(session).await?.is_none() {
-            return Err(AgentError::Store(reins_memory::Error::SessionNotFound {
-                id: session.to_owned(),
-            }));
-        }
+        super::stored(self.store().as_ref(), session).await?;
         let source = self.owner_of(session).await?.session(session).await?;
         let mut fork = source.fork(request.at, request.new_session.clone());
         if request.rerun_side_effects {

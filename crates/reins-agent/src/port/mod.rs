@@ -391,14 +391,7 @@ pub trait Sessions: Send + Sync {
         let entries = self.record().decisions(session).await?;
         if entries.is_empty() {
             // An unknown session is an error, not an empty trail.
-            self.record()
-                .session_version(session)
-                .await?
-                .ok_or_else(|| {
-                    AgentError::Store(reins_memory::Error::SessionNotFound {
-                        id: session.to_owned(),
-                    })
-                })?;
+            stored(self.record().as_ref(), session).await?;
         }
         entries
             .into_iter()
@@ -448,14 +441,7 @@ pub trait Sessions: Send + Sync {
     /// with [`Sessions::evidence_keys`]; see docs/evidence.md). An unknown session is
     /// `SessionNotFound`.
     async fn evidence(&self, session: &str) -> Result<reins_evidence::Bundle> {
-        self.record()
-            .session_version(session)
-            .await?
-            .ok_or_else(|| {
-                AgentError::Store(reins_memory::Error::SessionNotFound {
-                    id: session.to_owned(),
-                })
-            })?;
+        stored(self.record().as_ref(), session).await?;
         let chain = self.record().evidence(session).await?;
         Ok(reins_evidence::Bundle::new(
             session,
@@ -512,5 +498,16 @@ impl<T: Sessions + ?Sized> Sessions for Arc<T> {
     }
     async fn decide(&self, session: &str, decide: Decide) -> Result<RunHandle> {
         (**self).decide(session, decide).await
+    }
+}
+
+/// `Ok` when `record` holds `session`; otherwise `SessionNotFound` (a read or a verb
+/// on an unknown session is refused, never answered with nothing or by creating it).
+pub(crate) async fn stored(record: &dyn reins_memory::MemoryStore, session: &str) -> Result<()> {
+    match record.session_version(session).await? {
+        Some(_) => Ok(()),
+        None => Err(AgentError::Store(reins_memory::Error::SessionNotFound {
+            id: session.to_owned(),
+        })),
     }
 }

@@ -175,15 +175,6 @@ impl Relayed {
         self.reread = every;
         self
     }
-
-    async fn exists(&self, session: &str) -> Result<()> {
-        match self.agent.store().session_version(session).await? {
-            Some(_) => Ok(()),
-            None => Err(AgentError::Store(reins_memory::Error::SessionNotFound {
-                id: session.to_owned(),
-            })),
-        }
-    }
 }
 
 #[async_trait]
@@ -236,7 +227,7 @@ impl Sessions for Relayed {
     }
 
     async fn interrupt(&self, session: &str) -> Result<Interrupted> {
-        self.exists(session).await?;
+        super::stored(self.agent.store().as_ref(), session).await?;
         Ok(if self.backend.interrupt(session).await? {
             Interrupted::Delivered
         } else {
@@ -249,7 +240,7 @@ impl Sessions for Relayed {
         session: &str,
         turns: Option<UnboundedSender<ReplayTurn>>,
     ) -> Result<ReplayReport> {
-        self.exists(session).await?;
+        super::stored(self.agent.store().as_ref(), session).await?;
         self.backend.replay(session, turns).await
     }
 
