@@ -244,15 +244,18 @@ impl Local<'_> {
     }
 
     /// Signs the receipts of the decisions a stored commit applied (nothing without
-    /// an evidence signer).
-    async fn seal(&self, decisions: &[reins_memory::DecisionEntry]) {
+    /// an evidence signer). Returns the signing's own future: no state machine of its
+    /// own on the commit path.
+    fn seal<'a>(
+        &'a self,
+        decisions: &'a [reins_memory::DecisionEntry],
+    ) -> impl std::future::Future<Output = ()> + Send + 'a {
         crate::evidence::seal_decisions(
             self.agent.runtime.store.as_ref(),
             self.agent.runtime.evidence.as_deref(),
             &self.session,
             decisions,
         )
-        .await;
     }
 
     /// The audit entries of `commit` that get a receipt once it is stored: none (and
