@@ -34,9 +34,9 @@ pub(crate) struct AppState {
     /// the state that holds it is dropped (the sweep's own clone holds none).
     pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
-    pub(crate) _dispatching: Option<Arc<crate::notify::Dispatching>>,
+    pub(crate) _dispatching: Option<Arc<reins_notify::Dispatching>>,
     /// The Cedar policies whose shadow differences `/v1/policy/shadow` lists.
     pub(crate) policy: Option<reins_policy::CedarPolicy>,
     /// The webhook subscribers.
-    pub(crate) webhooks: Arc<crate::notify::webhook::Webhooks>,
+    pub(crate) webhooks: Arc<reins_notify::webhook::Webhooks>,
 }

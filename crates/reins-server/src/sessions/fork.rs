@@ -16,61 +16,15 @@ use axum::http::StatusCode;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use reins_agent::{ForkPoint, ReplayTurn};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 use tokio::sync::mpsc;
-use utoipa::ToSchema;
 
 use crate::auth::AccessRole;
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiJson, Caller, SessionId};
 use crate::sse;
 use crate::state::AppState;
-
-/// `POST /v1/sessions/{id}/fork`: where to fork and into which id. Give exactly one
-/// of `before_turn` and `messages`.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForkRequest {
-    /// The new session's id (a user must own it too).
-    pub new_session_id: String,
-    /// Fork just before the user message of this turn (0-based; see `/turns`).
-    #[serde(default)]
-    pub before_turn: Option<usize>,
-    /// Fork after this many messages (every tool use among them must have its result).
-    #[serde(default)]
-    pub messages: Option<usize>,
-    /// Run every call again instead of serving the original's recorded results (each
-    /// asks for approval where its tool's policy says so).
-    #[serde(default)]
-    pub rerun_side_effects: bool,
-}
-
-/// The answer to a fork: the new session and where it came from.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ForkAnswer {
-    /// The new session's id.
-    pub session_id: String,
-    /// The session it was forked from.
-    pub source: String,
-    /// How many of the source's messages it kept.
-    pub at: usize,
-    /// How many of the source's finished calls it may serve from the record.
-    pub recorded_calls: usize,
-}
-
-/// `GET /v1/sessions/{id}/turns`: the session's turns and, for a fork, its origin.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct TurnsList {
-    /// The session id.
-    pub session_id: String,
-    /// Its turns, oldest first (reins-agent's `Turn` JSON).
-    #[schema(value_type = Vec<Object>)]
-    pub turns: Vec<Value>,
-    /// Where it was forked from (reins-agent's `ForkOrigin` JSON), when it is a fork.
-    #[schema(value_type = Option<Object>)]
-    pub forked_from: Option<Value>,
-}
+use crate::types::{ForkAnswer, ForkRequest, TurnsList};
 
 /// Makes a fork of the session.
 #[utoipa::path(
