@@ -43,7 +43,7 @@ use std::time::SystemTime;
 
 use crate::json::{json_number_in, json_string};
 
-mod cost;
+pub(crate) mod cost;
 mod peer;
 
 /// `cargo xtask bench --help`.

@@ -161,7 +161,12 @@ fn in_ci() -> bool {
 }
 
 fn test(extra: &[String]) -> Result<(), String> {
-    let pg = postgres::Cluster::start_if_available(in_ci())?;
+    // A build alone (`--no-run`) needs no database.
+    let pg = if extra.iter().any(|a| a == "--no-run") {
+        None
+    } else {
+        postgres::Cluster::start_if_available(in_ci())?
+    };
     let mut cmd = cargo();
     cmd.args(["test", "--all-features"]);
     // `-p <crate>` narrows the run to that crate; without it, the whole workspace.
@@ -210,7 +215,21 @@ fn ci() -> Result<(), String> {
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
             .env("RUSTDOCFLAGS", "-D warnings"))
     })?;
+    // The test programs first; then, while they run (much of it waiting on servers,
+    // browsers and clients), the two builds only later steps need, at the lowest CPU
+    // priority and each in its own target directory (no lock the test run holds): the
+    // cost programs (a release-profile build of their crates, minutes of CPU) and the
+    // fuzz smoke program.
+    timed("test build", || test(&["--no-run".to_owned()]))?;
+    let target = bench::target_dir();
+    let cost_target = target.join("ci-cost");
+    let fuzz_target = target.join("ci-fuzz");
+    let mut aside = Aside::start(vec![
+        ("cost programs", bench::cost::build_command(&cost_target)),
+        ("fuzz smoke", fuzz_smoke(&fuzz_target, false)),
+    ])?;
     timed("test", || test(&[]))?;
+    timed("builds beside the tests", || aside.finish())?;
     timed("conformance", || conformance::run(&[]))?;
     // The MCP door with its sessions on Restate answers the server suites the same.
     timed("conformance on restate", || {
@@ -218,25 +237,12 @@ fn ci() -> Result<(), String> {
     })?;
     // Instructions and allocations per run against the committed baseline (+3 %).
     timed("cost", || {
-        bench::run(&["--cost".to_owned(), "--check".to_owned()])
+        bench::cost::check_built(&cost_target.join("cost"))
     })?;
     timed("demo", demo_script_check)?;
     // A short, stable-toolchain run of every fuzz target's body on random and mutated
     // inputs (the coverage-guided runs are by hand: see fuzz/README.md).
-    timed("fuzz smoke", || {
-        run(cargo().args([
-            "run",
-            "--quiet",
-            "--manifest-path",
-            "fuzz/Cargo.toml",
-            "--target-dir",
-            "target",
-            "--bin",
-            "smoke",
-            "--",
-            "5",
-        ]))
-    })?;
+    timed("fuzz smoke", || run(&mut fuzz_smoke(&fuzz_target, true)))?;
     eprintln!(
         "ci: all steps passed in {:.0} s",
         all.elapsed().as_secs_f64()
@@ -246,6 +252,83 @@ fn ci() -> Result<(), String> {
 
 /// Runs one step of `ci` and says how long it took (passed or not), so that a slow
 /// step shows in CI's log.
+/// The fuzz smoke program (fuzz/Cargo.toml's `smoke`, its own workspace) built into
+/// `target`, or built and run for 5 s (`run`).
+fn fuzz_smoke(target: &std::path::Path, run: bool) -> Command {
+    let mut cmd = cargo();
+    cmd.args([
+        if run { "run" } else { "build" },
+        "--quiet",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+    ])
+    .arg("--target-dir")
+    .arg(target)
+    .args(["--bin", "smoke"]);
+    if run {
+        cmd.args(["--", "5"]);
+    }
+    cmd
+}
+
+/// Builds that run beside another step at the lowest CPU priority (`nice -n 19` where
+/// there is a `nice`); a failed step stops them (dropped: killed).
+struct Aside {
+    builds: Vec<(&'static str, std::process::Child)>,
+}
+
+impl Aside {
+    fn start(builds: Vec<(&'static str, Command)>) -> Result<Self, String> {
+        let nice = Command::new("nice")
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut started = Aside { builds: Vec::new() };
+        for (name, cmd) in builds {
+            let mut lowered = if nice {
+                let mut n = Command::new("nice");
+                n.args(["-n", "19"])
+                    .arg(cmd.get_program())
+                    .args(cmd.get_args());
+                if let Some(dir) = cmd.get_current_dir() {
+                    n.current_dir(dir);
+                }
+                n
+            } else {
+                cmd
+            };
+            eprintln!("$ {} &", describe(&lowered));
+            let child = lowered
+                .spawn()
+                .map_err(|e| format!("could not start the {name} build: {e}"))?;
+            started.builds.push((name, child));
+        }
+        Ok(started)
+    }
+
+    /// Waits for every build; the first that failed is the error.
+    fn finish(&mut self) -> Result<(), String> {
+        let mut failed = None;
+        for (name, mut child) in self.builds.drain(..) {
+            match child.wait() {
+                Ok(s) if s.success() => {}
+                Ok(s) => failed = failed.or(Some(format!("the {name} build failed ({s})"))),
+                Err(e) => failed = failed.or(Some(format!("the {name} build: {e}"))),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.builds {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn timed(step: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     let t = std::time::Instant::now();
     let result = f();

@@ -56,6 +56,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let mode = mode(args)?;
     let (programs, built_in) = build()?;
     eprintln!("xtask: the cost programs built in {built_in:.0} s");
+    measure_and(mode, &programs)
+}
+
+/// CI's check on programs built beforehand ([`build_command`], beside the test run):
+/// `--cost --check` without the build.
+pub(crate) fn check_built(programs: &Path) -> Result<(), String> {
+    measure_and(Mode::Check, programs)
+}
+
+fn measure_and(mode: Mode, programs: &Path) -> Result<(), String> {
     let valgrind = Command::new("valgrind")
         .arg("--version")
         .output()
@@ -70,7 +80,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
         }
         eprintln!("xtask: valgrind not found: instructions per run left out");
     }
-    let measured = measure(&programs, valgrind)?;
+    let measured = measure(programs, valgrind)?;
     let path = repo_root().join(BASELINE);
     match mode {
         Mode::Show => Ok(()),
@@ -129,20 +139,31 @@ fn mode(args: &[String]) -> Result<Mode, String> {
 /// seconds the build took.
 fn build() -> Result<(PathBuf, f64), String> {
     let t = std::time::Instant::now();
-    crate::run(crate::cargo().current_dir(repo_root()).args([
-        "build",
-        "--quiet",
-        "--profile",
-        "cost",
-        "-p",
-        "reins-bench",
-        "--no-default-features",
-        "--bin",
-        "run_cost",
-        "--bin",
-        "served_cost",
-    ]))?;
+    crate::run(&mut build_command(&target_dir()))?;
     Ok((target_dir().join("cost"), t.elapsed().as_secs_f64()))
+}
+
+/// The build of `run_cost` and `served_cost` with the `cost` profile into `target`
+/// (they land in `target/cost`).
+pub(crate) fn build_command(target: &Path) -> Command {
+    let mut cmd = crate::cargo();
+    cmd.current_dir(repo_root())
+        .args([
+            "build",
+            "--quiet",
+            "--profile",
+            "cost",
+            "-p",
+            "reins-bench",
+            "--no-default-features",
+            "--bin",
+            "run_cost",
+            "--bin",
+            "served_cost",
+            "--target-dir",
+        ])
+        .arg(target);
+    cmd
 }
 
 /// Runs every scenario, prints the table and returns the numbers the check holds
