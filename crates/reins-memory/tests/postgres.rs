@@ -234,10 +234,10 @@ async fn a_version_4_schema_gets_its_open_requirements_indexed() {
              INSERT INTO reins_schema_version (version) VALUES (1), (2), (3), (4);"
         );
         for sql in [
-            include_str!("../src/sql/postgres_schema.sql"),
-            include_str!("../src/sql/postgres_schema_v2.sql"),
-            include_str!("../src/sql/postgres_schema_v3.sql"),
-            include_str!("../src/sql/postgres_schema_v4.sql"),
+            include_str!("../src/sql/postgres/schema.sql"),
+            include_str!("../src/sql/postgres/schema_v2.sql"),
+            include_str!("../src/sql/postgres/schema_v3.sql"),
+            include_str!("../src/sql/postgres/schema_v4.sql"),
         ] {
             script.push_str(sql);
         }

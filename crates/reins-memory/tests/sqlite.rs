@@ -198,7 +198,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_sessions() {
              INSERT INTO reins_schema_version (version) VALUES (1);",
         )
         .unwrap();
-        conn.execute_batch(include_str!("../src/sql/sqlite_schema.sql"))
+        conn.execute_batch(include_str!("../src/sql/sqlite/schema.sql"))
             .unwrap();
         conn.execute_batch(
             "INSERT INTO reins_sessions VALUES ('old', 3, 0, 0, NULL, \
@@ -250,10 +250,10 @@ async fn a_version_4_database_gets_its_open_requirements_indexed() {
         )
         .unwrap();
         for sql in [
-            include_str!("../src/sql/sqlite_schema.sql"),
-            include_str!("../src/sql/sqlite_schema_v2.sql"),
-            include_str!("../src/sql/sqlite_schema_v3.sql"),
-            include_str!("../src/sql/sqlite_schema_v4.sql"),
+            include_str!("../src/sql/sqlite/schema.sql"),
+            include_str!("../src/sql/sqlite/schema_v2.sql"),
+            include_str!("../src/sql/sqlite/schema_v3.sql"),
+            include_str!("../src/sql/sqlite/schema_v4.sql"),
         ] {
             conn.execute_batch(sql).unwrap();
         }
@@ -301,12 +301,12 @@ async fn a_version_6_database_starts_its_chains_at_the_migration() {
         )
         .unwrap();
         for sql in [
-            include_str!("../src/sql/sqlite_schema.sql"),
-            include_str!("../src/sql/sqlite_schema_v2.sql"),
-            include_str!("../src/sql/sqlite_schema_v3.sql"),
-            include_str!("../src/sql/sqlite_schema_v4.sql"),
-            include_str!("../src/sql/sqlite_schema_v5.sql"),
-            include_str!("../src/sql/sqlite_schema_v6.sql"),
+            include_str!("../src/sql/sqlite/schema.sql"),
+            include_str!("../src/sql/sqlite/schema_v2.sql"),
+            include_str!("../src/sql/sqlite/schema_v3.sql"),
+            include_str!("../src/sql/sqlite/schema_v4.sql"),
+            include_str!("../src/sql/sqlite/schema_v5.sql"),
+            include_str!("../src/sql/sqlite/schema_v6.sql"),
         ] {
             conn.execute_batch(sql).unwrap();
         }

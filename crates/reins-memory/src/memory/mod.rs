@@ -8,6 +8,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use reins_message::ToolResult;
 
+mod ledger;
+mod locks;
+
+use ledger::{claim_in, push_decisions};
+use locks::{Lock, held_by_another, release_lock, take_lock};
+
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::evidence::{ChainEntry, ChainHead, Link, Seal};
@@ -19,7 +25,7 @@ use crate::pending::{PendingFilter, PendingRequirement};
 use crate::run_state::RunStateData;
 use crate::store::{
     ChangeFeed, Claim, DecisionEntry, LedgerEntry, LedgerState, MemoryStore, SessionHead,
-    SessionLock, SessionState, SessionSummary, StoreChange, lease_end,
+    SessionLock, SessionState, SessionSummary, StoreChange,
 };
 
 /// Sessions kept in process memory: for tests and short-lived agents. Cloning gives
@@ -96,13 +102,6 @@ impl Inner {
             }
         }
     }
-}
-
-#[derive(Debug)]
-struct Lock {
-    owner: String,
-    until: DateTime<Utc>,
-    interrupt: bool,
 }
 
 #[derive(Debug)]
@@ -724,138 +723,5 @@ impl MemoryStore for InMemoryStore {
 
     async fn delete_subscription(&self, id: &str) -> Result<bool> {
         Ok(self.lock().outbox.subscriptions.remove(id).is_some())
-    }
-}
-
-/// A ledger claim on `inner`: the answer, and the lease's attempt number when granted.
-fn claim_in(
-    inner: &mut Inner,
-    session: &str,
-    tool_use_id: &str,
-    fingerprint: &str,
-    lease: Duration,
-    allow_takeover: bool,
-    now: DateTime<Utc>,
-) -> Result<(Claim, Option<u32>)> {
-    let calls = match inner.ledger.get_mut(session) {
-        Some(calls) => calls,
-        None => inner.ledger.entry(session.to_owned()).or_default(),
-    };
-    let Some(entry) = calls.get_mut(tool_use_id) else {
-        calls.insert(
-            tool_use_id.to_owned(),
-            LedgerEntry {
-                tool_use_id: tool_use_id.to_owned(),
-                fingerprint: fingerprint.to_owned(),
-                state: LedgerState::Running,
-                lease_until: lease_end(now, lease),
-                result: None,
-                attempts: 1,
-            },
-        );
-        return Ok((Claim::Granted, Some(1)));
-    };
-    if entry.fingerprint != fingerprint {
-        return Err(Error::FingerprintMismatch {
-            session: session.to_owned(),
-            tool_use_id: tool_use_id.to_owned(),
-            recorded: entry.fingerprint.clone(),
-            found: fingerprint.to_owned(),
-        });
-    }
-    if let (LedgerState::Finished, Some(result)) = (entry.state, &entry.result) {
-        return Ok((Claim::Finished(result.clone()), None));
-    }
-    if entry.lease_until > now {
-        return Ok((
-            Claim::InFlight {
-                lease_until: entry.lease_until,
-            },
-            None,
-        ));
-    }
-    if !allow_takeover {
-        return Ok((Claim::Expired, None));
-    }
-    entry.lease_until = lease_end(now, lease);
-    entry.attempts = entry.attempts.saturating_add(1);
-    Ok((Claim::Granted, Some(entry.attempts)))
-}
-
-/// Appends to a session's decision log, numbering the entries.
-fn push_decisions(
-    logs: &mut HashMap<String, Vec<DecisionEntry>>,
-    session: &str,
-    entries: Vec<DecisionEntry>,
-    now: DateTime<Utc>,
-) {
-    if entries.is_empty() {
-        return;
-    }
-    let log = logs.entry(session.to_owned()).or_default();
-    for mut e in entries {
-        e.seq = log.len() as u64 + 1;
-        if e.at > now {
-            e.at = now;
-        }
-        log.push(e);
-    }
-}
-
-/// Takes or renews `session`'s run lock for `owner`; false when another owner holds a
-/// live one.
-fn take_lock(
-    locks: &mut HashMap<String, Lock>,
-    session: &str,
-    owner: &str,
-    lease: Duration,
-) -> bool {
-    let now = Utc::now();
-    match locks.get_mut(session) {
-        Some(l) if l.owner != owner && l.until > now => false,
-        Some(l) if l.owner == owner => {
-            l.until = lease_end(now, lease);
-            true
-        }
-        Some(l) => {
-            // An expired lock of another owner: take it over in place.
-            l.owner.clear();
-            l.owner.push_str(owner);
-            l.until = lease_end(now, lease);
-            l.interrupt = false;
-            true
-        }
-        None => {
-            locks.insert(
-                session.to_owned(),
-                Lock {
-                    owner: owner.to_owned(),
-                    until: lease_end(now, lease),
-                    interrupt: false,
-                },
-            );
-            true
-        }
-    }
-}
-
-/// Whether another owner than `owner` holds a live run lock on `session`.
-fn held_by_another(
-    locks: &HashMap<String, Lock>,
-    session: &str,
-    owner: &str,
-    now: DateTime<Utc>,
-) -> bool {
-    locks
-        .get(session)
-        .is_some_and(|l| l.owner != owner && l.until > now)
-}
-
-/// Releases `session`'s run lock if `owner` (when given) holds it.
-fn release_lock(locks: &mut HashMap<String, Lock>, session: &str, owner: Option<&str>) {
-    if let Some(owner) = owner {
-        if locks.get(session).is_some_and(|l| l.owner == owner) {
-            locks.remove(session);
-        }
     }
 }

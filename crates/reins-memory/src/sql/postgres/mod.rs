@@ -11,35 +11,37 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reins_message::ToolResult;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Column, Connection as _, Row as _, TypeInfo, ValueRef};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection as _, Row as _};
 
-#[path = "postgres_dialect.rs"]
 mod dialect;
+mod exec;
+mod listen;
 
 use super::ChangeHub;
-use super::feeds::Feeds;
-use super::flow::{self, Arg, Committed, Exec, Row, Val};
+use super::flow::{self, Committed};
 use super::is_unique_violation;
 use crate::commit::Commit;
 use crate::error::{Error, Result};
 use crate::heads::SessionFilter;
 use crate::pending::{PendingFilter, PendingRequirement};
 use crate::store::{
-    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MAX_LEASE, MemoryStore, SessionHead,
-    SessionLock, SessionState, SessionSummary,
+    ChangeFeed, Claim, DecisionEntry, LedgerEntry, MemoryStore, SessionHead, SessionLock,
+    SessionState, SessionSummary,
 };
 use dialect::{DIALECT, EVIDENCE, GRANTS, OUTBOX};
+use exec::Pg;
+use listen::{change_channel, listen_for_changes};
 
 /// Migrations, in order: (version, SQL). Shipped in the crate.
 const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("postgres_schema.sql")),
-    (2, include_str!("postgres_schema_v2.sql")),
-    (3, include_str!("postgres_schema_v3.sql")),
-    (4, include_str!("postgres_schema_v4.sql")),
-    (5, include_str!("postgres_schema_v5.sql")),
-    (6, include_str!("postgres_schema_v6.sql")),
-    (7, include_str!("postgres_schema_v7.sql")),
+    (1, include_str!("schema.sql")),
+    (2, include_str!("schema_v2.sql")),
+    (3, include_str!("schema_v3.sql")),
+    (4, include_str!("schema_v4.sql")),
+    (5, include_str!("schema_v5.sql")),
+    (6, include_str!("schema_v6.sql")),
+    (7, include_str!("schema_v7.sql")),
 ];
 
 /// The newest schema version this build writes.
@@ -284,73 +286,6 @@ const LOAD: &str = "\
     UNION ALL \
     SELECT 2::int2, seq, id, body::text, NULL, NULL FROM reins_requirements WHERE session_id = $1 \
     ORDER BY part, n";
-
-/// [`Exec`] through sqlx on one PostgreSQL connection.
-struct Pg<'c>(&'c mut PgConnection);
-
-fn bind<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    args: &[Arg<'q>],
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    for arg in args {
-        q = match arg {
-            Arg::Int(v) => q.bind(*v),
-            Arg::Bool(b) => q.bind(*b),
-            Arg::Text(s) => q.bind(*s),
-            Arg::OptText(s) => q.bind(*s),
-            Arg::Stamp(t) | Arg::Instant(t) => q.bind(*t),
-            Arg::Lease(d) => q.bind(d.min(&MAX_LEASE).as_secs_f64()),
-            Arg::Ints(v) => q.bind(*v),
-            Arg::Texts(v) => q.bind(*v),
-        };
-    }
-    q
-}
-
-fn decode_row(row: &PgRow) -> Result<Row> {
-    let mut out = Vec::with_capacity(row.len());
-    for (i, col) in row.columns().iter().enumerate() {
-        if row.try_get_raw(i)?.is_null() {
-            out.push(Val::Null);
-            continue;
-        }
-        out.push(match col.type_info().name() {
-            "INT8" => Val::Int(row.try_get(i)?),
-            "INT4" => Val::Int(i64::from(row.try_get::<i32, _>(i)?)),
-            "INT2" => Val::Int(i64::from(row.try_get::<i16, _>(i)?)),
-            "BOOL" => Val::Bool(row.try_get(i)?),
-            "TIMESTAMPTZ" => Val::Time(row.try_get(i)?),
-            "TEXT" | "VARCHAR" | "NAME" => Val::Text(row.try_get(i)?),
-            _ => Val::Null,
-        });
-    }
-    Ok(out)
-}
-
-impl Exec for Pg<'_> {
-    async fn run(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64> {
-        let done = bind(sqlx::query(sql), args).execute(&mut *self.0).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>> {
-        let rows = bind(sqlx::query(sql), args).fetch_all(&mut *self.0).await?;
-        rows.iter().map(decode_row).collect()
-    }
-
-    async fn rows_or_duplicate(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<Vec<Row>>> {
-        match bind(sqlx::query(sql), args).fetch_all(&mut *self.0).await {
-            Ok(rows) => rows.iter().map(decode_row).collect::<Result<_>>().map(Some),
-            Err(e) if is_unique_violation(&e) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    async fn script(&mut self, sql: &str) -> Result<()> {
-        sqlx::Executor::execute(&mut *self.0, sqlx::raw_sql(sql)).await?;
-        Ok(())
-    }
-}
 
 #[async_trait]
 impl MemoryStore for PostgresStore {
@@ -761,45 +696,5 @@ impl MemoryStore for PostgresStore {
         let d = flow::redeliver(&mut Pg(&mut tx), &OUTBOX, delivery, chrono::Utc::now()).await?;
         tx.commit().await?;
         Ok(d)
-    }
-}
-
-/// The LISTEN/NOTIFY channel of a schema: `reins_changes_<schema>`, or, when that would
-/// pass PostgreSQL's 63-byte identifier limit, the schema's SHA-256 prefix instead.
-fn change_channel(schema: Option<&str>) -> String {
-    use sha2::Digest;
-    match schema {
-        None => "reins_changes".to_owned(),
-        Some(s) if s.len() <= 63 - "reins_changes_".len() => format!("reins_changes_{s}"),
-        Some(s) => {
-            let digest = sha2::Sha256::digest(s.as_bytes());
-            let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-            format!("reins_changes_{hex}")
-        }
-    }
-}
-
-/// Forwards NOTIFYs to the change feed until nobody listens. A lost connection is
-/// re-established by the listener; since notices may have been missed meanwhile,
-/// listeners are told that anything may have changed.
-async fn listen_for_changes(mut listener: sqlx::postgres::PgListener, feeds: Feeds) {
-    loop {
-        if !feeds.listened() {
-            break;
-        }
-        let next = tokio::time::timeout(Duration::from_secs(1), listener.recv()).await;
-        match next {
-            Err(_) => {}
-            Ok(Ok(n)) => match n.payload().split_at_checked(2) {
-                Some(("c:", session)) => feeds.send(Some(session), false),
-                Some(("i:", session)) => feeds.send(Some(session), true),
-                _ => feeds.send(None, true),
-            },
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "listening for PostgreSQL changes failed; reconnecting");
-                feeds.send(None, true);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
     }
 }
