@@ -88,7 +88,8 @@ impl Link {
     }
 }
 
-/// Reads a stored entry back.
+/// Reads a stored entry back (the SQL stores keep entries as JSON text).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn decode(session: &str, text: &str) -> Result<ChainEntry> {
     serde_json::from_str(text).map_err(|e| Error::Corrupt {
         session: session.to_owned(),

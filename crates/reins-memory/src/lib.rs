@@ -71,6 +71,7 @@ mod memory;
 mod memory_outbox;
 pub mod notice;
 pub mod pending;
+mod recorded;
 mod records;
 pub mod repair;
 mod run_state;
@@ -89,6 +90,7 @@ pub use notice::{
     Subscription,
 };
 pub use pending::{PendingFilter, PendingKey, PendingRequirement};
+pub use recorded::{Recorded, StoreCall};
 pub use reins_message::fingerprint;
 pub use repair::{
     PARTIAL_KEY, RemovalReason, RemovedResult, RepairReport, current_turn_start, pending_tool_uses,
