@@ -208,3 +208,55 @@ async fn slack_buttons_signed_by_the_sdk_decide_through_the_consent_checks() {
     );
     assert_eq!(s.ran(), ["delete:x.txt", "delete:y.txt"]);
 }
+
+/// The walk of one Slack approval, held to its store traffic: between the press and
+/// the commit that applies it, the session is loaded at most once (the run's own
+/// load); besides it only version checks (that the session is stored, and the lock
+/// taken with its version). The door and the decision path read nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slack_press_reads_the_session_at_most_once_before_its_commit() {
+    let Some(python) = python_or_skip("a_slack_press_reads_the_session_at_most_once") else {
+        return;
+    };
+    let stub = SlackStub::start().await;
+    let recorded = std::sync::Arc::new(std::sync::OnceLock::new());
+    let keep = std::sync::Arc::clone(&recorded);
+    let s = approvals_server(None, Some(&stub.base), move |store, ran| {
+        let store = reins_memory::Recorded::wrap(store);
+        let _ = keep.set(store.clone());
+        super::agent_with_ttl(std::sync::Arc::new(store), ran, None)
+    })
+    .await;
+    let store = recorded.get().unwrap();
+    pause(&s, "alice/walk-1", "delete w.txt").await;
+    let posted = stub.wait_for("chat.postMessage", 1).await.remove(0);
+    let approve = press("U_ANA", "approve", &posted);
+    store.take();
+    let (st, _) = send(&s, &python, SIGNING_SECRET, now(), &approve).await;
+    assert_eq!(st, 200);
+    eventually("the tool ran", || s.ran() == ["delete:w.txt"]).await;
+    let calls = store.take();
+    let about: Vec<&str> = calls
+        .iter()
+        .filter(|c| c.session.as_deref() == Some("alice/walk-1"))
+        .map(|c| c.method)
+        .collect();
+    let first_commit = about
+        .iter()
+        .position(|m| *m == "commit")
+        .unwrap_or_else(|| panic!("no commit after the press: {about:?}"));
+    let reads = about[..first_commit]
+        .iter()
+        .filter(|m| {
+            matches!(
+                **m,
+                "load_session" | "open_session" | "decisions" | "ledger_entry" | "evidence"
+            )
+        })
+        .count();
+    assert!(
+        reads <= 1,
+        "the session loaded {reads} times before the commit: {about:?}"
+    );
+    assert_eq!(s.ran(), ["delete:w.txt"], "ran once");
+}
