@@ -21,6 +21,8 @@
 //! | [`Step::Delegate`](crate::run::Step::Delegate) | [`Work::Dispatch`] (the parent's ledger), the driver's child turns ([`delegate::serve_child`]), [`Work::Conclude`] (the routed answers audited, the outcome, the ledger, [`hooks::post_acting`]) |
 //! | a call that fails | [`Work::Fail`]: [`hooks::failed`], then [`run_failed`] (the outbox's `run.failed` notice) |
 //!
+//! | a commit the store took | [`seal`]: the signed receipts of the decisions it applied ([`to_seal`] takes them before the commit; nothing without an evidence signer) |
+//!
 //! What the effects report while they run goes to a [`Witness`] (the local driver's
 //! event channel, reins-restate's live relay).
 
@@ -35,6 +37,7 @@ mod notice;
 mod reason;
 mod work;
 
+pub use crate::evidence::{seal, to_seal};
 pub use crate::live::LiveCalls;
 pub use ask::ASKED_ELSEWHERE;
 pub use begin::follow;
