@@ -88,7 +88,7 @@ pub(crate) async fn seal_decisions(
             issuer: text(r, "/actor/metadata/issuer"),
             subject: text(r, "/actor/metadata/subject"),
             door: text(r, "/actor/metadata/via").or_else(|| text(r, "/via")),
-            policy_hash: None,
+            policy_hash: text(r, "/policy_hash"),
             at: String::new(),
             chain_head: String::new(),
         };

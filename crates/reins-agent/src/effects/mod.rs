@@ -74,8 +74,8 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
     let mut asked = Vec::new();
     for r in &step.requirements {
         if let Some(policy) = &rt.policy {
-            let verdict = policy
-                .decide(PolicyRequest {
+            let (verdict, policy_hash) = policy
+                .decide_hashed(PolicyRequest {
                     tool: &r.tool_use.name,
                     arguments: &r.tool_use.input,
                     tool_use_id: &r.id,
@@ -94,11 +94,17 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                     tracing::debug!(session = %session, tool = %r.tool_use.name, "the approval policy allowed a call that needs a quorum; asking people");
                 }
                 PolicyVerdict::Allow { reason } => {
-                    decisions.push((r.id.clone(), AutoDecision::PolicyAllow { reason }));
+                    decisions.push((
+                        r.id.clone(),
+                        AutoDecision::PolicyAllow {
+                            reason,
+                            policy_hash,
+                        },
+                    ));
                     continue;
                 }
                 PolicyVerdict::Deny { note } => {
-                    decisions.push((r.id.clone(), AutoDecision::PolicyDeny { note }));
+                    decisions.push((r.id.clone(), AutoDecision::PolicyDeny { note, policy_hash }));
                     continue;
                 }
             }
