@@ -237,14 +237,14 @@ fn signing_table(checked: &[Cost], reported: &[Cost]) -> String {
         }
     };
     let mut s = format!(
-        "\n{:<30} {:>14} {:>14}\n",
+        "\n{:<56} {:>14} {:>14}\n",
         "signing costs", "instructions", "allocations"
     );
     for (signed, plain) in SIGNING {
         if let (Some(a), Some(b)) = (find(signed), find(plain)) {
             let _ = writeln!(
                 s,
-                "{:<30} {:>14} {:>14}",
+                "{:<56} {:>14} {:>14}",
                 format!("{signed} / {plain}"),
                 pct(a.instructions, b.instructions),
                 pct(a.allocations, b.allocations)
