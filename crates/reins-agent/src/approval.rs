@@ -157,6 +157,16 @@ pub trait ApprovalPolicy: Send + Sync + 'static {
     /// The verdict on one call. A policy that cannot decide (its own rule store is down)
     /// answers [`PolicyVerdict::Ask`]: a person decides.
     async fn decide(&self, call: PolicyRequest<'_>) -> PolicyVerdict;
+
+    /// The verdict on one call and the hash of the rules that gave it (a policy set's
+    /// hash; see docs/evidence.md), which is what every driver asks. An allow or a deny
+    /// records the hash in the audit trail (`policy_hash`) and signs it into the
+    /// decision's receipt. By default [`ApprovalPolicy::decide`] and no hash; a policy
+    /// whose rules can be replaced while it runs answers both from the same rules
+    /// (reins-policy's `CedarPolicy` does).
+    async fn decide_hashed(&self, call: PolicyRequest<'_>) -> (PolicyVerdict, Option<String>) {
+        (self.decide(call).await, None)
+    }
 }
 
 #[async_trait]
@@ -164,12 +174,18 @@ impl<T: ApprovalPolicy + ?Sized> ApprovalPolicy for Arc<T> {
     async fn decide(&self, call: PolicyRequest<'_>) -> PolicyVerdict {
         (**self).decide(call).await
     }
+    async fn decide_hashed(&self, call: PolicyRequest<'_>) -> (PolicyVerdict, Option<String>) {
+        (**self).decide_hashed(call).await
+    }
 }
 
 #[async_trait]
 impl<T: ApprovalPolicy + ?Sized> ApprovalPolicy for Box<T> {
     async fn decide(&self, call: PolicyRequest<'_>) -> PolicyVerdict {
         (**self).decide(call).await
+    }
+    async fn decide_hashed(&self, call: PolicyRequest<'_>) -> (PolicyVerdict, Option<String>) {
+        (**self).decide_hashed(call).await
     }
 }
 

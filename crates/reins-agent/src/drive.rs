@@ -244,28 +244,18 @@ impl Local<'_> {
     }
 
     /// Signs the receipts of the decisions a stored commit applied (nothing without
-    /// an evidence signer). Returns the signing's own future: no state machine of its
-    /// own on the commit path.
+    /// an evidence signer): [`crate::effects::seal`], as every driver does.
     fn seal<'a>(
         &'a self,
         decisions: &'a [reins_memory::DecisionEntry],
     ) -> impl std::future::Future<Output = ()> + Send + 'a {
-        crate::evidence::seal_decisions(
-            self.agent.runtime.store.as_ref(),
-            self.agent.runtime.evidence.as_deref(),
-            &self.session,
-            decisions,
-        )
+        crate::effects::seal(&self.agent, &self.session, decisions)
     }
 
-    /// The audit entries of `commit` that get a receipt once it is stored: none (and
-    /// no allocation) when the agent signs no receipts.
+    /// The audit entries of `commit` that get a receipt once it is stored
+    /// ([`crate::effects::to_seal`]).
     fn decisions_to_seal(&self, commit: &reins_memory::Commit) -> Vec<reins_memory::DecisionEntry> {
-        if self.agent.runtime.evidence.is_some() {
-            commit.decisions.clone()
-        } else {
-            Vec::new()
-        }
+        crate::effects::to_seal(&self.agent, commit)
     }
 
     /// Writes a commit; the call's last one releases the store's lock where the store

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use reins_evidence::{EntryKind, Keyring, Receipt, ReceiptKind, Signer};
-use reins_memory::{DecisionEntry, MemoryStore};
+use reins_memory::{Commit, DecisionEntry, MemoryStore};
 use reins_message::{ToolResult, ToolUse};
 use serde_json::Value;
 
@@ -88,7 +88,7 @@ pub(crate) async fn seal_decisions(
             issuer: text(r, "/actor/metadata/issuer"),
             subject: text(r, "/actor/metadata/subject"),
             door: text(r, "/actor/metadata/via").or_else(|| text(r, "/via")),
-            policy_hash: None,
+            policy_hash: text(r, "/policy_hash"),
             at: String::new(),
             chain_head: String::new(),
         };
@@ -126,6 +126,40 @@ pub(crate) async fn seal_execution(
         chain_head: String::new(),
     };
     append(store, ev, session, receipt).await;
+}
+
+/// The audit entries of `commit` that get a signed receipt once the store has taken
+/// it: its decisions when `agent` signs receipts
+/// ([`AgentBuilder::evidence_signer`](crate::AgentBuilder::evidence_signer)); none, and
+/// no allocation, otherwise. Every driver takes them before it hands the commit to the
+/// store and passes them to [`seal`] once the store took it (the local driver and
+/// reins-restate alike), so a decision gets the same receipt on every driver.
+pub fn to_seal(agent: &crate::Agent, commit: &Commit) -> Vec<DecisionEntry> {
+    if agent.runtime.evidence.is_some() {
+        commit.decisions.clone()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Signs the receipts of `decisions` (from [`to_seal`]) of a commit the store took, in
+/// the session's chain: one per applied decision, each in its own transaction after
+/// the commit, bound to the chain head it is signed at. Nothing without a signer. A
+/// receipt that cannot be stored is logged, never an error: the change it attests is
+/// stored, and the chain verifies without it (see docs/evidence.md).
+///
+/// Returns the signing's own future (no state machine of its own on a commit path).
+pub fn seal<'a>(
+    agent: &'a crate::Agent,
+    session: &'a str,
+    decisions: &'a [DecisionEntry],
+) -> impl std::future::Future<Output = ()> + Send + 'a {
+    seal_decisions(
+        agent.runtime.store.as_ref(),
+        agent.runtime.evidence.as_deref(),
+        session,
+        decisions,
+    )
 }
 
 /// Shared with the runtime.

@@ -302,6 +302,7 @@ pub(crate) fn late_records(
                 shown_fingerprint: applied.shown_fingerprint.clone(),
                 executed_fingerprint: None,
                 grant_id: None,
+                policy_hash: None,
                 quorum: None,
             }
         })

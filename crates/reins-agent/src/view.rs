@@ -268,6 +268,11 @@ pub struct DecisionRecord {
     /// The standing grant that allowed the call without asking (`via: "grant"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_id: Option<String>,
+    /// The hash of the policy set that decided (`via: "policy"`), when the approval
+    /// policy names one ([`ApprovalPolicy::decide_hashed`](crate::ApprovalPolicy::decide_hashed);
+    /// a Cedar policy set's, see docs/evidence.md). Signed into the decision's receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_hash: Option<String>,
     /// For an approval under a quorum: the count after it (`approvals` of `needed`).
     /// The call runs when they are equal.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,6 +58,26 @@ pub fn tool_agent() -> Res<Agent> {
         .build()?)
 }
 
+/// The evidence signer of the signing scenarios (a fixed seed: what a key from the
+/// configuration would be).
+pub fn signer() -> reins::evidence::Signer {
+    reins::evidence::Signer::from_seed("bench", [11; 32])
+}
+
+/// [`tool_agent`] on `store` (in memory when `None`), signing evidence receipts when
+/// `sign` (`AgentBuilder::evidence_signer`: the store's hash chain on, a receipt per
+/// decision applied and per call that ran).
+pub fn tool_agent_with(store: Option<std::sync::Arc<dyn MemoryStore>>, sign: bool) -> Res<Agent> {
+    let mut b = Agent::builder().model(tool_model()).toolkit(add_toolkit()?);
+    if let Some(store) = store {
+        b = b.store_arc(store);
+    }
+    if sign {
+        b = b.evidence_signer(signer(), reins::evidence::Keyring::new());
+    }
+    Ok(b.build()?)
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A session id not used before in this process.
@@ -91,6 +111,24 @@ pub fn confirm_agent() -> Res<Agent> {
     Ok(Agent::builder()
         .model(tool_model())
         .toolkit(tools)
+        .build()?)
+}
+
+/// [`confirm_agent`] signing evidence receipts.
+pub fn signed_confirm_agent() -> Res<Agent> {
+    let mut tools = Toolkit::new();
+    tools.add(
+        Toolkit::function(
+            "add",
+            "Add two integers.",
+            |args: AddArgs, _ctx| async move { Ok::<_, ToolError>((args.a + args.b).to_string()) },
+        )
+        .policy(ToolPolicy::confirm()),
+    )?;
+    Ok(Agent::builder()
+        .model(tool_model())
+        .toolkit(tools)
+        .evidence_signer(signer(), reins::evidence::Keyring::new())
         .build()?)
 }
 

@@ -14,7 +14,9 @@
 //! swaps in a new one atomically ([`CedarPolicy::reload`]): a decision sees the old set
 //! or the new one, never a mix. Every answer names the policies that produced it
 //! ([`Answer::policies`]): the reason of an allow and the note of a deny, both in the
-//! session's audit trail, name them (policy `tmp-deletes`).
+//! session's audit trail, name them (policy `tmp-deletes`). A set has a hash
+//! ([`PolicySet::hash`]) that each call it allows or rejects records in the audit trail
+//! and signs into its evidence receipt (`docs/evidence.md`).
 //!
 //! A **shadow** set ([`CedarPolicy::set_shadow`]) is evaluated beside the active one on
 //! every question; where they answer differently the difference is recorded in the
@@ -31,6 +33,7 @@
 //! )?;
 //! let policy = CedarPolicy::new(set);
 //! assert_eq!(policy.active().ids().collect::<Vec<_>>(), ["tmp-deletes"]);
+//! assert_eq!(policy.active().hash().len(), 64); // SHA-256, hex
 //! // Agent::builder().approval_policy(policy.clone()).eligibility_policy(policy) ...
 //! # Ok::<(), reins_policy::Error>(())
 //! ```

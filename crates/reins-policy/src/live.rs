@@ -157,6 +157,18 @@ impl CedarPolicy {
         prepared: std::result::Result<Prepared, String>,
         who: Subject<'_>,
     ) -> Answer {
+        self.answer_in(&self.sets(), question, prepared, who)
+    }
+
+    /// [`CedarPolicy::answer`] from `sets` (one version of the sets: the answer and the
+    /// hash of the set that gave it come from the same).
+    fn answer_in(
+        &self,
+        sets: &Sets,
+        question: Question,
+        prepared: std::result::Result<Prepared, String>,
+        who: Subject<'_>,
+    ) -> Answer {
         let prepared = match prepared {
             Ok(p) => p,
             Err(e) => {
@@ -164,7 +176,6 @@ impl CedarPolicy {
                 return unputtable(question, e);
             }
         };
-        let sets = self.sets();
         let active = prepared.answer(&sets.active);
         if let Some(shadow) = &sets.shadow {
             let other = prepared.answer(shadow);
@@ -190,6 +201,10 @@ impl CedarPolicy {
 
     /// The active set's answer to "may this call run without asking?".
     pub fn answer_call(&self, call: &PolicyRequest<'_>) -> Answer {
+        self.answer_call_in(&self.sets(), call)
+    }
+
+    fn answer_call_in(&self, sets: &Sets, call: &PolicyRequest<'_>) -> Answer {
         let who = Subject {
             session: call.session,
             tool: call.tool,
@@ -197,7 +212,7 @@ impl CedarPolicy {
             arguments: summary(call.arguments),
             principal: call.principal.unwrap_or_default(),
         };
-        self.answer(Question::Call, Prepared::call(call), who)
+        self.answer_in(sets, Question::Call, Prepared::call(call), who)
     }
 
     /// The active set's answer to "may this person approve or reject this call?".
@@ -236,21 +251,31 @@ impl TryFrom<&std::path::Path> for CedarPolicy {
     }
 }
 
+/// The verdict an answer to "may this call run without asking?" gives.
+fn call_verdict(a: &Answer) -> PolicyVerdict {
+    match a.verdict {
+        Verdict::Allow => PolicyVerdict::allow(format!("allowed by policy {}", a.named())),
+        Verdict::Deny => PolicyVerdict::deny(match &a.note {
+            Some(n) => format!("Rejected by policy {}: {n}", a.named()),
+            None => format!("Rejected by policy {}.", a.named()),
+        }),
+        Verdict::Ask if a.policies.is_empty() => PolicyVerdict::Ask,
+        Verdict::Ask => PolicyVerdict::ask_because(format!("asked because policy {}", a.named())),
+    }
+}
+
 #[async_trait]
 impl ApprovalPolicy for CedarPolicy {
     async fn decide(&self, call: PolicyRequest<'_>) -> PolicyVerdict {
-        let a = self.answer_call(&call);
-        match a.verdict {
-            Verdict::Allow => PolicyVerdict::allow(format!("allowed by policy {}", a.named())),
-            Verdict::Deny => PolicyVerdict::deny(match &a.note {
-                Some(n) => format!("Rejected by policy {}: {n}", a.named()),
-                None => format!("Rejected by policy {}.", a.named()),
-            }),
-            Verdict::Ask if a.policies.is_empty() => PolicyVerdict::Ask,
-            Verdict::Ask => {
-                PolicyVerdict::ask_because(format!("asked because policy {}", a.named()))
-            }
-        }
+        call_verdict(&self.answer_call(&call))
+    }
+
+    /// The verdict and the hash of the active set that gave it ([`PolicySet::hash`]),
+    /// both from the same version of the sets: a reload in between changes neither.
+    async fn decide_hashed(&self, call: PolicyRequest<'_>) -> (PolicyVerdict, Option<String>) {
+        let sets = self.sets();
+        let verdict = call_verdict(&self.answer_call_in(&sets, &call));
+        (verdict, Some(sets.active.hash().to_owned()))
     }
 }
 

@@ -27,7 +27,11 @@ pub struct PolicySet {
     pub(crate) meta: HashMap<PolicyId, Meta>,
     ids: Vec<String>,
     files: Vec<PathBuf>,
+    hash: String,
 }
+
+/// [`PolicySet::hash`] of a set with no source: `H([])`.
+const EMPTY_HASH: &str = "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945";
 
 /// The schema, parsed once.
 pub(crate) fn schema() -> Result<&'static Schema> {
@@ -85,6 +89,7 @@ impl PolicySet {
             meta: HashMap::new(),
             ids: Vec::new(),
             files: Vec::new(),
+            hash: EMPTY_HASH.to_owned(),
         }
     }
 
@@ -140,7 +145,10 @@ impl PolicySet {
         let mut ids = Vec::new();
         // Where each policy came from, to place validation problems.
         let mut origin: HashMap<PolicyId, (Arc<str>, Arc<str>)> = HashMap::new();
+        // The texts, for the set's hash.
+        let mut texts = Vec::new();
         for (name, text) in sources {
+            texts.push(text.clone());
             let parsed = match cedar_policy::PolicySet::from_str(&text) {
                 Ok(p) => p,
                 Err(errs) => {
@@ -225,11 +233,23 @@ impl PolicySet {
             problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
             return Err(Error::Invalid { problems });
         }
+        texts.sort();
+        let hash =
+            reins_evidence::digest(&texts, "a policy set's texts").map_err(|e| Error::Invalid {
+                problems: vec![Problem {
+                    file: String::new(),
+                    line: 0,
+                    column: 0,
+                    policy: None,
+                    reason: e.to_string(),
+                }],
+            })?;
         Ok(Self {
             set,
             meta,
             ids,
             files: Vec::new(),
+            hash,
         })
     }
 
@@ -252,6 +272,16 @@ impl PolicySet {
     pub fn files(&self) -> &[PathBuf] {
         &self.files
     }
+
+    /// The set's hash: SHA-256 (lowercase hex) of the RFC 8785 canonical JSON of the
+    /// array of its source texts (each file's text as read), sorted by code point — so
+    /// it names what the policies say, not where the files lie nor the order they were
+    /// read in. Recorded with each decision the set makes (`policy_hash` in the audit
+    /// trail) and signed into its receipt; anyone holding the `.cedar` files recomputes
+    /// it (docs/evidence.md).
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
 }
 
 #[cfg(test)]
@@ -263,6 +293,37 @@ mod tests {
         assert_eq!(place("ab\ncd", 0), (1, 1));
         assert_eq!(place("ab\ncd", 4), (2, 2));
         assert_eq!(place("ab", 99), (1, 3));
+    }
+
+    #[test]
+    fn the_hash_names_the_texts_not_their_names_nor_order() {
+        let a = "permit (principal, action == Reins::Action::\"call\", resource);";
+        let b = "forbid (principal, action == Reins::Action::\"grant\", resource);";
+        let one =
+            PolicySet::from_sources([("x.cedar".into(), a.into()), ("y.cedar".into(), b.into())])
+                .unwrap();
+        let two =
+            PolicySet::from_sources([("b.cedar".into(), b.into()), ("a.cedar".into(), a.into())])
+                .unwrap();
+        assert_eq!(one.hash(), two.hash());
+        assert_eq!(
+            one.hash(),
+            reins_evidence::digest(&[b, a], "texts").unwrap(),
+            "H of the sorted texts (`forbid` before `permit`)"
+        );
+        let changed = PolicySet::from_source("x.cedar", &a.replace("call", "decide")).unwrap();
+        assert_ne!(
+            changed.hash(),
+            PolicySet::from_source("x.cedar", a).unwrap().hash()
+        );
+        assert_eq!(
+            PolicySet::empty().hash(),
+            reins_evidence::digest(&Vec::<String>::new(), "none").unwrap()
+        );
+        assert_eq!(
+            PolicySet::from_sources([]).unwrap().hash(),
+            PolicySet::empty().hash()
+        );
     }
 
     #[test]

@@ -597,9 +597,12 @@ pub(crate) fn effect_error(e: AgentError) -> HandlerError {
     }
 }
 
-/// One store commit. When the stored version moved, the commit may be this step's own
-/// first attempt (stored, then the process died before the journal had the result):
-/// then its version is returned; anything else wrote the session outside this turn.
+/// One store commit, and the signed receipts of the decisions it applied (with an
+/// evidence signer; [`effects::seal`], as the local driver signs them). When the stored
+/// version moved, the commit may be this step's own first attempt (stored, then the
+/// process died before the journal had the result): then its version is returned, and
+/// its receipts are not signed again (the first attempt signed them, or died before:
+/// the chain verifies either way); anything else wrote the session outside this turn.
 pub(super) async fn commit_once(
     agent: Agent,
     session: String,
@@ -607,8 +610,12 @@ pub(super) async fn commit_once(
 ) -> HandlerResult<Json<u64>> {
     let store = agent.store();
     let expected = commit.expected_version;
+    let sealed = effects::to_seal(&agent, &commit);
     match store.commit(&session, commit.clone()).await {
-        Ok(v) => Ok(Json(v)),
+        Ok(v) => {
+            effects::seal(&agent, &session, &sealed).await;
+            Ok(Json(v))
+        }
         Err(reins_memory::Error::Conflict { .. }) => {
             let s = store.load_session(&session).await.map_err(retry)?;
             let ours = s.version == expected + 1

@@ -80,6 +80,34 @@
 //! # let _ = Agent::builder().model(Hi);
 //! ```
 //!
+//! ## Evidence anyone can check
+//!
+//! [`evidence`] (always there: the agent signs with it) turns the audit trail into
+//! evidence a third party checks without trusting the database: a hash chain per
+//! session, Ed25519-signed receipts for each approval and each call that ran, a bundle
+//! to export and an offline verifier (`docs/evidence.md` specifies the format).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use reins::evidence::{Keyring, Signer, verify};
+//! use reins::model::{ScriptedModel, ScriptedResponse};
+//! use reins::prelude::*;
+//!
+//! // The key comes from the configuration (a file, the environment), never the store.
+//! let signer = Signer::from_seed("2026-01", [7; 32]);
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new([ScriptedResponse::text("hello")]))
+//!     .evidence_signer(signer, Keyring::new())
+//!     .build()?;
+//! agent.session("chat-1").await?.send(Msg::user("hi")).await?;
+//!
+//! let bundle = agent.evidence("chat-1").await?.to_jsonl()?;
+//! let report = verify(&bundle)?;
+//! println!("{} entries, head {}", report.entries, report.head.hash);
+//! # Ok(()) }
+//! ```
+//!
 //! ## Features
 //!
 //! | feature     | default | what it adds |
@@ -112,6 +140,9 @@ pub use reins_agent as agent;
 pub use reins_anthropic as anthropic;
 #[cfg(feature = "bedrock")]
 pub use reins_bedrock as bedrock;
+/// Evidence anyone can check (the `reins-evidence` crate): the hash chain, signed
+/// receipts, the export bundle and its offline verifier. See `docs/evidence.md`.
+pub use reins_evidence as evidence;
 #[cfg(feature = "gemini")]
 pub use reins_gemini as gemini;
 pub use reins_hook as hook;

@@ -35,6 +35,23 @@ const SCENARIOS: [(&str, &str, u32); 5] = [
     ("served_run", "served_cost", 1000),
 ];
 
+/// Scenarios measured and shown beside the checked ones, not held to the baseline:
+/// evidence (issue #53) with and without signing, in memory and on SQLite at
+/// `Durability::Full`, and the cost of signing as a ratio of the unsigned run.
+const REPORTED: [(&str, &str, u32); 4] = [
+    ("signed_tool_call_run", "run_cost", 2000),
+    ("signed_decision_run", "run_cost", 2000),
+    ("sqlite_tool_call_run", "run_cost", 500),
+    ("sqlite_signed_tool_call_run", "run_cost", 500),
+];
+
+/// (signed scenario, the unsigned one it is compared with).
+const SIGNING: [(&str, &str); 3] = [
+    ("signed_tool_call_run", "tool_call_run"),
+    ("signed_decision_run", "decision_run"),
+    ("sqlite_signed_tool_call_run", "sqlite_tool_call_run"),
+];
+
 /// The two numbers the check holds, for one scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Cost {
@@ -80,7 +97,12 @@ fn measure_and(mode: Mode, programs: &Path) -> Result<(), String> {
         }
         eprintln!("xtask: valgrind not found: instructions per run left out");
     }
-    let measured = measure(programs, valgrind)?;
+    let measured = measure(programs, valgrind, &SCENARIOS)?;
+    if mode == Mode::Show {
+        println!("\nreported, not checked (evidence, issue #53):");
+        let reported = measure(programs, valgrind, &REPORTED)?;
+        print!("{}", signing_table(&measured, &reported));
+    }
     let path = repo_root().join(BASELINE);
     match mode {
         Mode::Show => Ok(()),
@@ -168,13 +190,17 @@ pub(crate) fn build_command(target: &Path) -> Command {
 
 /// Runs every scenario, prints the table and returns the numbers the check holds
 /// (instructions 0 without valgrind).
-fn measure(programs: &Path, valgrind: bool) -> Result<Vec<Cost>, String> {
+fn measure(
+    programs: &Path,
+    valgrind: bool,
+    scenarios: &[(&str, &str, u32)],
+) -> Result<Vec<Cost>, String> {
     println!(
         "\n{:<16} {:>12} {:>16} {:>14} {:>18}",
         "scenario", "allocs/run", "KiB alloc/run", "µs/run", "instructions/run"
     );
     let mut out = Vec::new();
-    for (scenario, program, runs) in SCENARIOS {
+    for &(scenario, program, runs) in scenarios {
         let bin = programs.join(program);
         let run = Command::new(&bin)
             .args(["--scenario", scenario, "--runs", &runs.to_string()])
@@ -212,6 +238,41 @@ fn measure(programs: &Path, valgrind: bool) -> Result<Vec<Cost>, String> {
         });
     }
     Ok(out)
+}
+
+/// What signing adds, per pair of [`SIGNING`]: instructions and allocations of the
+/// signed run over the unsigned one, in percent.
+fn signing_table(checked: &[Cost], reported: &[Cost]) -> String {
+    let find = |name: &str| {
+        checked
+            .iter()
+            .chain(reported)
+            .find(|c| c.scenario == name)
+            .cloned()
+    };
+    let pct = |signed: f64, plain: f64| {
+        if plain > 0.0 {
+            format!("{:+.1} %", (signed - plain) / plain * 100.0)
+        } else {
+            "-".to_owned()
+        }
+    };
+    let mut s = format!(
+        "\n{:<56} {:>14} {:>14}\n",
+        "signing costs", "instructions", "allocations"
+    );
+    for (signed, plain) in SIGNING {
+        if let (Some(a), Some(b)) = (find(signed), find(plain)) {
+            let _ = writeln!(
+                s,
+                "{:<56} {:>14} {:>14}",
+                format!("{signed} / {plain}"),
+                pct(a.instructions, b.instructions),
+                pct(a.allocations, b.allocations)
+            );
+        }
+    }
+    s
 }
 
 /// The runs callgrind counts per scenario.

@@ -484,6 +484,7 @@ pub(crate) fn routed_records(
                 shown_fingerprint: req.map(Requirement::fingerprint),
                 executed_fingerprint: executed.as_ref().map(reins_memory::fingerprint),
                 grant_id: None,
+                policy_hash: None,
                 quorum: None,
                 shown_input,
                 executed_input: executed,

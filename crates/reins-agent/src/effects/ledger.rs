@@ -376,6 +376,7 @@ pub async fn reconcile(
         shown_fingerprint: Some(reins_memory::fingerprint(&original.input)),
         executed_fingerprint: executed.map(|u| reins_memory::fingerprint(&u.input)),
         grant_id: None,
+        policy_hash: None,
         quorum: None,
     };
     agent

@@ -21,6 +21,8 @@
 //! | [`Step::Delegate`](crate::run::Step::Delegate) | [`Work::Dispatch`] (the parent's ledger), the driver's child turns ([`delegate::serve_child`]), [`Work::Conclude`] (the routed answers audited, the outcome, the ledger, [`hooks::post_acting`]) |
 //! | a call that fails | [`Work::Fail`]: [`hooks::failed`], then [`run_failed`] (the outbox's `run.failed` notice) |
 //!
+//! | a commit the store took | [`seal`]: the signed receipts of the decisions it applied ([`to_seal`] takes them before the commit; nothing without an evidence signer) |
+//!
 //! What the effects report while they run goes to a [`Witness`] (the local driver's
 //! event channel, reins-restate's live relay).
 
@@ -35,6 +37,7 @@ mod notice;
 mod reason;
 mod work;
 
+pub use crate::evidence::{seal, to_seal};
 pub use crate::live::LiveCalls;
 pub use ask::ASKED_ELSEWHERE;
 pub use begin::follow;
@@ -71,8 +74,8 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
     let mut asked = Vec::new();
     for r in &step.requirements {
         if let Some(policy) = &rt.policy {
-            let verdict = policy
-                .decide(PolicyRequest {
+            let (verdict, policy_hash) = policy
+                .decide_hashed(PolicyRequest {
                     tool: &r.tool_use.name,
                     arguments: &r.tool_use.input,
                     tool_use_id: &r.id,
@@ -91,11 +94,17 @@ pub async fn consult(agent: &Agent, session: &str, step: &Consult) -> Consulted 
                     tracing::debug!(session = %session, tool = %r.tool_use.name, "the approval policy allowed a call that needs a quorum; asking people");
                 }
                 PolicyVerdict::Allow { reason } => {
-                    decisions.push((r.id.clone(), AutoDecision::PolicyAllow { reason }));
+                    decisions.push((
+                        r.id.clone(),
+                        AutoDecision::PolicyAllow {
+                            reason,
+                            policy_hash,
+                        },
+                    ));
                     continue;
                 }
                 PolicyVerdict::Deny { note } => {
-                    decisions.push((r.id.clone(), AutoDecision::PolicyDeny { note }));
+                    decisions.push((r.id.clone(), AutoDecision::PolicyDeny { note, policy_hash }));
                     continue;
                 }
             }

@@ -187,6 +187,14 @@ impl Sessions for Relayed {
         self.agent.store()
     }
 
+    /// The front's agent's verifying keys: the backend's processes sign the receipts,
+    /// with a key from their configuration; the front publishes the public keys it was
+    /// given ([`AgentBuilder::evidence_signer`](crate::AgentBuilder::evidence_signer)
+    /// with the same configuration).
+    fn evidence_keys(&self) -> reins_evidence::Keyring {
+        self.agent.evidence_keys()
+    }
+
     async fn start(&self, session: &str, submission: Submission) -> Result<RunHandle> {
         // Where the store stood before the input went in: the run is over once the
         // session has moved past it and no longer runs.

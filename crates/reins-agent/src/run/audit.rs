@@ -112,6 +112,7 @@ impl Run {
                     shown_fingerprint: req.map(Requirement::fingerprint),
                     executed_fingerprint: None,
                     grant_id: None,
+                    policy_hash: None,
                     quorum: None,
                 }
             })
@@ -148,6 +149,7 @@ impl Run {
             shown_input: req.tool_use.input.clone(),
             executed_fingerprint: executed_input.as_ref().map(reins_memory::fingerprint),
             grant_id: None,
+            policy_hash: None,
             quorum: req
                 .quorum
                 .as_ref()

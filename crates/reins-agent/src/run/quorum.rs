@@ -37,11 +37,18 @@ pub enum AutoDecision {
     PolicyAllow {
         /// Why (recorded as the note).
         reason: String,
+        /// The hash of the policy set that allowed it, when the policy names one
+        /// (recorded in the audit trail, signed into the receipt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy_hash: Option<String>,
     },
     /// The application's policy denied it (the call is rejected with the note).
     PolicyDeny {
         /// For the model.
         note: String,
+        /// The hash of the policy set that denied it, when the policy names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy_hash: Option<String>,
     },
 }
 
@@ -86,7 +93,7 @@ impl AutoDecision {
     pub fn decision(&self, id: &str) -> Decision {
         match self {
             Self::Grant { .. } | Self::PolicyAllow { .. } => Decision::approve(id),
-            Self::PolicyDeny { note } | Self::GrantDeny { note, .. } => {
+            Self::PolicyDeny { note, .. } | Self::GrantDeny { note, .. } => {
                 Decision::reject(id, note.clone())
             }
         }
@@ -457,12 +464,19 @@ impl Run {
                     rec.grant_id = Some(id.clone());
                     rec.executed_fingerprint = Some(reins_memory::fingerprint(&rec.shown_input));
                 }
-                AutoDecision::PolicyAllow { reason } => {
+                AutoDecision::PolicyAllow {
+                    reason,
+                    policy_hash,
+                } => {
                     rec.via = "policy".to_owned();
                     rec.note = Some(reason.clone());
                     rec.executed_fingerprint = Some(reins_memory::fingerprint(&rec.shown_input));
+                    rec.policy_hash.clone_from(policy_hash);
                 }
-                AutoDecision::PolicyDeny { .. } => rec.via = "policy".to_owned(),
+                AutoDecision::PolicyDeny { policy_hash, .. } => {
+                    rec.via = "policy".to_owned();
+                    rec.policy_hash.clone_from(policy_hash);
+                }
                 AutoDecision::GrantDeny { id, .. } => {
                     rec.via = "grant".to_owned();
                     rec.grant_id = Some(id.clone());
@@ -572,6 +586,7 @@ mod tests {
                 id.to_owned(),
                 AutoDecision::PolicyAllow {
                     reason: "fine".into(),
+                    policy_hash: None,
                 },
             )]
         };
@@ -622,6 +637,7 @@ mod tests {
         for allow in [
             AutoDecision::PolicyAllow {
                 reason: "fine".into(),
+                policy_hash: None,
             },
             AutoDecision::Grant { id: "g1".into() },
         ] {
@@ -648,6 +664,7 @@ mod tests {
                 "c0".to_owned(),
                 AutoDecision::PolicyDeny {
                     note: "not today".into(),
+                    policy_hash: None,
                 },
             )],
             now: Utc::now(),

@@ -136,6 +136,7 @@ impl Run {
                     shown_fingerprint: Some(fingerprint.clone()),
                     executed_fingerprint: None,
                     grant_id: None,
+                    policy_hash: None,
                     quorum: None,
                 });
                 results.push(r.clone());

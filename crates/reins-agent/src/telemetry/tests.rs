@@ -40,6 +40,7 @@ fn approval(req: &Requirement, by: &str) -> DecisionRecord {
         shown_fingerprint: Some(req.fingerprint()),
         executed_fingerprint: None,
         grant_id: None,
+        policy_hash: None,
         quorum: None,
     }
 }

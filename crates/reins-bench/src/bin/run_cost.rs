@@ -16,11 +16,21 @@
 //! the whole human-in-the-loop cycle), `telemetry_run` (the tool-call run with the
 //! OpenTelemetry layer on: every span built and handed to the SDK's batch processor,
 //! whose exporter drops them). Each on a fresh in-memory session.
+//!
+//! Evidence (issue #53; reported by `cargo xtask bench --cost`, not held to the
+//! baseline): `signed_tool_call_run` and `signed_decision_run` are the tool-call run and
+//! the decision with an evidence signer (the hash chain and a signed receipt per
+//! decision and per call); `sqlite_tool_call_run` and `sqlite_signed_tool_call_run` are
+//! the tool-call run on a `SqliteStore` file at `Durability::Full` (a temporary
+//! directory), without and with signing.
 
 use std::time::Instant;
 
 use reins_bench::alloc::{Counting, INSTRUMENTED_SYSTEM, Snapshot};
-use reins_bench::scenario::{Res, confirm_agent, decision_run, one_run, text_model, tool_agent};
+use reins_bench::scenario::{
+    Res, confirm_agent, decision_run, one_run, signed_confirm_agent, text_model, tool_agent,
+    tool_agent_with,
+};
 use serde_json::json;
 
 #[global_allocator]
@@ -39,9 +49,27 @@ fn main() -> Res<()> {
         Some(n) => n.parse().map_err(|e| format!("--runs {n}: {e}"))?,
         None => 1_000,
     };
+    // The SQLite scenarios' database, removed at the end.
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let sqlite = || -> Res<std::sync::Arc<dyn reins::memory::MemoryStore>> {
+        let options =
+            reins::memory::SqliteOptions::default().durability(reins::memory::Durability::Full);
+        let store = rt.block_on(reins::memory::SqliteStore::open_with(
+            dir.path().join("cost.sqlite"),
+            options,
+        ))?;
+        Ok(std::sync::Arc::new(store))
+    };
     let (agent, text) = match scenario.as_str() {
         "tool_call_run" | "telemetry_run" => (tool_agent()?, "add 1 and 2"),
         "decision_run" => (confirm_agent()?, "add 1 and 2"),
+        "signed_tool_call_run" => (tool_agent_with(None, true)?, "add 1 and 2"),
+        "signed_decision_run" => (signed_confirm_agent()?, "add 1 and 2"),
+        "sqlite_tool_call_run" => (tool_agent_with(Some(sqlite()?), false)?, "add 1 and 2"),
+        "sqlite_signed_tool_call_run" => (tool_agent_with(Some(sqlite()?), true)?, "add 1 and 2"),
         "single_turn" => (
             reins::prelude::Agent::builder()
                 .model(text_model("done".to_owned()))
@@ -50,14 +78,16 @@ fn main() -> Res<()> {
         ),
         other => {
             return Err(format!(
-                "unknown --scenario {other}: use tool_call_run, single_turn, decision_run or telemetry_run"
+                "unknown --scenario {other}: use tool_call_run, single_turn, decision_run, \
+                 telemetry_run, signed_tool_call_run, signed_decision_run, sqlite_tool_call_run \
+                 or sqlite_signed_tool_call_run"
             )
             .into());
         }
     };
     // The OpenTelemetry layer, for `telemetry_run`: kept until the end of the program.
     let _telemetry = (scenario == "telemetry_run").then(telemetry);
-    let decide = scenario == "decision_run";
+    let decide = scenario == "decision_run" || scenario == "signed_decision_run";
     let run = |agent: &reins::prelude::Agent| {
         let agent = agent.clone();
         async move {
@@ -68,9 +98,6 @@ fn main() -> Res<()> {
             }
         }
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     for _ in 0..20 {
         rt.block_on(run(&agent))?;
     }

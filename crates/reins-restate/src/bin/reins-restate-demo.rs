@@ -15,6 +15,13 @@
 //! model's delay before it answers, default 0), `--live URL` (a reins-server fronting the deployment, to send live run events to;
 //! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--help`.
 //!
+//! Evidence (docs/evidence.md): with a signing key — `--evidence-key-file PATH` (a file
+//! holding a 32-byte Ed25519 seed, base64url) or `REINS_EVIDENCE_KEY` in the environment
+//! (the same, inline) — the service signs a receipt for each decision applied and each
+//! call that finishes, under the key id `--evidence-kid KID` (or `REINS_EVIDENCE_KID`;
+//! default `reins-restate-demo`). The key comes from the configuration, never from the
+//! store.
+//!
 //! What the model does with the last message of a request:
 //!
 //! | user text | the model calls |
@@ -260,15 +267,41 @@ struct Args {
     database_url: Option<String>,
     live: Vec<String>,
     live_token: Option<String>,
+    evidence_key_file: Option<PathBuf>,
+    evidence_kid: Option<String>,
+}
+
+/// The evidence signer of the configuration: the key file's seed, else
+/// `REINS_EVIDENCE_KEY`'s; `None` when neither is set.
+fn evidence_signer(args: &Args) -> Result<Option<reins_evidence::Signer>, String> {
+    let seed = match &args.evidence_key_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("--evidence-key-file {}: {e}", path.display()))?,
+        None => match std::env::var("REINS_EVIDENCE_KEY") {
+            Ok(seed) => seed,
+            Err(_) => return Ok(None),
+        },
+    };
+    let kid = args
+        .evidence_kid
+        .clone()
+        .or_else(|| std::env::var("REINS_EVIDENCE_KID").ok())
+        .unwrap_or_else(|| "reins-restate-demo".to_owned());
+    reins_evidence::Signer::from_base64url(kid, seed.trim())
+        .map(Some)
+        .map_err(|e| format!("the evidence key: {e}"))
 }
 
 const USAGE: &str =
     "usage: reins-restate-demo [--listen ADDR] [--db PATH] [--outbox PATH] [--database-url URL]
                           [--tool-lease-ms N] [--latency-ms N] [--name NAME]
                           [--live URL].. [--live-token TOKEN]
+                          [--evidence-key-file PATH] [--evidence-kid KID]
 
 The rule-following demo service as a Restate endpoint (HTTP/2) on ADDR (default
-127.0.0.1:9080); register it with restate-server's admin API. For the SafeAgent demo
+127.0.0.1:9080); register it with restate-server's admin API. With a key (an Ed25519 seed,
+base64url) in --evidence-key-file or REINS_EVIDENCE_KEY it signs evidence receipts,
+under the key id --evidence-kid or REINS_EVIDENCE_KID. For the SafeAgent demo
 behind reins-server and a local restate-server, run `cargo xtask serve --restate`.";
 
 /// The command line; `None` for `--help`.
@@ -283,6 +316,8 @@ fn args() -> Result<Option<Args>, String> {
         database_url: None,
         live: Vec::new(),
         live_token: None,
+        evidence_key_file: None,
+        evidence_kid: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -306,6 +341,8 @@ fn args() -> Result<Option<Args>, String> {
             "--database-url" => a.database_url = Some(value.clone()),
             "--live" => a.live.push(value.clone()),
             "--live-token" => a.live_token = Some(value.clone()),
+            "--evidence-key-file" => a.evidence_key_file = Some(PathBuf::from(&value)),
+            "--evidence-kid" => a.evidence_kid = Some(value.clone()),
             other => return Err(format!("unknown flag {other}\n\n{USAGE}")),
         }
     }
@@ -333,7 +370,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         #[cfg(not(feature = "postgres"))]
         Some(_) => return Err("--database-url needs the `postgres` feature".into()),
     };
-    let agent = Agent::builder()
+    let mut agent = Agent::builder()
         .name("SafeAgent")
         .system_prompt("You are a careful assistant.")
         .model(RuleModel {
@@ -342,8 +379,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .toolkit(toolkit(&outbox)?)
         .store_arc(store)
-        .tool_lease(args.tool_lease)
-        .build()?;
+        .tool_lease(args.tool_lease);
+    match evidence_signer(&args) {
+        Ok(Some(signer)) => {
+            agent = agent.evidence_signer(signer, reins_evidence::Keyring::new());
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("reins-restate-demo: {e}");
+            std::process::exit(2);
+        }
+    }
+    let agent = agent.build()?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     println!("reins-restate-demo: serving ReinsSession on {url}");
