@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use reins_agent::{Agent, SessionBackend};
 use reins_evidence::{ChainEntry, EntryKind, Keyring, Signer, verify, verify_with};
-use reins_memory::SqliteStore;
+use reins_memory::{MemoryStore, SqliteStore};
 use reins_model::{ScriptedModel, ScriptedResponse};
 use reins_server::Server;
 use serde_json::{Value, json};
@@ -95,27 +95,80 @@ fn python_verify(dir: &Path, name: &str, bundle: &str, jwks: Option<&str>) -> (i
     (out.status.code().unwrap_or(-1), format!("{line}{err}"))
 }
 
+/// The store the service records in and reins-server reads: SQLite (the harness's
+/// file), or a PostgreSQL schema of this test's own.
+enum Store {
+    Sqlite,
+    #[cfg(feature = "postgres")]
+    Postgres {
+        url: String,
+        schema: String,
+    },
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restate_session_exports_signed_evidence_the_independent_verifier_accepts() {
-    // The service's configuration: its signing key in a file beside the test's data.
+    signed_evidence_on(Store::Sqlite).await;
+}
+
+/// The same on PostgreSQL (`REINS_TEST_POSTGRES_URL`, set by `cargo xtask test`; in CI
+/// its absence fails the test).
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restate_session_on_postgres_exports_signed_evidence_the_verifier_accepts() {
+    let url = std::env::var("REINS_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let Some(url) = url else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "REINS_TEST_POSTGRES_URL is not set, but CI=true: run it through `cargo xtask test`, \
+             which starts a throwaway PostgreSQL"
+        );
+        eprintln!("SKIPPED: Restate evidence on PostgreSQL: REINS_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let schema = format!("reins_restate_evidence_{}", uuid::Uuid::new_v4().simple());
+    signed_evidence_on(Store::Postgres { url, schema }).await;
+}
+
+async fn signed_evidence_on(on: Store) {
+    // The service's configuration: its signing key in a file beside the test's data,
+    // and its store.
     let config = tempfile::tempdir().unwrap();
     let key_file = config.path().join("evidence.key");
     std::fs::write(&key_file, format!("{SEED}\n")).unwrap();
     let key_file = key_file.display().to_string();
-    let Some(h) =
-        support::Harness::start(&["--evidence-key-file", &key_file, "--evidence-kid", KID]).await
-    else {
+    let mut extra = vec!["--evidence-key-file", &key_file, "--evidence-kid", KID];
+    #[cfg(feature = "postgres")]
+    if let Store::Postgres { url, schema } = &on {
+        extra.extend(["--database-url", url, "--database-schema", schema]);
+    }
+    let Some(h) = support::Harness::start(&extra).await else {
         return;
     };
 
     // reins-server in front, on the store the service records in; it publishes the
     // key its configuration names (its model is never called).
-    let store = SqliteStore::open(h.dir.path().join("reins.sqlite"))
-        .await
-        .unwrap();
+    let store: Arc<dyn MemoryStore> = match &on {
+        Store::Sqlite => Arc::new(
+            SqliteStore::open(h.dir.path().join("reins.sqlite"))
+                .await
+                .unwrap(),
+        ),
+        #[cfg(feature = "postgres")]
+        Store::Postgres { url, schema } => Arc::new(
+            reins_memory::PostgresStore::connect_with(
+                url,
+                reins_memory::PostgresOptions::default().schema(schema),
+            )
+            .await
+            .unwrap(),
+        ),
+    };
     let agent = Agent::builder()
         .model(ScriptedModel::new(Vec::<ScriptedResponse>::new()))
-        .store(store)
+        .store_arc(store)
         .evidence_signer(signer(), Keyring::new())
         .build()
         .unwrap();

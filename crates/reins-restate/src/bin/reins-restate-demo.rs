@@ -265,6 +265,7 @@ struct Args {
     latency: Duration,
     name: String,
     database_url: Option<String>,
+    database_schema: Option<String>,
     live: Vec<String>,
     live_token: Option<String>,
     evidence_key_file: Option<PathBuf>,
@@ -294,6 +295,7 @@ fn evidence_signer(args: &Args) -> Result<Option<reins_evidence::Signer>, String
 
 const USAGE: &str =
     "usage: reins-restate-demo [--listen ADDR] [--db PATH] [--outbox PATH] [--database-url URL]
+                          [--database-schema NAME]
                           [--tool-lease-ms N] [--latency-ms N] [--name NAME]
                           [--live URL].. [--live-token TOKEN]
                           [--evidence-key-file PATH] [--evidence-kid KID]
@@ -314,6 +316,7 @@ fn args() -> Result<Option<Args>, String> {
         latency: Duration::ZERO,
         name: "demo".to_owned(),
         database_url: None,
+        database_schema: None,
         live: Vec::new(),
         live_token: None,
         evidence_key_file: None,
@@ -339,6 +342,7 @@ fn args() -> Result<Option<Args>, String> {
             "--latency-ms" => a.latency = ms()?,
             "--name" => a.name.clone_from(&value),
             "--database-url" => a.database_url = Some(value.clone()),
+            "--database-schema" => a.database_schema = Some(value.clone()),
             "--live" => a.live.push(value.clone()),
             "--live-token" => a.live_token = Some(value.clone()),
             "--evidence-key-file" => a.evidence_key_file = Some(PathBuf::from(&value)),
@@ -366,7 +370,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store: Arc<dyn MemoryStore> = match &args.database_url {
         None => Arc::new(SqliteStore::open(&args.db).await?),
         #[cfg(feature = "postgres")]
-        Some(url) => Arc::new(reins_memory::PostgresStore::connect(url).await?),
+        Some(url) => {
+            let mut options = reins_memory::PostgresOptions::default();
+            if let Some(schema) = &args.database_schema {
+                options = options.schema(schema);
+            }
+            Arc::new(reins_memory::PostgresStore::connect_with(url, options).await?)
+        }
         #[cfg(not(feature = "postgres"))]
         Some(_) => return Err("--database-url needs the `postgres` feature".into()),
     };
