@@ -139,6 +139,7 @@ async fn signed_evidence_on(on: Store) {
     let key_file = config.path().join("evidence.key");
     std::fs::write(&key_file, format!("{SEED}\n")).unwrap();
     let key_file = key_file.display().to_string();
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
     let mut extra = vec!["--evidence-key-file", &key_file, "--evidence-kid", KID];
     #[cfg(feature = "postgres")]
     if let Store::Postgres { url, schema } = &on {
