@@ -129,11 +129,7 @@ fn digest(dir: &Path) -> Result<String> {
         hash.update((text.len() as u64).to_be_bytes());
         hash.update(&text);
     }
-    Ok(hash
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn read(dir: &Path) -> Result<(PolicySet, LoadedSet)> {

@@ -97,6 +97,7 @@ mod sessions;
 pub mod notify;
 
 pub mod auth;
+pub mod config;
 mod error;
 mod extract;
 mod hub;
@@ -155,6 +156,10 @@ pub struct Server {
     channels: Vec<Arc<dyn notify::Channel>>,
     notify: notify::NotifyOptions,
     policy: Option<reins_policy::CedarPolicy>,
+    /// The policies kept in directories, and what reloads them.
+    policy_dir: Option<(Arc<reins_policy::PolicyDir>, policy::Reloads)>,
+    /// Whether `GET /metrics` is served.
+    metrics: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -200,6 +205,8 @@ impl Server {
             channels: Vec::new(),
             notify: notify::NotifyOptions::default(),
             policy: None,
+            policy_dir: None,
+            metrics: true,
         }
     }
 
@@ -340,6 +347,29 @@ impl Server {
         self
     }
 
+    /// The Cedar policies kept in directories ([`reins_policy::PolicyDir`]; the agent
+    /// asks a clone of its [`policy`](reins_policy::PolicyDir::policy)), as
+    /// [`Server::policy`] does, and reloaded on SIGHUP (when `reloads` says so), on a
+    /// change in the directories (looked at every `reloads.watch`) and at
+    /// `POST /v1/policy/reload`; `GET /v1/policy` shows the sets in use, their
+    /// digests and the last refused reload. The configuration file's `[policies]`
+    /// sets this ([`Server::from_config`]).
+    pub(crate) fn policy_dir(
+        mut self,
+        dir: Arc<reins_policy::PolicyDir>,
+        reloads: policy::Reloads,
+    ) -> Self {
+        self.policy = Some(dir.policy().clone());
+        self.policy_dir = Some((dir, reloads));
+        self
+    }
+
+    /// Whether to serve `GET /metrics` (default true).
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
@@ -409,7 +439,13 @@ impl Server {
             dispatcher = dispatcher.channel_arc(c);
         }
         let waiting = self.approvals.waiting.clone();
+        let reloading = self
+            .policy_dir
+            .as_ref()
+            .map(|(dir, reloads)| Arc::new(policy::spawn_reloads(dir, *reloads)));
         let mut state = AppState {
+            policy_dir: self.policy_dir.map(|(dir, _)| dir),
+            _reloading: reloading,
             _dispatching: dispatcher.spawn().map(Arc::new),
             webhooks,
             policy: self.policy,
@@ -434,7 +470,11 @@ impl Server {
             .merge(notify::api::router())
             .merge(policy::router())
             .merge(health::router())
-            .merge(prometheus::router())
+            .merge(if self.metrics {
+                prometheus::router()
+            } else {
+                Router::new()
+            })
             .merge(openapi::router())
             .merge(protocols)
             .fallback(error::not_found)
