@@ -25,6 +25,7 @@
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
 //! | `GET /v1/policy/shadow` | where the shadow policy set would have answered differently (admin; [`Server::policy`]) |
+//! | `GET /v1/policy`, `POST /v1/policy/reload` | the policy sets in use, their digests and the last refused reload; reload now (admin; the configuration's `[policies]`, [`config`]) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
 //! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides ([`Server::email_approvals`]) |
 //! | `POST /v1/slack/interactions` | Slack's button presses, signature checked ([`Server::slack_approvals`]) |
@@ -34,6 +35,11 @@
 //! Errors are JSON, `{"error": {"code", "message"}}`, with the matching status (400,
 //! 401, 403, 404, 409, 413, 422); a refused request changes nothing. See
 //! `docs/server.md` for curl examples and for running several instances.
+//!
+//! Everything an operator sets can come from one file, `reins.toml` ([`config`]):
+//! `Config::from_path(..)?.setup().await?` opens the store and loads the policies,
+//! `Setup::agent` gives them to the agent, and [`Server::from_config`] builds the
+//! server (docs/configuration.md).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

@@ -309,8 +309,10 @@ pub(crate) fn read(
             Err(_) => Spanned::new(span.clone(), DeValue::String(Cow::Borrowed(value.as_str()))),
         };
         parsed.get_mut().make_owned();
+        let Some((last, parents)) = keys.split_last() else {
+            continue;
+        };
         let mut table = doc.get_mut();
-        let (last, parents) = keys.split_last().unwrap_or((&keys[0], &[]));
         for (depth, k) in parents.iter().enumerate() {
             let entry = table
                 .entry(Spanned::new(span.clone(), Cow::Owned(k.clone())))
