@@ -596,3 +596,44 @@ impl Server {
         Ok(server)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn smtp(tls: &str, port: &str) -> String {
+        let text = format!(
+            "[notifications.email]\nfrom = \"reins <a@example.com>\"\nlink_secret = {{ env = \"L\" }}\n\
+             base_url = \"https://reins.example.com\"\n\
+             [notifications.email.smtp]\nhost = \"smtp.example.com\"\ntls = \"{tls}\"\n{port}\
+             username = \"re ins@x\"\npassword = {{ env = \"P\" }}\n"
+        );
+        let vars = [
+            (
+                "L".to_owned(),
+                "a link secret of at least thirty-two bytes".to_owned(),
+            ),
+            ("P".to_owned(), "p@ss w/rd".to_owned()),
+        ];
+        let c = Config::from_str_with_env(&text, "", vars).unwrap();
+        c.check().unwrap();
+        c.smtp_url(&c.notifications.email.as_ref().unwrap().smtp)
+            .unwrap()
+    }
+
+    #[test]
+    fn each_tls_mode_makes_its_smtp_url() {
+        let creds = "re%20ins%40x:p%40ss%20w%2Frd@smtp.example.com";
+        assert_eq!(smtp("tls", ""), format!("smtps://{creds}:465"));
+        assert_eq!(
+            smtp("starttls", ""),
+            format!("smtp://{creds}:587?tls=required")
+        );
+        assert_eq!(
+            smtp("opportunistic", "port = 2525\n"),
+            format!("smtp://{creds}:2525?tls=opportunistic")
+        );
+        assert_eq!(smtp("none", ""), format!("smtp://{creds}:25"));
+    }
+}
