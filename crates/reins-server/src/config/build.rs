@@ -40,12 +40,15 @@ impl std::fmt::Debug for Setup {
     }
 }
 
+/// The prices by model.
+type Prices = Vec<(String, Price)>;
+
 /// What [`Config::check`] builds.
 struct Parts {
     auth: Auth,
     policies: Option<Arc<PolicyDir>>,
     budget: Option<Budget>,
-    prices: Vec<(String, Price)>,
+    prices: Prices,
     webhooks: Vec<(String, Webhook)>,
     email: Option<EmailApprovals>,
     slack: Option<SlackApprovals>,
@@ -172,7 +175,7 @@ impl Config {
         Ok(Some(Arc::new(dir)))
     }
 
-    fn budgets(&self) -> Result<(Option<Budget>, Vec<(String, Price)>), ConfigError> {
+    fn budgets(&self) -> Result<(Option<Budget>, Prices), ConfigError> {
         let budget = match &self.budgets.default {
             Some(b) => {
                 let mut limit = Budget::new();

@@ -12,7 +12,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::Config;
-use super::secret::{Context, override_at, with_context};
+use super::secret::{Context, Lookup, override_at, with_context};
 
 /// The prefix of override variables.
 pub const ENV_PREFIX: &str = "REINS_";
@@ -37,7 +37,7 @@ pub enum ConfigError {
     #[error("{at}: {message}")]
     Invalid {
         /// Where.
-        at: Place,
+        at: Box<Place>,
         /// What is wrong.
         message: String,
     },
@@ -131,7 +131,7 @@ impl Places {
     /// An error about `key`.
     pub(crate) fn error(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
-            at: self.of(key),
+            at: Box::new(self.of(key)),
             message: message.into(),
         }
     }
@@ -286,7 +286,7 @@ pub(crate) fn read(
     file: &str,
     base: &Path,
     vars: Vec<(String, String)>,
-    env: Box<dyn Fn(&str) -> Option<String>>,
+    env: Lookup,
 ) -> Result<Config, ConfigError> {
     let overrides = overrides(vars);
     let names: Vec<String> = overrides.iter().map(|(n, _, _)| n.clone()).collect();
@@ -295,7 +295,10 @@ pub(crate) fn read(
         text,
         overrides: &names,
     };
-    let invalid = |at: Place, message: String| ConfigError::Invalid { at, message };
+    let invalid = |at: Place, message: String| ConfigError::Invalid {
+        at: Box::new(at),
+        message,
+    };
     let mut doc = DeTable::parse(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
         invalid(source.place(String::new(), offset), e.message().to_owned())

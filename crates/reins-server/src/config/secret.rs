@@ -80,10 +80,13 @@ impl Serialize for Secret {
     }
 }
 
+/// Reads an environment variable (the process's, or the variables a caller gave).
+pub(crate) type Lookup = Box<dyn Fn(&str) -> Option<String>>;
+
 /// What reading a configuration needs while serde runs: the environment, the
 /// directory relative paths start from, and which spans are overrides.
 pub(crate) struct Context {
-    pub(crate) env: Box<dyn Fn(&str) -> Option<String>>,
+    pub(crate) env: Lookup,
     pub(crate) base: PathBuf,
     /// Spans at or past this offset are values of override variables.
     pub(crate) text_len: usize,
