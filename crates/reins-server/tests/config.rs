@@ -169,6 +169,30 @@ fn bad_files_are_refused_with_the_key_and_the_line() {
             Some(3),
             "no-such-dir",
         ),
+        (
+            "[budgets.prices.\"gpt-4o\"]\ninput_per_million = -1.0\noutput_per_million = 1.0\n",
+            "budgets.prices.gpt-4o.input_per_million",
+            Some(2),
+            "at least 0",
+        ),
+        (
+            "[notifications.waiting.delete_file]\nescalate_after = \"10m\"\n",
+            "notifications.waiting.delete_file.escalate_to",
+            Some(1),
+            "principals to tell",
+        ),
+        (
+            "[driver]\nkind = \"kubernetes\"\n",
+            "driver.kind",
+            Some(2),
+            "unknown variant",
+        ),
+        (
+            "[notifications.email.smtp]\nhost = \"x\"\ntls = \"ssl\"\n",
+            "notifications.email.smtp.tls",
+            Some(3),
+            "unknown variant",
+        ),
         // TOML that does not parse.
         ("[server\nlisten = 1\n", "", Some(1), ""),
     ];
@@ -695,4 +719,87 @@ async fn webhooks_of_the_file_replace_and_remove_their_stored_copies() {
         "a restart writes the same subscribers once"
     );
     assert_eq!(urls[2], [pair("wh_config_a", "http://127.0.0.1:1/a2")]);
+}
+
+/// `[notifications.waiting.<tool>]` and `sweep_interval` from the file: a waiting
+/// delete is escalated to the group named (the webhook receives a verified
+/// `requirement.escalated` naming it), then rejected by expiry with the file's note,
+/// audited `via: expiry`; nothing runs. Real time, short durations: the test waits on
+/// the notices, not on the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalation_and_expiry_from_the_file() {
+    let Some(receiver) = Receiver::start("escalation_and_expiry_from_the_file") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[store]
+sqlite = "reins.db"
+
+[auth.tokens.ops]
+roles = ["admin"]
+token = {{ env = "OPS" }}
+
+[auth.tokens.alice]
+roles = ["user"]
+token = {{ env = "ALICE" }}
+
+[telemetry]
+metrics = false
+
+[notifications]
+sweep_interval = "100ms"
+
+[notifications.waiting.delete_file]
+escalate_after = "200ms"
+escalate_to = ["ops"]
+expire_after = "1s"
+on_expiry = "reject"
+expiry_note = "nobody decided within a second"
+
+[notifications.webhooks.ops]
+url = "{hook}"
+secret = {{ env = "HOOK" }}
+event_types = ["requirement.escalated", "requirement.expired"]
+"#,
+        hook = receiver.url,
+    );
+    let s = serve_config(
+        &text,
+        dir,
+        &[("OPS", ADMIN), ("ALICE", ALICE), ("HOOK", SECRET)],
+    )
+    .await;
+    let out = run(&s, ALICE, "alice/w-1", "delete a.txt").await;
+    assert_eq!(out["status"], "paused", "{out}");
+    let escalated = receiver
+        .wait_for("requirement.escalated", "alice/w-1")
+        .await;
+    assert_eq!(
+        escalated["data"]["principals"],
+        json!(["ops"]),
+        "{escalated}"
+    );
+    receiver.wait_for("requirement.expired", "alice/w-1").await;
+    let mut trail = Value::Null;
+    for _ in 0..200 {
+        let (_, t) = s.get(ADMIN, "/v1/sessions/alice%2Fw-1/decisions").await;
+        if t["decisions"].as_array().is_some_and(|d| !d.is_empty()) {
+            trail = t;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rec = &trail["decisions"][0];
+    assert_eq!(rec["decision"], "reject", "{trail}");
+    assert_eq!(rec["actor"]["metadata"]["via"], "expiry", "{trail}");
+    assert_eq!(rec["note"], "nobody decided within a second", "{trail}");
+    assert!(s.ran().is_empty());
+    // `metrics = false`: no /metrics.
+    let (st, _) = s.get(ADMIN, "/metrics").await;
+    assert_eq!(st, 404);
 }
