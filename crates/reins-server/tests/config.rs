@@ -803,3 +803,87 @@ event_types = ["requirement.escalated", "requirement.expired"]
     let (st, _) = s.get(ADMIN, "/metrics").await;
     assert_eq!(st, 404);
 }
+
+/// `server.body_limit`, a principal's `session_prefix` and `tools`, and the shadow
+/// log file, from the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_principals_and_the_shadow_log_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    for d in ["policies", "policies-next"] {
+        std::fs::create_dir(root.join(d)).unwrap();
+        std::fs::write(root.join(d).join("deciders.cedar"), DECIDERS).unwrap();
+    }
+    std::fs::write(root.join("policies-next/deletes.cedar"), SHADOW_DELETES).unwrap();
+    let text = r#"
+[server]
+listen = "127.0.0.1:0"
+body_limit = 512
+
+[store]
+sqlite = "reins.db"
+
+[auth.tokens.ops]
+roles = ["admin"]
+token = { env = "OPS" }
+
+[auth.tokens.team]
+roles = ["user"]
+session_prefix = "team/"
+token = { env = "TEAM" }
+
+[auth.tokens.rita]
+roles = ["approver"]
+tools = ["send_email"]
+token = { env = "RITA" }
+
+[policies]
+dir = "policies"
+shadow_dir = "policies-next"
+shadow_log = "shadow.jsonl"
+"#;
+    let s = serve_config(
+        text,
+        dir,
+        &[("OPS", ADMIN), ("TEAM", "team-token"), ("RITA", RITA)],
+    )
+    .await;
+    // The body limit.
+    let (st, _) = s
+        .post(
+            "team-token",
+            "/v1/sessions/team%2F0/runs",
+            json!({"message": "x".repeat(600)}),
+        )
+        .await;
+    assert_eq!(st, 413);
+    // The session prefix: team owns team/..., nothing else.
+    let (st, _) = s
+        .post(
+            "team-token",
+            "/v1/sessions/other%2F1/runs",
+            json!({"message": "hi"}),
+        )
+        .await;
+    assert_eq!(st, 403);
+    let out = run(&s, "team-token", "team/1", "delete scratch/a").await;
+    assert_eq!(out["status"], "paused", "{out}");
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    // rita decides on send_email only.
+    let (st, out) = s
+        .post(
+            RITA,
+            "/v1/sessions/team%2F1/decisions",
+            json!({"decisions": [{"requirement_id": rid, "action": "approve"}]}),
+        )
+        .await;
+    assert_eq!(st, 403, "{out}");
+    assert!(s.ran().is_empty());
+    // The shadow set would have allowed the delete: the difference is in the file.
+    let log = root.join("shadow.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("scratch-deletes") && text.contains("team/1"),
+        "{text}"
+    );
+}
