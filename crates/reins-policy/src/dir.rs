@@ -80,8 +80,13 @@ struct Inner {
     attempted: (String, Option<String>),
 }
 
-/// Cedar policies read from a directory, with an optional shadow directory (see the
-/// [module docs](self)).
+/// Cedar policies read from a directory, with an optional shadow directory:
+/// [`reload`](PolicyDir::reload) reads both again (a file added since is read, a file
+/// removed is gone) and swaps the new sets in atomically; a set with any problem is
+/// refused whole, the sets in use stay, and the refusal is kept in the
+/// [`ReloadStatus`] until a later reload succeeds.
+/// [`reload_if_changed`](PolicyDir::reload_if_changed) reloads only when the
+/// directories' contents changed since the last attempt (what a file watcher calls).
 pub struct PolicyDir {
     policy: CedarPolicy,
     active: PathBuf,
