@@ -25,7 +25,14 @@
 //! cargo xtask serve --restate                        # the same, on Restate
 //! cargo xtask serve --restate --acp                  # ACP on stdin/stdout, the sessions on Restate
 //! cargo xtask serve --otlp http://127.0.0.1:4318     # + spans over OTLP (docs/observability.md)
+//! cargo xtask serve --config examples/reins.toml     # everything an operator sets, from one file
+//! cargo xtask serve --config examples/reins.toml --check   # validate, print it (secrets redacted), exit
 //! ```
+//!
+//! `--config FILE` reads `reins.toml` (reins-server's `config`, docs/configuration.md):
+//! the store, the driver, the listen address, tokens and OpenID Connect, Cedar
+//! policies, budgets, notifications and telemetry. A flag given on the command line
+//! wins over the file; without a file everything is as described above.
 
 mod restate;
 
@@ -37,6 +44,7 @@ use std::time::Duration;
 
 use reins::agent::port::Sessions;
 use reins::prelude::*;
+use reins_server::config::{Config, DriverKind, OtlpTransport};
 use reins_server::otel::{Otlp, OtlpProtocol};
 use reins_server::{AccessRole, Auth, Principal, Server};
 use tracing_subscriber::Layer as _;
@@ -48,8 +56,15 @@ use crate::out::say;
 use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
-    "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
-             [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
+    "usage: serve [--config FILE [--check]] [--port N] [--database-url postgres://..] [--data-dir DIR]
+             [--auth FILE] [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
+
+  --config FILE       read reins.toml (docs/configuration.md): store, driver, listen address,
+                      tokens and OIDC, Cedar policies, budgets, notifications, telemetry;
+                      REINS_<SECTION>__<KEY> variables override it; flags win over both
+  --check             with --config: check the file, print the effective configuration
+                      (secrets redacted) and exit: 0 when it is good, 2 with the key and
+                      line of what is wrong
 
   --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
                       with --mcp stdio or --acp the default is a free port)
@@ -83,6 +98,10 @@ const USAGE: &str =
 
 /// The command line of `serve`.
 struct Options {
+    /// `--config FILE`.
+    config: Option<PathBuf>,
+    /// `--check`.
+    check: bool,
     port: Option<u16>,
     database_url: Option<String>,
     data_dir: PathBuf,
@@ -101,6 +120,8 @@ struct Options {
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
     let mut o = Options {
+        config: None,
+        check: false,
         port: None,
         database_url: None,
         data_dir: PathBuf::from(".reins-demo"),
@@ -125,6 +146,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
                 .map_err(|_| format!("{name}: `{v}` is not a port number"))
         };
         match a.as_str() {
+            "--config" => o.config = Some(PathBuf::from(value("--config")?)),
+            "--check" => o.check = true,
             "--port" => o.port = Some(port("--port", value("--port")?)?),
             "--restate" => o.restate = true,
             "--restate-ports" => {
@@ -161,8 +184,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         (None, Some(_)) => return Err("--otlp-protocol needs --otlp".to_owned()),
         _ => {}
     }
-    if o.restate_ports.is_some() && !o.restate {
-        return Err("--restate-ports needs --restate".to_owned());
+    if o.check && o.config.is_none() {
+        return Err("--check needs --config FILE".to_owned());
     }
     if o.acp && o.mcp == Some(McpMode::Stdio) {
         return Err("--acp and --mcp stdio both need stdin/stdout; pick one".to_owned());
@@ -184,6 +207,26 @@ pub fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let config = match &opts.config {
+        Some(path) => match Config::from_path(path).and_then(|c| c.check().map(|()| c)) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("serve: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    if let Err(e) = check_flags(&opts, config.as_ref()) {
+        eprintln!("serve: {e}\n\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    if opts.check {
+        if let (Some(c), Some(path)) = (&config, &opts.config) {
+            say!("# {}: good\n{}", path.display(), c.redacted());
+        }
+        return ExitCode::SUCCESS;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -195,10 +238,22 @@ pub fn serve() -> ExitCode {
         }
     };
     // `--otlp`: reins's spans go to the collector (the exporter runs on the runtime).
-    let otlp = match &opts.otlp {
+    let otlp_from_file = config.as_ref().and_then(|c| {
+        let t = &c.telemetry;
+        let protocol = match t.otlp_protocol {
+            OtlpTransport::Http => OtlpProtocol::Http,
+            OtlpTransport::Grpc => OtlpProtocol::Grpc,
+        };
+        t.otlp_endpoint.clone().map(|url| (url, protocol))
+    });
+    let service = config
+        .as_ref()
+        .and_then(|c| c.telemetry.service_name.clone())
+        .unwrap_or_else(|| "reins-demo".to_owned());
+    let otlp = match opts.otlp.as_ref().or(otlp_from_file.as_ref()) {
         Some((url, protocol)) => {
             let _in_runtime = runtime.enter();
-            match Otlp::new(url, *protocol, "reins-demo") {
+            match Otlp::new(url, *protocol, &service) {
                 Ok(o) => Some(o),
                 Err(e) => {
                     eprintln!("serve: --otlp: {e}");
@@ -219,7 +274,7 @@ pub fn serve() -> ExitCode {
         .with(logs)
         .with(otlp.as_ref().map(Otlp::layer))
         .init();
-    let served = runtime.block_on(run(opts));
+    let served = runtime.block_on(run(opts, config));
     if let Some(o) = &otlp {
         // Flushes the spans still buffered.
         let _in_runtime = runtime.enter();
@@ -249,7 +304,43 @@ impl Banner {
     }
 }
 
-async fn run(opts: Options) -> Result<(), String> {
+/// Checks the flags against the file: `--restate-ports` needs the Restate driver.
+fn check_flags(opts: &Options, config: Option<&Config>) -> Result<(), String> {
+    if opts.restate_ports.is_some() && !on_restate(opts, config) {
+        return Err("--restate-ports needs --restate".to_owned());
+    }
+    if let Some(c) = config {
+        if opts.auth.is_some() && (!c.auth.tokens.is_empty() || c.auth.oidc.is_some()) {
+            return Err(
+                "give the principals with --auth or in the file's [auth], not both".to_owned(),
+            );
+        }
+        if c.driver.ingress.is_some() {
+            return Err(
+                "driver.ingress: serve starts its own restate-server (driver.restate_ports); \
+                 a deployment elsewhere is for programs built on reins-server"
+                    .to_owned(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether the sessions run on Restate: `--restate`, or the file's driver.
+fn on_restate(opts: &Options, config: Option<&Config>) -> bool {
+    opts.restate || config.is_some_and(|c| c.driver.kind == DriverKind::Restate)
+}
+
+async fn run(mut opts: Options, config: Option<Config>) -> Result<(), String> {
+    if let Some(c) = &config {
+        opts.restate = on_restate(&opts, Some(c));
+        opts.restate_ports = opts.restate_ports.or(c.driver.restate_ports);
+    }
+    // The file's store, policies and channels, checked and opened (nothing served yet).
+    let setup = match &config {
+        Some(c) => Some(c.setup().await.map_err(|e| e.to_string())?),
+        None => None,
+    };
     std::fs::create_dir_all(&opts.data_dir).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",
@@ -263,7 +354,17 @@ async fn run(opts: Options) -> Result<(), String> {
     } else {
         ("server.db", "server")
     };
+    let from_file = setup.as_ref().and_then(|s| s.store().cloned());
     let (store, store_label): (Arc<dyn MemoryStore>, String) = match &opts.database_url {
+        None if from_file.is_some() => {
+            let label = config
+                .as_ref()
+                .and_then(|c| c.store.sqlite.as_ref())
+                .map_or("PostgreSQL (from the configuration)".to_owned(), |p| {
+                    format!("SQLite {} (from the configuration)", p.display())
+                });
+            (from_file.clone().ok_or("no store")?, label)
+        }
         Some(url) => (
             Arc::new(
                 PostgresStore::connect(url)
@@ -289,7 +390,11 @@ async fn run(opts: Options) -> Result<(), String> {
         Duration::from_millis(300),
         Duration::from_millis(25),
     )?;
-    let agent = Agent::builder()
+    let mut builder = Agent::builder();
+    if let Some(s) = &setup {
+        builder = s.agent(builder);
+    }
+    let agent = builder
         .name(AGENT)
         .system_prompt(system_prompt(&sandbox))
         .model_arc(choice.model)
@@ -301,9 +406,10 @@ async fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     let token = reins_server::generate_token();
-    let mut auth = match &opts.auth {
-        Some(path) => Auth::from_file(path).map_err(|e| e.to_string())?,
-        None => Auth::new(),
+    let mut auth = match (&opts.auth, &setup) {
+        (Some(path), _) => Auth::from_file(path).map_err(|e| e.to_string())?,
+        (None, Some(s)) => s.auth().clone(),
+        (None, None) => Auth::new(),
     };
     auth = auth.token(
         &token,
@@ -313,8 +419,12 @@ async fn run(opts: Options) -> Result<(), String> {
         ),
     );
     let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
-    let port = opts.port.unwrap_or(if on_stdio { 0 } else { 8080 });
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let listen = config.as_ref().and_then(|c| c.server.listen);
+    let addr = match (opts.port, listen) {
+        (Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
+        (None, Some(addr)) => addr,
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], if on_stdio { 0 } else { 8080 })),
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -326,9 +436,16 @@ async fn run(opts: Options) -> Result<(), String> {
     };
     // reins-server, and the session port the MCP and ACP doors hold: the agent itself
     // (the local driver), or `Relayed` over the Restate deployment.
+    let server = match &setup {
+        Some(s) => Server::from_config(agent.clone(), s)
+            .await
+            .map_err(|e| e.to_string())?,
+        None => Server::new(agent.clone()),
+    };
     let (mut app, sessions, deployment): (_, Arc<dyn Sessions>, _) = if opts.restate {
         let d = restate::start(restate::Setup {
             agent,
+            server,
             auth,
             server_addr: addr,
             data_dir: opts.data_dir.clone(),
@@ -339,7 +456,7 @@ async fn run(opts: Options) -> Result<(), String> {
     } else {
         // Notices (a call waiting, decided, a run completed) print on stderr, so the
         // flow shows without Slack or SMTP.
-        let app = Server::new(agent.clone())
+        let app = server
             .auth(auth)
             .channel(reins_server::notify::TerminalChannel::new())
             .router();
@@ -365,6 +482,9 @@ async fn run(opts: Options) -> Result<(), String> {
     out.line(format_args!(
         "reins-server: {AGENT} on http://{addr}{on_restate}"
     ));
+    if let Some(path) = &opts.config {
+        out.line(format_args!("config:  {}", path.display()));
+    }
     out.line(format_args!("store:   {store_label}"));
     out.line(format_args!("model:   {}", choice.label));
     out.line(format_args!("sandbox: {}", sandbox.root().display()));
@@ -458,7 +578,15 @@ mod tests {
             .unwrap();
         assert!(o.restate);
         assert_eq!(o.restate_ports, Some(9100));
-        assert!(args(&["--restate-ports", "9100"]).is_err());
+        let plain = args(&["--restate-ports", "9100"]).unwrap().unwrap();
+        assert!(check_flags(&plain, None).is_err());
+        assert!(args(&["--check"]).is_err());
+        assert!(
+            args(&["--config", "x.toml", "--check"])
+                .unwrap()
+                .unwrap()
+                .check
+        );
         assert!(args(&["--restate", "--restate-ports", "x"]).is_err());
         assert!(
             args(&["--restate", "--mcp", "http"])

@@ -38,15 +38,21 @@
 //! # Ok::<(), reins_policy::Error>(())
 //! ```
 //!
+//! [`PolicyDir`] keeps the sets in directories: it reads every `*.cedar` file again on
+//! [`reload`](PolicyDir::reload) (a new file is picked up), and its [`ReloadStatus`]
+//! says which sets answer, their digests, and the last refused reload.
+//!
 //! docs/policy.md describes the schema, the annotations (`@id`, `@ask`, `@reason`) and
 //! shadow mode with examples.
 
+mod dir;
 mod error;
 mod eval;
 mod live;
 mod load;
 mod shadow;
 
+pub use dir::{LoadedSet, PolicyDir, ReloadError, ReloadStatus};
 pub use error::{Error, Problem, Result};
 pub use eval::{Answer, Question, Verdict};
 pub use live::CedarPolicy;

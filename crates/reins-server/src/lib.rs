@@ -25,6 +25,7 @@
 //! | `GET /v1/requirements?status=pending` | the inbox across sessions, newest first, paginated |
 //! | `GET /v1/events` | inbox changes (SSE) |
 //! | `GET /v1/policy/shadow` | where the shadow policy set would have answered differently (admin; [`Server::policy`]) |
+//! | `GET /v1/policy`, `POST /v1/policy/reload` | the policy sets in use, their digests and the last refused reload; reload now (admin; the configuration's `[policies]`, [`config`]) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
 //! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides ([`Server::email_approvals`]) |
 //! | `POST /v1/slack/interactions` | Slack's button presses, signature checked ([`Server::slack_approvals`]) |
@@ -34,6 +35,11 @@
 //! Errors are JSON, `{"error": {"code", "message"}}`, with the matching status (400,
 //! 401, 403, 404, 409, 413, 422); a refused request changes nothing. See
 //! `docs/server.md` for curl examples and for running several instances.
+//!
+//! Everything an operator sets can come from one file, `reins.toml` ([`config`]):
+//! `Config::from_path(..)?.setup().await?` opens the store and loads the policies,
+//! `Setup::agent` gives them to the agent, and [`Server::from_config`] builds the
+//! server (docs/configuration.md).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -97,6 +103,7 @@ mod sessions;
 pub mod notify;
 
 pub mod auth;
+pub mod config;
 mod error;
 mod extract;
 mod hub;
@@ -155,6 +162,10 @@ pub struct Server {
     channels: Vec<Arc<dyn notify::Channel>>,
     notify: notify::NotifyOptions,
     policy: Option<reins_policy::CedarPolicy>,
+    /// The policies kept in directories, and what reloads them.
+    policy_dir: Option<(Arc<reins_policy::PolicyDir>, policy::Reloads)>,
+    /// Whether `GET /metrics` is served.
+    metrics: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -200,6 +211,8 @@ impl Server {
             channels: Vec::new(),
             notify: notify::NotifyOptions::default(),
             policy: None,
+            policy_dir: None,
+            metrics: true,
         }
     }
 
@@ -340,6 +353,29 @@ impl Server {
         self
     }
 
+    /// The Cedar policies kept in directories ([`reins_policy::PolicyDir`]; the agent
+    /// asks a clone of its [`policy`](reins_policy::PolicyDir::policy)), as
+    /// [`Server::policy`] does, and reloaded on SIGHUP (when `reloads` says so), on a
+    /// change in the directories (looked at every `reloads.watch`) and at
+    /// `POST /v1/policy/reload`; `GET /v1/policy` shows the sets in use, their
+    /// digests and the last refused reload. The configuration file's `[policies]`
+    /// sets this ([`Server::from_config`]).
+    pub(crate) fn policy_dir(
+        mut self,
+        dir: Arc<reins_policy::PolicyDir>,
+        reloads: policy::Reloads,
+    ) -> Self {
+        self.policy = Some(dir.policy().clone());
+        self.policy_dir = Some((dir, reloads));
+        self
+    }
+
+    /// Whether to serve `GET /metrics` (default true).
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
     /// The OpenAPI document of the API.
     pub fn openapi() -> utoipa::openapi::OpenApi {
         <ApiDoc as utoipa::OpenApi>::openapi()
@@ -409,7 +445,13 @@ impl Server {
             dispatcher = dispatcher.channel_arc(c);
         }
         let waiting = self.approvals.waiting.clone();
+        let reloading = self
+            .policy_dir
+            .as_ref()
+            .map(|(dir, reloads)| Arc::new(policy::spawn_reloads(dir, *reloads)));
         let mut state = AppState {
+            policy_dir: self.policy_dir.map(|(dir, _)| dir),
+            _reloading: reloading,
             _dispatching: dispatcher.spawn().map(Arc::new),
             webhooks,
             policy: self.policy,
@@ -434,7 +476,11 @@ impl Server {
             .merge(notify::api::router())
             .merge(policy::router())
             .merge(health::router())
-            .merge(prometheus::router())
+            .merge(if self.metrics {
+                prometheus::router()
+            } else {
+                Router::new()
+            })
             .merge(openapi::router())
             .merge(protocols)
             .fallback(error::not_found)

@@ -36,13 +36,13 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::auth::{AccessRole, AuthConfigError, Identity, Principal};
 
 /// The `oidc` part of the auth configuration (see the [module docs](self)).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OidcConfig {
     /// The issuer tokens must name (`iss`), exactly.

@@ -39,6 +39,8 @@ use crate::{auth, error, evidence, grants, health, inbox, policy, sessions, type
         grants::post_grant,
         grants::delete_grant,
         policy::get_shadow,
+        policy::get_policy,
+        policy::post_reload,
         health::healthz,
         health::readyz,
     ),

@@ -2,14 +2,25 @@
 //! answered differently from the active one (see reins-policy's shadow mode), newest
 //! first, paginated with the inbox's [`cursor`](crate::inbox::cursor). The inbox's
 //! **Policy shadow** view reads it.
+//!
+//! With the policies in directories ([`reins_policy::PolicyDir`], from the
+//! configuration's `[policies]`), `GET /v1/policy` (admin role) shows the sets in use
+//! (directories, SHA-256 digests, policy ids), when they were loaded and the last
+//! refused reload; `POST /v1/policy/reload` (admin role) reloads them now, and the
+//! triggers of [`Reloads`] — SIGHUP, a look at the directories every interval —
+//! reload them on their own. A refused reload keeps the sets in use.
 
 use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use reins_policy::{Answer, Question, ShadowDifference, Verdict};
+use reins_policy::{
+    Answer, LoadedSet, PolicyDir, Question, ReloadStatus, ShadowDifference, Verdict,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -19,7 +30,204 @@ use crate::inbox::cursor;
 use crate::state::AppState;
 
 pub(crate) fn router() -> Router<AppState> {
-    Router::new().route("/v1/policy/shadow", get(get_shadow))
+    Router::new()
+        .route("/v1/policy/shadow", get(get_shadow))
+        .route("/v1/policy", get(get_policy))
+        .route("/v1/policy/reload", post(post_reload))
+}
+
+/// What reloads policies kept in directories, besides `POST /v1/policy/reload`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Reloads {
+    /// On SIGHUP (Unix).
+    pub(crate) on_sighup: bool,
+    /// A look at the directories this often; a change reloads.
+    pub(crate) watch: Option<Duration>,
+}
+
+/// The reload triggers' tasks, stopped when the last clone of the state is dropped.
+#[derive(Debug)]
+pub(crate) struct ReloadTasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for ReloadTasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the triggers of `reloads` for `dir`. The SIGHUP handler is installed before
+/// this returns: a signal sent after it reloads.
+pub(crate) fn spawn_reloads(dir: &Arc<PolicyDir>, reloads: Reloads) -> ReloadTasks {
+    let mut tasks = Vec::new();
+    #[cfg(unix)]
+    if reloads.on_sighup {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hangups) => {
+                let dir = Arc::clone(dir);
+                tasks.push(tokio::spawn(async move {
+                    while hangups.recv().await.is_some() {
+                        // Refusals are kept in the status (and logged).
+                        let _ = dir.reload("signal");
+                    }
+                }));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP; policies reload on file changes and at POST /v1/policy/reload")
+            }
+        }
+    }
+    if let Some(every) = reloads.watch {
+        let dir = Arc::clone(dir);
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let _ = dir.reload_if_changed("file change");
+            }
+        }));
+    }
+    ReloadTasks(tasks)
+}
+
+/// One policy set in use.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicySetStatus {
+    /// Its directory.
+    pub directory: String,
+    /// SHA-256 (hex) of its files' names and contents, in name order.
+    pub sha256: String,
+    /// The set's hash as the audit trail (`policy_hash`) and evidence receipts carry it
+    /// for each call it decided (see docs/policy.md, "The set's hash").
+    pub policy_hash: String,
+    /// Its policies' ids.
+    pub policies: Vec<String>,
+    /// Its files.
+    pub files: Vec<String>,
+}
+
+impl From<&LoadedSet> for PolicySetStatus {
+    fn from(s: &LoadedSet) -> Self {
+        Self {
+            directory: s.directory.display().to_string(),
+            sha256: s.sha256.clone(),
+            policy_hash: s.hash.clone(),
+            policies: s.policies.clone(),
+            files: s.files.iter().map(|f| f.display().to_string()).collect(),
+        }
+    }
+}
+
+/// A refused reload.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicyReloadError {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// `signal`, `file change` or `endpoint`.
+    pub trigger: String,
+    /// Why (each problem with its file, line and reason).
+    pub message: String,
+}
+
+/// `GET /v1/policy`: the policy sets in use and the last refused reload.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PolicyStatus {
+    /// `ok`, `error` (the last reload was refused; the older sets answer) or
+    /// `unconfigured` (no policies from directories).
+    pub state: String,
+    /// The active set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<PolicySetStatus>,
+    /// The shadow set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<PolicySetStatus>,
+    /// When the sets in use were loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_at: Option<DateTime<Utc>>,
+    /// Successful reloads since start.
+    pub reloads: u64,
+    /// The last refused reload, when none succeeded since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<PolicyReloadError>,
+}
+
+impl From<&ReloadStatus> for PolicyStatus {
+    fn from(s: &ReloadStatus) -> Self {
+        Self {
+            state: s.state().to_owned(),
+            active: Some((&s.active).into()),
+            shadow: s.shadow.as_ref().map(Into::into),
+            loaded_at: Some(s.loaded_at),
+            reloads: s.reloads,
+            last_error: s.last_error.as_ref().map(|e| PolicyReloadError {
+                at: e.at,
+                trigger: e.trigger.clone(),
+                message: e.message.clone(),
+            }),
+        }
+    }
+}
+
+fn unconfigured() -> PolicyStatus {
+    PolicyStatus {
+        state: "unconfigured".to_owned(),
+        active: None,
+        shadow: None,
+        loaded_at: None,
+        reloads: 0,
+        last_error: None,
+    }
+}
+
+/// The policy sets in use, their digests, and the last refused reload (admin role).
+#[utoipa::path(
+    get, path = "/v1/policy", tag = "policy",
+    responses(
+        (status = 200, description = "The policy sets in use", body = PolicyStatus),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn get_policy(State(state): State<AppState>, _: Admin) -> Json<PolicyStatus> {
+    Json(
+        state
+            .policy_dir
+            .as_ref()
+            .map_or_else(unconfigured, |d| (&d.status()).into()),
+    )
+}
+
+/// Reloads the policy directories now (admin role); a refused set keeps the sets in
+/// use (422, the problems in the message; `GET /v1/policy` shows it too).
+#[utoipa::path(
+    post, path = "/v1/policy/reload", tag = "policy",
+    responses(
+        (status = 200, description = "Reloaded: the sets now in use", body = PolicyStatus),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 422, description = "Refused (`policy_refused`; the sets in use stay), or no policies from directories (`policy_not_configured`)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub(crate) async fn post_reload(
+    State(state): State<AppState>,
+    _: Admin,
+) -> Result<Json<PolicyStatus>> {
+    let Some(dir) = state.policy_dir.clone() else {
+        return Err(ServerError::Invalid {
+            code: "policy_not_configured",
+            message: "this server has no policies from directories to reload".to_owned(),
+        });
+    };
+    match dir.reload("endpoint") {
+        Ok(s) => Ok(Json((&s).into())),
+        Err(e) => Err(ServerError::Invalid {
+            code: "policy_refused",
+            message: format!("{e}; the sets in use stay"),
+        }),
+    }
 }
 
 /// `GET /v1/policy/shadow` query.

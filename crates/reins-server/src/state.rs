@@ -37,6 +37,10 @@ pub(crate) struct AppState {
     pub(crate) _dispatching: Option<Arc<reins_notify::Dispatching>>,
     /// The Cedar policies whose shadow differences `/v1/policy/shadow` lists.
     pub(crate) policy: Option<reins_policy::CedarPolicy>,
+    /// The policies kept in directories (`GET /v1/policy`, `POST /v1/policy/reload`).
+    pub(crate) policy_dir: Option<Arc<reins_policy::PolicyDir>>,
+    /// The policies' reload triggers, stopped with the last clone of the state.
+    pub(crate) _reloading: Option<Arc<crate::policy::ReloadTasks>>,
     /// The webhook subscribers.
     pub(crate) webhooks: Arc<reins_notify::webhook::Webhooks>,
 }

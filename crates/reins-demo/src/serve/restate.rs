@@ -29,6 +29,9 @@ pub(super) const DEFAULT_PORTS: u16 = 9080;
 /// What `serve` prepared: the agent, the tokens, where reins-server listens.
 pub(super) struct Setup {
     pub(super) agent: Agent,
+    /// reins-server for the agent (as the configuration file sets it); its auth and
+    /// backend are set here.
+    pub(super) server: Server,
     pub(super) auth: Auth,
     /// reins-server's address (the endpoint relays its live events there).
     pub(super) server_addr: SocketAddr,
@@ -55,6 +58,7 @@ pub(super) struct Deployment {
 pub(super) async fn start(setup: Setup) -> Result<Deployment, String> {
     let Setup {
         agent,
+        server,
         auth,
         server_addr,
         data_dir,
@@ -112,7 +116,7 @@ pub(super) async fn start(setup: Setup) -> Result<Deployment, String> {
     // and host's updates from what the runs store (the endpoint relays its live events
     // to reins-server's own port).
     let sessions: Arc<dyn Sessions> = Arc::new(Relayed::new(agent.clone(), client.clone()));
-    let app = Server::new(agent).auth(auth).backend(client).router();
+    let app = server.auth(auth).backend(client).router();
     Ok(Deployment {
         app,
         sessions,
