@@ -13,7 +13,10 @@
 //! `--database-url postgres://..` (a PostgreSQL store instead; feature `postgres`),
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
 //! model's delay before it answers, default 0), `--live URL` (a reins-server fronting the deployment, to send live run events to;
-//! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--help`.
+//! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--notify`
+//! (this process delivers the store's notices: a `reins_notify::Dispatcher` beside the
+//! service, which turns the store's outbox on and posts each notice to the webhook
+//! subscribers stored in it; see docs/notifications.md), `--help`.
 //!
 //! What the model does with the last message of a request:
 //!
@@ -260,16 +263,20 @@ struct Args {
     database_url: Option<String>,
     live: Vec<String>,
     live_token: Option<String>,
+    /// `--notify`: run a dispatcher for the store in this process.
+    notify: bool,
 }
 
 const USAGE: &str =
     "usage: reins-restate-demo [--listen ADDR] [--db PATH] [--outbox PATH] [--database-url URL]
                           [--tool-lease-ms N] [--latency-ms N] [--name NAME]
-                          [--live URL].. [--live-token TOKEN]
+                          [--live URL].. [--live-token TOKEN] [--notify]
 
 The rule-following demo service as a Restate endpoint (HTTP/2) on ADDR (default
 127.0.0.1:9080); register it with restate-server's admin API. For the SafeAgent demo
-behind reins-server and a local restate-server, run `cargo xtask serve --restate`.";
+behind reins-server and a local restate-server, run `cargo xtask serve --restate`.
+--notify: this process delivers the store's notices (requirement.waiting, run.completed,
+...) to the webhook subscribers stored in it (reins_notify::Dispatcher).";
 
 /// The command line; `None` for `--help`.
 fn args() -> Result<Option<Args>, String> {
@@ -283,11 +290,16 @@ fn args() -> Result<Option<Args>, String> {
         database_url: None,
         live: Vec::new(),
         live_token: None,
+        notify: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             return Ok(None);
+        }
+        if flag == "--notify" {
+            a.notify = true;
+            continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || {
@@ -332,6 +344,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(url) => Arc::new(reins_memory::PostgresStore::connect(url).await?),
         #[cfg(not(feature = "postgres"))]
         Some(_) => return Err("--database-url needs the `postgres` feature".into()),
+    };
+    // Before the agent commits anything: the outbox is on from the first commit, and
+    // this process delivers (every process dispatching for the store shares the work).
+    let _dispatching = if args.notify {
+        let dispatcher = reins_notify::Dispatcher::new(Arc::clone(&store))
+            .webhooks()
+            .owner(format!("reins-restate-demo/{}", args.name));
+        Some(
+            dispatcher
+                .spawn()
+                .ok_or("the dispatcher needs a Tokio runtime")?,
+        )
+    } else {
+        None
     };
     let agent = Agent::builder()
         .name("SafeAgent")
