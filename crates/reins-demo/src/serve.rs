@@ -48,11 +48,13 @@ use crate::out::say;
 use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
-    "usage: serve [--port N] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
+    "usage: serve [--port N] [--host ADDR] [--database-url postgres://..] [--data-dir DIR] [--auth FILE]
              [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
 
   --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
                       with --mcp stdio or --acp the default is a free port)
+  --host ADDR         listen on ADDR instead of 127.0.0.1 (0.0.0.0 in a container; see
+                      docs/deploying.md)
   --database-url URL  keep sessions in PostgreSQL instead of SQLite
   --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo;
                       created when missing)
@@ -84,6 +86,8 @@ const USAGE: &str =
 /// The command line of `serve`.
 struct Options {
     port: Option<u16>,
+    /// `--host`: the address to listen on (default 127.0.0.1).
+    host: std::net::IpAddr,
     database_url: Option<String>,
     data_dir: PathBuf,
     auth: Option<PathBuf>,
@@ -102,6 +106,7 @@ struct Options {
 fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> {
     let mut o = Options {
         port: None,
+        host: std::net::IpAddr::from([127, 0, 0, 1]),
         database_url: None,
         data_dir: PathBuf::from(".reins-demo"),
         auth: None,
@@ -126,6 +131,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         };
         match a.as_str() {
             "--port" => o.port = Some(port("--port", value("--port")?)?),
+            "--host" => {
+                let v = value("--host")?;
+                o.host = v
+                    .parse()
+                    .map_err(|_| format!("--host: `{v}` is not an IP address"))?;
+            }
             "--restate" => o.restate = true,
             "--restate-ports" => {
                 o.restate_ports = Some(port("--restate-ports", value("--restate-ports")?)?);
@@ -314,7 +325,7 @@ async fn run(opts: Options) -> Result<(), String> {
     );
     let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
     let port = opts.port.unwrap_or(if on_stdio { 0 } else { 8080 });
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let addr = SocketAddr::from((opts.host, port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -469,5 +480,16 @@ mod tests {
         assert!(args(&["--restate", "--acp"]).unwrap().unwrap().acp);
         assert!(args(&["--acp", "--mcp", "stdio"]).is_err());
         assert!(args(&["--acp", "--mcp", "http"]).unwrap().unwrap().acp);
+    }
+
+    #[test]
+    fn host_is_loopback_unless_given() {
+        let o = args(&[]).unwrap().unwrap();
+        assert_eq!(o.host, std::net::IpAddr::from([127, 0, 0, 1]));
+        let o = args(&["--host", "0.0.0.0"]).unwrap().unwrap();
+        assert_eq!(o.host, std::net::IpAddr::from([0, 0, 0, 0]));
+        assert!(args(&["--host", "::"]).unwrap().is_some());
+        assert!(args(&["--host", "localhost"]).is_err());
+        assert!(args(&["--host"]).is_err());
     }
 }
