@@ -251,9 +251,9 @@ fn ci() -> Result<(), String> {
 /// must not have in its tree: the SMTP client of `email`, the JWT library of `oidc`.
 const NOT_IN_MINIMAL_SERVER: &[&str] = &["lettre", "jsonwebtoken"];
 
-/// reins-server without its optional layers: it builds without warnings, and its
-/// dependency tree has none of [`NOT_IN_MINIMAL_SERVER`] (so switching a feature off
-/// keeps its library out).
+/// reins-server without its optional layers, and with each alone: it builds without
+/// warnings, and the minimal tree has none of [`NOT_IN_MINIMAL_SERVER`] (so switching a
+/// feature off keeps its library out).
 fn minimal_server() -> Result<(), String> {
     let minimal = [
         "-p",
@@ -266,6 +266,13 @@ fn minimal_server() -> Result<(), String> {
         .arg("clippy")
         .args(minimal)
         .args(["--lib", "--", "-D", "warnings"]))?;
+    // Each optional layer on its own, too (code shared by two of them must build with
+    // either).
+    for feature in ["sqlite,email", "sqlite,slack", "sqlite,oidc"] {
+        run(cargo()
+            .args(["clippy", "-p", "reins-server", "--no-default-features"])
+            .args(["--features", feature, "--lib", "--", "-D", "warnings"]))?;
+    }
     let mut tree = cargo();
     tree.arg("tree")
         .args(minimal)

@@ -69,8 +69,7 @@ pub struct Principal {
     pub identity: Option<Identity>,
 }
 
-/// A principal's identity at its identity provider (see `reins_server::oidc`, with the
-/// `oidc` feature).
+/// A principal's identity at its identity provider (see [`crate::oidc`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Identity {
     /// The token's issuer (`iss`).

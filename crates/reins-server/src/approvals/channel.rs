@@ -19,6 +19,8 @@ use crate::notify::{Attempt, Channel, DeliveryError, Notice, NoticeKind};
 #[derive(Clone)]
 pub(crate) struct Lookup {
     pub(crate) sessions: Arc<dyn Sessions>,
+    /// Whom the email channel mails (the Slack channel posts to its channel).
+    #[cfg_attr(not(feature = "email"), allow(dead_code))]
     pub(crate) auth: Arc<Auth>,
 }
 
