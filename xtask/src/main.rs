@@ -2,7 +2,8 @@
 //!
 //! - `cargo xtask test`  — every test of the workspace (all features), with a throwaway
 //!   PostgreSQL cluster on a loopback port when PostgreSQL is installed.
-//! - `cargo xtask ci`    — fmt --check, clippy -D warnings, docs -D warnings, `test`,
+//! - `cargo xtask ci`    — fmt --check, clippy -D warnings, a minimal reins-server
+//!   (no default features: no lettre, no jsonwebtoken), docs -D warnings, `test`,
 //!   `conformance`, the cost check (`bench --cost --check`) and the demo's scripted
 //!   (non-interactive) run.
 //!   `--stress N`: the flake hunt, every test N times under load (`stress`).
@@ -93,7 +94,8 @@ commands:
   conformance   the official MCP conformance suite against reins's MCP server and
                 client, checked against its baseline; `--restate`: the server suites
                 against the MCP door with its sessions on Restate; `--help`
-  ci            fmt, clippy, docs, tests, the MCP conformance suite (both
+  ci            fmt, clippy, a minimal reins-server (without email, Slack,
+                OIDC), docs, tests, the MCP conformance suite (both
                 drivers), the cost check (`bench --cost --check`) and the
                 scripted demo, as CI runs them; `ci --stress N [ARGS]`: the whole
                 test suite N times under two busy loops, with a table of failures
@@ -210,6 +212,7 @@ fn ci() -> Result<(), String> {
             "warnings",
         ]))
     })?;
+    timed("minimal server", minimal_server)?;
     timed("doc", || {
         run(cargo()
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
@@ -248,6 +251,63 @@ fn ci() -> Result<(), String> {
         all.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The libraries a minimal reins-server (`--no-default-features --features sqlite`)
+/// must not have in its tree: the SMTP client of `email`, the JWT library of `oidc`.
+const NOT_IN_MINIMAL_SERVER: &[&str] = &["lettre", "jsonwebtoken"];
+
+/// reins-server without its optional layers, and with each alone: it builds without
+/// warnings, and the minimal tree has none of [`NOT_IN_MINIMAL_SERVER`] (so switching a
+/// feature off keeps its library out).
+fn minimal_server() -> Result<(), String> {
+    let minimal = [
+        "-p",
+        "reins-server",
+        "--no-default-features",
+        "--features",
+        "sqlite",
+    ];
+    run(cargo()
+        .arg("clippy")
+        .args(minimal)
+        .args(["--lib", "--", "-D", "warnings"]))?;
+    // Each optional layer on its own, too (code shared by two of them must build with
+    // either).
+    for feature in ["sqlite,email", "sqlite,slack", "sqlite,oidc"] {
+        run(cargo()
+            .args(["clippy", "-p", "reins-server", "--no-default-features"])
+            .args(["--features", feature, "--lib", "--", "-D", "warnings"]))?;
+    }
+    let mut tree = cargo();
+    tree.arg("tree")
+        .args(minimal)
+        .args(["-e", "normal", "--prefix", "none"]);
+    eprintln!("$ {}", describe(&tree));
+    let out = tree
+        .output()
+        .map_err(|e| format!("could not start `{}`: {e}", describe(&tree)))?;
+    if !out.status.success() {
+        return Err(format!("`{}` failed ({})", describe(&tree), out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let found: Vec<&str> = NOT_IN_MINIMAL_SERVER
+        .iter()
+        .copied()
+        .filter(|name| {
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(*name))
+        })
+        .collect();
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a minimal reins-server (no default features, `sqlite`) depends on {}: \
+             make the dependency optional, behind the feature that needs it",
+            found.join(", ")
+        ))
+    }
 }
 
 /// Runs one step of `ci` and says how long it took (passed or not), so that a slow

@@ -56,8 +56,8 @@ use crate::out::say;
 use crate::{AGENT, provider, sandbox, system_prompt};
 
 const USAGE: &str =
-    "usage: serve [--config FILE [--check]] [--port N] [--database-url postgres://..] [--data-dir DIR]
-             [--auth FILE] [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
+    "usage: serve [--config FILE [--check]] [--port N] [--host ADDR] [--database-url postgres://..]
+             [--data-dir DIR] [--auth FILE] [--mcp stdio|http] [--acp] [--inbox-url URL] [--restate [--restate-ports N]]
 
   --config FILE       read reins.toml (docs/configuration.md): store, driver, listen address,
                       tokens and OIDC, Cedar policies, budgets, notifications, telemetry;
@@ -68,6 +68,8 @@ const USAGE: &str =
 
   --port N            listen on 127.0.0.1:N (default 8080; 0 picks a free port;
                       with --mcp stdio or --acp the default is a free port)
+  --host ADDR         listen on ADDR instead of 127.0.0.1 (0.0.0.0 in a container; see
+                      docs/deploying.md)
   --database-url URL  keep sessions in PostgreSQL instead of SQLite
   --data-dir DIR      where the SQLite file and the tools' sandbox live (default .reins-demo;
                       created when missing)
@@ -103,6 +105,8 @@ struct Options {
     /// `--check`.
     check: bool,
     port: Option<u16>,
+    /// `--host`: the address to listen on (default 127.0.0.1, or the file's).
+    host: Option<std::net::IpAddr>,
     database_url: Option<String>,
     data_dir: PathBuf,
     auth: Option<PathBuf>,
@@ -123,6 +127,7 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
         config: None,
         check: false,
         port: None,
+        host: None,
         database_url: None,
         data_dir: PathBuf::from(".reins-demo"),
         auth: None,
@@ -149,6 +154,13 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Option<Options>, String> 
             "--config" => o.config = Some(PathBuf::from(value("--config")?)),
             "--check" => o.check = true,
             "--port" => o.port = Some(port("--port", value("--port")?)?),
+            "--host" => {
+                let v = value("--host")?;
+                o.host = Some(
+                    v.parse()
+                        .map_err(|_| format!("--host: `{v}` is not an IP address"))?,
+                );
+            }
             "--restate" => o.restate = true,
             "--restate-ports" => {
                 o.restate_ports = Some(port("--restate-ports", value("--restate-ports")?)?);
@@ -420,10 +432,13 @@ async fn run(mut opts: Options, config: Option<Config>) -> Result<(), String> {
     );
     let on_stdio = opts.acp || matches!(opts.mcp, Some(McpMode::Stdio));
     let listen = config.as_ref().and_then(|c| c.server.listen);
-    let addr = match (opts.port, listen) {
-        (Some(port), _) => SocketAddr::from(([127, 0, 0, 1], port)),
-        (None, Some(addr)) => addr,
-        (None, None) => SocketAddr::from(([127, 0, 0, 1], if on_stdio { 0 } else { 8080 })),
+    // Flags win over the file; the file over the defaults.
+    let addr = match (opts.port, opts.host, listen) {
+        (None, None, Some(addr)) => addr,
+        (port, host, _) => SocketAddr::from((
+            host.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
+            port.unwrap_or(if on_stdio { 0 } else { 8080 }),
+        )),
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -597,5 +612,16 @@ mod tests {
         assert!(args(&["--restate", "--acp"]).unwrap().unwrap().acp);
         assert!(args(&["--acp", "--mcp", "stdio"]).is_err());
         assert!(args(&["--acp", "--mcp", "http"]).unwrap().unwrap().acp);
+    }
+
+    #[test]
+    fn host_is_loopback_unless_given() {
+        let o = args(&[]).unwrap().unwrap();
+        assert_eq!(o.host, None);
+        let o = args(&["--host", "0.0.0.0"]).unwrap().unwrap();
+        assert_eq!(o.host, Some(std::net::IpAddr::from([0, 0, 0, 0])));
+        assert!(args(&["--host", "::"]).unwrap().is_some());
+        assert!(args(&["--host", "localhost"]).is_err());
+        assert!(args(&["--host"]).is_err());
     }
 }

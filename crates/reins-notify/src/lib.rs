@@ -18,6 +18,10 @@
 //! Webhooks ([`webhook`]) are signed in the Standard Webhooks form; subscribers are
 //! stored, so every process that dispatches for the store sees the same ones.
 //!
+//! How long a call may wait ([`waiting`]): per tool, an escalation to the next group
+//! of approvers and an expiry (rejected, or left waiting), applied by a
+//! [`Sweep`](waiting::Sweep) over any session port, in any process.
+//!
 //! ```
 //! use std::sync::Arc;
 //!
@@ -56,6 +60,7 @@
 
 mod dispatch;
 mod terminal;
+pub mod waiting;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -77,6 +82,19 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] reins_memory::Error),
+    /// A session could not be read through the session port.
+    #[error(transparent)]
+    Session(#[from] reins_agent::AgentError),
+    /// The rejection of an expired call failed ([`waiting::Sweep`]).
+    #[error("the expired call `{requirement}` of session `{session}` could not be rejected: {why}")]
+    Expiry {
+        /// The session.
+        session: String,
+        /// The requirement.
+        requirement: String,
+        /// Why.
+        why: String,
+    },
 }
 
 /// Somewhere notices go: a terminal, an email relay, a chat service.

@@ -278,26 +278,28 @@ struct Entry {
 }
 
 /// The token table, and the identity provider whose tokens are accepted (see
-/// [`crate::oidc`]). Without any entry or provider every request is refused (401).
+/// `reins_server::oidc`). Without any entry or provider every request is refused (401).
 #[derive(Clone, Default)]
 pub struct Auth {
     entries: Vec<Entry>,
+    #[cfg(feature = "oidc")]
     oidc: Option<Arc<crate::oidc::Oidc>>,
 }
 
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Auth")
-            .field(
-                "principals",
-                &self
-                    .entries
-                    .iter()
-                    .map(|e| e.principal.name.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .field("oidc", &self.oidc)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Auth");
+        d.field(
+            "principals",
+            &self
+                .entries
+                .iter()
+                .map(|e| e.principal.name.as_str())
+                .collect::<Vec<_>>(),
+        );
+        #[cfg(feature = "oidc")]
+        d.field("oidc", &self.oidc);
+        d.finish_non_exhaustive()
     }
 }
 
@@ -306,8 +308,13 @@ impl std::fmt::Debug for Auth {
 struct Config {
     #[serde(default)]
     principals: Vec<ConfigEntry>,
+    #[cfg(feature = "oidc")]
     #[serde(default)]
     oidc: Option<crate::oidc::OidcConfig>,
+    /// Refused with a message that names the missing feature.
+    #[cfg(not(feature = "oidc"))]
+    #[serde(default)]
+    oidc: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -350,6 +357,7 @@ impl Auth {
 
     /// The principal with this name (the first, when several tokens share it): whom an
     /// approval channel (an email link, a Slack user) acts for.
+    #[cfg_attr(not(any(feature = "email", feature = "slack")), allow(dead_code))]
     pub(crate) fn by_name(&self, name: &str) -> Option<Arc<Principal>> {
         self.entries
             .iter()
@@ -367,8 +375,18 @@ impl Auth {
         self
     }
 
+    /// Whether an identity provider's tokens are accepted.
+    fn has_oidc(&self) -> bool {
+        #[cfg(feature = "oidc")]
+        return self.oidc.is_some();
+        #[cfg(not(feature = "oidc"))]
+        false
+    }
+
     /// Also accepts the JWT bearer tokens of an OpenID Connect identity provider (see
-    /// [`crate::oidc`]); static tokens keep working beside them.
+    /// [`crate::oidc`]); static tokens keep working beside them. With the `oidc`
+    /// feature.
+    #[cfg(feature = "oidc")]
     #[must_use]
     pub fn oidc(mut self, oidc: crate::oidc::Oidc) -> Self {
         self.oidc = Some(Arc::new(oidc));
@@ -458,8 +476,17 @@ impl Auth {
             };
             auth = auth.token_sha256(&e.token_sha256, p)?;
         }
+        #[cfg(feature = "oidc")]
         if let Some(c) = config.oidc {
             auth = auth.oidc(crate::oidc::Oidc::new(c)?);
+        }
+        #[cfg(not(feature = "oidc"))]
+        if config.oidc.is_some() {
+            return Err(AuthConfigError::Invalid(
+                "the configuration has an `oidc` section, but this reins-server was built \
+                 without OpenID Connect (its `oidc` feature)"
+                    .to_owned(),
+            ));
         }
         Ok(auth)
     }
@@ -487,7 +514,7 @@ impl Auth {
 
     /// Whether no token is known and no identity provider is set.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.oidc.is_none()
+        self.entries.is_empty() && !self.has_oidc()
     }
 
     /// The principal a token belongs to. Every entry is compared (in constant time),
@@ -518,17 +545,20 @@ impl Auth {
         if let Some(p) = self.principal_for(token) {
             return Ok(p);
         }
-        match &self.oidc {
+        #[cfg(feature = "oidc")]
+        if let Some(oidc) = &self.oidc
             // A JWT: three base64url parts.
-            Some(oidc) if token.matches('.').count() == 2 => match oidc.verify(token).await {
+            && token.matches('.').count() == 2
+        {
+            return match oidc.verify(token).await {
                 Ok(p) => Ok(Arc::new(p)),
                 Err(reason) => {
                     tracing::info!(reason = %reason, "bearer token refused");
                     Err(ServerError::TokenRejected(reason))
                 }
-            },
-            _ => Err(ServerError::InvalidToken),
+            };
         }
+        Err(ServerError::InvalidToken)
     }
 }
 

@@ -27,8 +27,8 @@
 //! | `GET /v1/policy/shadow` | where the shadow policy set would have answered differently (admin; [`Server::policy`]) |
 //! | `GET /v1/policy`, `POST /v1/policy/reload` | the policy sets in use, their digests and the last refused reload; reload now (admin; the configuration's `[policies]`, [`config`]) |
 //! | `GET /v1/openapi.json`, `GET /healthz`, `GET /readyz`, `GET /` (the inbox page) | |
-//! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides ([`Server::email_approvals`]) |
-//! | `POST /v1/slack/interactions` | Slack's button presses, signature checked ([`Server::slack_approvals`]) |
+//! | `GET`/`POST /inbox/email/{token}` | an email approval link: the confirmation page, and its form that decides (`Server::email_approvals`, feature `email`) |
+//! | `POST /v1/slack/interactions` | Slack's button presses, signature checked (`Server::slack_approvals`, feature `slack`) |
 //! | `POST /agui` | AG-UI: a `RunAgentInput` in, the run as AG-UI events (SSE) out; see `docs/protocols.md` |
 //! | `GET /.well-known/agent-card.json`, `POST /a2a` | A2A: the agent card, and JSON-RPC (tasks, SSE streaming); see `docs/protocols.md` |
 //!
@@ -82,6 +82,13 @@
 //! |------------|---------|--------------|
 //! | `sqlite`   | yes     | the SQLite store in reins-agent |
 //! | `postgres` | no      | the PostgreSQL store in reins-agent (several instances on one database) |
+//! | `email`    | yes     | approvals by email (`EmailApprovals`): SMTP (lettre), signed single-use links |
+//! | `slack`    | yes     | approvals in Slack (`SlackApprovals`): buttons, the signed interactivity endpoint |
+//! | `oidc`     | yes     | OpenID Connect bearer tokens (`reins_server::oidc`): JWTs checked against a JWKS (jsonwebtoken) |
+//! | `otel`     | no      | OTLP export of spans over HTTP and gRPC (`reins_server::otel`) |
+//!
+//! A minimal server — `default-features = false, features = ["sqlite"]` — has static
+//! tokens, webhooks and A2A push, and no SMTP, Slack-signing or JWT library in its tree.
 
 // The resources, each with its routes: runs, reads, decisions, interrupts and live
 // events of one session; the approval inbox across sessions; liveness and readiness.
@@ -107,6 +114,7 @@ pub mod config;
 mod error;
 mod extract;
 mod hub;
+#[cfg(feature = "oidc")]
 pub mod oidc;
 mod openapi;
 pub mod serve;
@@ -129,13 +137,16 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::TraceLayer;
 
-pub use approvals::{
-    ApprovalConfigError, Clock, EmailApprovals, ExpiryAction, SlackApprovals, WaitPolicy, Waiting,
-};
+#[cfg(feature = "email")]
+pub use approvals::EmailApprovals;
+#[cfg(feature = "slack")]
+pub use approvals::SlackApprovals;
+pub use approvals::{ApprovalConfigError, Clock, ExpiryAction, WaitPolicy, Waiting};
 pub use auth::{
     AccessRole, Auth, AuthConfigError, Identity, Principal, generate_token, hash_token,
 };
 pub use error::{ErrorBody, ErrorDetail, Result, ServerError};
+#[cfg(feature = "oidc")]
 pub use oidc::{Oidc, OidcConfig};
 pub use openapi::ApiDoc;
 pub use serve::{ServeOptions, serve, serve_with_shutdown};
@@ -219,7 +230,8 @@ impl Server {
     /// Takes decisions by email: each approver configured in `email` who may decide on
     /// a waiting call gets a mail with the call and a signed, single-use link to a
     /// confirmation page (`/inbox/email/{token}`), whose form decides as that approver
-    /// (audited `via: email`). See `docs/notifications.md`.
+    /// (audited `via: email`). See `docs/notifications.md`. With the `email` feature.
+    #[cfg(feature = "email")]
     pub fn email_approvals(mut self, email: EmailApprovals) -> Self {
         self.approvals.email = Some(email);
         self
@@ -228,7 +240,8 @@ impl Server {
     /// Takes decisions from Slack: a message per waiting call with Approve / Reject /
     /// Edit buttons, and the interactivity endpoint `POST /v1/slack/interactions`
     /// (Slack's request signature checked; audited `via: slack`). See
-    /// `docs/notifications.md`.
+    /// `docs/notifications.md`. With the `slack` feature.
+    #[cfg(feature = "slack")]
     pub fn slack_approvals(mut self, slack: SlackApprovals) -> Self {
         self.approvals.slack = Some(slack);
         self

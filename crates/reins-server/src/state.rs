@@ -29,10 +29,11 @@ pub(crate) struct AppState {
     pub(crate) limits: Arc<Limits>,
     /// The approval channels (email links, Slack buttons) this server takes decisions
     /// from.
+    #[cfg_attr(not(any(feature = "email", feature = "slack")), allow(dead_code))]
     pub(crate) approvals: Arc<Approvals>,
     /// The sweep of waiting calls (escalation, expiry), stopped when the last clone of
     /// the state that holds it is dropped (the sweep's own clone holds none).
-    pub(crate) _sweeping: Option<Arc<crate::approvals::waiting::SweepTask>>,
+    pub(crate) _sweeping: Option<Arc<reins_notify::waiting::Sweeping>>,
     /// The dispatcher's task, stopped when the last clone of the state is dropped.
     pub(crate) _dispatching: Option<Arc<reins_notify::Dispatching>>,
     /// The Cedar policies whose shadow differences `/v1/policy/shadow` lists.
@@ -43,4 +44,37 @@ pub(crate) struct AppState {
     pub(crate) _reloading: Option<Arc<crate::policy::ReloadTasks>>,
     /// The webhook subscribers.
     pub(crate) webhooks: Arc<reins_notify::webhook::Webhooks>,
+}
+
+impl AppState {
+    /// The state of an approval channel's routes mounted without a [`Server`](crate::Server)
+    /// (`EmailApprovals::router`, `SlackApprovals::router`): the port and the principals
+    /// the program gives, and a hub of its own that follows the runs its decisions
+    /// continue. No dispatcher, no sweep, no policy.
+    #[cfg(any(feature = "email", feature = "slack"))]
+    pub(crate) fn standalone(
+        sessions: Arc<dyn Sessions>,
+        auth: Auth,
+        approvals: Approvals,
+    ) -> Self {
+        let store = Arc::clone(sessions.record());
+        Self {
+            webhooks: Arc::new(crate::notify::webhook::Webhooks::new(store)),
+            sessions,
+            auth: Arc::new(auth),
+            hub: Arc::new(Hub::new(Duration::from_secs(2))),
+            limits: Arc::new(Limits {
+                body_limit: 1024 * 1024,
+                request_timeout: Duration::from_secs(300),
+                body_timeout: Duration::from_secs(15),
+                keep_alive: Duration::from_secs(15),
+            }),
+            approvals: Arc::new(approvals),
+            _sweeping: None,
+            _dispatching: None,
+            policy: None,
+            policy_dir: None,
+            _reloading: None,
+        }
+    }
 }

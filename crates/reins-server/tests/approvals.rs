@@ -551,3 +551,106 @@ async fn waiting_calls_escalate_then_expire_on_a_controlled_clock() {
     assert_eq!(trail["decisions"], json!([]));
     assert!(s.ran().is_empty());
 }
+
+/// The email links without a server: a program runs its agent, its own dispatcher with
+/// the `email` channel, and its own axum app with the links' routes mounted. The mail
+/// reaches the SMTP sink; the link's page shows the call and decides nothing; its form
+/// decides as the approver (audited `via: email`), the tool runs once, and the link
+/// works once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn email_links_decide_in_a_program_without_a_server() {
+    use futures::StreamExt;
+    use reins_agent::port::Sessions;
+
+    let Some(python) = python_or_skip("email_links_decide_in_a_program_without_a_server") else {
+        return;
+    };
+    let smtp = SmtpSink::start(&python);
+    let store: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(reins_memory::InMemoryStore::new());
+    let ran: Ran = std::sync::Arc::default();
+    let agent = agent_with_ttl(store.clone(), &ran, None);
+    let sessions: std::sync::Arc<dyn Sessions> = std::sync::Arc::new(agent.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let email = reins_server::EmailApprovals::builder()
+        .smtp_url(format!("smtp://127.0.0.1:{}", smtp.port))
+        .from("reins <approvals@reins.test>")
+        .base_url(&base)
+        .secret(LINK_SECRET)
+        .approver("ana", "Ana <ana@corp.test>")
+        .build()
+        .unwrap();
+    let _dispatching = reins_server::notify::Dispatcher::new(store)
+        .channel(email.notify_channel(sessions.clone(), auth()))
+        .options(
+            reins_server::notify::NotifyOptions::default()
+                .poll_interval(Duration::from_millis(100)),
+        )
+        .spawn()
+        .unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/mine",
+            axum::routing::get(|| async { "the program's own route" }),
+        )
+        .merge(email.router(sessions.clone(), auth()));
+    let served = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::new();
+
+    let session = agent.session("alice/own-mail").await.unwrap();
+    let out = session
+        .send(reins_message::Msg::user("delete x.txt"))
+        .await
+        .unwrap();
+    assert_eq!(out.status, reins_agent::RunStatus::Paused);
+    let mail = smtp.next();
+    let link = link_in(&mail);
+    assert!(link.starts_with(&format!("{base}/inbox/email/")), "{link}");
+
+    // The page decides nothing.
+    let page = client.get(&link).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("delete_file"));
+    assert!(ran.lock().unwrap().is_empty());
+
+    let mut watch = session.watch().await.unwrap();
+    let res = client
+        .post(&link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        200,
+        "{}",
+        res.text().await.unwrap_or_default()
+    );
+    loop {
+        let view = watch
+            .next()
+            .await
+            .expect("the store's feed closed")
+            .unwrap();
+        if view.outcome() == Some(reins_agent::RunStatus::Completed) {
+            break;
+        }
+    }
+    assert_eq!(*ran.lock().unwrap(), ["delete:x.txt"]);
+    let trail = sessions.audit("alice/own-mail").await.unwrap();
+    let actor = trail[0].actor.as_ref().unwrap();
+    assert_eq!(actor.principal, "ana");
+    assert_eq!(actor.metadata.as_ref().unwrap()["via"], "email");
+
+    // Used: refused, nothing runs again.
+    let again = client
+        .post(&link)
+        .form(&[("action", "approve")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409);
+    assert_eq!(*ran.lock().unwrap(), ["delete:x.txt"]);
+    served.abort();
+}

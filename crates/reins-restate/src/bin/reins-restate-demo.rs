@@ -13,7 +13,10 @@
 //! `--database-url postgres://..` (a PostgreSQL store instead; feature `postgres`),
 //! `--tool-lease-ms N` (the ledger lease, default 600000), `--latency-ms N` (the
 //! model's delay before it answers, default 0), `--live URL` (a reins-server fronting the deployment, to send live run events to;
-//! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--help`.
+//! repeat it for each instance) with `--live-token TOKEN` (its bearer token), `--notify`
+//! (this process delivers the store's notices: a `reins_notify::Dispatcher` beside the
+//! service, which turns the store's outbox on and posts each notice to the webhook
+//! subscribers stored in it; see docs/notifications.md), `--help`.
 //!
 //! Evidence (docs/evidence.md): with a signing key — `--evidence-key-file PATH` (a file
 //! holding a 32-byte Ed25519 seed, base64url) or `REINS_EVIDENCE_KEY` in the environment
@@ -268,6 +271,8 @@ struct Args {
     database_schema: Option<String>,
     live: Vec<String>,
     live_token: Option<String>,
+    /// `--notify`: run a dispatcher for the store in this process.
+    notify: bool,
     evidence_key_file: Option<PathBuf>,
     evidence_kid: Option<String>,
 }
@@ -297,14 +302,16 @@ const USAGE: &str =
     "usage: reins-restate-demo [--listen ADDR] [--db PATH] [--outbox PATH] [--database-url URL]
                           [--database-schema NAME]
                           [--tool-lease-ms N] [--latency-ms N] [--name NAME]
-                          [--live URL].. [--live-token TOKEN]
+                          [--live URL].. [--live-token TOKEN] [--notify]
                           [--evidence-key-file PATH] [--evidence-kid KID]
 
 The rule-following demo service as a Restate endpoint (HTTP/2) on ADDR (default
 127.0.0.1:9080); register it with restate-server's admin API. With a key (an Ed25519 seed,
 base64url) in --evidence-key-file or REINS_EVIDENCE_KEY it signs evidence receipts,
 under the key id --evidence-kid or REINS_EVIDENCE_KID. For the SafeAgent demo
-behind reins-server and a local restate-server, run `cargo xtask serve --restate`.";
+behind reins-server and a local restate-server, run `cargo xtask serve --restate`.
+--notify: this process delivers the store's notices (requirement.waiting, run.completed,
+...) to the webhook subscribers stored in it (reins_notify::Dispatcher).";
 
 /// The command line; `None` for `--help`.
 fn args() -> Result<Option<Args>, String> {
@@ -321,11 +328,16 @@ fn args() -> Result<Option<Args>, String> {
         live_token: None,
         evidence_key_file: None,
         evidence_kid: None,
+        notify: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "--help" || flag == "-h" {
             return Ok(None);
+        }
+        if flag == "--notify" {
+            a.notify = true;
+            continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || {
@@ -379,6 +391,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         #[cfg(not(feature = "postgres"))]
         Some(_) => return Err("--database-url needs the `postgres` feature".into()),
+    };
+    // Before the agent commits anything: the outbox is on from the first commit, and
+    // this process delivers (every process dispatching for the store shares the work).
+    let _dispatching = if args.notify {
+        let dispatcher = reins_notify::Dispatcher::new(Arc::clone(&store))
+            .webhooks()
+            .owner(format!("reins-restate-demo/{}", args.name));
+        Some(
+            dispatcher
+                .spawn()
+                .ok_or("the dispatcher needs a Tokio runtime")?,
+        )
+    } else {
+        None
     };
     let mut agent = Agent::builder()
         .name("SafeAgent")

@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use reins_agent::Requirement;
 use reins_agent::port::Sessions;
 
-use super::{EmailApprovals, SlackApprovals};
+#[cfg(feature = "email")]
+use super::EmailApprovals;
+#[cfg(feature = "slack")]
+use super::SlackApprovals;
 use crate::auth::Auth;
 use crate::notify::{Attempt, Channel, DeliveryError, Notice, NoticeKind};
 
@@ -16,10 +19,19 @@ use crate::notify::{Attempt, Channel, DeliveryError, Notice, NoticeKind};
 #[derive(Clone)]
 pub(crate) struct Lookup {
     pub(crate) sessions: Arc<dyn Sessions>,
+    /// Whom the email channel mails (the Slack channel posts to its channel).
+    #[cfg_attr(not(feature = "email"), allow(dead_code))]
     pub(crate) auth: Arc<Auth>,
 }
 
 impl Lookup {
+    pub(crate) fn new(sessions: Arc<dyn Sessions>, auth: Auth) -> Self {
+        Self {
+            sessions,
+            auth: Arc::new(auth),
+        }
+    }
+
     /// The requirement a notice names, while it is still pending (`None` when it was
     /// decided meanwhile: nothing to ask any more).
     async fn pending(
@@ -50,11 +62,13 @@ fn wanted(notice: &Notice) -> bool {
 }
 
 /// Email approvals as the `email` channel.
+#[cfg(feature = "email")]
 pub(crate) struct EmailChannel {
     pub(crate) email: EmailApprovals,
     pub(crate) lookup: Lookup,
 }
 
+#[cfg(feature = "email")]
 #[async_trait]
 impl Channel for EmailChannel {
     fn name(&self) -> &str {
@@ -84,11 +98,13 @@ impl Channel for EmailChannel {
 }
 
 /// Slack approvals as the `slack` channel.
+#[cfg(feature = "slack")]
 pub(crate) struct SlackChannel {
     pub(crate) slack: SlackApprovals,
     pub(crate) lookup: Lookup,
 }
 
+#[cfg(feature = "slack")]
 #[async_trait]
 impl Channel for SlackChannel {
     fn name(&self) -> &str {

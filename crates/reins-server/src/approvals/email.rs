@@ -182,6 +182,46 @@ impl EmailApprovalsBuilder {
     }
 }
 
+impl EmailApprovals {
+    /// The `email` notification channel, for a [`Dispatcher`](crate::notify::Dispatcher)
+    /// a program runs itself (a server registers it on its own): it mails each
+    /// approver in `auth` who may decide on a waiting or escalated call a link to
+    /// decide on it, reading the call through `sessions`.
+    pub fn notify_channel(
+        &self,
+        sessions: Arc<dyn reins_agent::port::Sessions>,
+        auth: Auth,
+    ) -> impl crate::notify::Channel + use<> {
+        super::channel::EmailChannel {
+            email: self.clone(),
+            lookup: super::channel::Lookup::new(sessions, auth),
+        }
+    }
+
+    /// The links' routes (`GET`/`POST /inbox/email/{token}`) as a router a program
+    /// mounts at the root of the base URL the links were made with, without a
+    /// [`Server`](crate::Server): the confirmation page, and its form that decides as
+    /// the link's approver (a principal of `auth`) through `sessions`, with the checks
+    /// of every door. The mail's link to the inbox (`{base_url}/?session=…`) works only
+    /// where a server serves it.
+    pub fn router(
+        &self,
+        sessions: Arc<dyn reins_agent::port::Sessions>,
+        auth: Auth,
+    ) -> axum::Router {
+        let approvals = super::Approvals {
+            email: Some(self.clone()),
+            ..super::Approvals::default()
+        };
+        axum::Router::new()
+            .route(
+                "/inbox/email/{token}",
+                axum::routing::get(get_link).post(post_link),
+            )
+            .with_state(AppState::standalone(sessions, auth, approvals))
+    }
+}
+
 /// Why mail could not go out.
 #[derive(Debug)]
 pub(crate) struct SendError {

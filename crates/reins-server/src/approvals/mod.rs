@@ -8,23 +8,31 @@
 //! time to live passed (`via: expiry`).
 //! See `docs/notifications.md`.
 
+#[cfg(any(feature = "email", feature = "slack"))]
 mod channel;
+#[cfg(feature = "email")]
 pub(crate) mod email;
+#[cfg(feature = "email")]
 mod link;
+#[cfg(feature = "email")]
 mod page;
+#[cfg(feature = "slack")]
 pub(crate) mod slack;
 pub(crate) mod waiting;
 
 use std::collections::HashMap;
 
 use axum::Router;
-use axum::routing::{get, post};
+#[cfg(any(feature = "email", feature = "slack"))]
 use serde_json::Value;
 
+#[cfg(feature = "email")]
 pub use email::{EmailApprovals, EmailApprovalsBuilder};
+#[cfg(feature = "slack")]
 pub use slack::{SlackApprovals, SlackApprovalsBuilder};
 pub use waiting::{Clock, ExpiryAction, SystemClock, WaitPolicy, Waiting};
 
+#[cfg(any(feature = "email", feature = "slack"))]
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -36,7 +44,9 @@ pub struct ApprovalConfigError(pub(crate) String);
 /// The approval channels a server has.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Approvals {
+    #[cfg(feature = "email")]
     pub(crate) email: Option<EmailApprovals>,
+    #[cfg(feature = "slack")]
     pub(crate) slack: Option<SlackApprovals>,
     pub(crate) waiting: Waiting,
 }
@@ -48,23 +58,29 @@ impl Approvals {
         sessions: &std::sync::Arc<dyn reins_agent::port::Sessions>,
         auth: &std::sync::Arc<crate::auth::Auth>,
     ) -> Vec<std::sync::Arc<dyn crate::notify::Channel>> {
+        #[cfg_attr(not(any(feature = "email", feature = "slack")), allow(unused_mut))]
+        let mut out: Vec<std::sync::Arc<dyn crate::notify::Channel>> = Vec::new();
+        #[cfg(any(feature = "email", feature = "slack"))]
         let lookup = channel::Lookup {
             sessions: std::sync::Arc::clone(sessions),
             auth: std::sync::Arc::clone(auth),
         };
-        let mut out: Vec<std::sync::Arc<dyn crate::notify::Channel>> = Vec::new();
+        #[cfg(feature = "email")]
         if let Some(email) = &self.email {
             out.push(std::sync::Arc::new(channel::EmailChannel {
                 email: email.clone(),
                 lookup: lookup.clone(),
             }));
         }
+        #[cfg(feature = "slack")]
         if let Some(slack) = &self.slack {
             out.push(std::sync::Arc::new(channel::SlackChannel {
                 slack: slack.clone(),
-                lookup,
+                lookup: lookup.clone(),
             }));
         }
+        #[cfg(not(any(feature = "email", feature = "slack")))]
+        let _ = (sessions, auth);
         out
     }
 }
@@ -72,18 +88,25 @@ impl Approvals {
 /// The routes of the approval channels: the email links' confirmation page and the
 /// Slack interactivity endpoint.
 pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/inbox/email/{token}",
-            get(email::get_link).post(email::post_link),
-        )
-        .route("/v1/slack/interactions", post(slack::post_interaction))
+    let router = Router::new();
+    #[cfg(feature = "email")]
+    let router = router.route(
+        "/inbox/email/{token}",
+        axum::routing::get(email::get_link).post(email::post_link),
+    );
+    #[cfg(feature = "slack")]
+    let router = router.route(
+        "/v1/slack/interactions",
+        axum::routing::post(slack::post_interaction),
+    );
+    router
 }
 
 /// What closed a call that a refusal says was decided (the `decided` of a 409
 /// `already_decided`), when no one decided on it: a new message in its session, the
 /// end of its run at its budget, the parent session moving on. Such a call no longer
 /// waits; a link or a button for it says so rather than "already decided".
+#[cfg(any(feature = "email", feature = "slack"))]
 pub(crate) fn closed_by(decided: &Value) -> Option<&'static str> {
     serde_json::from_value::<reins_agent::Decided>(decided.clone())
         .ok()
@@ -92,6 +115,7 @@ pub(crate) fn closed_by(decided: &Value) -> Option<&'static str> {
 
 /// The actor a channel decides as: the approver with its roles (what quorums check),
 /// the door (`via`), and what else the door records (`extra`'s fields).
+#[cfg(any(feature = "email", feature = "slack"))]
 pub(crate) fn actor(who: &Principal, via: &str, extra: Value) -> reins_agent::Actor {
     let mut actor = who.actor();
     let mut meta = actor
@@ -111,6 +135,7 @@ pub(crate) fn actor(who: &Principal, via: &str, extra: Value) -> reins_agent::Ac
 }
 
 /// A session id for a URL query or path segment.
+#[cfg(any(feature = "email", feature = "slack"))]
 pub(crate) fn enc_path(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for b in id.bytes() {
@@ -175,15 +200,20 @@ fn recipients(
     notice: &reins_memory::Notice,
     tool: &str,
 ) -> Vec<String> {
-    match (destination, &state.approvals.email, &state.approvals.slack) {
-        ("email", Some(email), _) => email
+    #[cfg(feature = "email")]
+    if let ("email", Some(email)) = (destination, &state.approvals.email) {
+        return email
             .approvers
             .keys()
             .filter(|name| notice.principals.is_empty() || notice.principals.contains(name))
             .filter(|name| state.auth.by_name(name).is_some_and(|p| p.may_decide(tool)))
             .cloned()
-            .collect(),
-        ("slack", _, Some(slack)) => vec![slack.channel().to_owned()],
-        _ => notice.principals.clone(),
+            .collect();
     }
+    #[cfg(feature = "slack")]
+    if let ("slack", Some(slack)) = (destination, &state.approvals.slack) {
+        return vec![slack.channel().to_owned()];
+    }
+    let _ = (state, destination, tool);
+    notice.principals.clone()
 }

@@ -14,6 +14,7 @@
 //! edited.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -32,6 +33,43 @@ use crate::error::ServerError;
 use crate::sessions::decide::decide_as;
 use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
+
+impl SlackApprovals {
+    /// The `slack` notification channel, for a [`Dispatcher`](crate::notify::Dispatcher)
+    /// a program runs itself (a server registers it on its own): it posts each waiting
+    /// or escalated call, read through `sessions`, with its buttons.
+    pub fn notify_channel(
+        &self,
+        sessions: Arc<dyn reins_agent::port::Sessions>,
+        auth: crate::auth::Auth,
+    ) -> impl crate::notify::Channel + use<> {
+        super::channel::SlackChannel {
+            slack: self.clone(),
+            lookup: super::channel::Lookup::new(sessions, auth),
+        }
+    }
+
+    /// The interactivity endpoint (`POST /v1/slack/interactions`) as a router a program
+    /// mounts without a [`Server`](crate::Server): Slack's signature checked, the Slack
+    /// user mapped to a principal of `auth`, the press decided through `sessions` with
+    /// the checks of every door, the message updated.
+    pub fn router(
+        &self,
+        sessions: Arc<dyn reins_agent::port::Sessions>,
+        auth: crate::auth::Auth,
+    ) -> axum::Router {
+        let approvals = super::Approvals {
+            slack: Some(self.clone()),
+            ..super::Approvals::default()
+        };
+        axum::Router::new()
+            .route(
+                "/v1/slack/interactions",
+                axum::routing::post(post_interaction),
+            )
+            .with_state(AppState::standalone(sessions, auth, approvals))
+    }
+}
 
 /// How far a request's timestamp may be from now (Slack's recommendation).
 const WINDOW_SECS: i64 = 300;

@@ -12,10 +12,17 @@ use reins_memory::{MemoryStore, NoticeKind, Subscription};
 use reins_notify::webhook::{KIND, Secret as WebhookSecret, Webhook, secret_key};
 use reins_policy::{PolicyDir, ShadowLog};
 
-use super::{Config, ConfigError, DriverKind, OnExpiry, SmtpTls};
+#[cfg(feature = "email")]
+use super::SmtpTls;
+use super::{Config, ConfigError, DriverKind, OnExpiry};
 use crate::Server;
-use crate::approvals::{EmailApprovals, ExpiryAction, SlackApprovals, WaitPolicy, Waiting};
+#[cfg(feature = "email")]
+use crate::approvals::EmailApprovals;
+#[cfg(feature = "slack")]
+use crate::approvals::SlackApprovals;
+use crate::approvals::{ExpiryAction, WaitPolicy, Waiting};
 use crate::auth::{Auth, Principal};
+#[cfg(feature = "oidc")]
 use crate::oidc::Oidc;
 
 /// The id prefix of webhook subscribers from the configuration.
@@ -50,7 +57,9 @@ struct Parts {
     budget: Option<Budget>,
     prices: Prices,
     webhooks: Vec<(String, Webhook)>,
+    #[cfg(feature = "email")]
     email: Option<EmailApprovals>,
+    #[cfg(feature = "slack")]
     slack: Option<SlackApprovals>,
     waiting: Waiting,
 }
@@ -100,13 +109,41 @@ impl Config {
             self.http_url("server.public_url", url)?;
         }
         let (budget, prices) = self.budgets()?;
+        // A section whose layer this build left out is refused, naming the feature.
+        let off = |key: &str, feature: &str, given: bool| {
+            if given {
+                Err(self.error(
+                    key,
+                    format!("this reins-server was built without the `{feature}` feature"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        #[cfg(not(feature = "email"))]
+        off(
+            "notifications.email",
+            "email",
+            self.notifications.email.is_some(),
+        )?;
+        #[cfg(not(feature = "slack"))]
+        off(
+            "notifications.slack",
+            "slack",
+            self.notifications.slack.is_some(),
+        )?;
+        #[cfg(not(feature = "oidc"))]
+        off("auth.oidc", "oidc", self.auth.oidc.is_some())?;
+        let _ = off;
         Ok(Parts {
             auth: self.auth()?,
             policies: self.policies()?,
             budget,
             prices,
             webhooks: self.webhooks()?,
+            #[cfg(feature = "email")]
             email: self.email()?,
+            #[cfg(feature = "slack")]
             slack: self.slack()?,
             waiting: self.waiting()?,
         })
@@ -144,12 +181,14 @@ impl Config {
                 }
             };
         }
+        #[cfg(feature = "oidc")]
         if let Some(oidc) = &self.auth.oidc {
             auth = auth.oidc(self.oidc(oidc)?);
         }
         Ok(auth)
     }
 
+    #[cfg(feature = "oidc")]
     fn oidc(&self, oidc: &crate::oidc::OidcConfig) -> Result<Oidc, ConfigError> {
         self.http_url("auth.oidc.jwks_uri", &oidc.jwks_uri)?;
         Oidc::new(oidc.clone()).map_err(|e| self.error("auth.oidc", e.to_string()))
@@ -256,6 +295,7 @@ impl Config {
     }
 
     /// The SMTP URL lettre reads, from `[notifications.email.smtp]`.
+    #[cfg(feature = "email")]
     fn smtp_url(&self, smtp: &super::SmtpSection) -> Result<String, ConfigError> {
         let (scheme, port, query) = match smtp.tls {
             SmtpTls::Tls => ("smtps", 465, ""),
@@ -287,6 +327,7 @@ impl Config {
         Ok(url.to_string())
     }
 
+    #[cfg(feature = "email")]
     fn email(&self) -> Result<Option<EmailApprovals>, ConfigError> {
         let Some(e) = &self.notifications.email else {
             return Ok(None);
@@ -322,6 +363,7 @@ impl Config {
         })
     }
 
+    #[cfg(feature = "slack")]
     fn slack(&self) -> Result<Option<SlackApprovals>, ConfigError> {
         let Some(s) = &self.notifications.slack else {
             return Ok(None);
@@ -579,9 +621,11 @@ impl Server {
         if let Some(b) = config.server.body_limit {
             server = server.body_limit(b);
         }
+        #[cfg(feature = "email")]
         if let Some(email) = &setup.parts.email {
             server = server.email_approvals(email.clone());
         }
+        #[cfg(feature = "slack")]
         if let Some(slack) = &setup.parts.slack {
             server = server.slack_approvals(slack.clone());
         }
@@ -600,7 +644,7 @@ impl Server {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "email"))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;

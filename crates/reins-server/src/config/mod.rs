@@ -45,6 +45,7 @@ pub use load::{ConfigError, ENV_PREFIX, ENV_SEPARATOR, Place};
 pub use secret::{Secret, SecretSource};
 
 use crate::auth::AccessRole;
+#[cfg(feature = "oidc")]
 use crate::oidc::OidcConfig;
 
 /// A whole `reins.toml` (see the [module docs](self)); every section is optional.
@@ -150,9 +151,15 @@ pub struct AuthSection {
     /// Static tokens by principal name (`[auth.tokens.ana]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tokens: BTreeMap<String, TokenEntry>,
-    /// An OpenID Connect provider whose JWTs are accepted (see [`crate::oidc`]).
+    /// An OpenID Connect provider whose JWTs are accepted (see `reins_server::oidc`).
+    #[cfg(feature = "oidc")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oidc: Option<OidcConfig>,
+    /// Without the `oidc` feature the section still parses, and is refused by
+    /// [`Config::check`] naming the feature.
+    #[cfg(not(feature = "oidc"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<toml::Value>,
 }
 
 /// `[auth.tokens.<name>]`: one principal and its token (exactly one of `token` and

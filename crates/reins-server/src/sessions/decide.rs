@@ -25,6 +25,7 @@ pub(crate) fn decisions(items: &[DecisionItem]) -> Result<Vec<Decision>> {
 /// metadata: `via`), through the one decision path. Returns once the run took the
 /// decisions, or with its refusal (the typed error, e.g. `already_decided` naming who
 /// decided first); the run goes on.
+#[cfg_attr(not(any(feature = "email", feature = "slack")), allow(dead_code))]
 pub(crate) async fn decide_as(
     state: &AppState,
     who: &Principal,
@@ -36,7 +37,12 @@ pub(crate) async fn decide_as(
     if items.is_empty() {
         return Err(ServerError::invalid("no decisions given"));
     }
-    let decide = Decide::new(actor, decisions(items)?);
+    submit(state, id, Decide::new(actor, decisions(items)?)).await
+}
+
+/// Hands `decide` to the one decision path and follows the run it continues, as
+/// [`decide_as`] does (the escalation sweep's rejections of expired calls come here).
+pub(crate) async fn submit(state: &AppState, id: &str, decide: Decide) -> Result<()> {
     // The run checks the decisions once it holds the session: it says `run_started`
     // when it took them, or ends with the refusal (another decision applied first,
     // say). Subscribed before it starts, to hear either.

@@ -260,3 +260,112 @@ async fn a_slack_press_reads_the_session_at_most_once_before_its_commit() {
     );
     assert_eq!(s.ran(), ["delete:w.txt"], "ran once");
 }
+
+/// The Slack channel without a server: a program runs its agent, its own dispatcher
+/// with the `slack` channel, and its own axum app with the interactivity routes mounted
+/// beside a route of its own. A waiting call is posted; a press signed by slack_sdk
+/// decides through the one decision path (audited `via: slack`), the tool runs once,
+/// the message is updated; an unsigned press decides nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_buttons_decide_in_a_program_without_a_server() {
+    use futures::StreamExt;
+    use reins_agent::port::Sessions;
+
+    let Some(python) = python_or_skip("slack_buttons_decide_in_a_program_without_a_server") else {
+        return;
+    };
+    let stub = SlackStub::start().await;
+    let store: std::sync::Arc<dyn reins_memory::MemoryStore> =
+        std::sync::Arc::new(reins_memory::InMemoryStore::new());
+    let ran: Ran = std::sync::Arc::default();
+    let agent = super::agent_with_ttl(store.clone(), &ran, None);
+    let sessions: std::sync::Arc<dyn Sessions> = std::sync::Arc::new(agent.clone());
+    let slack = reins_server::SlackApprovals::builder()
+        .bot_token("xoxb-test-token")
+        .signing_secret(SIGNING_SECRET)
+        .channel("C0APPROVALS")
+        .api_base(&stub.base)
+        .user("U_ANA", "ana")
+        .build()
+        .unwrap();
+    let _dispatching = reins_server::notify::Dispatcher::new(store)
+        .channel(slack.notify_channel(sessions.clone(), auth()))
+        .options(
+            reins_server::notify::NotifyOptions::default()
+                .poll_interval(Duration::from_millis(100)),
+        )
+        .spawn()
+        .unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/mine",
+            axum::routing::get(|| async { "the program's own route" }),
+        )
+        .merge(slack.router(sessions.clone(), auth()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let served = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::new();
+
+    let session = agent.session("alice/own-1").await.unwrap();
+    let out = session
+        .send(reins_message::Msg::user("delete x.txt"))
+        .await
+        .unwrap();
+    assert_eq!(out.status, reins_agent::RunStatus::Paused);
+    let posted = stub.wait_for("chat.postMessage", 1).await.remove(0);
+    assert_eq!(posted["body"]["channel"], "C0APPROVALS");
+    assert_eq!(
+        client
+            .get(format!("{base}/mine"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    let approve = press("U_ANA", "approve", &posted);
+    let unsigned = client
+        .post(format!("{base}/v1/slack/interactions"))
+        .body(approve.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+    assert!(ran.lock().unwrap().is_empty());
+
+    let mut watch = session.watch().await.unwrap();
+    let ts = now();
+    let (sig, sdk_accepts) = sdk_sign(&python, SIGNING_SECRET, ts, &approve);
+    assert!(sdk_accepts);
+    let res = client
+        .post(format!("{base}/v1/slack/interactions"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-slack-request-timestamp", ts.to_string())
+        .header("x-slack-signature", sig)
+        .body(approve)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    loop {
+        let view = watch
+            .next()
+            .await
+            .expect("the store's feed closed")
+            .unwrap();
+        if view.outcome() == Some(reins_agent::RunStatus::Completed) {
+            break;
+        }
+    }
+    assert_eq!(*ran.lock().unwrap(), ["delete:x.txt"]);
+    let update = stub.wait_for("chat.update", 1).await.remove(0);
+    let text = update["body"]["text"].as_str().unwrap();
+    assert!(text.contains("Approved by *ana*"), "{text}");
+    let trail = sessions.audit("alice/own-1").await.unwrap();
+    let actor = trail[0].actor.as_ref().unwrap();
+    assert_eq!(actor.principal, "ana");
+    assert_eq!(actor.metadata.as_ref().unwrap()["via"], "slack");
+    served.abort();
+}
