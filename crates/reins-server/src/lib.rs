@@ -115,7 +115,7 @@ mod error;
 mod extract;
 mod hub;
 #[cfg(feature = "oidc")]
-pub mod oidc;
+pub use auth::oidc;
 mod openapi;
 pub mod serve;
 mod sse;
@@ -458,10 +458,9 @@ impl Server {
             dispatcher = dispatcher.channel_arc(c);
         }
         let waiting = self.approvals.waiting.clone();
-        let reloading = self
-            .policy_dir
-            .as_ref()
-            .map(|(dir, reloads)| Arc::new(policy::spawn_reloads(dir, *reloads)));
+        let reloading = self.policy_dir.as_ref().map(|(dir, reloads)| {
+            Arc::new(policy::spawn_reloads(dir, *reloads)) as Arc<dyn std::any::Any + Send + Sync>
+        });
         let mut state = AppState {
             policy_dir: self.policy_dir.map(|(dir, _)| dir),
             _reloading: reloading,

@@ -40,8 +40,10 @@ pub(crate) struct AppState {
     pub(crate) policy: Option<reins_policy::CedarPolicy>,
     /// The policies kept in directories (`GET /v1/policy`, `POST /v1/policy/reload`).
     pub(crate) policy_dir: Option<Arc<reins_policy::PolicyDir>>,
-    /// The policies' reload triggers, stopped with the last clone of the state.
-    pub(crate) _reloading: Option<Arc<crate::policy::ReloadTasks>>,
+    /// The policies' reload triggers (`policy::ReloadTasks`), stopped with the last
+    /// clone of the state: held only to be dropped, so the state names no type of the
+    /// routes that use it.
+    pub(crate) _reloading: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// The webhook subscribers.
     pub(crate) webhooks: Arc<reins_notify::webhook::Webhooks>,
 }
@@ -59,7 +61,7 @@ impl AppState {
     ) -> Self {
         let store = Arc::clone(sessions.record());
         Self {
-            webhooks: Arc::new(crate::notify::webhook::Webhooks::new(store)),
+            webhooks: Arc::new(reins_notify::webhook::Webhooks::new(store)),
             sessions,
             auth: Arc::new(auth),
             hub: Arc::new(Hub::new(Duration::from_secs(2))),

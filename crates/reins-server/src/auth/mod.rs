@@ -22,6 +22,9 @@
 //!
 //! [`hash_token`] computes the digest to put in the file.
 
+#[cfg(feature = "oidc")]
+pub mod oidc;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;

@@ -39,7 +39,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::auth::{AccessRole, AuthConfigError, Identity, Principal};
+use super::{AccessRole, AuthConfigError, Identity, Principal};
 
 /// The `oidc` part of the auth configuration (see the [module docs](self)).
 #[derive(Debug, Clone, Deserialize, Serialize)]
