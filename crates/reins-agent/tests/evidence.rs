@@ -7,6 +7,10 @@
 
 mod support;
 
+#[path = "evidence_py/runner.rs"]
+mod runner;
+use runner::python_verify;
+
 use std::sync::Arc;
 
 use reins_agent::{Actor, Decision, RunStatus};
@@ -226,37 +230,6 @@ async fn every_kind_of_tampering_is_refused_naming_the_entry() {
     let err = verify_with(&bundle, &unknown).unwrap_err();
     assert_eq!(err.entry, Some(2), "{err}");
     assert!(err.reason.contains("unknown key"), "{err}");
-}
-
-/// Runs the independent verifier (Python, written from docs/evidence.md) on `bundle`:
-/// its exit status and its line.
-fn python_verify(
-    dir: &std::path::Path,
-    name: &str,
-    bundle: &str,
-    jwks: Option<&str>,
-) -> (i32, String) {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/evidence_py");
-    let python = here.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "the independent evidence verifier is not installed: run `python3 -m venv \
-         crates/reins-agent/tests/evidence_py/.venv && crates/reins-agent/tests/evidence_py/.venv/bin/pip \
-         install -r crates/reins-agent/tests/evidence_py/requirements.txt` (as .ci/run does)"
-    );
-    let path = dir.join(format!("{name}.jsonl"));
-    std::fs::write(&path, bundle).unwrap();
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(here.join("verify.py")).arg(&path);
-    if let Some(jwks) = jwks {
-        let keys = dir.join(format!("{name}.jwks.json"));
-        std::fs::write(&keys, jwks).unwrap();
-        cmd.arg("--jwks").arg(keys);
-    }
-    let out = cmd.output().unwrap();
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), format!("{line}{err}"))
 }
 
 #[tokio::test]

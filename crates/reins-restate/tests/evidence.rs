@@ -10,7 +10,10 @@
 
 mod support;
 
-use std::path::Path;
+#[path = "../../reins-agent/tests/evidence_py/runner.rs"]
+mod runner;
+use runner::python_verify;
+
 use std::sync::Arc;
 
 use reins_agent::{Agent, SessionBackend};
@@ -67,32 +70,6 @@ fn without_entry(bundle: &str, seq: u64) -> String {
         })
         .map(|l| format!("{l}\n"))
         .collect()
-}
-
-/// Runs the independent verifier (Python, written from docs/evidence.md; the venv
-/// .ci/run installs for reins-agent's tests) on `bundle`: its exit status and its line.
-fn python_verify(dir: &Path, name: &str, bundle: &str, jwks: Option<&str>) -> (i32, String) {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reins-agent/tests/evidence_py");
-    let python = here.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "the independent evidence verifier is not installed: run `python3 -m venv \
-         crates/reins-agent/tests/evidence_py/.venv && crates/reins-agent/tests/evidence_py/.venv/bin/pip \
-         install -r crates/reins-agent/tests/evidence_py/requirements.txt` (as .ci/run does)"
-    );
-    let path = dir.join(format!("{name}.jsonl"));
-    std::fs::write(&path, bundle).unwrap();
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(here.join("verify.py")).arg(&path);
-    if let Some(jwks) = jwks {
-        let keys = dir.join(format!("{name}.jwks.json"));
-        std::fs::write(&keys, jwks).unwrap();
-        cmd.arg("--jwks").arg(keys);
-    }
-    let out = cmd.output().unwrap();
-    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), format!("{line}{err}"))
 }
 
 /// The store the service records in and reins-server reads: SQLite (the harness's
