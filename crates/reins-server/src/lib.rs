@@ -458,6 +458,7 @@ impl Server {
             dispatcher = dispatcher.channel_arc(c);
         }
         let waiting = self.approvals.waiting.clone();
+        let approval_channels = Arc::new(self.approvals);
         let reloading = self.policy_dir.as_ref().map(|(dir, reloads)| {
             Arc::new(policy::spawn_reloads(dir, *reloads)) as Arc<dyn std::any::Any + Send + Sync>
         });
@@ -471,7 +472,7 @@ impl Server {
             auth,
             hub: Arc::new(Hub::new(self.poll_interval)),
             limits: Arc::new(self.limits),
-            approvals: Arc::new(self.approvals),
+            approvals: approval_channels.clone(),
             _sweeping: None,
         };
         // The sweep's own state holds no handle to it: it stops with the router.
@@ -484,7 +485,10 @@ impl Server {
             .merge(inbox::router())
             .merge(grants::router())
             .merge(evidence::router())
-            .merge(approvals::router())
+            .merge(approvals::router(approvals::ApprovalsState {
+                app: state.clone(),
+                approvals: approval_channels,
+            }))
             .merge(notify::api::router())
             .merge(policy::router())
             .merge(health::router())

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use reins_agent::port::Sessions;
 
-use crate::approvals::Approvals;
 use crate::auth::Auth;
 use crate::hub::Hub;
 
@@ -18,6 +17,21 @@ pub(crate) struct Limits {
     pub(crate) keep_alive: Duration,
 }
 
+/// Whom a notice's delivery through an approval channel reaches (the inbox shows it
+/// beside each delivery). The approval channels implement it, so that the state names
+/// none of their types (the channels' routes use the state).
+pub(crate) trait Recipients: Send + Sync {
+    /// The principals (or the Slack channel) a delivery to `destination` of `notice`
+    /// about a call of `tool` reaches.
+    fn recipients(
+        &self,
+        auth: &Auth,
+        destination: &str,
+        notice: &reins_memory::Notice,
+        tool: &str,
+    ) -> Vec<String>;
+}
+
 #[derive(Clone)]
 pub(crate) struct AppState {
     /// The session port: every read, input, decision, interrupt, fork and replay goes
@@ -27,10 +41,9 @@ pub(crate) struct AppState {
     pub(crate) auth: Arc<Auth>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) limits: Arc<Limits>,
-    /// The approval channels (email links, Slack buttons) this server takes decisions
-    /// from.
-    #[cfg_attr(not(any(feature = "email", feature = "slack")), allow(dead_code))]
-    pub(crate) approvals: Arc<Approvals>,
+    /// Whom the approval channels (email links, Slack buttons) reach, for the inbox;
+    /// their routes have a state of their own (`approvals::ApprovalsState`).
+    pub(crate) approvals: Arc<dyn Recipients>,
     /// The sweep of waiting calls (escalation, expiry), stopped when the last clone of
     /// the state that holds it is dropped (the sweep's own clone holds none).
     pub(crate) _sweeping: Option<Arc<reins_notify::waiting::Sweeping>>,
@@ -57,7 +70,7 @@ impl AppState {
     pub(crate) fn standalone(
         sessions: Arc<dyn Sessions>,
         auth: Auth,
-        approvals: Approvals,
+        approvals: Arc<dyn Recipients>,
     ) -> Self {
         let store = Arc::clone(sessions.record());
         Self {
@@ -71,7 +84,7 @@ impl AppState {
                 body_timeout: Duration::from_secs(15),
                 keep_alive: Duration::from_secs(15),
             }),
-            approvals: Arc::new(approvals),
+            approvals,
             _sweeping: None,
             _dispatching: None,
             policy: None,

@@ -26,13 +26,13 @@ use reins_agent::{Requirement, RequirementKind, Verdict};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::ApprovalsState;
 use super::link::{LinkClaims, LinkKey, nonce};
 use super::page::{esc, outcome, page};
 use super::{ApprovalConfigError, enc_path};
 use crate::auth::{Auth, Principal};
 use crate::error::ServerError;
 use crate::sessions::decide::decide_as;
-use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
 use crate::view;
 
@@ -218,7 +218,7 @@ impl EmailApprovals {
                 "/inbox/email/{token}",
                 axum::routing::get(get_link).post(post_link),
             )
-            .with_state(AppState::standalone(sessions, auth, approvals))
+            .with_state(ApprovalsState::standalone(sessions, auth, approvals))
     }
 }
 
@@ -353,7 +353,10 @@ struct Ready {
 
 /// `GET /inbox/email/{token}`: the confirmation page, or why the link no longer works.
 /// Decides nothing.
-pub(crate) async fn get_link(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+pub(crate) async fn get_link(
+    State(state): State<ApprovalsState>,
+    Path(token): Path<String>,
+) -> Response {
     match check(&state, &token).await {
         Ok(ready) => confirm_page(&ready, &token),
         Err(refused) => refused,
@@ -363,7 +366,7 @@ pub(crate) async fn get_link(State(state): State<AppState>, Path(token): Path<St
 /// `POST /inbox/email/{token}`: decides as the link's approver, after the same checks
 /// as the page, and says what happened.
 pub(crate) async fn post_link(
-    State(state): State<AppState>,
+    State(state): State<ApprovalsState>,
     Path(token): Path<String>,
     form: Result<Form<LinkForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
@@ -413,7 +416,7 @@ pub(crate) async fn post_link(
         is_error: None,
     };
     let actor = super::actor(&link.who, "email", json!({"link": claims.nonce}));
-    if let Err(e) = decide_as(&state, &link.who, actor, &claims.session, &[item]).await {
+    if let Err(e) = decide_as(&state.app, &link.who, actor, &claims.session, &[item]).await {
         return refusal(&e);
     }
     if action == Action::Reject {
@@ -425,7 +428,7 @@ pub(crate) async fn post_link(
         );
     }
     // An approval a quorum counted leaves the call waiting for more approvers.
-    let counted = view::load(&*state.sessions, &claims.session, false, false)
+    let counted = view::load(&*state.app.sessions, &claims.session, false, false)
         .await
         .ok()
         .and_then(|(_, pending)| pending.into_iter().find(|r| r.id == claims.requirement))
@@ -534,7 +537,7 @@ struct Link {
 /// What the confirmation page shows: the link's checks, then the call as it waits now
 /// (a read for the page; the form's decision is checked by the run); the page of the
 /// first that fails.
-async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
+async fn check(state: &ApprovalsState, token: &str) -> Result<Ready, Response> {
     let Link { claims, who } = verify(state, token).await?;
     let page_error = |e: ServerError| {
         outcome(
@@ -544,11 +547,12 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
             &e.to_string(),
         )
     };
-    let (_, pending) = view::load(&*state.sessions, &claims.session, false, false)
+    let (_, pending) = view::load(&*state.app.sessions, &claims.session, false, false)
         .await
         .map_err(page_error)?;
     let Some(req) = pending.into_iter().find(|r| r.id == claims.requirement) else {
         let decided = state
+            .app
             .sessions
             .decided(&claims.session, &claims.requirement)
             .await
@@ -588,7 +592,7 @@ async fn check(state: &AppState, token: &str) -> Result<Ready, Response> {
 /// The link's own checks: approvals by email are on, the token is this server's, it
 /// has not expired nor been used (its nonce has no applied decision in the audit
 /// trail), and its approver may still decide; the page of the first that fails.
-async fn verify(state: &AppState, token: &str) -> Result<Link, Response> {
+async fn verify(state: &ApprovalsState, token: &str) -> Result<Link, Response> {
     let Some(email) = state.approvals.email.as_ref() else {
         return Err(outcome(
             StatusCode::NOT_FOUND,
@@ -626,6 +630,7 @@ async fn verify(state: &AppState, token: &str) -> Result<Link, Response> {
         )
     };
     let trail = state
+        .app
         .sessions
         .audit(&claims.session)
         .await
@@ -651,7 +656,7 @@ async fn verify(state: &AppState, token: &str) -> Result<Link, Response> {
             ),
         ));
     }
-    let who = match state.auth.by_name(&claims.principal) {
+    let who = match state.app.auth.by_name(&claims.principal) {
         Some(p) if p.is_decider() => p,
         _ => {
             return Err(outcome(

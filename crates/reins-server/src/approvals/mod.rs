@@ -34,7 +34,9 @@ pub use waiting::{Clock, ExpiryAction, SystemClock, WaitPolicy, Waiting};
 
 #[cfg(any(feature = "email", feature = "slack"))]
 use crate::auth::Principal;
-use crate::state::AppState;
+use std::sync::Arc;
+
+use crate::state::{AppState, Recipients};
 
 /// A setting of an approval channel that is missing or invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,9 +87,39 @@ impl Approvals {
     }
 }
 
+/// The state of the approval channels' routes: the server's, and the channels with
+/// their settings (the server's state knows them only as [`Recipients`]).
+#[derive(Clone)]
+pub(crate) struct ApprovalsState {
+    pub(crate) app: AppState,
+    pub(crate) approvals: Arc<Approvals>,
+}
+
+impl ApprovalsState {
+    /// The routes' state without a [`Server`](crate::Server) (`EmailApprovals::router`,
+    /// `SlackApprovals::router`): see [`AppState::standalone`].
+    #[cfg(any(feature = "email", feature = "slack"))]
+    pub(crate) fn standalone(
+        sessions: Arc<dyn reins_agent::port::Sessions>,
+        auth: crate::auth::Auth,
+        approvals: Approvals,
+    ) -> Self {
+        let approvals = Arc::new(approvals);
+        Self {
+            app: AppState::standalone(sessions, auth, approvals.clone()),
+            approvals,
+        }
+    }
+}
+
 /// The routes of the approval channels: the email links' confirmation page and the
-/// Slack interactivity endpoint.
-pub(crate) fn router() -> Router<AppState> {
+/// Slack interactivity endpoint, with their state given (they merge into a router of
+/// any state).
+#[cfg_attr(
+    not(any(feature = "email", feature = "slack")),
+    allow(unused_variables)
+)]
+pub(crate) fn router<S: Clone + Send + Sync + 'static>(state: ApprovalsState) -> Router<S> {
     let router = Router::new();
     #[cfg(feature = "email")]
     let router = router.route(
@@ -99,7 +131,7 @@ pub(crate) fn router() -> Router<AppState> {
         "/v1/slack/interactions",
         axum::routing::post(slack::post_interaction),
     );
-    router
+    router.with_state(state)
 }
 
 /// What closed a call that a refusal says was decided (the `decided` of a 409
@@ -181,7 +213,12 @@ pub(crate) fn notified(
     deliveries
         .iter()
         .map(|d| crate::types::Notified {
-            to: recipients(state, &d.destination, &d.notice, &req.tool_use.name),
+            to: state.approvals.recipients(
+                &state.auth,
+                &d.destination,
+                &d.notice,
+                &req.tool_use.name,
+            ),
             channel: d.destination.clone(),
             notice: d.notice.kind.as_str().to_owned(),
             state: d.state.as_str().to_owned(),
@@ -192,28 +229,31 @@ pub(crate) fn notified(
         .collect()
 }
 
-/// Whom a delivery reaches: the approvers the email channel mails for this notice, the
-/// Slack channel, or the notice's principals.
-fn recipients(
-    state: &AppState,
-    destination: &str,
-    notice: &reins_memory::Notice,
-    tool: &str,
-) -> Vec<String> {
-    #[cfg(feature = "email")]
-    if let ("email", Some(email)) = (destination, &state.approvals.email) {
-        return email
-            .approvers
-            .keys()
-            .filter(|name| notice.principals.is_empty() || notice.principals.contains(name))
-            .filter(|name| state.auth.by_name(name).is_some_and(|p| p.may_decide(tool)))
-            .cloned()
-            .collect();
+impl Recipients for Approvals {
+    /// Whom a delivery reaches: the approvers the email channel mails for this notice,
+    /// the Slack channel, or the notice's principals.
+    fn recipients(
+        &self,
+        auth: &crate::auth::Auth,
+        destination: &str,
+        notice: &reins_memory::Notice,
+        tool: &str,
+    ) -> Vec<String> {
+        #[cfg(feature = "email")]
+        if let ("email", Some(email)) = (destination, &self.email) {
+            return email
+                .approvers
+                .keys()
+                .filter(|name| notice.principals.is_empty() || notice.principals.contains(name))
+                .filter(|name| auth.by_name(name).is_some_and(|p| p.may_decide(tool)))
+                .cloned()
+                .collect();
+        }
+        #[cfg(feature = "slack")]
+        if let ("slack", Some(slack)) = (destination, &self.slack) {
+            return vec![slack.channel().to_owned()];
+        }
+        let _ = (auth, destination, tool);
+        notice.principals.clone()
     }
-    #[cfg(feature = "slack")]
-    if let ("slack", Some(slack)) = (destination, &state.approvals.slack) {
-        return vec![slack.channel().to_owned()];
-    }
-    let _ = (state, destination, tool);
-    notice.principals.clone()
 }

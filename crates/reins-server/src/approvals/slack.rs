@@ -28,10 +28,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use super::ApprovalsState;
 use super::{ApprovalConfigError, enc_path};
 use crate::error::ServerError;
 use crate::sessions::decide::decide_as;
-use crate::state::AppState;
 use crate::types::{Action, DecisionItem};
 
 impl SlackApprovals {
@@ -67,7 +67,7 @@ impl SlackApprovals {
                 "/v1/slack/interactions",
                 axum::routing::post(post_interaction),
             )
-            .with_state(AppState::standalone(sessions, auth, approvals))
+            .with_state(ApprovalsState::standalone(sessions, auth, approvals))
     }
 }
 
@@ -453,7 +453,7 @@ fn refuse(status: StatusCode, code: &'static str, message: impl Into<String>) ->
 
 /// `POST /v1/slack/interactions`: a button pressed in Slack.
 pub(crate) async fn post_interaction(
-    State(state): State<AppState>,
+    State(state): State<ApprovalsState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -509,7 +509,7 @@ pub(crate) async fn post_interaction(
             ),
         );
     };
-    let Some(who) = state.auth.by_name(name) else {
+    let Some(who) = state.app.auth.by_name(name) else {
         return refuse(
             StatusCode::FORBIDDEN,
             "unknown_user",
@@ -550,7 +550,7 @@ pub(crate) async fn post_interaction(
         is_error: None,
     };
     let actor = super::actor(&who, "slack", json!({"slack_user": interaction.user.id}));
-    let result = decide_as(&state, &who, actor, &value.s, &[item]).await;
+    let result = decide_as(&state.app, &who, actor, &value.s, &[item]).await;
     let line = match &result {
         Ok(_) if decision == Action::Approve => {
             format!(
