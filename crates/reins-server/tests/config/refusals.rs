@@ -150,6 +150,12 @@ fn bad_files_are_refused_with_the_key_and_the_line() {
             "at least 0",
         ),
         (
+            "[budgets.default]\ntokens = 10\nwall_time = \"1500ms\"\n",
+            "budgets.default.wall_time",
+            Some(3),
+            "whole seconds; `1500ms` is not",
+        ),
+        (
             "[notifications.waiting.delete_file]\nescalate_after = \"10m\"\n",
             "notifications.waiting.delete_file.escalate_to",
             Some(1),
