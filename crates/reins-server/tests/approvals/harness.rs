@@ -56,6 +56,8 @@ impl SmtpSink {
 
     /// A sink that takes mail only from a client logged in as `user` with `password`
     /// (AUTH PLAIN or LOGIN on the plain connection); each mail says who logged in.
+    /// (tests/config uses it; the other binaries that share this harness do not.)
+    #[allow(dead_code)]
     pub fn start_with_login(python: &Path, user: &str, password: &str) -> Self {
         Self::start_with(python, &["--login", &format!("{user}:{password}")])
     }

@@ -37,6 +37,9 @@ mod channels;
 /// `[policies]`' reload triggers: watching, its interval, SIGHUP.
 mod policies;
 
+/// `notifications.sweep_interval`, on a paused clock.
+mod waiting;
+
 /// Every `[auth.oidc]` key.
 #[cfg(feature = "oidc")]
 mod oidc;
