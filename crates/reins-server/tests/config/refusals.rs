@@ -162,6 +162,12 @@ fn bad_files_are_refused_with_the_key_and_the_line() {
             "principals to tell",
         ),
         (
+            "[driver]\ningress = \"http://127.0.0.1:8080\"\n",
+            "driver.ingress",
+            Some(2),
+            "needs `kind = \"restate\"`",
+        ),
+        (
             "[driver]\nkind = \"kubernetes\"\n",
             "driver.kind",
             Some(2),
