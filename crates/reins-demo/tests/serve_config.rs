@@ -183,6 +183,37 @@ struct Served {
     client: reqwest::Client,
 }
 
+/// `serve --config config` in `root`, once it printed its token (it listens then).
+async fn start_served(root: &Path, config: &Path, port: u16) -> Served {
+    let mut child = serve(&["--config", config.to_str().unwrap()], root)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(root.join("serve.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = tokio::time::timeout_at(deadline.into(), lines.next_line())
+            .await
+            .expect("serve did not start in 60 s")
+            .unwrap();
+        match line {
+            Some(l) if l.starts_with("token: ") => break,
+            Some(_) => {}
+            None => panic!(
+                "serve exited: {}",
+                std::fs::read_to_string(root.join("serve.err")).unwrap_or_default()
+            ),
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Served {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        client: reqwest::Client::new(),
+    }
+}
+
 impl Served {
     async fn get(&self, token: &str, path: &str) -> (u16, Value) {
         let r = self
@@ -245,33 +276,7 @@ async fn a_file_serves_and_sighup_reloads_the_policies() {
         port,
         "\n[policies]\ndir = \"policies\"\nwatch = false\n\n[budgets.default]\ntool_calls = 5\n",
     );
-    let mut child = serve(&["--config", config.to_str().unwrap()], root)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(root.join("serve.err")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let line = tokio::time::timeout_at(deadline.into(), lines.next_line())
-            .await
-            .expect("serve did not start in 60 s")
-            .unwrap();
-        match line {
-            Some(l) if l.starts_with("token: ") => break,
-            Some(_) => {}
-            None => panic!(
-                "serve exited: {}",
-                std::fs::read_to_string(root.join("serve.err")).unwrap_or_default()
-            ),
-        }
-    }
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let s = Served {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        client: reqwest::Client::new(),
-    };
+    let s = start_served(root, &config, port).await;
     assert!(root.join("data/reins.db").exists(), "the file's store");
 
     // The file's tokens: alice runs, and her delete waits (no policy allows it yet).
@@ -326,4 +331,151 @@ async fn a_file_serves_and_sighup_reloads_the_policies() {
         )
         .await;
     assert_eq!((st, &out["status"]), (200, &json!("completed")), "{out}");
+}
+
+/// `driver.ingress` is for a program that builds its `RestateClient` from it; `serve`
+/// runs its own restate-server, so it refuses the key (exit 2, naming it) and starts
+/// nothing.
+#[tokio::test]
+async fn serve_refuses_an_ingress_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let config = write_config(
+        dir.path(),
+        free_port(),
+        "\n[driver]\nkind = \"restate\"\ningress = \"http://127.0.0.1:8080\"\n",
+    );
+    let out = serve(&["--config", config.to_str().unwrap()], dir.path())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("driver.ingress: serve starts its own restate-server"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data/reins.db").exists());
+    assert!(!dir.path().join(".reins-demo").exists());
+}
+
+/// A stand-in for an OTLP collector on loopback: it keeps every byte it is sent and
+/// answers each HTTP request 200 with an empty (valid) export response. An OTLP/gRPC
+/// client is told apart by the HTTP/2 preface it opens with.
+struct Collector {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Collector {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let all = seen.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let all = all.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = conn.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        all.lock().unwrap().extend_from_slice(&buf[..n]);
+                        request.extend_from_slice(&buf[..n]);
+                        if http_request_done(&request) {
+                            request.clear();
+                            let ok = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                            if conn.write_all(ok.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, seen, task }
+    }
+
+    /// Waits (at most 30 s: spans leave in batches every 5 s) until `needle` was sent.
+    async fn wait_for(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = self.seen.lock().unwrap().clone();
+            if seen.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the collector never got `{needle}`; it got {:?}",
+                String::from_utf8_lossy(&seen)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Whether `request` holds a whole HTTP/1.1 request (head and `content-length` body).
+fn http_request_done(request: &[u8]) -> bool {
+    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    request.len() >= end + 4 + length
+}
+
+/// `[telemetry]` from the file: `otlp_endpoint` is where reins's spans go,
+/// `otlp_protocol` how (OTLP/HTTP: a POST to `/v1/traces`; OTLP/gRPC: an HTTP/2
+/// connection), and `service_name` what they carry (the program's own name otherwise).
+#[tokio::test]
+async fn telemetry_of_the_file_sends_the_spans_where_and_how_it_says() {
+    for (protocol, opening) in [
+        ("http", "POST /v1/traces HTTP/1.1"),
+        ("grpc", "PRI * HTTP/2.0"),
+    ] {
+        let collector = Collector::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("data")).unwrap();
+        let port = free_port();
+        let config = write_config(
+            root,
+            port,
+            &format!(
+                "\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n\
+                 otlp_protocol = \"{protocol}\"\nservice_name = \"reins-from-the-file\"\n",
+                collector.port
+            ),
+        );
+        let s = start_served(root, &config, port).await;
+        let (st, out) = s
+            .post(
+                ALICE,
+                "/v1/sessions/alice%2Ftraced/runs",
+                json!({"message": "hello"}),
+            )
+            .await;
+        assert_eq!(st, 200, "{out}");
+        collector.wait_for(opening).await;
+        if protocol == "http" {
+            collector.wait_for("reins-from-the-file").await;
+            collector.wait_for("invoke_agent").await;
+        }
+        drop(s);
+    }
 }

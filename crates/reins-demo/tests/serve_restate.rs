@@ -90,9 +90,20 @@ struct Serve {
 
 /// The command, as a user types it (in `cwd`, with the default data directory).
 async fn start(cwd: &Path, port: u16, restate: u16, no_death_signal: bool) -> Serve {
+    let args = [
+        "--restate".to_owned(),
+        "--port".to_owned(),
+        port.to_string(),
+        "--restate-ports".to_owned(),
+        restate.to_string(),
+    ];
+    start_with(cwd, &args, port, no_death_signal).await
+}
+
+/// `serve` with `args` in `cwd`, serving on `port`.
+async fn start_with(cwd: &Path, args: &[String], port: u16, no_death_signal: bool) -> Serve {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_serve"));
-    cmd.args(["--restate", "--port", &port.to_string()])
-        .args(["--restate-ports", &restate.to_string()])
+    cmd.args(args)
         .current_dir(cwd)
         .env_remove("DASHSCOPE_API_KEY")
         .env_remove("OPENAI_API_KEY")
@@ -287,6 +298,39 @@ async fn ran_once(s: &Serve, cwd: &Path, session: &str, id: &str, file: &str) {
     assert_eq!(results.len(), 1, "{out}");
     let text = results[0].to_string();
     assert!(text.contains("deleted"), "{text}");
+}
+
+/// `[driver]` from the file, without `--restate`: `kind = "restate"` runs the sessions
+/// on a local restate-server whose first port is `restate_ports` (it answers there,
+/// and its pid file is written); a paused call approved through `/v1` runs its tool
+/// once, in the Restate sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restate_driver_and_its_ports_from_the_file() {
+    if !restate_installed() {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    let (port, restate) = pick_ports();
+    std::fs::write(
+        cwd.join("reins.toml"),
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n\n[driver]\nkind = \"restate\"\nrestate_ports = {restate}\n"
+        ),
+    )
+    .unwrap();
+    let args = ["--config".to_owned(), "reins.toml".to_owned()];
+    let s = start_with(cwd, &args, port, false).await;
+    assert!(pid_file(cwd).exists(), "no restate-server was started");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", restate)).is_ok(),
+        "restate-server does not listen on the file's first port {restate}"
+    );
+    let id = s.pause("dev%2Ffile", "temp.txt").await;
+    s.approve("dev%2Ffile", &id).await;
+    ran_once(&s, cwd, "dev%2Ffile", &id, "temp.txt").await;
+    s.kill9().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

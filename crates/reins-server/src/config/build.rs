@@ -221,6 +221,16 @@ impl Config {
                 limit.tokens = b.tokens;
                 limit.cost = b.cost;
                 limit.tool_calls = b.tool_calls;
+                if let Some(d) = b.wall_time.filter(|d| d.subsec_nanos() != 0) {
+                    // The limit counts whole seconds: "500ms" would be no time at all.
+                    return Err(self.error(
+                        "budgets.default.wall_time",
+                        format!(
+                            "the wall-time limit counts whole seconds; `{}` is not",
+                            super::duration::format(d)
+                        ),
+                    ));
+                }
                 limit.wall_secs = b.wall_time.map(|d| d.as_secs());
                 limit
                     .validate()
@@ -311,6 +321,17 @@ impl Config {
                     format!("`{}` is not a host name: {e}", smtp.host),
                 )
             })?;
+        if smtp.username.is_some() != smtp.password.is_some() {
+            // lettre logs in only with both; one alone would be dropped unseen.
+            let (key, missing) = match smtp.username {
+                Some(_) => ("notifications.email.smtp.username", "password"),
+                None => ("notifications.email.smtp.password", "username"),
+            };
+            return Err(self.error(
+                key,
+                format!("an SMTP login needs `username` and `password`; `{missing}` is missing"),
+            ));
+        }
         let bad_credentials = || {
             self.error(
                 "notifications.email.smtp.username",
@@ -682,5 +703,46 @@ mod tests {
             format!("smtp://{creds}:2525?tls=opportunistic")
         );
         assert_eq!(smtp("none", ""), format!("smtp://{creds}:25"));
+    }
+
+    #[test]
+    fn a_login_needs_both_name_and_password() {
+        let text = |login: &str| {
+            format!(
+                "[notifications.email]\nfrom = \"reins <a@example.com>\"\nlink_secret = {{ env = \"L\" }}\n\
+                 base_url = \"https://reins.example.com\"\n\
+                 [notifications.email.smtp]\nhost = \"smtp.example.com\"\n{login}"
+            )
+        };
+        let vars = || {
+            [
+                (
+                    "L".to_owned(),
+                    "a link secret of at least thirty-two bytes".to_owned(),
+                ),
+                ("P".to_owned(), "pw".to_owned()),
+            ]
+        };
+        for (login, key, line) in [
+            (
+                "username = \"reins\"\n",
+                "notifications.email.smtp.username",
+                7,
+            ),
+            (
+                "password = { env = \"P\" }\n",
+                "notifications.email.smtp.password",
+                7,
+            ),
+        ] {
+            let c = Config::from_str_with_env(&text(login), "", vars()).unwrap();
+            let e = c.check().unwrap_err();
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert_eq!(e.line(), Some(line), "{e}");
+            assert!(
+                e.to_string().contains("needs `username` and `password`"),
+                "{e}"
+            );
+        }
     }
 }

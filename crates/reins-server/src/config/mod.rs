@@ -241,7 +241,7 @@ pub struct BudgetLimits {
     /// Tool calls started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<u64>,
-    /// Time the session's runs were active.
+    /// Time the session's runs were active, in whole seconds (`"1500ms"` is refused).
     #[serde(
         default,
         with = "duration::option",
@@ -348,7 +348,8 @@ pub struct SmtpSection {
     /// `tls`, `starttls` (default), `opportunistic` or `none`.
     #[serde(default)]
     pub tls: SmtpTls,
-    /// The user name, when the server wants one.
+    /// The user name, when the server wants a login (with `password`; one alone is
+    /// refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
     /// The password (a secret).

@@ -51,8 +51,21 @@ impl Drop for SmtpSink {
 
 impl SmtpSink {
     pub fn start(python: &Path) -> Self {
+        Self::start_with(python, &[])
+    }
+
+    /// A sink that takes mail only from a client logged in as `user` with `password`
+    /// (AUTH PLAIN or LOGIN on the plain connection); each mail says who logged in.
+    /// (tests/config uses it; the other binaries that share this harness do not.)
+    #[allow(dead_code)]
+    pub fn start_with_login(python: &Path, user: &str, password: &str) -> Self {
+        Self::start_with(python, &["--login", &format!("{user}:{password}")])
+    }
+
+    fn start_with(python: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(python)
             .arg(dir().join("smtp_sink.py"))
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

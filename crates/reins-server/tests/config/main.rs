@@ -13,6 +13,8 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
@@ -23,6 +25,24 @@ use support::*;
 
 /// Bad files, overrides and secrets: what the file says, checked before anything starts.
 mod refusals;
+
+/// The request timeout, a hashed token, PostgreSQL, and the cost and wall-time
+/// budgets.
+mod basics;
+
+/// A webhook's filters; email's link life, base URL and SMTP login; Slack's inbox URL.
+#[cfg(all(feature = "email", feature = "slack"))]
+mod channels;
+
+/// `[policies]`' reload triggers: watching, its interval, SIGHUP.
+mod policies;
+
+/// `notifications.sweep_interval`, on a paused clock.
+mod waiting;
+
+/// Every `[auth.oidc]` key.
+#[cfg(feature = "oidc")]
+mod oidc;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -115,6 +135,8 @@ struct Provider {
     signing: EncodingKey,
     url: String,
     task: tokio::task::JoinHandle<()>,
+    /// How many times the JWKS was fetched.
+    fetches: Arc<AtomicUsize>,
 }
 
 impl Drop for Provider {
@@ -137,10 +159,13 @@ impl Provider {
         let mut jwk: Value = serde_json::from_str(&secret.public_key().to_jwk_string()).unwrap();
         jwk["kid"] = json!("k1");
         jwk["alg"] = json!("ES256");
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&fetches);
         let app = axum::Router::new().route(
             "/certs",
             axum::routing::get(move || {
                 let jwk = jwk.clone();
+                counted.fetch_add(1, Ordering::SeqCst);
                 async move { axum::Json(json!({"keys": [jwk]})) }
             }),
         );
@@ -154,7 +179,19 @@ impl Provider {
             signing: EncodingKey::from_ec_der(der.as_bytes()),
             url: format!("http://{addr}/certs"),
             task,
+            fetches,
         }
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+
+    /// `claims` signed with ES256 by the provider's key, named `kid` in the header.
+    fn sign(&self, kid: &str, claims: &Value) -> String {
+        let mut h = Header::new(Algorithm::ES256);
+        h.kid = Some(kid.to_owned());
+        encode(&h, claims, &self.signing).unwrap()
     }
 
     fn token(&self, name: &str, roles: &[&str]) -> String {

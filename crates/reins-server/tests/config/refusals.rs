@@ -150,10 +150,22 @@ fn bad_files_are_refused_with_the_key_and_the_line() {
             "at least 0",
         ),
         (
+            "[budgets.default]\ntokens = 10\nwall_time = \"1500ms\"\n",
+            "budgets.default.wall_time",
+            Some(3),
+            "whole seconds; `1500ms` is not",
+        ),
+        (
             "[notifications.waiting.delete_file]\nescalate_after = \"10m\"\n",
             "notifications.waiting.delete_file.escalate_to",
             Some(1),
             "principals to tell",
+        ),
+        (
+            "[driver]\ningress = \"http://127.0.0.1:8080\"\n",
+            "driver.ingress",
+            Some(2),
+            "needs `kind = \"restate\"`",
         ),
         (
             "[driver]\nkind = \"kubernetes\"\n",
