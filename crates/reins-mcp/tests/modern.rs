@@ -9,7 +9,6 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use reins_agent::{Agent, Decision, RequirementKind, RunStatus};
 use reins_mcp::McpToolset;
@@ -145,8 +144,11 @@ async fn an_interrupt_cancels_the_task() {
     let call = ToolUse::new("e1", "modern__endless", json!({ "what": "loop" }));
     let token = tokio_util::sync::CancellationToken::new();
     let ctx = ToolContext::new("s", &call.id).with_cancel(token.clone());
+    // Interrupted once the client has polled the running task twice, however slow
+    // the machine (not after a time it hopes is long enough).
+    let mut polls = seen.polls.subscribe();
     let stopper = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        polls.wait_for(|n| *n >= 2).await.unwrap();
         token.cancel();
     });
     let r = tk

@@ -3,6 +3,8 @@
 //! path (and `crate::{x, y}` group) outside a comment is an edge from the file's
 //! top-level module to `x`.
 
+#![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

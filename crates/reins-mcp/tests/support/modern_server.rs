@@ -28,6 +28,8 @@ pub struct Seen {
     pub tasks: Mutex<Vec<String>>,
     /// The tasks, by id.
     state: Mutex<std::collections::HashMap<String, TaskState>>,
+    /// How many `tasks/get` polls arrived so far (a test waits on it).
+    pub polls: tokio::sync::watch::Sender<usize>,
 }
 
 impl Seen {
@@ -181,6 +183,7 @@ impl ServerHandler for Modern {
         self.note("tasks/get", &ctx);
         let id = request.task_id;
         self.seen.tasks.lock().unwrap().push(format!("get {id}"));
+        self.seen.polls.send_modify(|n| *n += 1);
         let mut states = self.seen.state.lock().unwrap();
         let Some(entry) = states.get_mut(&id) else {
             return Err(ErrorData::invalid_params(

@@ -90,6 +90,7 @@ impl Approvals {
 /// The state of the approval channels' routes: the server's, and the channels with
 /// their settings (the server's state knows them only as [`Recipients`]).
 #[derive(Clone)]
+#[cfg_attr(not(any(feature = "email", feature = "slack")), allow(dead_code))]
 pub(crate) struct ApprovalsState {
     pub(crate) app: AppState,
     pub(crate) approvals: Arc<Approvals>,

@@ -62,6 +62,7 @@ struct Parts {
     #[cfg(feature = "slack")]
     slack: Option<SlackApprovals>,
     waiting: Waiting,
+    notify: crate::notify::NotifyOptions,
 }
 
 impl Config {
@@ -146,6 +147,7 @@ impl Config {
             #[cfg(feature = "slack")]
             slack: self.slack()?,
             waiting: self.waiting()?,
+            notify: self.notify_options()?,
         })
     }
 
@@ -407,6 +409,38 @@ impl Config {
             .map_err(|e| self.error("notifications.slack", e.to_string()))
     }
 
+    /// The dispatcher's options of `[notifications.delivery]`, checked.
+    pub(crate) fn notify_options(&self) -> Result<crate::notify::NotifyOptions, ConfigError> {
+        let d = &self.notifications.delivery;
+        let key = |k: &str| format!("notifications.delivery.{k}");
+        if d.max_attempts == 0 {
+            return Err(self.error(
+                &key("max_attempts"),
+                "a delivery needs at least one attempt",
+            ));
+        }
+        for (name, value) in [("lease", d.lease), ("poll_interval", d.poll_interval)] {
+            if value.is_zero() {
+                return Err(self.error(&key(name), "needs a duration above zero"));
+            }
+        }
+        if d.max_backoff < d.backoff {
+            return Err(self.error(
+                &key("max_backoff"),
+                format!(
+                    "the longest delay is below the first (`backoff` = {})",
+                    super::duration::format(d.backoff)
+                ),
+            ));
+        }
+        Ok(crate::notify::NotifyOptions::default()
+            .max_attempts(d.max_attempts)
+            .backoff(d.backoff, d.max_backoff)
+            .lease(d.lease)
+            .poll_interval(d.poll_interval)
+            .batch(d.batch))
+    }
+
     fn waiting(&self) -> Result<Waiting, ConfigError> {
         let n = &self.notifications;
         if n.sweep_interval.is_zero() {
@@ -635,6 +669,7 @@ impl Server {
         let mut server = Server::new(agent)
             .auth(setup.parts.auth.clone())
             .waiting(setup.parts.waiting.clone())
+            .notify_options(setup.parts.notify.clone())
             .metrics(config.telemetry.metrics);
         if let Some(t) = config.server.request_timeout {
             server = server.request_timeout(t);

@@ -283,6 +283,9 @@ pub struct NotificationsSection {
     /// Escalation and expiry per tool (`[notifications.waiting.delete_file]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub waiting: BTreeMap<String, WaitEntry>,
+    /// How notices are delivered: attempts, back-off, leases (`[notifications.delivery]`).
+    #[serde(default)]
+    pub delivery: DeliverySection,
 }
 
 impl Default for NotificationsSection {
@@ -293,6 +296,46 @@ impl Default for NotificationsSection {
             email: None,
             slack: None,
             waiting: BTreeMap::new(),
+            delivery: DeliverySection::default(),
+        }
+    }
+}
+
+/// `[notifications.delivery]`: how this instance delivers notices to webhooks, email,
+/// Slack and A2A push subscribers ([`NotifyOptions`](crate::notify::NotifyOptions); the
+/// defaults are its defaults).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliverySection {
+    /// Attempts before a delivery is dead (default 8; at least 1).
+    pub max_attempts: u32,
+    /// The delay before the second attempt, doubled for each later one (default 1 s).
+    #[serde(with = "duration")]
+    pub backoff: Duration,
+    /// The longest delay between attempts (default 10 min; not below `backoff`).
+    #[serde(with = "duration")]
+    pub max_backoff: Duration,
+    /// How long a claimed attempt is this instance's alone (default 60 s).
+    #[serde(with = "duration")]
+    pub lease: Duration,
+    /// How often the outbox is looked at when no change wakes the dispatcher (default 1 s).
+    #[serde(with = "duration")]
+    pub poll_interval: Duration,
+    /// How many deliveries this instance attempts at a time (default 16); 0: it writes
+    /// and routes notices and leaves the delivering to the other instances.
+    pub batch: usize,
+}
+
+impl Default for DeliverySection {
+    fn default() -> Self {
+        let o = crate::notify::NotifyOptions::default();
+        Self {
+            max_attempts: o.max_attempts,
+            backoff: o.base_backoff,
+            max_backoff: o.max_backoff,
+            lease: o.lease,
+            poll_interval: o.poll_interval,
+            batch: o.batch,
         }
     }
 }

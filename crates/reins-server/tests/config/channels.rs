@@ -285,3 +285,87 @@ inbox_url = "https://inbox.reins.test/app"
     assert_eq!(post.status(), 410);
     assert!(s.ran().is_empty());
 }
+
+/// `[notifications.delivery]`: with `max_attempts = 1` and a short back-off, a
+/// delivery to a subscriber nobody answers is dead after its one attempt (with the
+/// defaults it would wait a second and try again, eight times); a key out of range is
+/// refused at its line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_options_from_the_file() {
+    // A loopback port nothing listens on: every attempt is refused at once.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[store]
+sqlite = "reins.db"
+
+[auth.tokens.ops]
+roles = ["admin"]
+token = {{ env = "OPS" }}
+
+[auth.tokens.alice]
+roles = ["user"]
+token = {{ env = "ALICE" }}
+
+[notifications.delivery]
+max_attempts = 1
+backoff = "10ms"
+max_backoff = "20ms"
+lease = "5s"
+poll_interval = "50ms"
+batch = 4
+
+[notifications.webhooks.gone]
+url = "http://127.0.0.1:{closed}/hook"
+secret = {{ env = "HOOK" }}
+event_types = ["requirement.waiting"]
+"#
+    );
+    let bad = text.replace("max_backoff = \"20ms\"", "max_backoff = \"5ms\"");
+    let err = Config::from_str_with_env(
+        &bad,
+        dir.path(),
+        vars(&[("OPS", ADMIN), ("ALICE", ALICE), ("HOOK", SECRET)]),
+    )
+    .and_then(|c| c.check())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("notifications.delivery.max_backoff") && err.contains("below the first"),
+        "{err}"
+    );
+    let s = serve_config(
+        &text,
+        dir,
+        &[("OPS", ADMIN), ("ALICE", ALICE), ("HOOK", SECRET)],
+    )
+    .await;
+    let out = run(&s, ALICE, "alice/gone-1", "delete a.txt").await;
+    assert_eq!(out["status"], "paused", "{out}");
+    let started = Instant::now();
+    let delivery = loop {
+        let (st, list) = s.get(ADMIN, "/v1/webhooks/wh_config_gone/deliveries").await;
+        assert_eq!(st, 200, "{list}");
+        if let Some(d) = list["deliveries"]
+            .as_array()
+            .and_then(|l| l.first())
+            .filter(|d| d["state"] != "pending")
+        {
+            break d.clone();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the delivery never settled: {list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(delivery["state"], "dead", "{delivery}");
+    assert_eq!(delivery["attempts"], 1, "{delivery}");
+}
