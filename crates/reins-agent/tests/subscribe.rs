@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use reins_agent::port::{Decide, SessionChange, SessionEvent, SessionEvents, Sessions, Watch};
-use reins_agent::{Actor, Agent, Decision, RunInput, RunStatus, Submission};
+use reins_agent::port::{
+    Decide, LiveEvent, Relayed, SessionChange, SessionEvent, SessionEvents, Sessions, Watch,
+};
+use reins_agent::{Actor, Agent, Decision, RunEvent, RunInput, RunStatus, Submission};
 use reins_message::Msg;
 use reins_model::ScriptedModel;
 use reins_tool::ToolPolicy;
@@ -180,5 +182,72 @@ async fn a_subscriber_hears_the_waiting_requirement_then_its_approval_on_every_s
         tokio::time::timeout(FAIL_AFTER, released)
             .await
             .unwrap_or_else(|_| panic!("{label}: a dropped subscription still runs"));
+    }
+}
+
+#[tokio::test]
+async fn a_relayed_port_passes_on_the_live_events_of_the_sessions_in_scope() {
+    // The port over a driver whose own processes run the sessions (here an agent on
+    // the same store) and relay their live events to it.
+    let store: Arc<dyn reins_memory::MemoryStore> = Arc::new(reins_memory::InMemoryStore::new());
+    let build = || {
+        Agent::builder()
+            .model(ScriptedModel::new([]))
+            .store_arc(store.clone())
+            .build()
+            .unwrap()
+    };
+    let port = Relayed::new(build(), Arc::new(build()));
+    let mut tenant = port.subscribe(Watch::prefix("t/")).await.unwrap();
+    let mut stored = port
+        .subscribe(Watch::prefix("t/").stored_only())
+        .await
+        .unwrap();
+    let delta = |text: &str| {
+        LiveEvent::relayed(
+            RunEvent::TextDelta {
+                text: text.to_owned(),
+            },
+            Some("run_1".to_owned()),
+            None,
+        )
+    };
+    port.relay("u/1", vec![delta("not yours")]).unwrap();
+    port.relay("t/1", vec![delta("hel"), delta("lo")]).unwrap();
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let ev = next_matching("relayed", &mut tenant, |ev| Some(ev.clone())).await;
+        match ev {
+            SessionEvent::Live { session, event } => {
+                assert_eq!(session, "t/1");
+                assert_eq!(event.run_id.as_deref(), Some("run_1"));
+                heard.push(event.event);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        heard,
+        [
+            RunEvent::TextDelta {
+                text: "hel".to_owned()
+            },
+            RunEvent::TextDelta {
+                text: "lo".to_owned()
+            },
+        ]
+    );
+    // What the step commits comes after; a subscription to the store alone hears only
+    // that.
+    let state = store.open_session("t/1").await.unwrap();
+    let mut commit = reins_memory::Commit::at(state.version);
+    commit.append = vec![Msg::assistant("hello")];
+    store.commit("t/1", commit).await.unwrap();
+    for events in [&mut tenant, &mut stored] {
+        let ev = next_matching("relayed", events, |ev| Some(ev.clone())).await;
+        assert!(
+            matches!(&ev, SessionEvent::Changed(c) if c.session == "t/1" && c.message_count == 1),
+            "{ev:?}"
+        );
     }
 }

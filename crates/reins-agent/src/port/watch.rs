@@ -1,7 +1,9 @@
 //! Following sessions as the store changes ([`Sessions::subscribe`]): a stream of typed
 //! [`SessionEvent`]s — a session's stored state moved (with its version, its message
 //! count, when it moved and what it waits for), a session was removed, or the
-//! subscription could not read the store and the subscriber should read again.
+//! subscription could not read the store and the subscriber should read again; and,
+//! on a driver whose own processes run the sessions and relay their live events here
+//! ([`super::Relayed`]), those live events as they arrive.
 //!
 //! The stream is the same on every driver, because it is read from the record every
 //! driver writes to: the store's change feed ([`MemoryStore::changes`]) wakes it; a
@@ -25,8 +27,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reins_memory::{MemoryStore, RequirementRecord, SessionHead, StoreChange};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
+use super::LiveEvent;
 use crate::error::Result;
 
 #[cfg(doc)]
@@ -65,6 +68,9 @@ pub struct Watch {
     /// How often the stored versions are compared regardless of the change feed (a
     /// safety net for a store whose feed is slow or missing).
     pub recheck: Duration,
+    /// Whether the live events relayed to the port come too
+    /// ([`SessionEvent::Live`]; default yes: where the driver relays them).
+    pub live: bool,
 }
 
 impl Watch {
@@ -91,7 +97,16 @@ impl Watch {
         Self {
             scope,
             recheck: Self::RECHECK,
+            live: true,
         }
+    }
+
+    /// Only what the store shows: no [`SessionEvent::Live`] (for a listener that
+    /// follows the live events of runs another way).
+    #[must_use]
+    pub fn stored_only(mut self) -> Self {
+        self.live = false;
+        self
     }
 
     /// Compares the stored versions every `every` besides the change feed.
@@ -188,6 +203,16 @@ pub enum SessionEvent {
         /// Its id.
         session: String,
     },
+    /// A live event of a run a driver's own processes execute, as they relayed it
+    /// ([`Sessions::relay`]): only from a driver that takes relayed events
+    /// ([`super::Relayed`]), in the order relayed; what the step commits follows as
+    /// a [`SessionEvent::Changed`].
+    Live {
+        /// The session whose run sent it.
+        session: String,
+        /// The event, with the driver's run id and attempt.
+        event: Box<LiveEvent>,
+    },
     /// The subscription could not read the store (the change it heard of is unknown):
     /// read again what you show. The subscription goes on and compares the stored
     /// versions at its next re-check.
@@ -204,7 +229,7 @@ impl SessionEvent {
     pub fn session(&self) -> Option<&str> {
         match self {
             SessionEvent::Changed(c) => Some(&c.session),
-            SessionEvent::Removed { session } => Some(session),
+            SessionEvent::Removed { session } | SessionEvent::Live { session, .. } => Some(session),
             SessionEvent::Behind { session, .. } => session.as_deref(),
         }
     }
@@ -242,6 +267,16 @@ impl SessionEvents {
     /// after this returns is reported; the stored versions are read first (an error
     /// then is this call's).
     pub async fn follow(store: Arc<dyn MemoryStore>, watch: Watch) -> Result<Self> {
+        Self::follow_with(store, watch, None).await
+    }
+
+    /// [`SessionEvents::follow`], with the live events `live` carries for the sessions
+    /// in scope (every session's, as a driver that takes relayed events hears them).
+    pub(crate) async fn follow_with(
+        store: Arc<dyn MemoryStore>,
+        watch: Watch,
+        live: Option<broadcast::Receiver<(String, LiveEvent)>>,
+    ) -> Result<Self> {
         // The feed first, then the versions: a commit between the two is both heard
         // and compared, never lost.
         let feed = match store.changes().await {
@@ -259,7 +294,7 @@ impl SessionEvents {
             tx,
         };
         follower.seen = follower.stored_versions().await?.into_iter().collect();
-        let task = tokio::spawn(follower.run(feed, watch.recheck));
+        let task = tokio::spawn(follower.run(feed, live, watch.recheck));
         Ok(Self { rx, task })
     }
 }
@@ -287,7 +322,12 @@ struct Follower {
 }
 
 impl Follower {
-    async fn run(mut self, mut feed: Option<reins_memory::ChangeFeed>, every: Duration) {
+    async fn run(
+        mut self,
+        mut feed: Option<reins_memory::ChangeFeed>,
+        mut live: Option<broadcast::Receiver<(String, LiveEvent)>>,
+        every: Duration,
+    ) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
@@ -298,8 +338,28 @@ impl Follower {
                     None => std::future::pending().await,
                 }
             };
+            let relayed = async {
+                match live.as_mut() {
+                    Some(l) => l.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             let going = tokio::select! {
                 () = self.tx.closed() => false,
+                r = relayed => match r {
+                    Ok((session, event)) => {
+                        !self.scope.admits(&session)
+                            || self.send(SessionEvent::Live { session, event: Box::new(event) }).await
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let reason = format!("{n} live events were missed");
+                        self.send(SessionEvent::Behind { session: None, reason }).await
+                    }
+                    Err(RecvError::Closed) => {
+                        live = None;
+                        true
+                    }
+                },
                 r = change => match r {
                     Ok(StoreChange { session: Some(id), .. }) => {
                         if self.scope.admits(&id) {

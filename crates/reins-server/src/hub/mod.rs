@@ -282,7 +282,8 @@ impl Hub {
         let hub = Arc::downgrade(self);
         let sessions = Arc::clone(sessions);
         let every = self.poll_every;
-        let watch = Watch::every().recheck(every);
+        // The live events of runs come through the runs' own channels.
+        let watch = Watch::every().recheck(every).stored_only();
         let first = sessions.subscribe(watch.clone()).await;
         // Whether anyone still listens (the hub gone: nobody).
         let listened = |hub: &std::sync::Weak<Hub>| {
@@ -307,6 +308,7 @@ impl Hub {
             loop {
                 tokio::select! {
                     ev = events.next() => match (ev, hub.upgrade()) {
+                        (Some(SessionEvent::Live { .. }), Some(_)) => {}
                         (Some(ev), Some(h)) => {
                             let _ = h.notices.send(Notice::Stored(ev));
                         }
