@@ -14,6 +14,9 @@
 //!   follows the run an input starts with a [`RunHandle`] — its typed [`RunEvent`]s,
 //!   its [`RunOutput`] or typed error, and its interrupt — whether the run executes in
 //!   this process or in the driver's own processes;
+//! - follows sessions as they change, whoever changes them ([`Sessions::subscribe`]: a
+//!   stream of typed [`SessionEvent`]s — a session's version, message count and open
+//!   requirements after it moved — for every driver, with no poller of the door's own);
 //! - interrupts, forks, replays, and creates and revokes grants.
 //!
 //! Two implementations: the local driver ([`Agent`] is a `Sessions`: runs execute in
@@ -91,6 +94,7 @@
 
 mod local;
 pub mod relayed;
+pub mod watch;
 
 use std::sync::Arc;
 
@@ -101,6 +105,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 pub use crate::card::AgentCard;
 pub use relayed::{LiveEvent, Relayed};
+pub use watch::{OpenRequirement, Scope, SessionChange, SessionEvent, SessionEvents, Watch};
 
 use crate::approval::{Grant, GrantFilter, NewGrant};
 use crate::backend::Submission;
@@ -336,6 +341,52 @@ pub trait Sessions: Send + Sync {
         self.start(session, decide.into_submission()).await
     }
 
+    /// Follows the sessions `watch` names as the store changes: a stream of typed
+    /// [`SessionEvent`]s — each session whose stored state moved, once per move seen,
+    /// with its version, message count, `updated_at` and open requirements; a session
+    /// removed; or, when the store could not be read, a sign to read again (see
+    /// [`watch`]). Every change committed after this returns is reported, whichever
+    /// process or driver made it; dropping the stream stops the subscription.
+    ///
+    /// The provided method follows [`Sessions::record`] (its change feed, comparing
+    /// stored versions when the feed cannot name the session, falls behind, and every
+    /// [`Watch::recheck`]), so every driver offers it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use futures::StreamExt;
+    /// use reins_agent::port::{SessionEvent, Sessions, Watch};
+    /// use reins_agent::{Agent, RunInput, Submission};
+    /// use reins_message::Msg;
+    /// use reins_model::{ScriptedModel, ScriptedResponse};
+    ///
+    /// let model = ScriptedModel::new([ScriptedResponse::text("hello")]);
+    /// let sessions: Arc<dyn Sessions> = Arc::new(Agent::builder().model(model).build()?);
+    /// let mut events = sessions.subscribe(Watch::prefix("ana/")).await?;
+    /// let run = sessions
+    ///     .start("ana/1", Submission::new(RunInput::Message(Msg::user("hi"))))
+    ///     .await?;
+    /// run.wait().await?;
+    /// // Each commit of the run is a change; the last one holds the answer.
+    /// loop {
+    ///     match events.next().await {
+    ///         Some(SessionEvent::Changed(c)) if c.message_count == 2 => {
+    ///             assert_eq!(c.session, "ana/1");
+    ///             assert!(!c.is_waiting());
+    ///             break;
+    ///         }
+    ///         Some(_) => {}
+    ///         None => unreachable!("the subscription ends only when dropped"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn subscribe(&self, watch: Watch) -> Result<SessionEvents> {
+        SessionEvents::follow(Arc::clone(self.record()), watch).await
+    }
+
     /// The session as stored: phase, pending requirements and the view token.
     async fn view(&self, session: &str) -> Result<SessionView> {
         let state = self.record().load_session(session).await?;
@@ -498,6 +549,9 @@ impl<T: Sessions + ?Sized> Sessions for Arc<T> {
     }
     async fn decide(&self, session: &str, decide: Decide) -> Result<RunHandle> {
         (**self).decide(session, decide).await
+    }
+    async fn subscribe(&self, watch: Watch) -> Result<SessionEvents> {
+        (**self).subscribe(watch).await
     }
 }
 

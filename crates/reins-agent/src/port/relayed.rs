@@ -101,10 +101,19 @@ impl LiveEvent {
 }
 
 /// The live events of the sessions followed here, one channel per session, kept while
-/// anyone listens.
-#[derive(Default)]
+/// anyone listens; and every session's, for subscriptions ([`Sessions::subscribe`]).
 struct LiveHub {
     channels: Mutex<HashMap<String, broadcast::Sender<LiveEvent>>>,
+    every: broadcast::Sender<(String, LiveEvent)>,
+}
+
+impl Default for LiveHub {
+    fn default() -> Self {
+        Self {
+            channels: Mutex::default(),
+            every: broadcast::channel(LIVE_BUFFER).0,
+        }
+    }
 }
 
 impl LiveHub {
@@ -125,6 +134,12 @@ impl LiveHub {
             Err(p) => p.into_inner(),
         };
         let n = events.len();
+        // Subscriptions first (a copy only while someone subscribes).
+        if self.every.receiver_count() > 0 {
+            for e in &events {
+                let _ = self.every.send((session.to_owned(), e.clone()));
+            }
+        }
         if let Some(tx) = map.get(session) {
             for e in events {
                 // No listener: nothing to pass it to.
@@ -285,6 +300,13 @@ impl Sessions for Relayed {
 
     fn live(&self, session: &str) -> Option<broadcast::Receiver<LiveEvent>> {
         Some(self.live.subscribe(session))
+    }
+
+    /// The provided subscription to the store, with the live events relayed here for
+    /// the sessions in scope ([`SessionEvent::Live`](super::SessionEvent::Live)).
+    async fn subscribe(&self, watch: super::Watch) -> Result<super::SessionEvents> {
+        let live = watch.live.then(|| self.live.every.subscribe());
+        super::SessionEvents::follow_with(Arc::clone(self.record()), watch, live).await
     }
 }
 

@@ -450,7 +450,7 @@ async fn cancel_task(state: &AppState, who: &Principal, params: &Value) -> Resul
 /// notices, at most 10 s.
 async fn wait_idle(state: &AppState, session: &str) {
     let mut notices = state.hub.notices();
-    state.hub.ensure_poller(state.sessions.record());
+    state.hub.ensure_poller(&state.sessions).await;
     let idle = async {
         loop {
             match state.sessions.view(session).await {

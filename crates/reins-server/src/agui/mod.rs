@@ -269,7 +269,7 @@ async fn settled(
             let _ = run.wait().await;
         }
         let mut notices = state.hub.notices();
-        state.hub.ensure_poller(state.sessions.record());
+        state.hub.ensure_poller(&state.sessions).await;
         loop {
             let read = read_thread(state, thread).await?;
             if !read.running {

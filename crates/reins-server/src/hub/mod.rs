@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reins_agent::port::LiveEvent;
+use futures::StreamExt;
+use reins_agent::port::{LiveEvent, SessionChange, SessionEvent, Sessions, Watch};
 use reins_agent::{RunEvent, RunHandle};
-use reins_memory::StoreChange;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -43,10 +43,38 @@ pub(crate) struct LastId {
     pub(crate) messages: Option<usize>,
 }
 
-/// A session changed (seen on this instance, or by polling the store).
+/// A session changed: as the port's subscription reports the store ([`SessionEvent`]:
+/// typed, with the session's version and open requirements), or as this instance saw
+/// a run of it start or end (which the store does not show).
 #[derive(Debug, Clone)]
-pub(crate) struct Notice {
-    pub(crate) session_id: String,
+pub(crate) enum Notice {
+    /// What the port's subscription to the store reported.
+    Stored(SessionEvent),
+    /// A run of this session started or ended on this instance.
+    Here(String),
+}
+
+impl Notice {
+    /// The session it is about (`None`: any session may have changed).
+    pub(crate) fn session(&self) -> Option<&str> {
+        match self {
+            Notice::Stored(e) => e.session(),
+            Notice::Here(id) => Some(id),
+        }
+    }
+
+    /// Whether it may concern session `id`.
+    pub(crate) fn concerns(&self, id: &str) -> bool {
+        self.session().is_none_or(|s| s == id)
+    }
+
+    /// The stored change it reports, when it reports one.
+    pub(crate) fn change(&self) -> Option<&SessionChange> {
+        match self {
+            Notice::Stored(SessionEvent::Changed(c)) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// How often a session is read again while waiting, besides every change notice (a
@@ -58,7 +86,7 @@ pub(crate) async fn wait_for_notice(notices: &mut broadcast::Receiver<Notice>, i
     let notice = async {
         loop {
             match notices.recv().await {
-                Ok(n) if n.session_id == id => return,
+                Ok(n) if n.concerns(id) => return,
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => return,
                 Err(RecvError::Closed) => std::future::pending::<()>().await,
@@ -78,7 +106,7 @@ pub(crate) struct Hub {
     held: Mutex<Held>,
     notices: broadcast::Sender<Notice>,
     runs: Mutex<HashMap<String, Arc<LocalRun>>>,
-    poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    poller: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     poll_every: Duration,
 }
 
@@ -92,7 +120,7 @@ impl Hub {
             held: Mutex::new(Held::new(HOLD_FOR, HOLD_MAX)),
             notices,
             runs: Mutex::new(HashMap::new()),
-            poller: Mutex::new(None),
+            poller: tokio::sync::Mutex::new(None),
             poll_every,
         }
     }
@@ -132,10 +160,9 @@ impl Hub {
         format!("{}-{seq}.{messages}", self.instance)
     }
 
+    /// Tells the waiters that a run of `session` started or ended here.
     pub(crate) fn notify(&self, session: &str) {
-        let _ = self.notices.send(Notice {
-            session_id: session.to_owned(),
-        });
+        let _ = self.notices.send(Notice::Here(session.to_owned()));
     }
 
     pub(crate) fn notices(&self) -> broadcast::Receiver<Notice> {
@@ -240,65 +267,57 @@ impl Hub {
         run
     }
 
-    /// Starts the change listener (once): it follows the store's change feed
-    /// (PostgreSQL LISTEN/NOTIFY, SQLite `data_version` polling, in memory directly)
-    /// and, when the feed cannot name the session or falls behind, and every poll
-    /// interval as a safety net, compares the stored versions of all sessions. It stops
-    /// when nobody listens; the next subscriber starts it again.
-    pub(crate) fn ensure_poller(self: &Arc<Self>, store: &Arc<dyn reins_memory::MemoryStore>) {
-        let Ok(mut slot) = self.poller.lock() else {
-            return;
-        };
+    /// Starts the change listener (once): the port's subscription to every session
+    /// ([`Sessions::subscribe`]: the store's change feed, comparing stored versions
+    /// when the feed cannot name the session or falls behind, and every poll interval
+    /// as a safety net), each of its typed events a [`Notice::Stored`]. When this
+    /// returns, every later commit is noticed (unless the store cannot be read: then
+    /// the listener keeps trying, every poll interval). It stops when nobody listens;
+    /// the next subscriber starts it again.
+    pub(crate) async fn ensure_poller(self: &Arc<Self>, sessions: &Arc<dyn Sessions>) {
+        let mut slot = self.poller.lock().await;
         if slot.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
         let hub = Arc::downgrade(self);
-        let store = Arc::clone(store);
+        let sessions = Arc::clone(sessions);
         let every = self.poll_every;
+        // The live events of runs come through the runs' own channels.
+        let watch = Watch::every().recheck(every).stored_only();
+        let first = sessions.subscribe(watch.clone()).await;
+        // Whether anyone still listens (the hub gone: nobody).
+        let listened = |hub: &std::sync::Weak<Hub>| {
+            hub.upgrade()
+                .is_some_and(|h| h.notices.receiver_count() > 0)
+        };
         *slot = Some(tokio::spawn(async move {
-            let mut feed = store.changes().await.ok();
-            let mut seen: HashMap<String, u64> = HashMap::new();
-            let mut first = true;
-            let mut compare = true;
-            loop {
-                if compare {
-                    let Some(h) = hub.upgrade() else { return };
-                    if let Ok(list) = store.list_sessions().await {
-                        let mut now = HashMap::with_capacity(list.len());
-                        for s in list {
-                            if !first && seen.get(&s.id) != Some(&s.version) {
-                                h.notify(&s.id);
-                            }
-                            now.insert(s.id, s.version);
-                        }
-                        seen = now;
-                        first = false;
-                    }
-                }
-                {
-                    let Some(h) = hub.upgrade() else { return };
-                    if h.notices.receiver_count() == 0 {
+            let mut events = match first {
+                Ok(events) => events,
+                Err(mut e) => loop {
+                    tracing::warn!(error = %e, "cannot follow the store's sessions; trying again");
+                    tokio::time::sleep(every).await;
+                    if !listened(&hub) {
                         return;
                     }
-                }
-                compare = false;
-                let change = async {
-                    match feed.as_mut() {
-                        Some(f) => Some(f.recv().await),
-                        None => std::future::pending().await,
+                    match sessions.subscribe(watch.clone()).await {
+                        Ok(events) => break events,
+                        Err(again) => e = again,
                     }
-                };
+                },
+            };
+            loop {
                 tokio::select! {
-                    r = change => match r {
-                        Some(Ok(StoreChange { session: Some(id), .. })) => {
-                            if let Some(h) = hub.upgrade() {
-                                h.notify(&id);
-                            }
+                    ev = events.next() => match (ev, hub.upgrade()) {
+                        (Some(SessionEvent::Live { .. }), Some(_)) => {}
+                        (Some(ev), Some(h)) => {
+                            let _ = h.notices.send(Notice::Stored(ev));
                         }
-                        Some(Err(RecvError::Closed)) => feed = None,
-                        _ => compare = true,
+                        _ => return,
                     },
-                    () = tokio::time::sleep(every) => compare = true,
+                    () = tokio::time::sleep(every) => {}
+                }
+                if !listened(&hub) {
+                    return;
                 }
             }
         }));
@@ -327,5 +346,38 @@ mod tests {
             let p = hub.parse_last_id(bad);
             assert_eq!((p.seq, p.messages), (None, None), "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn notices_carry_the_stored_change_the_port_reports() {
+        use reins_agent::{Agent, RunInput, Submission};
+        use reins_model::{ScriptedModel, ScriptedResponse};
+
+        let model = ScriptedModel::new([ScriptedResponse::text("hello")]);
+        let sessions: Arc<dyn Sessions> = Arc::new(Agent::builder().model(model).build().unwrap());
+        let hub = Arc::new(Hub::new(Duration::from_secs(60)));
+        let mut notices = hub.notices();
+        hub.ensure_poller(&sessions).await;
+        let input = Submission::new(RunInput::Message(reins_message::Msg::user("hi")));
+        sessions
+            .start("s/1", input)
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        let stored = sessions.read("s/1", false).await.unwrap();
+        // The commits of the run come as typed changes, the last with the answer.
+        let last = loop {
+            let n = notices.recv().await.unwrap();
+            assert!(n.concerns("s/1"), "{n:?}");
+            if let Some(c) = n.change()
+                && c.version == stored.view.version
+            {
+                break c.clone();
+            }
+        };
+        assert_eq!((last.session.as_str(), last.message_count), ("s/1", 2));
+        assert!(!last.is_waiting());
     }
 }

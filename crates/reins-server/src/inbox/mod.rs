@@ -348,7 +348,7 @@ fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
     let keep_alive = state.limits.keep_alive;
     tokio::spawn(async move {
         let mut notices = state.hub.notices();
-        state.hub.ensure_poller(state.sessions.record());
+        state.hub.ensure_poller(&state.sessions).await;
         if tx
             .send(Event::default().event("ready").data("{}"))
             .await
@@ -361,8 +361,12 @@ fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
                 () = tx.closed() => return,
                 n = notices.recv() => {
                     let data = match n {
-                        Ok(n) if who.may_read(&n.session_id) => json!({"session_id": n.session_id}),
-                        Ok(_) => continue,
+                        Ok(n) => match n.session() {
+                            Some(id) if who.may_read(id) => json!({"session_id": id}),
+                            Some(_) => continue,
+                            // The store could not be read: tell the client to reload.
+                            None => json!({"session_id": null}),
+                        },
                         // Fell behind: tell the client to reload everything.
                         Err(RecvError::Lagged(_)) => json!({"session_id": null}),
                         Err(RecvError::Closed) => return,

@@ -40,7 +40,7 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
         let chan = hub.channel(&id);
         let last = last.map(|l| hub.parse_last_id(&l)).unwrap_or_default();
         let mut notices = hub.notices();
-        hub.ensure_poller(state.sessions.record());
+        hub.ensure_poller(&state.sessions).await;
         let Subscription {
             replay,
             mut rx,
@@ -91,8 +91,13 @@ pub(crate) fn session_stream(state: AppState, id: String, last: Option<String>) 
                     Err(RecvError::Closed) => return,
                 },
                 n = notices.recv() => match n {
-                    Ok(n) if n.session_id == id => {
-                        if !sync(&state, &id, &tx, &mut cur, false).await {
+                    Ok(n) if n.concerns(&id) => {
+                        // A stored change at the version (and run state) this stream
+                        // showed last has nothing new to read.
+                        let shown = n.change().is_some_and(|c| {
+                            cur.last_state == Some((c.version, hub.local_run(&id).is_some()))
+                        });
+                        if !shown && !sync(&state, &id, &tx, &mut cur, false).await {
                             return;
                         }
                     }
