@@ -14,7 +14,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reins_agent::testing::{Scenario, rules};
 use reins_memory::{MemoryStore, SqliteStore};
@@ -98,18 +98,7 @@ impl Deployment {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the service process did not listen:\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        support::wait_until_listening(port, Duration::from_secs(30), &log).await;
         restate
             .register(&format!("http://127.0.0.1:{port}"))
             .await

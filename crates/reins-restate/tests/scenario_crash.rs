@@ -22,7 +22,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reins_agent::run::Phase;
 use reins_agent::testing::{Scenario, TOOL};
@@ -167,18 +167,7 @@ impl Deployment {
             .spawn()
             .unwrap();
         self.service = Some(child);
-        let deadline = Instant::now() + SETTLE;
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the service did not listen:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        support::wait_until_listening(self.port, SETTLE, &self.log).await;
     }
 
     /// `kill -9` of the service process, then the same service again on its port.

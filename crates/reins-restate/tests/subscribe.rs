@@ -12,7 +12,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use reins_agent::port::{
@@ -146,19 +146,7 @@ async fn subscribe_on_restate() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    // Wait for the service to answer on its port.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the service process did not listen:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    support::wait_until_listening(port, Duration::from_secs(30), &log).await;
     restate
         .register(&format!("http://127.0.0.1:{port}"))
         .await

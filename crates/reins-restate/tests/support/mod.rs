@@ -13,6 +13,24 @@ use reins_memory::{MemoryStore, SessionState, SqliteStore};
 use reins_restate::{LocalRestate, RestateClient};
 use tokio::process::{Child, Command};
 
+/// Waits until a process listens on loopback `port` (the service a test started; its
+/// `log` says why when it does not), at most `within`, against a process that never
+/// starts.
+pub async fn wait_until_listening(port: u16, within: Duration, log: &std::path::Path) {
+    let deadline = Instant::now() + within;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the service on port {port} did not listen:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// One restate-server at a time: the machine running the tests may be small.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -107,14 +125,7 @@ impl Service {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the demo service did not listen");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until_listening(self.port, Duration::from_secs(20), &self.log).await;
     }
 
     /// kill -9.
