@@ -449,34 +449,34 @@ async fn run(mut opts: Options, config: Option<Config>) -> Result<(), String> {
     let out = Banner {
         to_stderr: on_stdio,
     };
-    // reins-server, and the session port the MCP and ACP doors hold: the agent itself
+    // The session port reins-server and the MCP and ACP doors hold: the agent itself
     // (the local driver), or `Relayed` over the Restate deployment.
-    let server = match &setup {
-        Some(s) => Server::from_config(agent.clone(), s)
-            .await
-            .map_err(|e| e.to_string())?,
-        None => Server::new(agent.clone()),
-    };
-    let (mut app, sessions, deployment): (_, Arc<dyn Sessions>, _) = if opts.restate {
+    let (sessions, auth, deployment): (Arc<dyn Sessions>, _, _) = if opts.restate {
         let d = restate::start(restate::Setup {
             agent,
-            server,
             auth,
             server_addr: addr,
             data_dir: opts.data_dir.clone(),
             first_port: opts.restate_ports.unwrap_or(restate::DEFAULT_PORTS),
         })
         .await?;
-        (d.app.clone(), d.sessions.clone(), Some(d))
+        (d.sessions.clone(), d.auth.clone(), Some(d))
     } else {
+        (Arc::new(agent), auth, None)
+    };
+    let mut server = match &setup {
+        Some(s) => Server::from_config(Arc::clone(&sessions), s)
+            .await
+            .map_err(|e| e.to_string())?,
+        None => Server::with_sessions(Arc::clone(&sessions)),
+    }
+    .auth(auth);
+    if deployment.is_none() {
         // Notices (a call waiting, decided, a run completed) print on stderr, so the
         // flow shows without Slack or SMTP.
-        let app = server
-            .auth(auth)
-            .channel(reins_server::notify::TerminalChannel::new())
-            .router();
-        (app, Arc::new(agent), None)
-    };
+        server = server.channel(reins_server::notify::TerminalChannel::new());
+    }
+    let mut app = server.router();
     let inbox = opts
         .inbox_url
         .clone()

@@ -147,10 +147,13 @@ impl Door {
         let agent = support::agent(Arc::new(store), &here.tools);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut server = Server::new(agent.clone());
-        if let Some(d) = &deployment {
-            server = server.backend(Arc::new(reins_restate::RestateClient::new(d.ingress())));
-        }
+        let server = match &deployment {
+            Some(d) => Server::new(reins_agent::Relayed::new(
+                agent.clone(),
+                Arc::new(reins_restate::RestateClient::new(d.ingress())),
+            )),
+            None => Server::new(agent.clone()),
+        };
         let server = approval_doors(server, &base, smtp_port, slack_api);
         let s = serve_on(listener, server, agent, here.tools.clone(), None);
         let ran = deployment.as_ref().map_or(here, |d| d.ran.clone());

@@ -16,7 +16,7 @@ use runner::python_verify;
 
 use std::sync::Arc;
 
-use reins_agent::{Agent, SessionBackend};
+use reins_agent::{Agent, Relayed, SessionBackend};
 use reins_evidence::{ChainEntry, EntryKind, Keyring, Signer, verify, verify_with};
 use reins_memory::{MemoryStore, SqliteStore};
 use reins_model::{ScriptedModel, ScriptedResponse};
@@ -151,7 +151,7 @@ async fn signed_evidence_on(on: Store) {
         .build()
         .unwrap();
     let backend: Arc<dyn SessionBackend> = Arc::new(h.client.clone());
-    let http = Http::start(Server::new(agent).backend(backend)).await;
+    let http = Http::start(Server::new(Relayed::new(agent, backend))).await;
     let path = "/v1/sessions/alice%2Fev";
 
     // A call paused for approval, approved by bob, run once.

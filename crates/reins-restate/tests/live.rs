@@ -11,7 +11,7 @@ mod support;
 
 use std::sync::Arc;
 
-use reins_agent::Agent;
+use reins_agent::{Agent, Relayed};
 use reins_memory::SqliteStore;
 use reins_model::{ScriptedModel, ScriptedResponse};
 use reins_server::Server;
@@ -61,9 +61,9 @@ async fn two_fronts() -> Option<(support::Harness, Http, Http)> {
             .store(store)
             .build()
             .unwrap();
-        let server = Server::new(agent)
-            .backend(Arc::new(h.client.clone()))
-            .poll_interval(std::time::Duration::from_millis(200));
+        let every = std::time::Duration::from_millis(200);
+        let port = Relayed::new(agent, Arc::new(h.client.clone())).reread(every);
+        let server = Server::new(port).poll_interval(every);
         fronts.push(Http::start_on(server, listener));
     }
     let b = fronts.pop().unwrap();

@@ -12,7 +12,7 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use reins_agent::{Agent, SessionBackend, ViewToken};
+use reins_agent::{Agent, Relayed, SessionBackend, ViewToken};
 use reins_memory::SqliteStore;
 use reins_message::Role;
 use reins_model::{
@@ -680,7 +680,7 @@ async fn reins_server_fronts_a_restate_deployment_with_the_local_drivers_answers
         .build()
         .unwrap();
     let backend: Arc<dyn SessionBackend> = Arc::new(h.client.clone());
-    let http = Http::start(Server::new(agent).backend(backend)).await;
+    let http = Http::start(Server::new(Relayed::new(agent, backend))).await;
     let on_restate = script(&http, "restate", || h.count("delete_file start")).await;
 
     // The audit trail (from the store) names the approver.
@@ -716,7 +716,7 @@ async fn a_run_on_restate_streams_its_steps_through_reins_server() {
         .store(store)
         .build()
         .unwrap();
-    let http = Http::start(Server::new(agent).backend(Arc::new(h.client.clone()))).await;
+    let http = Http::start(Server::new(Relayed::new(agent, Arc::new(h.client.clone())))).await;
     let resp = http
         .client
         .post(format!(

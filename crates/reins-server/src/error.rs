@@ -123,8 +123,8 @@ pub enum ServerError {
     #[error("model error: {0}")]
     Model(String),
     /// This server does not serve the request in its configuration (501). Every
-    /// route is served with and without a backend
-    /// ([`Server::backend`](crate::Server::backend)); the variant is kept for
+    /// route is served over every session port, the local driver's and
+    /// [`Relayed`](reins_agent::Relayed)'s; the variant is kept for
     /// servers that embed the router and refuse a route of theirs.
     #[error("{0}")]
     Unsupported(String),

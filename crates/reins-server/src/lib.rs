@@ -4,13 +4,14 @@
 //! tokens mapped to principals with roles, an approval inbox in the browser, and any
 //! number of instances sharing one PostgreSQL store.
 //!
-//! [`Server::new`] takes an [`Agent`]; [`Server::serve`] serves it on a TCP listener
-//! (HTTP/1.1 with header, body and request timeouts against slow clients), and
-//! [`Server::router`] gives an [`axum::Router`] to mount in a larger application
-//! (serve that with [`serve()`] to keep the header timeout). The agent runs the
-//! sessions unless [`Server::backend`] gives another
-//! [`SessionBackend`] — a Restate deployment — behind
-//! the same API and inbox.
+//! [`Server::new`] takes a session port ([`Sessions`]): an
+//! [`Agent`](reins_agent::Agent), whose sessions run in this process, or
+//! [`Relayed`](reins_agent::Relayed) over a [`SessionBackend`](reins_agent::SessionBackend)
+//! whose own processes run them (a Restate deployment), behind the same API and
+//! inbox. [`Server::serve`] serves it on a TCP listener (HTTP/1.1 with header, body
+//! and request timeouts against slow clients), and [`Server::router`] gives an
+//! [`axum::Router`] to mount in a larger application (serve that with [`serve()`] to
+//! keep the header timeout).
 //!
 //! | endpoint | what it does |
 //! |---|---|
@@ -39,7 +40,7 @@
 //! Everything an operator sets can come from one file, `reins.toml` ([`config`]):
 //! `Config::from_path(..)?.setup().await?` opens the store and loads the policies,
 //! `Setup::agent` gives them to the agent, and [`Server::from_config`] builds the
-//! server (docs/configuration.md).
+//! server over its port (docs/configuration.md).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -131,7 +132,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use reins_agent::port::Sessions;
-use reins_agent::{Agent, SessionBackend};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
@@ -155,16 +155,11 @@ use crate::extract::BodyLimit;
 use crate::hub::Hub;
 use crate::state::{AppState, Limits};
 
-/// Builds the service around an [`Agent`]; see the [crate docs](crate).
+/// Builds the service over a session port ([`Sessions`]); see the [crate docs](crate).
 #[must_use]
 pub struct Server {
     /// The session port every door holds.
     sessions: Arc<dyn Sessions>,
-    /// The agent given to [`Server::new`], kept to build the port over a backend
-    /// ([`Server::backend`]).
-    agent: Option<Agent>,
-    /// What runs the sessions instead of the agent ([`Server::backend`]).
-    backend: Option<Arc<dyn SessionBackend>>,
     auth: Auth,
     limits: Limits,
     poll_interval: Duration,
@@ -192,23 +187,53 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// A server for this agent. Without [`auth`](Server::auth) every request is refused
+    /// A server over `sessions`, the session port every door of the server holds and
+    /// nothing else: an [`Agent`](reins_agent::Agent) (the local driver: its sessions
+    /// run in this process), [`Relayed`](reins_agent::Relayed) over a
+    /// [`SessionBackend`](reins_agent::SessionBackend) whose own processes run them (a
+    /// Restate deployment: reins-restate's `RestateClient`), or a port of the
+    /// application's own. Without [`auth`](Server::auth) every request is refused
     /// (401).
-    pub fn new(agent: Agent) -> Self {
-        let mut server = Self::with_sessions(Arc::new(agent.clone()));
-        server.agent = Some(agent);
-        server
+    ///
+    /// Over [`Relayed`](reins_agent::Relayed), the agent it is given is configuration
+    /// (name, tools, eligibility for grants) and the store the backend records its
+    /// sessions in; its model is never called. Every door answers as over the local
+    /// driver: runs, decisions (the one decision path, in the run), interrupts,
+    /// forks, replays, AG-UI and A2A. A run in the backend's processes is followed
+    /// through the port: the live events of its steps in progress (text deltas, tool
+    /// calls starting and finishing) come from the backend's processes, which send
+    /// them to `POST /v1/sessions/{id}/live` on each instance (a principal with the
+    /// admin role; reins-restate's `LiveRelay`), and the store says when it paused or
+    /// ended; its output — usage, iterations and structured answer included — is read
+    /// back from the store. An `Idempotency-Key` header on a run or a decision is
+    /// passed to the backend (Restate answers a repeated key with the first answer).
+    /// See `docs/restate.md`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use reins_agent::{Agent, Relayed, SessionBackend};
+    /// # use reins_model::{ScriptedModel, ScriptedResponse};
+    /// # use reins_server::Server;
+    /// # fn demo(backend: Arc<dyn SessionBackend>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::new(Vec::<ScriptedResponse>::new()))
+    ///     .build()?;
+    /// // The local driver…
+    /// let here = Server::new(agent.clone());
+    /// // …or a backend's processes (a Restate deployment) behind the same doors.
+    /// let there = Server::new(Relayed::new(agent, backend));
+    /// # let _ = (here, there);
+    /// # Ok(()) }
+    /// ```
+    pub fn new(sessions: impl Sessions + 'static) -> Self {
+        Self::with_sessions(Arc::new(sessions))
     }
 
-    /// A server over any session port ([`Sessions`]): the local driver (an
-    /// [`Agent`]), [`reins_agent::Relayed`] over a backend whose own processes run the
-    /// sessions (a Restate deployment), or a port of the application's own. Every
-    /// door of the server holds it and nothing else.
+    /// As [`Server::new`], with a port already shared (say, with the MCP and ACP
+    /// doors of the same process).
     pub fn with_sessions(sessions: Arc<dyn Sessions>) -> Self {
         Self {
             sessions,
-            agent: None,
-            backend: None,
             auth: Auth::new(),
             limits: Limits {
                 body_limit: 1024 * 1024,
@@ -254,36 +279,6 @@ impl Server {
     /// see [`Waiting`].
     pub fn waiting(mut self, waiting: Waiting) -> Self {
         self.approvals.waiting = waiting;
-        self
-    }
-
-    /// Puts `backend` in place of the agent as what runs the sessions: a Restate
-    /// deployment (reins-restate's `RestateClient`) or any other [`SessionBackend`]
-    /// whose own processes run them. The server's port is then
-    /// [`reins_agent::Relayed`] over it, with the agent of [`Server::new`] as its
-    /// configuration (name, tools, eligibility for grants) and store — the store the
-    /// backend records its sessions in; the agent's model is never called. Every door
-    /// answers as over the local driver: runs, decisions (the one decision path, in
-    /// the run), interrupts, forks, replays, AG-UI and A2A.
-    ///
-    /// A run in the backend's processes is followed through the port: the live events
-    /// of its steps in progress (text deltas, tool calls starting and finishing) come
-    /// from the backend's processes, which send them to `POST
-    /// /v1/sessions/{id}/live` on each instance (a principal with the admin role;
-    /// reins-restate's `LiveRelay`), and the store says when it paused or ended; its
-    /// output — usage, iterations and structured answer included — is read back from
-    /// the store. An `Idempotency-Key` header on a run or a decision is passed to the
-    /// backend (Restate answers a repeated key with the first answer). See
-    /// `docs/restate.md`. Ignored (with a warning) on a server made with
-    /// [`Server::with_sessions`], whose port is what it is.
-    pub fn backend(mut self, backend: Arc<dyn SessionBackend>) -> Self {
-        if self.agent.is_none() {
-            tracing::warn!(
-                "Server::backend needs the agent of Server::new (its configuration and store); \
-                 a server made with Server::with_sessions keeps its port"
-            );
-        }
-        self.backend = Some(backend);
         self
     }
 
@@ -429,12 +424,7 @@ impl Server {
             tracing::warn!("reins-server has no tokens configured: every request will get 401");
         }
         let limits = self.limits.clone();
-        let sessions: Arc<dyn Sessions> = match (self.agent, self.backend) {
-            (Some(agent), Some(backend)) => {
-                Arc::new(reins_agent::Relayed::new(agent, backend).reread(self.poll_interval))
-            }
-            _ => self.sessions,
-        };
+        let sessions = self.sessions;
         let relayed = if sessions.runs_here() {
             Router::new()
         } else {

@@ -1,10 +1,10 @@
-//! The server holds one contract: any `SessionBackend`. Here it fronts a backend that
-//! is not an `Agent` — one that runs each input on an agent of its own, detached, as a
-//! remote deployment's processes do, and relays the live events of its steps to the
-//! server's `POST /v1/sessions/{id}/live` — and every door (runs, decisions with their
-//! second caller, streaming, interrupts, AG-UI, reads) answers as it does over the
-//! local driver, on the same stored state: both servers compute the session's view
-//! with the one function that computes it.
+//! The server holds one contract: the session port, here `Relayed` over a
+//! `SessionBackend` that is not an `Agent` — one that runs each input on an agent of
+//! its own, detached, as a remote deployment's processes do, and relays the live
+//! events of its steps to the server's `POST /v1/sessions/{id}/live` — and every door
+//! (runs, decisions with their second caller, streaming, interrupts, AG-UI, reads)
+//! answers as it does over the local driver, on the same stored state: both servers
+//! compute the session's view with the one function that computes it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -101,10 +101,7 @@ async fn servers() -> (TestServer, TestServer) {
         relay_to: relay_to.clone(),
         http: reqwest::Client::new(),
     };
-    let remote = serve(agent(store, &ran), ran, None, |s| {
-        s.backend(Arc::new(backend))
-    })
-    .await;
+    let remote = serve_relayed(agent(store, &ran), Arc::new(backend), ran, None).await;
     relay_to.set(remote.base.clone()).unwrap();
     (local, remote)
 }
@@ -357,10 +354,7 @@ async fn a_run_over_before_its_stream_begins_still_streams_its_live_events() {
         relay_to: relay_to.clone(),
         http: reqwest::Client::new(),
     };
-    let server = serve(agent(store, &ran), ran, Some(dir), |s| {
-        s.backend(Arc::new(backend))
-    })
-    .await;
+    let server = serve_relayed(agent(store, &ran), Arc::new(backend), ran, Some(dir)).await;
     relay_to.set(server.base.clone()).unwrap();
 
     // AG-UI: the pause, then the approval, whose run ends before its stream starts.

@@ -1,9 +1,9 @@
 //! `serve --restate`: the demo agent's sessions run on Restate, behind the same
 //! reins-server API, inbox and AG-UI as `serve`, and the same MCP and ACP doors
-//! (`--mcp`, `--acp`: they hold `Relayed` over the deployment).
+//! (`--mcp`, `--acp`): all of them hold one `Relayed` over the deployment.
 //!
 //! One process (this one) holds both sides of the agent — reins-server fronting the
-//! deployment (`Server::backend` with a `RestateClient`) and the agent's Restate
+//! deployment (over `Relayed` with a `RestateClient`) and the agent's Restate
 //! endpoint (`SessionObject`, its live events relayed to this reins-server) — and it
 //! starts a restate-server from the npm package as its child, on fixed ports, with its
 //! data under the data directory. Every process can be killed with `kill -9` and the
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use reins::agent::port::{Relayed, Sessions};
 use reins::prelude::Agent;
 use reins_restate::{LiveRelay, LocalRestate, RestateClient, RestatePorts, SessionObject};
-use reins_server::{AccessRole, Auth, Principal, Server};
+use reins_server::{AccessRole, Auth, Principal};
 
 /// The default first port: restate-server's ingress on 9080, admin on 9081, node on
 /// 9082, the agent's Restate endpoint on 9083.
@@ -29,9 +29,6 @@ pub(super) const DEFAULT_PORTS: u16 = 9080;
 /// What `serve` prepared: the agent, the tokens, where reins-server listens.
 pub(super) struct Setup {
     pub(super) agent: Agent,
-    /// reins-server for the agent (as the configuration file sets it); its auth and
-    /// backend are set here.
-    pub(super) server: Server,
     pub(super) auth: Auth,
     /// reins-server's address (the endpoint relays its live events there).
     pub(super) server_addr: SocketAddr,
@@ -40,13 +37,15 @@ pub(super) struct Setup {
     pub(super) first_port: u16,
 }
 
-/// restate-server and the agent's Restate endpoint, running, with what fronts them.
+/// restate-server and the agent's Restate endpoint, running, with the port that
+/// fronts them.
 pub(super) struct Deployment {
-    /// reins-server over the deployment.
-    pub(super) app: axum::Router,
-    /// The session port the MCP and ACP doors hold: `Relayed` over the deployment's
-    /// client, on the store the endpoint commits to.
+    /// The session port reins-server and the MCP and ACP doors hold: `Relayed` over
+    /// the deployment's client, on the store the endpoint commits to.
     pub(super) sessions: Arc<dyn Sessions>,
+    /// The tokens of `Setup`, and the endpoint's, which relays its live events to
+    /// reins-server.
+    pub(super) auth: Auth,
     restate: LocalRestate,
     restate_dir: PathBuf,
     endpoint_url: String,
@@ -54,11 +53,10 @@ pub(super) struct Deployment {
 }
 
 /// Starts restate-server and the agent's Restate endpoint, registers the endpoint, and
-/// builds reins-server in front of them.
+/// makes the session port in front of them.
 pub(super) async fn start(setup: Setup) -> Result<Deployment, String> {
     let Setup {
         agent,
-        server,
         auth,
         server_addr,
         data_dir,
@@ -112,14 +110,12 @@ pub(super) async fn start(setup: Setup) -> Result<Deployment, String> {
         .map_err(|e| format!("restate-server refused the deployment {endpoint_url}: {e}"))?;
 
     let client = Arc::new(RestateClient::new(restate.ingress_url()));
-    // The MCP and ACP doors follow their runs through the store and make the editor's
-    // and host's updates from what the runs store (the endpoint relays its live events
-    // to reins-server's own port).
-    let sessions: Arc<dyn Sessions> = Arc::new(Relayed::new(agent.clone(), client.clone()));
-    let app = server.auth(auth).backend(client).router();
+    // One port for every door: the live events the endpoint relays to reins-server
+    // reach the MCP and ACP doors' runs too.
+    let sessions: Arc<dyn Sessions> = Arc::new(Relayed::new(agent, client));
     Ok(Deployment {
-        app,
         sessions,
+        auth,
         restate,
         restate_dir,
         endpoint_url,

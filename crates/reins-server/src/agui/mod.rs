@@ -24,7 +24,7 @@
 //!   cancelled` for whoever still listens).
 //!
 //! Every input goes to whatever runs the sessions (the local driver, or a backend
-//! given to [`Server::backend`](crate::Server::backend), a Restate deployment) through
+//! behind [`Relayed`](reins_agent::Relayed), a Restate deployment) through
 //! the same door as the native API's. The stream translates the run's typed events —
 //! those of a run executing here, or those the backend's processes relay — then ends
 //! with the stored transcript and outcome. The client's tools go with the input

@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reins_agent::AgentBuilder;
 use reins_agent::budget::{Budget, Price};
-use reins_agent::{Agent, AgentBuilder};
+use reins_agent::port::Sessions;
 use reins_memory::{MemoryStore, NoticeKind, Subscription};
 use reins_notify::webhook::{KIND, Secret as WebhookSecret, Webhook, secret_key};
 use reins_policy::{PolicyDir, ShadowLog};
@@ -589,13 +590,14 @@ impl Setup {
         builder
     }
 
-    /// The server for `agent` as the file configures it; see [`Server::from_config`].
+    /// The server over `sessions` as the file configures it; see
+    /// [`Server::from_config`].
     ///
     /// # Errors
     ///
     /// As [`Server::from_config`].
-    pub async fn server(&self, agent: Agent) -> Result<Server, ConfigError> {
-        Server::from_config(agent, self).await
+    pub async fn server(&self, sessions: impl Sessions + 'static) -> Result<Server, ConfigError> {
+        Server::from_config(sessions, self).await
     }
 
     /// Listens on `server.listen` (default `127.0.0.1:8080`).
@@ -654,19 +656,24 @@ impl Setup {
 }
 
 impl Server {
-    /// The server for `agent` (made with [`Setup::agent`]) as the configuration sets
-    /// it: `[auth]`, `[server]`'s limits, the webhook subscribers (written into the
-    /// agent's store), email and Slack approvals, escalation and expiry, the Cedar
-    /// policies with their reload triggers (SIGHUP, file changes,
-    /// `POST /v1/policy/reload`) and status (`GET /v1/policy`), and `/metrics`.
+    /// The server over `sessions` — the agent made with [`Setup::agent`], or
+    /// [`Relayed`](reins_agent::Relayed) over a backend with that agent — as the
+    /// configuration sets it: `[auth]`, `[server]`'s limits, the webhook subscribers
+    /// (written into the port's store, [`Sessions::record`]), email and Slack
+    /// approvals, escalation and expiry, the Cedar policies with their reload
+    /// triggers (SIGHUP, file changes, `POST /v1/policy/reload`) and status
+    /// (`GET /v1/policy`), and `/metrics`.
     ///
     /// # Errors
     ///
     /// At `notifications.webhooks` when the subscribers cannot be stored.
-    pub async fn from_config(agent: Agent, setup: &Setup) -> Result<Self, ConfigError> {
-        setup.install_webhooks(agent.store()).await?;
+    pub async fn from_config(
+        sessions: impl Sessions + 'static,
+        setup: &Setup,
+    ) -> Result<Self, ConfigError> {
+        setup.install_webhooks(sessions.record()).await?;
         let config = &setup.config;
-        let mut server = Server::new(agent)
+        let mut server = Server::new(sessions)
             .auth(setup.parts.auth.clone())
             .waiting(setup.parts.waiting.clone())
             .notify_options(setup.parts.notify.clone())

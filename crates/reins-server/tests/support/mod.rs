@@ -283,6 +283,22 @@ pub async fn serve(
     serve_on(listener, server, agent, ran, dir)
 }
 
+/// A server over `backend` (whose own processes run the sessions), with `agent` as
+/// the port's configuration and store ([`reins_agent::Relayed`]).
+pub async fn serve_relayed(
+    agent: Agent,
+    backend: Arc<dyn reins_agent::SessionBackend>,
+    ran: Ran,
+    dir: Option<tempfile::TempDir>,
+) -> TestServer {
+    let port = reins_agent::Relayed::new(agent.clone(), backend).reread(Duration::from_millis(200));
+    let server = Server::new(port)
+        .auth(auth())
+        .poll_interval(Duration::from_millis(200));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(listener, server, agent, ran, dir)
+}
+
 /// Serves `server` on `listener` (bound by the caller, who may need its address in
 /// the server's configuration first).
 pub fn serve_on(
