@@ -54,6 +54,8 @@ use crate::{auth, error, evidence, grants, health, inbox, policy, sessions, type
         types::DecisionsRequest,
         types::DecisionsList,
         types::InboxItem,
+        types::InboxChange,
+        types::OpenRequirementView,
         types::Notified,
         types::InboxPage,
         types::SessionRow,

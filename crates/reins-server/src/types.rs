@@ -224,6 +224,109 @@ pub struct InboxItem {
     pub notified: Vec<Notified>,
 }
 
+/// A `changed` event of the inbox stream (`GET /v1/events`): which session changed
+/// and, when the store told it, what the session holds now — its stored version,
+/// whether it waits for a decision, and the requirements still open — so that a
+/// client need not read the session again to know whether its list moved. Only
+/// `session_id` is sure to be there: a run that started or ended on this instance
+/// names its session alone, a session no longer stored comes with `removed`, and
+/// `session_id: null` means any session may have changed (the store could not be
+/// read, or the stream fell behind): read again what you show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct InboxChange {
+    /// The session that changed (`null`: any may have).
+    pub session_id: Option<String>,
+    /// Its stored version now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// When it was last committed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<DateTime<Utc>>,
+    /// How many messages it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_count: Option<u64>,
+    /// Whether it waits for a decision (some requirement is open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<bool>,
+    /// The requirements waiting for a decision, oldest first (the full items, with
+    /// arguments and view token, are in `GET /v1/requirements`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_requirements: Option<Vec<OpenRequirementView>>,
+    /// The session is no longer stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
+}
+
+/// A requirement still open, as an [`InboxChange`] names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct OpenRequirementView {
+    /// The requirement (= tool use) id.
+    pub requirement_id: String,
+    /// `confirmation`, `user_input` or `external`.
+    pub kind: String,
+    /// The tool it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// When the run paused for it.
+    pub created_at: DateTime<Utc>,
+    /// After this, decisions are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl InboxChange {
+    /// Any session may have changed.
+    pub(crate) fn unknown() -> Self {
+        Self::named(None)
+    }
+
+    /// Session `id` changed; nothing more is known.
+    pub(crate) fn named(id: Option<String>) -> Self {
+        Self {
+            session_id: id,
+            version: None,
+            updated_at: None,
+            message_count: None,
+            waiting: None,
+            open_requirements: None,
+            removed: false,
+        }
+    }
+
+    /// What the port's subscription said of a session.
+    pub(crate) fn of(change: &reins_agent::port::SessionChange) -> Self {
+        Self {
+            session_id: Some(change.session.clone()),
+            version: Some(change.version),
+            updated_at: Some(change.updated_at),
+            message_count: Some(change.message_count),
+            waiting: Some(change.is_waiting()),
+            open_requirements: Some(
+                change
+                    .open_requirements
+                    .iter()
+                    .map(|r| OpenRequirementView {
+                        requirement_id: r.id.clone(),
+                        kind: r.kind.clone(),
+                        tool: r.tool.clone(),
+                        created_at: r.created_at,
+                        expires_at: r.expires_at,
+                    })
+                    .collect(),
+            ),
+            removed: false,
+        }
+    }
+
+    /// Session `id` is no longer stored.
+    pub(crate) fn removed(id: String) -> Self {
+        Self {
+            removed: true,
+            ..Self::named(Some(id))
+        }
+    }
+}
+
 /// One delivery of a notice about a waiting requirement
 /// ([`InboxItem::notified`]).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -773,3 +773,81 @@ async fn a_session_with_unreadable_state_does_not_hide_the_others() {
     let stored = store.load_session("alice/broken").await.unwrap();
     assert_eq!(stored.version, 1);
 }
+
+/// The next `changed` event of the inbox stream about `session` that says what the
+/// store holds (a run starting or ending here names the session alone).
+async fn next_stored_change(inbox: &mut SseReader, session: &str) -> Value {
+    loop {
+        let ev = inbox.next().await.expect("the inbox stream ended");
+        if ev.event == "changed"
+            && ev.data["session_id"] == session
+            && ev.data.get("version").is_some()
+        {
+            return ev.data;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_stream_says_what_changed() {
+    let s = start().await;
+    let res = s
+        .client
+        .get(s.url("/v1/events"))
+        .bearer_auth(ANA)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let mut inbox = SseReader::new(res);
+    assert_eq!(inbox.next().await.unwrap().event, "ready");
+
+    // A guard against a stream that never says it: the test fails instead of hanging.
+    let guard = Duration::from_secs(60);
+    let out = pause(&s, "alice/typed", "delete t.txt").await;
+    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ftyped").await;
+    let paused_at = view["version"].as_u64().unwrap();
+
+    // The paused session's change carries its version and its open requirement,
+    // typed: the inbox knows a call waits, and which, without reading the session.
+    let waiting = tokio::time::timeout(guard, async {
+        loop {
+            let c = next_stored_change(&mut inbox, "alice/typed").await;
+            if c["version"].as_u64() == Some(paused_at) {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("no change with the paused session's version");
+    assert_eq!(waiting["waiting"], true, "{waiting}");
+    let open = waiting["open_requirements"].as_array().unwrap();
+    assert_eq!(open.len(), 1, "{waiting}");
+    assert_eq!(open[0]["requirement_id"], rid.as_str(), "{waiting}");
+    assert_eq!(open[0]["tool"], "delete_file", "{waiting}");
+    assert_eq!(open[0]["kind"], "confirmation", "{waiting}");
+    assert!(waiting["message_count"].as_u64().unwrap() > 0, "{waiting}");
+
+    // Once decided, the change says nothing waits any more.
+    let body = json!({"view_token": view["view_token"], "decisions": [
+        {"requirement_id": rid, "action": "approve"}]});
+    let (st, out) = s
+        .post(ANA, "/v1/sessions/alice%2Ftyped/decisions", body)
+        .await;
+    assert_eq!(st, 200, "{out}");
+    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ftyped").await;
+    let done_at = view["version"].as_u64().unwrap();
+    let done = tokio::time::timeout(guard, async {
+        loop {
+            let c = next_stored_change(&mut inbox, "alice/typed").await;
+            if c["version"].as_u64() == Some(done_at) {
+                return c;
+            }
+        }
+    })
+    .await
+    .expect("no change with the decided session's version");
+    assert_eq!(done["waiting"], false, "{done}");
+    assert_eq!(done["open_requirements"], json!([]), "{done}");
+}

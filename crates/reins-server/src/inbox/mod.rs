@@ -17,6 +17,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use reins_agent::RequirementKind;
+use reins_agent::port::SessionEvent;
 use reins_memory::{PendingFilter, PendingKey};
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
@@ -25,9 +26,10 @@ use tokio::sync::mpsc;
 use crate::auth::Principal;
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::extract::{ApiQuery, Caller};
+use crate::hub::Notice;
 use crate::sse::{CLIENT_BUFFER, respond};
 use crate::state::AppState;
-use crate::types::{InboxItem, InboxPage, InboxQuery, Me, SessionDetail};
+use crate::types::{InboxChange, InboxItem, InboxPage, InboxQuery, Me, SessionDetail};
 use crate::view;
 
 /// The inbox page (plain HTML, CSS and JavaScript; no build step).
@@ -312,12 +314,13 @@ fn item(
     }
 }
 
-/// Inbox changes (SSE): a `changed` event naming a session whenever one the caller
-/// may see changes, on any instance.
+/// Inbox changes (SSE): a `changed` event whenever a session the caller may see
+/// changes, on any instance, with what the store holds now (an `InboxChange`: its
+/// version, whether it waits, its open requirements).
 #[utoipa::path(
     get, path = "/v1/events", tag = "inbox",
     responses(
-        (status = 200, description = "An SSE stream of `changed` events (`{\"session_id\": ..}`)", content_type = "text/event-stream", body = String),
+        (status = 200, description = "An SSE stream of `changed` events, each an `InboxChange` (the session, its stored version and open requirements)", content_type = "text/event-stream", body = String),
         (status = 401, body = ErrorBody),
     ),
     security(("bearer" = []))
@@ -342,6 +345,16 @@ pub(crate) async fn get_me(Caller(who): Caller) -> Json<Me> {
     })
 }
 
+/// The `changed` event of notice `n` about session `id`: what the store holds now,
+/// when the notice carries it.
+fn change_of(n: &Notice, id: &str) -> InboxChange {
+    match n {
+        Notice::Stored(SessionEvent::Changed(c)) => InboxChange::of(c),
+        Notice::Stored(SessionEvent::Removed { session }) => InboxChange::removed(session.clone()),
+        _ => InboxChange::named(Some(id.to_owned())),
+    }
+}
+
 /// The inbox stream: `changed` events for the sessions the caller may read.
 fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
     let (tx, rx) = mpsc::channel(CLIENT_BUFFER);
@@ -360,18 +373,21 @@ fn inbox_stream(state: AppState, who: Arc<Principal>) -> Response {
             tokio::select! {
                 () = tx.closed() => return,
                 n = notices.recv() => {
-                    let data = match n {
+                    let change = match n {
                         Ok(n) => match n.session() {
-                            Some(id) if who.may_read(id) => json!({"session_id": id}),
+                            Some(id) if who.may_read(id) => change_of(&n, id),
                             Some(_) => continue,
                             // The store could not be read: tell the client to reload.
-                            None => json!({"session_id": null}),
+                            None => InboxChange::unknown(),
                         },
                         // Fell behind: tell the client to reload everything.
-                        Err(RecvError::Lagged(_)) => json!({"session_id": null}),
+                        Err(RecvError::Lagged(_)) => InboxChange::unknown(),
                         Err(RecvError::Closed) => return,
                     };
-                    if tx.send(Event::default().event("changed").data(data.to_string())).await.is_err() {
+                    let Ok(data) = serde_json::to_string(&change) else {
+                        continue;
+                    };
+                    if tx.send(Event::default().event("changed").data(data)).await.is_err() {
                         return;
                     }
                 }

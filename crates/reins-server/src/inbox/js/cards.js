@@ -7,6 +7,18 @@
 let inboxTimer = null;
 function refreshInboxSoon() { clearTimeout(inboxTimer); inboxTimer = setTimeout(loadInbox, 150); }
 
+// Whether a `changed` event of the inbox stream may move the cards shown. The event
+// says what the session holds now (its open requirements): one that waits for
+// nothing and has no card here — a run taking its steps — needs no read. Anything
+// else (a call waiting, a card of that session shown, an event that names no
+// session or says less) reads the inbox again.
+function inboxMayHaveMoved(change) {
+  if (!change || typeof change !== "object" || !change.session_id) return true;
+  if (!Array.isArray(change.open_requirements) || change.open_requirements.length) return true;
+  const prefix = change.session_id + "\u0000";
+  return [...$("#inbox").children].some(c => (c.dataset.key || "").startsWith(prefix));
+}
+
 async function loadInbox() {
   const mine = $("#assigned-me") && $("#assigned-me").checked ? "&assigned=me" : "";
   const { status, data } = await api("GET", "/v1/requirements?status=pending&limit=100" + mine);

@@ -80,9 +80,12 @@ async function signIn(token, me, notice) {
   $("#nav-webhooks").hidden = !isAdmin();
   $("#nav-shadow").hidden = !isAdmin();
   await loadInbox();
-  keepStreaming("/v1/events", (ev) => {
+  keepStreaming("/v1/events", (ev, data) => {
     setLive(true);
-    if (ev === "changed") { refreshInboxSoon(); refreshSessionsSoon(); }
+    if (ev === "changed") {
+      if (inboxMayHaveMoved(data)) refreshInboxSoon();
+      refreshSessionsSoon();
+    }
   }, a => state.inboxAbort = a);
   route();
 }
