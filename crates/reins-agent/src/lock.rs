@@ -37,7 +37,11 @@ pub(crate) struct StoreLock {
     session: String,
     owner: String,
     lease: Duration,
-    renewed: Mutex<Instant>,
+    /// When the lease is next due for renewal (a third of it after it was last taken
+    /// or renewed; `None`: never, the lease being too long to say). Kept as the
+    /// moment itself, so that the check at every step is one clock read and a
+    /// comparison.
+    due: Mutex<Option<Instant>>,
     /// The session's stored version when the lock was taken (`None`: no session, or
     /// taken by a commit).
     seen_version: Option<u64>,
@@ -77,7 +81,7 @@ impl StoreLock {
             session: session.to_owned(),
             owner: owner.to_owned(),
             lease,
-            renewed: Mutex::new(Instant::now()),
+            due: Mutex::new(Instant::now().checked_add(lease / 3)),
             seen_version: None,
             held: AtomicBool::new(false),
             released: AtomicBool::new(false),
@@ -122,9 +126,7 @@ impl StoreLock {
     }
 
     fn mark_held(&self, at: Instant) {
-        if let Ok(mut t) = self.renewed.lock() {
-            *t = at;
-        }
+        self.renewed_at(at);
         self.held.store(true, Ordering::Release);
     }
 
@@ -156,10 +158,17 @@ impl StoreLock {
     pub(crate) fn is_due(&self) -> bool {
         self.is_held()
             && self
-                .renewed
+                .due
                 .lock()
-                .map(|t| t.elapsed() >= self.lease / 3)
+                .map(|due| due.is_some_and(|due| Instant::now() >= due))
                 .unwrap_or(true)
+    }
+
+    /// Records that the lease was taken or renewed at `at`.
+    fn renewed_at(&self, at: Instant) {
+        if let Ok(mut due) = self.due.lock() {
+            *due = at.checked_add(self.lease / 3);
+        }
     }
 
     /// Renews the lease when a third of it has passed (cheap otherwise; nothing before
@@ -174,11 +183,7 @@ impl StoreLock {
             .try_lock_session(&self.session, &self.owner, self.lease)
             .await
         {
-            Ok(true) => {
-                if let Ok(mut t) = self.renewed.lock() {
-                    *t = at;
-                }
-            }
+            Ok(true) => self.renewed_at(at),
             Ok(false) => {
                 tracing::warn!(session = %self.session, "the session lock was taken over while the run was alive");
             }
