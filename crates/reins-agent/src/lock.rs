@@ -224,3 +224,39 @@ impl Drop for StoreLock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use reins_memory::InMemoryStore;
+
+    use super::*;
+
+    fn lock(lease: Duration) -> StoreLock {
+        let store: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
+        StoreLock::pending(&store, "worker", lease, "s1")
+    }
+
+    #[test]
+    fn a_lease_is_due_once_a_third_of_it_has_passed() {
+        let zero = lock(Duration::ZERO);
+        assert!(!zero.is_due(), "a lock not held is never due");
+        zero.taken_by_commit(Instant::now());
+        assert!(zero.is_due(), "a third of nothing has passed at once");
+
+        let minute = lock(Duration::from_secs(60));
+        minute.taken_by_commit(Instant::now());
+        assert!(!minute.is_due(), "20 s have not passed");
+        // Taken 25 s ago (where the clock goes back that far).
+        if let Some(then) = Instant::now().checked_sub(Duration::from_secs(25)) {
+            minute.taken_by_commit(then);
+            assert!(minute.is_due());
+        }
+    }
+
+    #[test]
+    fn a_lease_too_long_to_add_to_the_clock_is_never_due() {
+        let forever = lock(Duration::MAX);
+        forever.taken_by_commit(Instant::now());
+        assert!(!forever.is_due());
+    }
+}
