@@ -6,6 +6,7 @@
 //! version, and the caller's event channel. It serves both an awaited verb
 //! (`session.send(msg).await`) and a started one (`.start()`, a `RunHandle`).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -160,7 +161,7 @@ impl Local<'_> {
         }
         if self.lock.is_held() {
             // Boxed (the interpreter boxes `confirm` the same way): see `sync`.
-            Box::pin(self.sync(run)).await?;
+            crate::boxed::boxed(|| self.sync(run)).await?;
         }
         Ok(())
     }
@@ -194,99 +195,112 @@ impl Local<'_> {
         Ok(true)
     }
 
-    /// The call's first commit, taking the store's lock with it. Written even when
-    /// there is nothing to store: the commit's version check is what tells that the
-    /// cache is current. A conflict (another worker wrote) takes the lock the usual
-    /// way and is returned: the call begins again on the stored session.
-    async fn commit_taking_lock(&mut self, commit: Option<reins_memory::Commit>) -> Result<()> {
-        let Some(request) = self.lock.take_in_commit() else {
-            return self.write(commit, false).await;
-        };
-        let mut commit = commit.unwrap_or_else(|| reins_memory::Commit::at(*self.version));
-        commit.expected_version = *self.version;
-        commit.acquire_lock = Some(request);
-        let sealed = self.decisions_to_seal(&commit);
-        let at = std::time::Instant::now();
-        match self.agent.runtime.store.commit(&self.session, commit).await {
-            Ok(v) => {
-                *self.version = v;
-                self.lock.taken_by_commit(at);
-                self.seal(&sealed).await;
-                Ok(())
-            }
-            Err(e) => {
-                // The input is applied to the cache but not stored.
-                *self.stale = true;
-                match e {
-                    StoreError::SessionLocked { .. } => Err(AgentError::SessionBusy {
-                        session: self.session.clone(),
-                    }),
-                    e @ (StoreError::Conflict { .. } | StoreError::SessionNotFound { .. }) => {
-                        self.lock.acquire_now().await?;
-                        Err(AgentError::Store(match e {
-                            StoreError::SessionNotFound { id } => StoreError::Conflict {
-                                session: id,
-                                expected: *self.version,
-                                actual: 0,
-                            },
-                            e => e,
-                        }))
-                    }
-                    e => {
-                        // The outcome is unknown (a lost connection): release what
-                        // may have been taken.
-                        self.lock.taken_by_commit(at);
-                        Err(e.into())
-                    }
-                }
-            }
-        }
-    }
-
-    /// Signs the receipts of the decisions a stored commit applied (nothing without
-    /// an evidence signer): [`crate::effects::seal`], as every driver does.
-    fn seal<'a>(
-        &'a self,
-        decisions: &'a [reins_memory::DecisionEntry],
-    ) -> impl std::future::Future<Output = ()> + Send + 'a {
-        crate::effects::seal(&self.agent, &self.session, decisions)
-    }
-
-    /// The audit entries of `commit` that get a receipt once it is stored
-    /// ([`crate::effects::to_seal`]).
-    fn decisions_to_seal(&self, commit: &reins_memory::Commit) -> Vec<reins_memory::DecisionEntry> {
-        crate::effects::to_seal(&self.agent, commit)
-    }
-
-    /// Writes a commit; the call's last one releases the store's lock where the store
-    /// can.
-    async fn write(&mut self, commit: Option<reins_memory::Commit>, last: bool) -> Result<()> {
-        let Some(mut commit) = commit else {
-            return Ok(());
-        };
-        commit.expected_version = *self.version;
-        let release = if last {
-            self.lock.release_in_commit()
+    /// Writes `checkpoint`'s commit. The call's first commit takes the store's lock
+    /// with it where the lock is not held yet: written even when there is nothing to
+    /// store, since the commit's version check is what tells that the cache is
+    /// current; a conflict (another worker wrote) takes the lock the usual way and is
+    /// returned, and the call begins again on the stored session. The call's last
+    /// commit releases the lock where the store can. The decisions a stored commit
+    /// applied get their receipts ([`crate::effects::seal`], as every driver does).
+    ///
+    /// The commit is handed to the store before the returned future is first polled,
+    /// so that the future holds the store's (boxed) future and not the commit: the
+    /// commit future is part of every call's future, which is moved whole.
+    fn store(&mut self, checkpoint: Checkpoint) -> impl Future<Output = Result<()>> + Send + '_ {
+        let Checkpoint { commit, at } = checkpoint;
+        let Local {
+            agent,
+            session,
+            lock,
+            version,
+            stale,
+            ..
+        } = self;
+        let agent: &Agent = agent;
+        let session: &str = session;
+        let request = if at == CommitAt::Begin {
+            lock.take_in_commit()
         } else {
             None
         };
-        commit.release_lock = release.map(str::to_owned);
-        let sealed = self.decisions_to_seal(&commit);
-        let started = std::time::Instant::now();
-        let stored = self.agent.runtime.store.commit(&self.session, commit).await;
-        crate::telemetry::store_call("commit", started.elapsed());
-        match stored {
-            Ok(v) => {
-                *self.version = v;
-                if release.is_some() {
-                    self.lock.released_by_commit();
-                }
-                self.seal(&sealed).await;
-                Ok(())
+        let taking = request.is_some();
+        let commit = match request {
+            Some(request) => {
+                let mut commit = commit.unwrap_or_else(|| reins_memory::Commit::at(**version));
+                commit.acquire_lock = Some(request);
+                Some(commit)
             }
-            Err(e) => {
-                *self.stale = true;
-                Err(e.into())
+            None => commit.map(|mut commit| {
+                commit.release_lock = if at.is_last() {
+                    lock.release_in_commit().map(str::to_owned)
+                } else {
+                    None
+                };
+                commit
+            }),
+        };
+        let sent = std::time::Instant::now();
+        let pending = commit.map(|mut commit| {
+            commit.expected_version = **version;
+            let releases = commit.release_lock.is_some();
+            let sealed = crate::effects::to_seal(agent, &commit);
+            (
+                releases,
+                sealed,
+                agent.runtime.store.commit(session, commit),
+            )
+        });
+        async move {
+            let Some((releases, sealed, stored)) = pending else {
+                return Ok(());
+            };
+            let stored = stored.await;
+            if !taking {
+                crate::telemetry::store_call("commit", sent.elapsed());
+            }
+            match stored {
+                Ok(v) => {
+                    **version = v;
+                    if taking {
+                        lock.taken_by_commit(sent);
+                    } else if releases {
+                        lock.released_by_commit();
+                    }
+                    if !sealed.is_empty() {
+                        crate::boxed::boxed(|| crate::effects::seal(agent, session, &sealed)).await;
+                    }
+                    Ok(())
+                }
+                // The input is applied to the cache but not stored.
+                Err(e) if !taking => {
+                    **stale = true;
+                    Err(e.into())
+                }
+                Err(e) => {
+                    **stale = true;
+                    match e {
+                        StoreError::SessionLocked { .. } => Err(AgentError::SessionBusy {
+                            session: session.to_owned(),
+                        }),
+                        e @ (StoreError::Conflict { .. } | StoreError::SessionNotFound { .. }) => {
+                            lock.acquire_now().await?;
+                            Err(AgentError::Store(match e {
+                                StoreError::SessionNotFound { id } => StoreError::Conflict {
+                                    session: id,
+                                    expected: **version,
+                                    actual: 0,
+                                },
+                                e => e,
+                            }))
+                        }
+                        e => {
+                            // The outcome is unknown (a lost connection): release what
+                            // may have been taken.
+                            lock.taken_by_commit(sent);
+                            Err(e.into())
+                        }
+                    }
+                }
             }
         }
     }
@@ -332,12 +346,8 @@ impl Driver for Local<'_> {
         self.cancel.is_cancelled()
     }
 
-    async fn commit(&mut self, checkpoint: Checkpoint) -> Result<()> {
-        let Checkpoint { commit, at } = checkpoint;
-        if at == CommitAt::Begin && !self.lock.is_held() {
-            return self.commit_taking_lock(commit).await;
-        }
-        self.write(commit, at.is_last()).await
+    fn commit(&mut self, checkpoint: Checkpoint) -> impl Future<Output = Result<()>> + Send {
+        self.store(checkpoint)
     }
 
     async fn confirm(&mut self, run: &mut Run) -> Result<bool> {

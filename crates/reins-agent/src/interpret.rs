@@ -152,7 +152,7 @@ pub async fn drive<D: Driver>(d: &mut D, run: &mut Run, call: Call) -> Result<Ru
             Err(Failure::Refused(e)) => d.refused(e).await?,
             Err(Failure::Unstarted(e)) => return Err(e),
             Err(Failure::Failed(e)) => {
-                Box::pin(fail(d, run, &e)).await;
+                crate::boxed::boxed(|| fail(d, run, &e)).await;
                 return Err(e);
             }
         };
@@ -193,7 +193,9 @@ async fn one_call<D: Driver>(
                     Err(AgentError::Store(reins_memory::Error::Conflict { .. }))
                         if at_begin && spare.is_some() =>
                     {
-                        Box::pin(d.confirm(run)).await.map_err(Failed)?;
+                        crate::boxed::boxed(|| d.confirm(run))
+                            .await
+                            .map_err(Failed)?;
                         if let Some(call) = spare.take() {
                             run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                         }
@@ -205,7 +207,11 @@ async fn one_call<D: Driver>(
                 }
             }
             Step::Refuse(r) => {
-                if spare.is_some() && Box::pin(d.confirm(run)).await.map_err(Failed)? {
+                if spare.is_some()
+                    && crate::boxed::boxed(|| d.confirm(run))
+                        .await
+                        .map_err(Failed)?
+                {
                     if let Some(call) = spare.take() {
                         run.apply(Event::Begin(call)).map_err(|r| Failed(r.error))?;
                     }
@@ -220,7 +226,9 @@ async fn one_call<D: Driver>(
                 d.witness().emit(|| RunEvent::Failed { error: message });
                 return Err(Failure::Refused(error));
             }
-            Step::Delegate(batch) => Box::pin(delegate(d, run, batch)).await.map_err(Failed)?,
+            Step::Delegate(batch) => crate::boxed::boxed(|| delegate(d, run, batch))
+                .await
+                .map_err(Failed)?,
             Step::Reason(r) => {
                 let unsaved = r.unsaved;
                 match d.perform(Work::Reason(r)).await {

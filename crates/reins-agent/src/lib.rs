@@ -59,6 +59,7 @@
 mod agent;
 pub mod approval;
 mod backend;
+mod boxed;
 pub mod budget;
 mod card;
 pub mod compression;

@@ -37,7 +37,11 @@ pub(crate) struct StoreLock {
     session: String,
     owner: String,
     lease: Duration,
-    renewed: Mutex<Instant>,
+    /// When the lease is next due for renewal (a third of it after it was last taken
+    /// or renewed; `None`: never, the lease being too long to say). Kept as the
+    /// moment itself, so that the check at every step is one clock read and a
+    /// comparison.
+    due: Mutex<Option<Instant>>,
     /// The session's stored version when the lock was taken (`None`: no session, or
     /// taken by a commit).
     seen_version: Option<u64>,
@@ -77,7 +81,7 @@ impl StoreLock {
             session: session.to_owned(),
             owner: owner.to_owned(),
             lease,
-            renewed: Mutex::new(Instant::now()),
+            due: Mutex::new(Instant::now().checked_add(lease / 3)),
             seen_version: None,
             held: AtomicBool::new(false),
             released: AtomicBool::new(false),
@@ -122,9 +126,7 @@ impl StoreLock {
     }
 
     fn mark_held(&self, at: Instant) {
-        if let Ok(mut t) = self.renewed.lock() {
-            *t = at;
-        }
+        self.renewed_at(at);
         self.held.store(true, Ordering::Release);
     }
 
@@ -156,10 +158,17 @@ impl StoreLock {
     pub(crate) fn is_due(&self) -> bool {
         self.is_held()
             && self
-                .renewed
+                .due
                 .lock()
-                .map(|t| t.elapsed() >= self.lease / 3)
+                .map(|due| due.is_some_and(|due| Instant::now() >= due))
                 .unwrap_or(true)
+    }
+
+    /// Records that the lease was taken or renewed at `at`.
+    fn renewed_at(&self, at: Instant) {
+        if let Ok(mut due) = self.due.lock() {
+            *due = at.checked_add(self.lease / 3);
+        }
     }
 
     /// Renews the lease when a third of it has passed (cheap otherwise; nothing before
@@ -174,11 +183,7 @@ impl StoreLock {
             .try_lock_session(&self.session, &self.owner, self.lease)
             .await
         {
-            Ok(true) => {
-                if let Ok(mut t) = self.renewed.lock() {
-                    *t = at;
-                }
-            }
+            Ok(true) => self.renewed_at(at),
             Ok(false) => {
                 tracing::warn!(session = %self.session, "the session lock was taken over while the run was alive");
             }
@@ -217,5 +222,41 @@ impl Drop for StoreLock {
                 let _ = store.unlock_session(&session, &owner).await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use reins_memory::InMemoryStore;
+
+    use super::*;
+
+    fn lock(lease: Duration) -> StoreLock {
+        let store: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::new());
+        StoreLock::pending(&store, "worker", lease, "s1")
+    }
+
+    #[test]
+    fn a_lease_is_due_once_a_third_of_it_has_passed() {
+        let zero = lock(Duration::ZERO);
+        assert!(!zero.is_due(), "a lock not held is never due");
+        zero.taken_by_commit(Instant::now());
+        assert!(zero.is_due(), "a third of nothing has passed at once");
+
+        let minute = lock(Duration::from_secs(60));
+        minute.taken_by_commit(Instant::now());
+        assert!(!minute.is_due(), "20 s have not passed");
+        // Taken 25 s ago (where the clock goes back that far).
+        if let Some(then) = Instant::now().checked_sub(Duration::from_secs(25)) {
+            minute.taken_by_commit(then);
+            assert!(minute.is_due());
+        }
+    }
+
+    #[test]
+    fn a_lease_too_long_to_add_to_the_clock_is_never_due() {
+        let forever = lock(Duration::MAX);
+        forever.taken_by_commit(Instant::now());
+        assert!(!forever.is_due());
     }
 }

@@ -612,7 +612,7 @@ struct Parts {
 type DriveFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<RunOutput>> + Send>>;
 
 fn drive_future(args: crate::drive::DriveArgs, active: crate::remote::ActiveRun) -> DriveFuture {
-    Box::pin(crate::drive::drive(args, active))
+    crate::boxed::boxed(move || crate::drive::drive(args, active))
 }
 
 /// A run driven by the task that awaits it. Dropped unfinished, it cancels the run and

@@ -291,58 +291,66 @@ pub async fn perform(ports: &Ports<'_>, work: Work) -> Result<Done> {
         ..
     } = *ports;
     Ok(match work {
-        Work::Follow(f) => Done::Followed(Box::pin(super::follow(agent, session, f.calls)).await?),
+        Work::Follow(f) => {
+            Done::Followed(crate::boxed::boxed(|| super::follow(agent, session, f.calls)).await?)
+        }
         Work::Settle(b) => {
-            let results = Box::pin(super::settle_from_ledger(
-                agent,
-                session,
-                b.iteration,
-                b.calls,
-                cancel,
-                witness,
-            ))
+            let results = crate::boxed::boxed(|| {
+                super::settle_from_ledger(agent, session, b.iteration, b.calls, cancel, witness)
+            })
             .await?;
             Done::Settled {
                 results,
                 now: Utc::now(),
             }
         }
-        Work::Refuse(r) => Box::pin(super::begin::refuse(ports, r)).await,
+        Work::Refuse(r) => crate::boxed::boxed(|| super::begin::refuse(ports, r)).await,
         Work::Close(c) => {
-            Box::pin(super::begin::close(ports, c)).await?;
+            crate::boxed::boxed(|| super::begin::close(ports, c)).await?;
             Done::Nothing
         }
         Work::Notify(n) => {
-            for event in n.events {
-                super::hooks::notify(agent, session, n.iteration, event).await?;
-            }
+            crate::boxed::boxed(|| async move {
+                for event in n.events {
+                    super::hooks::notify(agent, session, n.iteration, event).await?;
+                }
+                Ok::<_, crate::error::AgentError>(())
+            })
+            .await?;
             Done::Nothing
         }
-        Work::Consult(c) => Done::Consulted(Box::pin(super::consult(agent, session, &c)).await),
-        Work::Compress(c) => {
-            Done::Summarized(Box::pin(super::summarize(agent, session, c, cancel)).await?)
+        Work::Consult(c) => {
+            Done::Consulted(crate::boxed::boxed(|| super::consult(agent, session, &c)).await)
         }
+        Work::Compress(c) => Done::Summarized(
+            crate::boxed::boxed(|| super::summarize(agent, session, c, cancel)).await?,
+        ),
         Work::Reason(r) => {
             let reasoning =
-                Box::pin(super::reason(agent, session, r.into(), cancel, witness)).await?;
+                crate::boxed::boxed(|| super::reason(agent, session, r.into(), cancel, witness))
+                    .await?;
             Done::Reasoned {
                 reasoning,
                 now: Utc::now(),
             }
         }
-        Work::Prepare(b) => Done::Prepared(Box::pin(super::act::prepare(ports, b)).await?),
-        Work::Execute(b) => Box::pin(super::act::execute(ports, b)).await?,
-        Work::Ask(b) => Box::pin(super::act::answer(ports, b)).await?,
-        Work::Dispatch(b) => Done::Dispatched(Box::pin(super::delegate::dispatch(ports, b)).await?),
+        Work::Prepare(b) => {
+            Done::Prepared(crate::boxed::boxed(|| super::act::prepare(ports, b)).await?)
+        }
+        Work::Execute(b) => crate::boxed::boxed(|| super::act::execute(ports, b)).await?,
+        Work::Ask(b) => crate::boxed::boxed(|| super::act::answer(ports, b)).await?,
+        Work::Dispatch(b) => {
+            Done::Dispatched(crate::boxed::boxed(|| super::delegate::dispatch(ports, b)).await?)
+        }
         Work::Conclude(b, children) => {
-            Box::pin(super::delegate::conclude(ports, b, children)).await?
+            crate::boxed::boxed(|| super::delegate::conclude(ports, b, children)).await?
         }
         Work::Fail {
             message,
             notice,
             iteration,
         } => {
-            Box::pin(async {
+            crate::boxed::boxed(|| async move {
                 super::hooks::failed(agent, session, iteration, &message).await;
                 if notice {
                     super::run_failed(agent.store().as_ref(), session, &message).await;

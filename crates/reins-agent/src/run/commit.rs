@@ -25,7 +25,7 @@ impl Run {
 
     /// Whether anything must be written.
     fn has_changes(&self) -> bool {
-        self.has_changes_besides_state() || self.state != *self.committed
+        self.has_changes_besides_state() || self.state != *self.committed()
     }
 
     /// Whether anything but the run state must be written: messages, requirements,
@@ -70,11 +70,12 @@ impl Run {
                 commit.notices.push(n);
             }
         }
-        if self.state != *self.committed {
+        if self.state != *self.committed() {
             // One copy, shared by the store (kept typed in memory, serialized straight
             // to text by the SQL stores) and by the next comparison.
-            self.committed = Arc::new(self.state.clone());
-            commit.run_state = Some(Some(RunStateData::typed(Arc::clone(&self.committed))));
+            let committed = Arc::new(self.state.clone());
+            commit.run_state = Some(Some(RunStateData::typed(Arc::clone(&committed))));
+            self.committed = Some(committed);
         }
         commit
     }
@@ -121,7 +122,7 @@ impl Run {
         let Phase::Finished(status) = self.state.phase else {
             return None;
         };
-        if self.committed.phase == self.state.phase {
+        if self.committed().phase == self.state.phase {
             return None;
         }
         let word = match status {

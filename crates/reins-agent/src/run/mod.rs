@@ -134,9 +134,10 @@ pub struct Run {
     #[serde(skip)]
     next_output: Option<OutputSpec>,
 
-    /// The state as last written to the store (a commit writes it only when changed).
+    /// The state as last written to the store (a commit writes it only when changed;
+    /// `None`: the empty state, as a new session's, see [`Run::committed`]).
     #[serde(skip)]
-    committed: std::sync::Arc<RunState>,
+    committed: Option<std::sync::Arc<RunState>>,
     /// What the current call owes besides the phase's next step (see the `agenda`
     /// module).
     #[serde(skip)]
@@ -146,17 +147,25 @@ pub struct Run {
 impl Run {
     /// A run over a stored transcript and, when the session had one, its stored state.
     pub fn restore(config: RunConfig, messages: Vec<Msg>, state: Option<RunState>) -> Self {
-        let mut state = state.unwrap_or_default();
-        for slot in state.slots.iter_mut() {
-            if let SlotStatus::Ready { dispatched, .. } | SlotStatus::Delegated { dispatched, .. } =
-                &mut slot.status
-            {
-                *dispatched = false;
+        let (state, committed) = match state {
+            // A new session's: nothing committed yet stands for the empty state (no
+            // clone, no allocation when a session is opened).
+            None => (RunState::default(), None),
+            Some(mut state) => {
+                for slot in state.slots.iter_mut() {
+                    if let SlotStatus::Ready { dispatched, .. }
+                    | SlotStatus::Delegated { dispatched, .. } = &mut slot.status
+                    {
+                        *dispatched = false;
+                    }
+                }
+                let committed = Some(std::sync::Arc::new(state.clone()));
+                (state, committed)
             }
-        }
+        };
         Self {
             config,
-            committed: std::sync::Arc::new(state.clone()),
+            committed,
             state,
             transcript: Transcript::stored(messages),
             req_ops: ReqOps::default(),
@@ -225,6 +234,14 @@ impl Run {
     /// The transcript.
     pub fn messages(&self) -> &[Msg] {
         self.transcript.messages()
+    }
+
+    /// The state as last written to the store.
+    fn committed(&self) -> &RunState {
+        match &self.committed {
+            Some(committed) => committed,
+            None => empty_state(),
+        }
     }
 
     /// The stored part of the state.
@@ -590,4 +607,11 @@ pub(crate) fn requirement_record(r: &Requirement) -> RequirementRecord {
         decision: None,
         decided_at: None,
     }
+}
+
+/// The state of a session that has none stored: what a new run's first commit is
+/// compared with.
+fn empty_state() -> &'static RunState {
+    static EMPTY: std::sync::LazyLock<RunState> = std::sync::LazyLock::new(RunState::default);
+    &EMPTY
 }

@@ -64,7 +64,7 @@ fn ten_thousand_sessions_add_no_label_values() {
                 model: "offline",
                 provider: Some("offline"),
             };
-            let span = invoke_agent("safe", &session, model, i % 2 == 0);
+            let span = invoke_agent("safe", &session, model, i.is_multiple_of(2));
             let tool = ToolSpan::start("delete_file", &format!("call-{i}"));
             tool.record("success", None);
             chat_ended(
