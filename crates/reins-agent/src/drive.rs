@@ -271,13 +271,12 @@ impl Local<'_> {
                     }
                     Ok(())
                 }
-                // The input is applied to the cache but not stored.
-                Err(e) if !taking => {
-                    **stale = true;
-                    Err(e.into())
-                }
                 Err(e) => {
+                    // The input is applied to the cache but not stored.
                     **stale = true;
+                    if !taking {
+                        return Err(e.into());
+                    }
                     match e {
                         StoreError::SessionLocked { .. } => Err(AgentError::SessionBusy {
                             session: session.to_owned(),

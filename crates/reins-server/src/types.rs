@@ -232,7 +232,7 @@ pub struct InboxItem {
 /// names its session alone, a session no longer stored comes with `removed`, and
 /// `session_id: null` means any session may have changed (the store could not be
 /// read, or the stream fell behind): read again what you show.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct InboxChange {
     /// The session that changed (`null`: any may have).
     pub session_id: Option<String>,
@@ -284,12 +284,7 @@ impl InboxChange {
     pub(crate) fn named(id: Option<String>) -> Self {
         Self {
             session_id: id,
-            version: None,
-            updated_at: None,
-            message_count: None,
-            waiting: None,
-            open_requirements: None,
-            removed: false,
+            ..Self::default()
         }
     }
 

@@ -9,31 +9,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 
-async fn pause(s: &TestServer, session: &str, text: &str) -> Value {
-    let (st, out) = s
-        .post(
-            ALICE,
-            &format!("/v1/sessions/{}/runs", enc(session)),
-            json!({"message": text}),
-        )
-        .await;
-    assert_eq!(st, 200, "{out}");
-    assert_eq!(out["status"], "paused", "{out}");
-    // Every requirement of a run's answer carries the fingerprint of its arguments.
-    for r in out["requirements"].as_array().unwrap() {
-        assert_eq!(
-            r["fingerprint"].as_str().map(str::len),
-            Some(64),
-            "no fingerprint: {r}"
-        );
-    }
-    out
-}
-
 #[tokio::test]
 async fn a_run_pauses_shows_in_the_inbox_and_an_edited_approval_runs_once() {
     let s = start().await;
-    let out = pause(&s, "alice/chat-1", "delete a.txt").await;
+    let out = paused_run(&s, "alice/chat-1", "delete a.txt").await;
     let req = &out["requirements"][0];
     assert_eq!(req["tool_use"]["name"], "delete_file");
     let rid = req["id"].as_str().unwrap().to_owned();
@@ -100,7 +79,7 @@ async fn a_run_pauses_shows_in_the_inbox_and_an_edited_approval_runs_once() {
 #[tokio::test]
 async fn rejecting_with_a_note_tells_the_model_and_runs_nothing() {
     let s = start().await;
-    let out = pause(&s, "alice/r", "delete keep.txt").await;
+    let out = paused_run(&s, "alice/r", "delete keep.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap();
     let (st, out) = s
         .post(
@@ -117,7 +96,7 @@ async fn rejecting_with_a_note_tells_the_model_and_runs_nothing() {
 #[tokio::test]
 async fn user_input_is_supplied_through_the_api() {
     let s = start().await;
-    let out = pause(&s, "alice/b", "book table").await;
+    let out = paused_run(&s, "alice/b", "book table").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let (_, inbox) = s.get(ANA, "/v1/requirements").await;
     assert_eq!(inbox["items"][0]["kind"], "user_input");
@@ -142,7 +121,7 @@ async fn user_input_is_supplied_through_the_api() {
 #[tokio::test]
 async fn a_stale_view_token_is_refused_and_changes_nothing() {
     let s = start().await;
-    let out = pause(&s, "alice/s", "delete one.txt").await;
+    let out = paused_run(&s, "alice/s", "delete one.txt").await;
     let r1 = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let (_, v1) = s.get(ANA, "/v1/sessions/alice%2Fs").await;
     let t1 = v1["view_token"].as_str().unwrap().to_owned();
@@ -155,7 +134,7 @@ async fn a_stale_view_token_is_refused_and_changes_nothing() {
         )
         .await;
     assert_eq!(st, 200);
-    let out = pause(&s, "alice/s", "delete two.txt").await;
+    let out = paused_run(&s, "alice/s", "delete two.txt").await;
     let r2 = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let (_, before) = s.get(ANA, "/v1/sessions/alice%2Fs").await;
     // A decision on r2 made with the old view: 409 stale_view, nothing ran.
@@ -203,7 +182,7 @@ async fn roles_and_tokens_are_enforced() {
     let (st, _) = s.get(BOB, "/v1/sessions/alice%2Fx").await;
     assert_eq!(st, 403);
     // An approver restricted to send_email may not decide delete_file, nor see it.
-    let out = pause(&s, "alice/t", "delete x.txt").await;
+    let out = paused_run(&s, "alice/t", "delete x.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap();
     let (_, inbox) = s.get(RITA, "/v1/requirements").await;
     assert!(inbox["items"].as_array().unwrap().is_empty(), "{inbox}");
@@ -230,7 +209,7 @@ async fn roles_and_tokens_are_enforced() {
 #[tokio::test]
 async fn concurrent_decisions_on_one_requirement_exactly_one_wins() {
     let s = start().await;
-    let out = pause(&s, "alice/c", "delete race.txt").await;
+    let out = paused_run(&s, "alice/c", "delete race.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let mut tasks = Vec::new();
     for _ in 0..8 {
@@ -426,7 +405,7 @@ async fn an_interrupt_stops_a_slow_tool_and_the_outcome_is_honest() {
 async fn the_inbox_is_newest_first_and_paginated() {
     let s = start().await;
     for i in 0..5 {
-        pause(&s, &format!("alice/p{i}"), &format!("delete f{i}.txt")).await;
+        paused_run(&s, &format!("alice/p{i}"), &format!("delete f{i}.txt")).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let (_, page1) = s.get(ANA, "/v1/requirements?limit=2").await;
@@ -521,7 +500,7 @@ async fn health_readiness_and_openapi() {
 #[tokio::test]
 async fn the_audit_trail_names_the_approver() {
     let s = start().await;
-    let out = pause(&s, "alice/a", "delete x.txt").await;
+    let out = paused_run(&s, "alice/a", "delete x.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let (st, _) = s
         .post(
@@ -544,7 +523,7 @@ async fn the_audit_trail_names_the_approver() {
 #[tokio::test]
 async fn an_approval_binds_to_the_fingerprint_of_the_run_answer() {
     let s = start().await;
-    let out = pause(&s, "alice/fp", "delete fp.txt").await;
+    let out = paused_run(&s, "alice/fp", "delete fp.txt").await;
     let req = &out["requirements"][0];
     let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ffp").await;
     assert_eq!(view["requirements"][0]["fingerprint"], req["fingerprint"]);
@@ -574,7 +553,7 @@ async fn an_approval_binds_to_the_fingerprint_of_the_run_answer() {
 #[tokio::test]
 async fn a_late_second_approval_is_refused_and_listed_in_the_audit_trail() {
     let s = start().await;
-    let out = pause(&s, "alice/late", "delete late.txt").await;
+    let out = paused_run(&s, "alice/late", "delete late.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
     let body = json!({"decisions": [{"requirement_id": rid, "action": "approve"}]});
     let (st, _) = s
@@ -735,7 +714,7 @@ async fn a_session_with_unreadable_state_does_not_hide_the_others() {
         )
         .await
         .unwrap();
-    let out = pause(&s, "alice/fine", "delete a.txt").await;
+    let out = paused_run(&s, "alice/fine", "delete a.txt").await;
     let rid = out["requirements"][0]["id"].as_str().unwrap();
 
     let (st, err) = s.get(ALICE, "/v1/sessions/alice%2Fbroken").await;
@@ -772,82 +751,4 @@ async fn a_session_with_unreadable_state_does_not_hide_the_others() {
     // Nothing was written to the broken session by reading around it.
     let stored = store.load_session("alice/broken").await.unwrap();
     assert_eq!(stored.version, 1);
-}
-
-/// The next `changed` event of the inbox stream about `session` that says what the
-/// store holds (a run starting or ending here names the session alone).
-async fn next_stored_change(inbox: &mut SseReader, session: &str) -> Value {
-    loop {
-        let ev = inbox.next().await.expect("the inbox stream ended");
-        if ev.event == "changed"
-            && ev.data["session_id"] == session
-            && ev.data.get("version").is_some()
-        {
-            return ev.data;
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_inbox_stream_says_what_changed() {
-    let s = start().await;
-    let res = s
-        .client
-        .get(s.url("/v1/events"))
-        .bearer_auth(ANA)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let mut inbox = SseReader::new(res);
-    assert_eq!(inbox.next().await.unwrap().event, "ready");
-
-    // A guard against a stream that never says it: the test fails instead of hanging.
-    let guard = Duration::from_secs(60);
-    let out = pause(&s, "alice/typed", "delete t.txt").await;
-    let rid = out["requirements"][0]["id"].as_str().unwrap().to_owned();
-    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ftyped").await;
-    let paused_at = view["version"].as_u64().unwrap();
-
-    // The paused session's change carries its version and its open requirement,
-    // typed: the inbox knows a call waits, and which, without reading the session.
-    let waiting = tokio::time::timeout(guard, async {
-        loop {
-            let c = next_stored_change(&mut inbox, "alice/typed").await;
-            if c["version"].as_u64() == Some(paused_at) {
-                return c;
-            }
-        }
-    })
-    .await
-    .expect("no change with the paused session's version");
-    assert_eq!(waiting["waiting"], true, "{waiting}");
-    let open = waiting["open_requirements"].as_array().unwrap();
-    assert_eq!(open.len(), 1, "{waiting}");
-    assert_eq!(open[0]["requirement_id"], rid.as_str(), "{waiting}");
-    assert_eq!(open[0]["tool"], "delete_file", "{waiting}");
-    assert_eq!(open[0]["kind"], "confirmation", "{waiting}");
-    assert!(waiting["message_count"].as_u64().unwrap() > 0, "{waiting}");
-
-    // Once decided, the change says nothing waits any more.
-    let body = json!({"view_token": view["view_token"], "decisions": [
-        {"requirement_id": rid, "action": "approve"}]});
-    let (st, out) = s
-        .post(ANA, "/v1/sessions/alice%2Ftyped/decisions", body)
-        .await;
-    assert_eq!(st, 200, "{out}");
-    let (_, view) = s.get(ALICE, "/v1/sessions/alice%2Ftyped").await;
-    let done_at = view["version"].as_u64().unwrap();
-    let done = tokio::time::timeout(guard, async {
-        loop {
-            let c = next_stored_change(&mut inbox, "alice/typed").await;
-            if c["version"].as_u64() == Some(done_at) {
-                return c;
-            }
-        }
-    })
-    .await
-    .expect("no change with the decided session's version");
-    assert_eq!(done["waiting"], false, "{done}");
-    assert_eq!(done["open_requirements"], json!([]), "{done}");
 }

@@ -323,6 +323,29 @@ pub fn serve_on(
     }
 }
 
+/// Runs `text` on `session` as alice and checks that it paused, each requirement with
+/// the fingerprint of its arguments; returns the run's answer.
+pub async fn paused_run(s: &TestServer, session: &str, text: &str) -> Value {
+    let (st, out) = s
+        .post(
+            ALICE,
+            &format!("/v1/sessions/{}/runs", enc(session)),
+            json!({"message": text}),
+        )
+        .await;
+    assert_eq!(st, 200, "{out}");
+    assert_eq!(out["status"], "paused", "{out}");
+    // Every requirement of a run's answer carries the fingerprint of its arguments.
+    for r in out["requirements"].as_array().unwrap() {
+        assert_eq!(
+            r["fingerprint"].as_str().map(str::len),
+            Some(64),
+            "no fingerprint: {r}"
+        );
+    }
+    out
+}
+
 impl TestServer {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
